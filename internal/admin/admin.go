@@ -1,0 +1,192 @@
+package admin
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// SocketName is the admin socket inside the data folder.
+const SocketName = "admin.sock"
+
+// Operations.
+const (
+	OpPing   = "ping"
+	OpKick   = "kick"   // close a device's live sessions (after revoke or remove)
+	OpStatus = "status" // which devices are online
+)
+
+// Request is one admin call.
+type Request struct {
+	Op     string `json:"op"`
+	Device string `json:"device,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Reply answers a Request.
+type Reply struct {
+	OK     bool            `json:"ok"`
+	Error  string          `json:"error,omitempty"`
+	Closed int             `json:"closed,omitempty"`
+	Online map[string]bool `json:"online,omitempty"`
+}
+
+// Handler executes requests inside the hub.
+type Handler interface {
+	Kick(device, reason string) int
+	OnlineDevices() map[string]bool
+}
+
+// ErrHubNotRunning means no hub listens on the admin socket.
+var ErrHubNotRunning = errors.New("admin: hub not running")
+
+// maxRequest bounds what a client may send.
+const maxRequest = 64 << 10
+
+// Server serves the admin socket.
+type Server struct {
+	ln      net.Listener
+	h       Handler
+	log     *slog.Logger
+	gid     int // admin group allowed besides root and the hub's uid; -1 for none
+	hubUID  int
+}
+
+// Listen creates the socket at path, owner-only, or group-accessible for group.
+func Listen(path, group string, h Handler, log *slog.Logger) (*Server, error) {
+	gid := -1
+	if group != "" {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			return nil, fmt.Errorf("admin: admin.group %q: %w", group, err)
+		}
+		gid, _ = strconv.Atoi(g.Gid)
+	}
+	// A stale socket from a crashed hub is removed only if nobody answers on it.
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("admin: another hub is already running on %s", path)
+	}
+	os.Remove(path)
+	old := unix.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("admin: listen %s: %w", path, err)
+	}
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("admin: chown %s: %w", path, err)
+		}
+		if err := os.Chmod(path, 0o660); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("admin: chmod %s: %w", path, err)
+		}
+	}
+	s := &Server{ln: ln, h: h, log: log, gid: gid, hubUID: os.Getuid()}
+	go s.serve()
+	return s, nil
+}
+
+// Close stops the server and removes the socket.
+func (s *Server) Close() error { return s.ln.Close() }
+
+func (s *Server) serve() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		go s.handle(c.(*net.UnixConn))
+	}
+}
+
+// allowed checks the caller's kernel-reported credentials: the file mode already limits
+// who can connect; this is the second lock.
+func (s *Server) allowed(c *net.UnixConn) (*unix.Ucred, bool) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, false
+	}
+	var cred *unix.Ucred
+	raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if err != nil || cred == nil {
+		return nil, false
+	}
+	if cred.Uid == 0 || int(cred.Uid) == s.hubUID || s.gid >= 0 && int(cred.Gid) == s.gid {
+		return cred, true
+	}
+	return cred, false
+}
+
+func (s *Server) handle(c *net.UnixConn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	enc := json.NewEncoder(c)
+	cred, ok := s.allowed(c)
+	if !ok {
+		uid := -1
+		if cred != nil {
+			uid = int(cred.Uid)
+		}
+		s.log.Warn("admin request refused", "uid", uid)
+		enc.Encode(Reply{Error: fmt.Sprintf("uid %d may not administer this hub", uid)})
+		return
+	}
+	var req Request
+	if err := json.NewDecoder(io.LimitReader(c, maxRequest)).Decode(&req); err != nil {
+		enc.Encode(Reply{Error: "malformed request: " + err.Error()})
+		return
+	}
+	enc.Encode(s.do(req, cred))
+}
+
+func (s *Server) do(req Request, cred *unix.Ucred) Reply {
+	switch req.Op {
+	case OpPing:
+		return Reply{OK: true}
+	case OpKick:
+		if req.Device == "" {
+			return Reply{Error: "kick needs a device"}
+		}
+		n := s.h.Kick(req.Device, req.Reason)
+		s.log.Info("admin kick", "device", req.Device, "reason", req.Reason, "closed", n, "uid", cred.Uid)
+		return Reply{OK: true, Closed: n}
+	case OpStatus:
+		return Reply{OK: true, Online: s.h.OnlineDevices()}
+	default:
+		return Reply{Error: fmt.Sprintf("unknown op %q", req.Op)}
+	}
+}
+
+// Call sends one request to the hub listening on path.
+func Call(path string, req Request) (Reply, error) {
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		return Reply{}, fmt.Errorf("%w (%s): %v", ErrHubNotRunning, path, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return Reply{}, fmt.Errorf("admin: send: %w", err)
+	}
+	var rep Reply
+	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&rep); err != nil {
+		return Reply{}, fmt.Errorf("admin: reply: %w", err)
+	}
+	if !rep.OK {
+		return rep, fmt.Errorf("admin: hub says: %s", rep.Error)
+	}
+	return rep, nil
+}

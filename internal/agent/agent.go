@@ -1,0 +1,360 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/tunnel"
+)
+
+// Config of the agent. Hub, Device, Signer and HostKey are required.
+type Config struct {
+	Hub     string        // host:port of the hub's SSH server
+	Device  string        // device name (the SSH user)
+	Signer  ssh.Signer    // the device key
+	HostKey ssh.HostKeyCallback
+	Expose  []Expose
+	Forward []Forward
+
+	// KeepaliveInterval between liveness checks of the hub; 0 means 15s.
+	KeepaliveInterval time.Duration
+	// KeepaliveTimeout after which the session is considered dead; 0 means 3 intervals.
+	KeepaliveTimeout time.Duration
+	// BackoffMin and BackoffMax bound the reconnect delay (exponential, with full jitter);
+	// 0 means 1s and 60s.
+	BackoffMin, BackoffMax time.Duration
+	// ConnectWait is how long a local connection to a direct forward waits for a session
+	// while the agent is reconnecting; 0 means 10s.
+	ConnectWait time.Duration
+	// HandshakeTimeout bounds TCP connect plus SSH handshake; 0 means 15s.
+	HandshakeTimeout time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// OnReady, if set, is called each time a session is up with all reverse forwards
+	// registered (tests and the demo use it as a readiness signal).
+	OnReady func()
+}
+
+func (c *Config) applyDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.KeepaliveInterval, 15*time.Second)
+	def(&c.KeepaliveTimeout, 3*c.KeepaliveInterval)
+	def(&c.BackoffMin, time.Second)
+	def(&c.BackoffMax, time.Minute)
+	def(&c.ConnectWait, 10*time.Second)
+	def(&c.HandshakeTimeout, 15*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ErrHostKey means the hub presented a key the agent does not trust; the agent does not
+// retry, since retrying cannot fix it.
+var ErrHostKey = errors.New("agent: hub host key not trusted")
+
+// Agent keeps the device's session to the hub.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	conn    ssh.Conn      // current session, nil while disconnected
+	up      chan struct{} // closed when conn becomes non-nil
+	exposed map[string]Expose
+}
+
+// New validates cfg.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Hub == "" || cfg.Device == "" || cfg.Signer == nil || cfg.HostKey == nil {
+		return nil, errors.New("agent: hub, device, key and hub key pinning are required")
+	}
+	if len(cfg.Expose) == 0 && len(cfg.Forward) == 0 {
+		return nil, errors.New("agent: nothing to do: give at least one --expose or --forward")
+	}
+	cfg.applyDefaults()
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("hub", cfg.Hub, "device", cfg.Device), up: make(chan struct{}), exposed: map[string]Expose{}}
+	for _, e := range cfg.Expose {
+		if _, dup := a.exposed[e.Alias]; dup {
+			return nil, fmt.Errorf("agent: alias %q exposed twice", e.Alias)
+		}
+		a.exposed[e.Alias] = e
+	}
+	return a, nil
+}
+
+// Run keeps the session up until ctx ends. It returns ctx's error, a listen error for a
+// direct forward, or ErrHostKey.
+func (a *Agent) Run(ctx context.Context) error {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for _, f := range a.cfg.Forward {
+		ln, err := net.Listen("tcp", f.Listen)
+		if err != nil {
+			return fmt.Errorf("agent: --forward %s=%s: %w", f.Listen, f.Alias, err)
+		}
+		lns = append(lns, ln)
+		go a.acceptDirect(ctx, ln, f)
+	}
+	attempt := 0
+	for {
+		start := time.Now()
+		err := a.session(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, ErrHostKey) {
+			return err
+		}
+		if time.Since(start) > a.cfg.BackoffMax {
+			attempt = 0 // the session was healthy for a while: start over
+		}
+		delay := backoff(attempt, a.cfg.BackoffMin, a.cfg.BackoffMax)
+		attempt++
+		a.log.Warn("session ended; reconnecting", "err", err, "in", delay.Round(time.Millisecond).String())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
+// backoff is exponential with full jitter: uniform in [min, min*2^attempt] capped at max.
+func backoff(attempt int, lo, hi time.Duration) time.Duration {
+	ceil := lo << min(attempt, 20)
+	if ceil > hi || ceil <= 0 {
+		ceil = hi
+	}
+	return lo + rand.N(ceil-lo+1)
+}
+
+// session runs one SSH session until it fails.
+func (a *Agent) session(ctx context.Context) error {
+	d := net.Dialer{Timeout: a.cfg.HandshakeTimeout, KeepAlive: a.cfg.KeepaliveInterval}
+	tc, err := d.DialContext(ctx, "tcp", a.cfg.Hub)
+	if err != nil {
+		return fmt.Errorf("agent: connect: %w", err)
+	}
+	var hostKeyErr error
+	cc := &ssh.ClientConfig{
+		User: a.cfg.Device,
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(a.cfg.Signer)},
+		HostKeyCallback: func(host string, remote net.Addr, key ssh.PublicKey) error {
+			if err := a.cfg.HostKey(host, remote, key); err != nil {
+				hostKeyErr = fmt.Errorf("%w: %s offered %s: %v", ErrHostKey, host, ssh.FingerprintSHA256(key), err)
+				return hostKeyErr
+			}
+			return nil
+		},
+		BannerCallback: func(msg string) error {
+			a.log.Warn("hub says", "message", msg)
+			return nil
+		},
+		ClientVersion: "SSH-2.0-iotsafe-agent",
+		Timeout:       a.cfg.HandshakeTimeout,
+	}
+	tc.SetDeadline(time.Now().Add(a.cfg.HandshakeTimeout))
+	conn, chans, reqs, err := ssh.NewClientConn(tc, a.cfg.Hub, cc)
+	if err != nil {
+		tc.Close()
+		if hostKeyErr != nil {
+			return hostKeyErr
+		}
+		return fmt.Errorf("agent: handshake: %w", err)
+	}
+	tc.SetDeadline(time.Time{})
+	defer conn.Close()
+	go replyFalse(reqs)
+	done := make(chan struct{})
+	defer close(done)
+	go a.serveForwarded(chans)
+
+	for _, e := range a.cfg.Expose {
+		// Port 0: the alias names the service; the hub reports the protected socket's port.
+		ok, _, err := conn.SendRequest("tcpip-forward", true, ssh.Marshal(struct {
+			Addr string
+			Port uint32
+		}{e.Alias, 0}))
+		if err != nil {
+			return fmt.Errorf("agent: expose %s: %w", e.Alias, err)
+		}
+		if !ok {
+			// The hub logged why; keep the session for the other forwards.
+			a.log.Error("hub refused to expose alias (not in this device's profile, or over its limits)", "alias", e.Alias)
+			continue
+		}
+		a.log.Info("exposed", "alias", e.Alias, "target", e.Target)
+	}
+	a.setConn(conn)
+	defer a.setConn(nil)
+	a.log.Info("session up")
+	if a.cfg.OnReady != nil {
+		a.cfg.OnReady()
+	}
+
+	wait := make(chan error, 1)
+	go func() { wait <- conn.Wait() }()
+	go a.keepalive(conn, done)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case err := <-wait:
+		return fmt.Errorf("agent: session closed: %w", err)
+	}
+}
+
+func replyFalse(reqs <-chan *ssh.Request) {
+	for r := range reqs {
+		if r.WantReply {
+			r.Reply(false, nil)
+		}
+	}
+}
+
+func (a *Agent) keepalive(conn ssh.Conn, done <-chan struct{}) {
+	t := time.NewTicker(a.cfg.KeepaliveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		answered := make(chan struct{})
+		go func() {
+			if _, _, err := conn.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+				close(answered)
+			}
+		}()
+		select {
+		case <-answered:
+		case <-done:
+			return
+		case <-time.After(a.cfg.KeepaliveTimeout):
+			a.log.Warn("hub did not answer keepalive; reconnecting", "timeout", a.cfg.KeepaliveTimeout.String())
+			conn.Close()
+			return
+		}
+	}
+}
+
+func (a *Agent) setConn(c ssh.Conn) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.conn = c
+	if c != nil {
+		close(a.up)
+	} else {
+		a.up = make(chan struct{})
+	}
+}
+
+// current returns the live session, waiting up to ConnectWait for one.
+func (a *Agent) current(ctx context.Context) ssh.Conn {
+	a.mu.Lock()
+	c, up := a.conn, a.up
+	a.mu.Unlock()
+	if c != nil {
+		return c
+	}
+	select {
+	case <-up:
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.conn
+	case <-ctx.Done():
+	case <-time.After(a.cfg.ConnectWait):
+	}
+	return nil
+}
+
+// serveForwarded connects each forwarded-tcpip channel from the hub to the exposed service.
+func (a *Agent) serveForwarded(chans <-chan ssh.NewChannel) {
+	for nc := range chans {
+		if nc.ChannelType() != "forwarded-tcpip" {
+			nc.Reject(ssh.UnknownChannelType, "not accepted by the device agent")
+			continue
+		}
+		var p struct {
+			Addr       string
+			Port       uint32
+			OriginAddr string
+			OriginPort uint32
+		}
+		if err := ssh.Unmarshal(nc.ExtraData(), &p); err != nil {
+			nc.Reject(ssh.ConnectionFailed, "malformed forwarded-tcpip")
+			continue
+		}
+		e, ok := a.exposed[p.Addr]
+		if !ok {
+			nc.Reject(ssh.Prohibited, "alias not exposed by this agent")
+			continue
+		}
+		go func() {
+			c, err := net.DialTimeout("tcp", e.Target, a.cfg.HandshakeTimeout)
+			if err != nil {
+				a.log.Warn("exposed service unreachable", "alias", e.Alias, "target", e.Target, "err", err)
+				nc.Reject(ssh.ConnectionFailed, "device service unreachable: "+err.Error())
+				return
+			}
+			ch, reqs, err := nc.Accept()
+			if err != nil {
+				c.Close()
+				return
+			}
+			go ssh.DiscardRequests(reqs)
+			tunnel.Pipe(ch, c)
+		}()
+	}
+}
+
+func (a *Agent) acceptDirect(ctx context.Context, ln net.Listener, f Forward) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			conn := a.current(ctx)
+			if conn == nil {
+				a.log.Warn("no session to the hub; dropping local connection", "alias", f.Alias)
+				c.Close()
+				return
+			}
+			host, portS, _ := net.SplitHostPort(c.RemoteAddr().String())
+			oport, _ := strconv.Atoi(portS)
+			_, lportS, _ := net.SplitHostPort(f.Listen)
+			lport, _ := strconv.Atoi(lportS)
+			ch, reqs, err := conn.OpenChannel("direct-tcpip", ssh.Marshal(struct {
+				Host       string
+				Port       uint32
+				OriginAddr string
+				OriginPort uint32
+			}{f.Alias, uint32(lport), host, uint32(oport)}))
+			if err != nil {
+				a.log.Warn("hub refused direct forward", "alias", f.Alias, "err", err)
+				c.Close()
+				return
+			}
+			go ssh.DiscardRequests(reqs)
+			tunnel.Pipe(ch, c)
+		}()
+	}
+}

@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+	"gopkg.in/yaml.v3"
+
+	"github.com/iotsafe/iotsafe/internal/agent"
+	"github.com/iotsafe/iotsafe/internal/hub"
+)
+
+// agentFile is the agent's optional config file; flags override it.
+type agentFile struct {
+	Hub               string        `yaml:"hub"`
+	Device            string        `yaml:"device"`
+	Key               string        `yaml:"key"`
+	HubKey            string        `yaml:"hub_key"`
+	KnownHosts        string        `yaml:"known_hosts"`
+	TrustOnFirstUse   bool          `yaml:"trust_on_first_use"`
+	Expose            []string      `yaml:"expose"`
+	Forward           []string      `yaml:"forward"`
+	KeepaliveInterval time.Duration `yaml:"keepalive_interval"`
+	Log               hub.LogConfig `yaml:"log"`
+}
+
+func agentCmd(_ *globals) *cobra.Command {
+	var f agentFile
+	var file string
+	c := &cobra.Command{
+		Use:   "agent",
+		Short: "Run on a device: keep one SSH session to the hub and carry local services over it",
+		Long: `Run the device agent (SecurePX). It keeps one SSH session to the hub, exposes local
+services through reverse forwards (--expose ALIAS=HOST:PORT) and reaches hub services
+through direct forwards (--forward HOST:PORT=ALIAS), reconnecting with exponential
+backoff and jitter. The hub's host key must be pinned (--hub-key or --known-hosts).
+The device name defaults to the key file's base name.
+
+Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1@HUB`,
+		Example: `  iotsafe agent --hub hub:2222 --key /etc/iotsafe/dev1 --hub-key SHA256:... \
+      --expose http=127.0.0.1:80 --forward 127.0.0.1:1883=broker`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file != "" {
+				if err := mergeAgentFile(file, &f, cmd); err != nil {
+					return err
+				}
+			}
+			cfg, err := f.build()
+			if err != nil {
+				return err
+			}
+			log, _ := hub.NewLogger(f.Log, cmd.ErrOrStderr())
+			cfg.Logger = log
+			a, err := agent.New(cfg)
+			if err != nil {
+				return err
+			}
+			return ignoreCanceled(a.Run(cmd.Context()))
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&file, "agent-config", "", "agent config FILE (YAML with the same keys as the flags); flags override it")
+	fl.StringVar(&f.Hub, "hub", "", "hub address HOST:PORT")
+	fl.StringVar(&f.Device, "device", "", "device name (default: base name of --key)")
+	fl.StringVar(&f.Key, "key", "", "device private key FILE (OpenSSH format)")
+	fl.StringVar(&f.HubKey, "hub-key", "", "pin the hub's host key by fingerprint SHA256:...")
+	fl.StringVar(&f.KnownHosts, "known-hosts", "", "trust hub keys listed in this known_hosts FILE")
+	fl.BoolVar(&f.TrustOnFirstUse, "trust-on-first-use", false, "with --known-hosts: record the hub's key on first connect (a changed key is still refused)")
+	fl.StringArrayVar(&f.Expose, "expose", nil, "expose a device service: ALIAS=HOST:PORT (repeatable)")
+	fl.StringArrayVar(&f.Forward, "forward", nil, "reach a hub service: HOST:PORT=ALIAS (repeatable)")
+	fl.DurationVar(&f.KeepaliveInterval, "keepalive", 15*time.Second, "keepalive interval; the session is dropped after 3 missed answers")
+	fl.StringVar(&f.Log.Level, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.Log.Format, "log-format", "text", "text or json")
+	return c
+}
+
+// mergeAgentFile fills from the file every field whose flag was not given.
+func mergeAgentFile(path string, f *agentFile, cmd *cobra.Command) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var fileCfg agentFile
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fileCfg); err != nil {
+		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	set := func(flag string, dst *string, v string) {
+		if !cmd.Flags().Changed(flag) && v != "" {
+			*dst = v
+		}
+	}
+	set("hub", &f.Hub, fileCfg.Hub)
+	set("device", &f.Device, fileCfg.Device)
+	set("key", &f.Key, fileCfg.Key)
+	set("hub-key", &f.HubKey, fileCfg.HubKey)
+	set("known-hosts", &f.KnownHosts, fileCfg.KnownHosts)
+	set("log-level", &f.Log.Level, fileCfg.Log.Level)
+	set("log-format", &f.Log.Format, fileCfg.Log.Format)
+	if !cmd.Flags().Changed("trust-on-first-use") {
+		f.TrustOnFirstUse = fileCfg.TrustOnFirstUse
+	}
+	if !cmd.Flags().Changed("expose") {
+		f.Expose = fileCfg.Expose
+	}
+	if !cmd.Flags().Changed("forward") {
+		f.Forward = fileCfg.Forward
+	}
+	if !cmd.Flags().Changed("keepalive") && fileCfg.KeepaliveInterval != 0 {
+		f.KeepaliveInterval = fileCfg.KeepaliveInterval
+	}
+	return nil
+}
+
+func (f *agentFile) build() (agent.Config, error) {
+	var cfg agent.Config
+	if f.Hub == "" {
+		return cfg, errors.New("--hub HOST:PORT is required")
+	}
+	if f.Key == "" {
+		return cfg, errors.New("--key FILE is required")
+	}
+	cfg.Hub, cfg.Device, cfg.KeepaliveInterval = f.Hub, f.Device, f.KeepaliveInterval
+	if cfg.Device == "" {
+		cfg.Device = strings.TrimSuffix(filepath.Base(f.Key), filepath.Ext(f.Key))
+	}
+	b, err := os.ReadFile(f.Key)
+	if err != nil {
+		return cfg, fmt.Errorf("--key: %w", err)
+	}
+	if cfg.Signer, err = ssh.ParsePrivateKey(b); err != nil {
+		return cfg, fmt.Errorf("--key %s: %w", f.Key, err)
+	}
+	switch {
+	case f.HubKey != "" && f.KnownHosts != "":
+		return cfg, errors.New("give --hub-key or --known-hosts, not both")
+	case f.HubKey != "":
+		cfg.HostKey, err = agent.PinFingerprint(f.HubKey)
+	case f.KnownHosts != "":
+		cfg.HostKey, err = agent.KnownHosts(f.KnownHosts, f.TrustOnFirstUse)
+	default:
+		return cfg, errors.New("the hub's host key must be pinned: --hub-key SHA256:... (printed by 'iotsafe hub') or --known-hosts FILE [--trust-on-first-use]")
+	}
+	if err != nil {
+		return cfg, err
+	}
+	for _, s := range f.Expose {
+		e, err := agent.ParseExpose(s)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Expose = append(cfg.Expose, e)
+	}
+	for _, s := range f.Forward {
+		fw, err := agent.ParseForward(s)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Forward = append(cfg.Forward, fw)
+	}
+	return cfg, nil
+}

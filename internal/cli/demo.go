@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iotsafe/iotsafe/internal/demo"
+	"github.com/iotsafe/iotsafe/internal/hub"
+)
+
+func demoCmd(g *globals) *cobra.Command {
+	var devices int
+	var duration time.Duration
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "demo",
+		Short: "Run a hub with simulated devices on the local data folder",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := hub.LoadConfig(g.config, g.data)
+			if err != nil {
+				return err
+			}
+			if quiet {
+				cfg.Log.Level = "warn"
+			}
+			log, _ := hub.NewLogger(cfg.Log, cmd.ErrOrStderr())
+			ctx := cmd.Context()
+			if duration > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, duration)
+				defer cancel()
+			}
+			bin := os.Args[0]
+			return demo.Run(ctx, demo.Options{DataDir: g.data, Config: cfg, Devices: devices, Binary: bin, Out: cmd.OutOrStdout(), Logger: log})
+		},
+	}
+	c.Flags().IntVar(&devices, "devices", 3, "number of simulated devices")
+	c.Flags().DurationVar(&duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
+	c.Flags().BoolVar(&quiet, "quiet", true, "only warnings and errors in the log")
+	return c
+}

@@ -1,0 +1,335 @@
+package cli
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+func deviceCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "device", Short: "Enroll, list, show, revoke and remove devices"}
+	c.AddCommand(deviceAddCmd(g), deviceListCmd(g), deviceShowCmd(g), deviceRevokeCmd(g), deviceRemoveCmd(g))
+	return c
+}
+
+func deviceAddCmd(g *globals) *cobra.Command {
+	var prof, pubkey, keygen string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "add NAME",
+		Short: "Enroll a device with its public key and allocate its protected sockets",
+		Example: `  iotsafe device add dev1 --keygen ./keys          # creates ./keys/dev1 and ./keys/dev1.pub
+  iotsafe device add cam7 --pubkey cam7.pub --profile camera.yaml`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if (pubkey == "") == (keygen == "") {
+				return errors.New("give exactly one of --pubkey FILE or --keygen DIR")
+			}
+			ctx := cmd.Context()
+			reg, _, err := g.openRegistry(ctx)
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			profName, err := resolveProfile(ctx, reg, prof)
+			if err != nil {
+				return err
+			}
+			var key ssh.PublicKey
+			var keyFile string
+			if pubkey != "" {
+				if key, err = readPublicKey(pubkey); err != nil {
+					return err
+				}
+			} else {
+				if key, keyFile, err = generateDeviceKey(keygen, name); err != nil {
+					return err
+				}
+			}
+			d, err := reg.AddDevice(ctx, name, profName, key)
+			if err != nil {
+				if keyFile != "" {
+					os.Remove(keyFile)
+					os.Remove(keyFile + ".pub")
+				}
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), d)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "enrolled %s (profile %s, address %s, key %s)\n", d.Name, d.Profile, d.Address, d.Keys[0].Fingerprint)
+			for _, s := range d.Sockets {
+				fmt.Fprintf(w, "  protected socket %-10s %s\n", s.Alias, s.Addr)
+			}
+			if keyFile != "" {
+				fmt.Fprintf(w, "private key written to %s (mode 0600): copy it to the device\n", keyFile)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&prof, "profile", profile.DefaultName, "profile NAME from the registry, or a profile FILE (YAML) to store and use")
+	c.Flags().StringVar(&pubkey, "pubkey", "", "the device's OpenSSH public key FILE")
+	c.Flags().StringVar(&keygen, "keygen", "", "create an ed25519 key pair in DIR (DIR/NAME, DIR/NAME.pub)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+// resolveProfile stores a profile given as a file and returns its name.
+func resolveProfile(ctx context.Context, reg *registry.Registry, arg string) (string, error) {
+	if arg == "" {
+		return profile.DefaultName, nil
+	}
+	if profile.ValidName(arg) {
+		if _, err := reg.Profile(ctx, arg); err == nil {
+			return arg, nil
+		}
+		if _, err := os.Stat(arg); err != nil {
+			return "", fmt.Errorf("no profile named %q: add it with 'iotsafe profile add FILE' or pass a file", arg)
+		}
+	}
+	b, err := os.ReadFile(arg)
+	if err != nil {
+		return "", fmt.Errorf("profile: %w", err)
+	}
+	p, err := profile.Parse(b)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", arg, err)
+	}
+	if err := reg.PutProfile(ctx, p); err != nil {
+		return "", err
+	}
+	return p.Name, nil
+}
+
+func readPublicKey(path string) (ssh.PublicKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--pubkey: %w", err)
+	}
+	k, _, _, _, err := ssh.ParseAuthorizedKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("--pubkey %s: not an OpenSSH public key: %w", path, err)
+	}
+	return k, nil
+}
+
+func generateDeviceKey(dir, name string) (ssh.PublicKey, string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", fmt.Errorf("--keygen: %w", err)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(dir, name)
+	if err := hub.WritePrivateKey(path, priv, name); err != nil {
+		return nil, "", fmt.Errorf("--keygen: %w (remove the old key first if you mean to replace it)", err)
+	}
+	pub, _ := ssh.NewPublicKey(priv.Public())
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " " + name + "\n"
+	if err := os.WriteFile(path+".pub", []byte(line), 0o644); err != nil {
+		return nil, "", err
+	}
+	return pub, path, nil
+}
+
+func deviceListCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List devices with their status",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg, _, err := g.openRegistry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			devs, err := reg.Devices(cmd.Context())
+			if err != nil {
+				return err
+			}
+			online := g.online()
+			if asJSON {
+				out := make([]deviceView, 0, len(devs))
+				for _, d := range devs {
+					out = append(out, deviceView{d, online[d.Name]})
+				}
+				return printJSON(cmd.OutOrStdout(), out)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "DEVICE\tPROFILE\tADDRESS\tSTATUS\tVIOLATIONS")
+			for _, d := range devs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", d.Name, d.Profile, d.Address, status(d, online), d.Violations)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+type deviceView struct {
+	*registry.Device
+	Online bool `json:"online"`
+}
+
+// online asks the running hub which devices have a live session; nil if it is not running.
+func (g *globals) online() map[string]bool {
+	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpStatus})
+	if err != nil {
+		return nil
+	}
+	return rep.Online
+}
+
+func status(d *registry.Device, online map[string]bool) string {
+	switch {
+	case d.Revoked():
+		return "revoked " + d.RevokedAt.Local().Format(time.DateTime)
+	case online == nil:
+		return "unknown (hub not running)"
+	case online[d.Name]:
+		return "online"
+	case d.LastSeen != nil:
+		return "offline since " + d.LastSeen.Local().Format(time.DateTime)
+	default:
+		return "never connected"
+	}
+}
+
+func deviceShowCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a device: keys, protected sockets, negotiated algorithms, status",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			reg, _, err := g.openRegistry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			d, err := reg.Device(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			online := g.online()
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), deviceView{d, online[d.Name]})
+			}
+			printDevice(cmd.OutOrStdout(), d, online)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func printDevice(w io.Writer, d *registry.Device, online map[string]bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "device\t%s\n", d.Name)
+	fmt.Fprintf(tw, "profile\t%s\n", d.Profile)
+	fmt.Fprintf(tw, "address\t%s\t(source of its direct forwards)\n", d.Address)
+	fmt.Fprintf(tw, "status\t%s\n", status(d, online))
+	if d.Revoked() && d.RevokeWhy != "" {
+		fmt.Fprintf(tw, "revoked because\t%s\n", d.RevokeWhy)
+	}
+	fmt.Fprintf(tw, "violations\t%d\n", d.Violations)
+	for _, k := range d.Keys {
+		st := "active"
+		if k.RevokedAt != nil {
+			st = "revoked"
+		}
+		fmt.Fprintf(tw, "key\t%s %s (%s, added %s)\n", k.Type, k.Fingerprint, st, k.CreatedAt.Local().Format(time.DateTime))
+	}
+	for _, s := range d.Sockets {
+		fmt.Fprintf(tw, "socket\t%s\t%s\n", s.Alias, s.Addr)
+	}
+	if a := d.LastAlgos; a != nil {
+		fmt.Fprintf(tw, "last session\tfrom %s, client %s\n", d.LastRemote, a.Client)
+		fmt.Fprintf(tw, "negotiated\tkex %s, cipher %s, host key %s, device key %s", a.KeyExchange, a.Cipher, a.HostKey, a.KeyType)
+		if a.MAC != "" {
+			fmt.Fprintf(tw, ", mac %s", a.MAC)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+func deviceRevokeCmd(g *globals) *cobra.Command {
+	var reason string
+	c := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Refuse the device's keys from now on and close its live session",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			reg, _, err := g.openRegistry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			if err := reg.RevokeDevice(cmd.Context(), args[0], reason); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])
+			return g.kick(cmd, args[0], "key revoked")
+		},
+	}
+	c.Flags().StringVar(&reason, "reason", "revoked by operator", "why (kept in the registry and the audit log)")
+	return c
+}
+
+func deviceRemoveCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Delete a device, its keys and its sockets, closing its live session",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			reg, _, err := g.openRegistry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			if err := reg.RemoveDevice(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", args[0])
+			return g.kick(cmd, args[0], "device removed")
+		},
+	}
+}
+
+// kick tells a running hub to close the device's sessions now.
+func (g *globals) kick(cmd *cobra.Command, device, why string) error {
+	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpKick, Device: device, Reason: why})
+	if errors.Is(err, admin.ErrHubNotRunning) {
+		fmt.Fprintln(cmd.OutOrStdout(), "hub not running: the change applies when it starts")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if rep.Closed > 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "closed %d live session(s)\n", rep.Closed)
+	}
+	return nil
+}

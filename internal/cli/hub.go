@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/hub"
+)
+
+func hubCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "hub",
+		Short: "Run the hub: SSH server for devices, protected sockets, admin socket",
+		Long: `Run the hub. The first start creates the data folder (mode 0700), an ed25519 host
+key and the SQLite registry, and prints the host key fingerprint that agents pin.
+SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive timings.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := hub.LoadConfig(g.config, g.data)
+			if err != nil {
+				return err
+			}
+			log, level := hub.NewLogger(cfg.Log, cmd.ErrOrStderr())
+			h, err := hub.Start(cmd.Context(), cfg, hub.Options{DataDir: g.data, Logger: log, Level: level})
+			if err != nil {
+				return err
+			}
+			defer h.Close()
+			for _, k := range h.HostKeys() {
+				fmt.Fprintf(cmd.OutOrStdout(), "host key %s %s\n", k.Type(), ssh.FingerprintSHA256(k))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "hub listening for devices on %s (data %s)\n", h.SSHAddr(), g.data)
+			log.Info("hub ready", "ssh", h.SSHAddr().String(), "data", g.data)
+			sig := make(chan os.Signal, 4)
+			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+			defer signal.Stop(sig)
+			for {
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case s := <-sig:
+					if s != syscall.SIGHUP {
+						log.Info("shutting down", "signal", s.String())
+						return nil
+					}
+					nc, err := hub.LoadConfig(g.config, g.data)
+					if err == nil {
+						err = h.Reload(nc)
+					}
+					if err != nil {
+						log.Error("reload refused; keeping the running configuration", "err", err)
+					}
+				}
+			}
+		},
+	}
+}

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/sockets"
+)
+
+// Version is set at build time with -ldflags "-X ...cli.Version=...".
+var Version = "dev"
+
+type globals struct {
+	data   string
+	config string
+}
+
+// Execute runs the command line and returns the process exit code.
+func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "iotsafe",
+		Short: "Secure IoT device fleets over SSH, without touching their firmware",
+		Long: `iotsafe carries each device's plain HTTP/MQTT over one SSH session to a hub, which
+exposes device services on protected local sockets (paper: IoTsafe, IEEE Access 2019).
+
+Roles: 'iotsafe hub' runs the host server; 'iotsafe agent' runs on a device (stock
+ssh and dbclient work as agents too); the other commands administer the hub.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+	}
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	def := os.Getenv("IOTSAFE_DATA")
+	if def == "" {
+		def = hub.DefaultData
+	}
+	root.PersistentFlags().StringVar(&g.data, "data", def, "data folder of the hub (registry, keys, admin socket); env IOTSAFE_DATA")
+	root.PersistentFlags().StringVar(&g.config, "config", "", "hub config file (default DATA/hub.yaml if present)")
+	root.AddCommand(hubCmd(g), deviceCmd(g), profileCmd(g), eventsCmd(g), agentCmd(g), connectCmd(g), demoCmd(g))
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "iotsafe:", err)
+		return 1
+	}
+	return 0
+}
+
+// openRegistry opens the hub's registry for an admin command.
+func (g *globals) openRegistry(ctx context.Context) (*registry.Registry, hub.Config, error) {
+	cfg, err := hub.LoadConfig(g.config, g.data)
+	if err != nil {
+		return nil, cfg, err
+	}
+	pool, err := sockets.NewPool(cfg.Pool)
+	if err != nil {
+		return nil, cfg, err
+	}
+	if err := os.MkdirAll(g.data, 0o700); err != nil {
+		return nil, cfg, fmt.Errorf("data folder: %w", err)
+	}
+	r, err := registry.Open(ctx, g.data, pool)
+	return r, cfg, err
+}
+
+func (g *globals) adminSocket() string { return g.data + "/" + admin.SocketName }
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,161 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/agent"
+	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// Options of the demo.
+type Options struct {
+	DataDir string
+	Config  hub.Config
+	Devices int           // how many simulated devices; 0 means 3
+	Binary  string        // how to call iotsafe in the printed hints
+	Out     io.Writer     // progress and hints
+	Logger  *slog.Logger  // hub and agent logs
+	Ready   chan<- string // receives the first device's protected socket once all are up (tests)
+}
+
+// Run starts the hub and the devices, prints what to try, and waits for ctx to end.
+func Run(ctx context.Context, o Options) error {
+	if o.Devices == 0 {
+		o.Devices = 3
+	}
+	if o.Binary == "" {
+		o.Binary = "iotsafe"
+	}
+	fmt.Fprintf(o.Out, "starting hub (data folder %s)\n", o.DataDir)
+	h, err := hub.Start(ctx, o.Config, hub.Options{DataDir: o.DataDir, Logger: o.Logger})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	hostKey := h.HostKeys()[0]
+	fmt.Fprintf(o.Out, "hub: devices connect to %s, host key %s\n", h.SSHAddr(), ssh.FingerprintSHA256(hostKey))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ready := make(chan struct{}, o.Devices)
+	var first string
+	for i := 1; i <= o.Devices; i++ {
+		name := fmt.Sprintf("dev%d", i)
+		d, signer, err := enroll(ctx, h.Registry(), filepath.Join(o.DataDir, "demo-keys"), name)
+		if err != nil {
+			return err
+		}
+		appLn, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		app := &http.Server{Handler: SensorApp(name), ReadHeaderTimeout: 5 * time.Second}
+		go app.Serve(appLn)
+		defer app.Close()
+		var once sync.Once
+		a, err := agent.New(agent.Config{
+			Hub: h.SSHAddr().String(), Device: name, Signer: signer,
+			HostKey:    ssh.FixedHostKey(hostKey),
+			Expose:     []agent.Expose{{Alias: "http", Target: appLn.Addr().String()}},
+			Logger:     o.Logger.With("component", "agent"),
+			BackoffMin: 200 * time.Millisecond,
+			OnReady:    func() { once.Do(func() { ready <- struct{}{} }) },
+		})
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.Run(ctx)
+		}()
+		sock := d.Sockets[0].Addr.String()
+		if i == 1 {
+			first = sock
+		}
+		fmt.Fprintf(o.Out, "device %s: sensor app on %s, agent connected, service http on protected socket %s\n", name, appLn.Addr(), sock)
+	}
+	for range o.Devices {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil
+		case <-time.After(30 * time.Second):
+			return errors.New("demo: devices did not come up within 30s; see the log above")
+		}
+	}
+	body, err := fetch(ctx, first)
+	if err != nil {
+		return fmt.Errorf("demo: request through dev1 failed: %w", err)
+	}
+	fmt.Fprintf(o.Out, "\nGET / through dev1's SSH session -> %s\n", body)
+	data := o.DataDir
+	fmt.Fprintf(o.Out, `All set. In another terminal, try:
+  printf 'GET / HTTP/1.0\r\n\r\n' | %[1]s connect dev2 http --data %[2]s
+  %[1]s device list --data %[2]s
+  %[1]s device show dev1 --data %[2]s
+  %[1]s events --data %[2]s
+  %[1]s device revoke dev3 --data %[2]s     # dev3's session closes at once
+Press Ctrl-C to stop everything.
+`, o.Binary, data)
+	if o.Ready != nil {
+		o.Ready <- first
+	}
+	<-ctx.Done()
+	fmt.Fprintln(o.Out, "stopping")
+	return nil
+}
+
+// enroll makes sure the demo device exists with a key we hold.
+func enroll(ctx context.Context, reg *registry.Registry, keyDir, name string) (*registry.Device, ssh.Signer, error) {
+	if err := os.MkdirAll(keyDir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	signer, err := hub.LoadOrCreateKey(filepath.Join(keyDir, name))
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := reg.Device(ctx, name)
+	if err == nil {
+		for _, k := range d.Keys {
+			if k.Fingerprint == ssh.FingerprintSHA256(signer.PublicKey()) && !d.Revoked() {
+				return d, signer, nil
+			}
+		}
+		// Stale demo device (revoked or other key): enroll it afresh.
+		if err := reg.RemoveDevice(ctx, name); err != nil {
+			return nil, nil, err
+		}
+	} else if !errors.Is(err, registry.ErrNotFound) {
+		return nil, nil, err
+	}
+	d, err = reg.AddDevice(ctx, name, profile.DefaultName, signer.PublicKey())
+	return d, signer, err
+}
+
+func fetch(ctx context.Context, addr string) (string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return string(b), err
+}

@@ -1,0 +1,107 @@
+package hub
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/iotsafe/iotsafe/internal/metrics"
+	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sshd"
+)
+
+// DefaultData is the data folder used when neither --data nor IOTSAFE_DATA is given.
+const DefaultData = "./iotsafe-data"
+
+// ConfigName is the config file looked for in the data folder when --config is not given.
+const ConfigName = "hub.yaml"
+
+// Config is the hub's configuration file. Every field has a safe zero value.
+type Config struct {
+	Log     LogConfig      `yaml:"log"`
+	SSH     sshd.Config    `yaml:"ssh"`
+	Pool    sockets.Config `yaml:"pool"`
+	Admin   AdminConfig    `yaml:"admin"`
+	Metrics metrics.Config `yaml:"metrics"`
+}
+
+// LogConfig selects the log level ("debug", "info", "warn", "error"; "" means info) and
+// format ("text" or "json"; "" means text).
+type LogConfig struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// AdminConfig of the admin socket.
+type AdminConfig struct {
+	// Group may use the admin socket besides root and the hub's user; "" means nobody else.
+	Group string `yaml:"group"`
+}
+
+// ErrConfig wraps every configuration error.
+var ErrConfig = errors.New("config")
+
+// ParseConfig reads YAML, rejecting unknown fields, and validates it with defaults applied.
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("%w: %s", ErrConfig, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	c.ApplyDefaults()
+	if _, err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return c, nil
+}
+
+// LoadConfig reads path; an empty path means DATA/hub.yaml if it exists, else defaults.
+func LoadConfig(path, dataDir string) (Config, error) {
+	explicit := path != ""
+	if !explicit {
+		path = filepath.Join(dataDir, ConfigName)
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !explicit {
+		return ParseConfig(nil)
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ApplyDefaults fills zero values.
+func (c *Config) ApplyDefaults() {
+	c.SSH.ApplyDefaults()
+}
+
+// Validate checks all sections and returns insecure algorithms that are enabled.
+func (c *Config) Validate() ([]string, error) {
+	switch c.Log.Level {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return nil, fmt.Errorf("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "", "text", "json":
+	default:
+		return nil, fmt.Errorf("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	if _, err := sockets.NewPool(c.Pool); err != nil {
+		return nil, err
+	}
+	return c.SSH.Validate()
+}

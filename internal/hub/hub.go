@@ -1,0 +1,188 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
+
+	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/metrics"
+	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sshd"
+)
+
+// Hub is one running host server.
+type Hub struct {
+	cfg      Config
+	dir      string
+	log      *slog.Logger
+	level    *slog.LevelVar
+	reg      *registry.Registry
+	ssh      *sshd.Server
+	admin    *admin.Server
+	metrics  *metrics.Metrics
+	hostKeys []ssh.Signer
+	sshAddr  net.Addr
+	cancel   context.CancelFunc
+	closeOne sync.Once
+}
+
+// Options are what the caller decides besides the config file.
+type Options struct {
+	DataDir string
+	Logger  *slog.Logger   // nil: a logger built from cfg.Log on stderr
+	Level   *slog.LevelVar // the level Logger uses, so SIGHUP can change it
+}
+
+// Start opens the registry, loads or creates host keys, and binds every listener. The hub
+// serves once Start returns nil; Close stops it.
+func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
+	insecure, err := cfg.Validate()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	h := &Hub{cfg: cfg, dir: opt.DataDir, log: opt.Logger, level: opt.Level}
+	if h.log == nil {
+		h.log, h.level = NewLogger(cfg.Log, os.Stderr)
+	}
+	for _, a := range insecure {
+		h.log.Warn("insecure algorithm enabled by ssh.allow_insecure", "algorithm", a)
+	}
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("hub: data folder: %w", err)
+	}
+	raiseFileLimit(h.log)
+	ctx, h.cancel = context.WithCancel(ctx)
+	ok := false
+	defer func() {
+		if !ok {
+			h.Close()
+		}
+	}()
+	pool, err := sockets.NewPool(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	if h.reg, err = registry.Open(ctx, h.dir, pool); err != nil {
+		return nil, err
+	}
+	if h.hostKeys, err = LoadHostKeys(h.dir, cfg.SSH.Crypto.HostKeyAlgorithms); err != nil {
+		return nil, err
+	}
+	sc := cfg.SSH
+	sc.Logger = h.log.With("component", "sshd")
+	if cfg.Metrics.Listen != "" {
+		h.metrics = metrics.New()
+		sc.Metrics = h.metrics
+		addr, err := h.metrics.Serve(ctx, cfg.Metrics.Listen)
+		if err != nil {
+			return nil, err
+		}
+		h.log.Info("metrics", "url", "http://"+addr.String()+"/metrics")
+	}
+	if h.ssh, err = sshd.New(sc, h.reg, h.hostKeys); err != nil {
+		return nil, err
+	}
+	if h.sshAddr, err = h.ssh.Listen(); err != nil {
+		return nil, err
+	}
+	if h.admin, err = admin.Listen(filepath.Join(h.dir, admin.SocketName), cfg.Admin.Group, h, h.log.With("component", "admin")); err != nil {
+		return nil, err
+	}
+	go func() {
+		if err := h.ssh.Serve(); err != nil && !errors.Is(err, sshd.ErrClosed) {
+			h.log.Error("ssh server stopped", "err", err)
+		}
+	}()
+	ok = true
+	return h, nil
+}
+
+// SSHAddr is where devices connect.
+func (h *Hub) SSHAddr() net.Addr { return h.sshAddr }
+
+// HostKeys returns the public host keys (for printing fingerprints).
+func (h *Hub) HostKeys() []ssh.PublicKey {
+	out := make([]ssh.PublicKey, len(h.hostKeys))
+	for i, k := range h.hostKeys {
+		out[i] = k.PublicKey()
+	}
+	return out
+}
+
+// Registry gives in-process callers (the demo, tests) the hub's registry.
+func (h *Hub) Registry() *registry.Registry { return h.reg }
+
+// Kick implements admin.Handler.
+func (h *Hub) Kick(device, reason string) int { return h.ssh.Kick(device, reason) }
+
+// OnlineDevices implements admin.Handler.
+func (h *Hub) OnlineDevices() map[string]bool {
+	out := map[string]bool{}
+	devs, err := h.reg.Devices(context.Background())
+	if err != nil {
+		return out
+	}
+	for _, d := range devs {
+		if h.ssh.Online(d.Name) {
+			out[d.Name] = true
+		}
+	}
+	return out
+}
+
+// Reload applies what can change without a restart: log level and keepalive timings.
+func (h *Hub) Reload(cfg Config) error {
+	if _, err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if h.level != nil {
+		h.level.Set(parseLevel(cfg.Log.Level))
+	}
+	h.ssh.UpdatePolicy(cfg.SSH.KeepaliveInterval, cfg.SSH.KeepaliveTimeout, cfg.SSH.TakeoverProbe)
+	h.log.Info("configuration reloaded (log level, keepalive and takeover timings; other changes need a restart)")
+	return nil
+}
+
+// Close shuts everything down and waits for sessions to end.
+func (h *Hub) Close() {
+	h.closeOne.Do(func() {
+		if h.admin != nil {
+			h.admin.Close()
+		}
+		if h.ssh != nil {
+			h.ssh.Close()
+		}
+		if h.cancel != nil {
+			h.cancel()
+		}
+		if h.reg != nil {
+			h.reg.Close()
+		}
+	})
+}
+
+// raiseFileLimit lifts the soft RLIMIT_NOFILE to the hard limit: every forward and
+// channel holds descriptors.
+func raiseFileLimit(log *slog.Logger) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return
+	}
+	if lim.Cur < lim.Max {
+		old := lim.Cur
+		lim.Cur = lim.Max
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err == nil {
+			log.Debug("raised open-file limit", "from", old, "to", lim.Max)
+		}
+	}
+}

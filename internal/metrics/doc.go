@@ -1,0 +1,3 @@
+// Package metrics exposes the hub's counters in Prometheus format on an opt-in
+// loopback address: sessions, forwards, channels, bytes, handshakes, violations, last seen.
+package metrics

@@ -1,0 +1,84 @@
+package profile
+
+import (
+	"fmt"
+	"slices"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// CryptoPolicy is the SSH part of the paper's HostProfile: which algorithms the hub
+// offers. Empty lists mean the modern defaults below. Names unknown to the SSH library
+// are errors, and algorithms the library marks insecure need AllowInsecure.
+type CryptoPolicy struct {
+	KeyExchanges      []string `yaml:"kex" json:"kex"`
+	Ciphers           []string `yaml:"ciphers" json:"ciphers"`
+	MACs              []string `yaml:"macs" json:"macs"`
+	HostKeyAlgorithms []string `yaml:"host_key_algorithms" json:"host_key_algorithms"`
+	// DeviceKeyAlgorithms are the public-key signature algorithms accepted from devices.
+	DeviceKeyAlgorithms []string `yaml:"device_key_algorithms" json:"device_key_algorithms"`
+	// AllowInsecure permits algorithms the SSH library lists as insecure (ssh-rsa with SHA-1,
+	// CBC, diffie-hellman-group1...). The hub logs a warning at start when it is set.
+	AllowInsecure bool `yaml:"allow_insecure" json:"allow_insecure"`
+}
+
+// Modern defaults: post-quantum hybrid and X25519 key exchange, AEAD ciphers, ed25519 host key.
+// chacha20 comes before AES-GCM because Dropbear 2022.83 has no AES-GCM.
+var (
+	DefaultKeyExchanges = []string{"mlkem768x25519-sha256", "curve25519-sha256"}
+	DefaultCiphers      = []string{"chacha20-poly1305@openssh.com", "aes256-gcm@openssh.com", "aes128-gcm@openssh.com"}
+	// MACs matter only for non-AEAD ciphers; ETM variants first.
+	DefaultMACs                = []string{"hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com", "hmac-sha2-256", "hmac-sha2-512"}
+	DefaultHostKeyAlgorithms   = []string{ssh.KeyAlgoED25519}
+	DefaultDeviceKeyAlgorithms = []string{ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSASHA512}
+)
+
+// ApplyDefaults fills empty lists with the modern defaults.
+func (c *CryptoPolicy) ApplyDefaults() {
+	fill := func(dst *[]string, def []string) {
+		if len(*dst) == 0 {
+			*dst = slices.Clone(def)
+		}
+	}
+	fill(&c.KeyExchanges, DefaultKeyExchanges)
+	fill(&c.Ciphers, DefaultCiphers)
+	fill(&c.MACs, DefaultMACs)
+	fill(&c.HostKeyAlgorithms, DefaultHostKeyAlgorithms)
+	fill(&c.DeviceKeyAlgorithms, DefaultDeviceKeyAlgorithms)
+}
+
+// Validate rejects unknown names and insecure ones unless AllowInsecure is set.
+// It returns the insecure algorithms in use so the caller can warn about them.
+func (c *CryptoPolicy) Validate() (insecure []string, err error) {
+	sup, bad := ssh.SupportedAlgorithms(), ssh.InsecureAlgorithms()
+	check := func(field string, names, supported, weak []string) error {
+		for _, n := range names {
+			switch {
+			case slices.Contains(supported, n):
+			case slices.Contains(weak, n):
+				if !c.AllowInsecure {
+					return fmt.Errorf("ssh.%s: %q is insecure; set ssh.allow_insecure to use it", field, n)
+				}
+				insecure = append(insecure, n)
+			default:
+				return fmt.Errorf("ssh.%s: %q is not an algorithm this hub supports (supported: %v)", field, n, supported)
+			}
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		name            string
+		val, sup, insec []string
+	}{
+		{"kex", c.KeyExchanges, sup.KeyExchanges, bad.KeyExchanges},
+		{"ciphers", c.Ciphers, sup.Ciphers, bad.Ciphers},
+		{"macs", c.MACs, sup.MACs, bad.MACs},
+		{"host_key_algorithms", c.HostKeyAlgorithms, sup.HostKeys, bad.HostKeys},
+		{"device_key_algorithms", c.DeviceKeyAlgorithms, sup.PublicKeyAuths, bad.PublicKeyAuths},
+	} {
+		if err := check(f.name, f.val, f.sup, f.insec); err != nil {
+			return nil, err
+		}
+	}
+	return insecure, nil
+}

@@ -1,0 +1,177 @@
+package profile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultName is the profile every device gets unless the operator names another.
+const DefaultName = "default"
+
+// Violation actions.
+const (
+	ActionLog    = "log"
+	ActionRevoke = "revoke"
+)
+
+// ErrInvalid is wrapped by every validation error so callers can branch on it.
+var ErrInvalid = errors.New("profile: invalid")
+
+// Profile is the paper's IoTProfile: what one device may expose and reach, and its limits.
+// The hub validates every request against it; a device cannot override it.
+type Profile struct {
+	// Name identifies the profile in the registry.
+	Name string `yaml:"name" json:"name"`
+	// Reverse maps each alias the device may expose (ssh -R ALIAS:PORT:...) to the
+	// device-side port it is expected to announce; 0 accepts any port.
+	Reverse map[string]int `yaml:"reverse" json:"reverse"`
+	// Direct maps each alias the device may reach on the hub side (ssh -L ...:ALIAS:PORT)
+	// to the host:port the hub connects to on its behalf. The requested port is not used:
+	// the alias alone decides the target.
+	Direct map[string]string `yaml:"direct" json:"direct"`
+	// MaxSessions bounds concurrent SSH sessions of the device; 0 means 1.
+	MaxSessions int `yaml:"max_sessions" json:"max_sessions"`
+	// MaxForwards bounds concurrently registered reverse forwards; 0 means the number
+	// of reverse aliases (at least 1).
+	MaxForwards int `yaml:"max_forwards" json:"max_forwards"`
+	// MaxChannels bounds concurrently open channels (both directions) per session; 0 means 64.
+	MaxChannels int `yaml:"max_channels" json:"max_channels"`
+	// Compression allows in-session compression negotiated by iotsafe agents (off by default).
+	Compression bool `yaml:"compression" json:"compression"`
+	// OnViolation says what happens once a device has broken the profile often enough.
+	OnViolation ViolationPolicy `yaml:"on_violation" json:"on_violation"`
+}
+
+// ViolationPolicy is the per-profile reaction to violations.
+type ViolationPolicy struct {
+	// Action is "log" (the default: record and refuse) or "revoke" (also revoke the key).
+	Action string `yaml:"action" json:"action"`
+	// After is how many violations trigger Action; 0 means 5.
+	After int `yaml:"after" json:"after"`
+}
+
+// Default returns the built-in profile: one reverse alias "http", no direct alias.
+func Default() *Profile {
+	p := &Profile{Name: DefaultName, Reverse: map[string]int{"http": 80}}
+	p.ApplyDefaults()
+	return p
+}
+
+// ApplyDefaults fills zero values with the documented defaults.
+func (p *Profile) ApplyDefaults() {
+	if p.Reverse == nil {
+		p.Reverse = map[string]int{}
+	}
+	if p.Direct == nil {
+		p.Direct = map[string]string{}
+	}
+	if p.MaxSessions == 0 {
+		p.MaxSessions = 1
+	}
+	if p.MaxForwards == 0 {
+		p.MaxForwards = max(1, len(p.Reverse))
+	}
+	if p.MaxChannels == 0 {
+		p.MaxChannels = 64
+	}
+	if p.OnViolation.Action == "" {
+		p.OnViolation.Action = ActionLog
+	}
+	if p.OnViolation.After == 0 {
+		p.OnViolation.After = 5
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ValidName reports whether s may name a device, alias or profile. Names become DNS
+// labels for the front door, so the rules are those of a lower-case hostname label.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// Validate checks every field and names the offending one in the error.
+func (p *Profile) Validate() error {
+	if !ValidName(p.Name) {
+		return fmt.Errorf("%w: name %q: use lower-case letters, digits and '-' (max 63)", ErrInvalid, p.Name)
+	}
+	for alias, port := range p.Reverse {
+		if !ValidName(alias) {
+			return fmt.Errorf("%w: reverse.%s: alias must be lower-case letters, digits and '-'", ErrInvalid, alias)
+		}
+		if port < 0 || port > 65535 {
+			return fmt.Errorf("%w: reverse.%s: port %d out of range 0-65535", ErrInvalid, alias, port)
+		}
+	}
+	for alias, target := range p.Direct {
+		if !ValidName(alias) {
+			return fmt.Errorf("%w: direct.%s: alias must be lower-case letters, digits and '-'", ErrInvalid, alias)
+		}
+		if err := validHostPort(target); err != nil {
+			return fmt.Errorf("%w: direct.%s: %v", ErrInvalid, alias, err)
+		}
+	}
+	for field, v := range map[string]int{"max_sessions": p.MaxSessions, "max_forwards": p.MaxForwards,
+		"max_channels": p.MaxChannels, "on_violation.after": p.OnViolation.After} {
+		if v < 0 || v > 1_000_000 {
+			return fmt.Errorf("%w: %s: %d out of range 0-1000000", ErrInvalid, field, v)
+		}
+	}
+	if a := p.OnViolation.Action; a != "" && a != ActionLog && a != ActionRevoke {
+		return fmt.Errorf("%w: on_violation.action: %q is not one of log, revoke", ErrInvalid, a)
+	}
+	return nil
+}
+
+func validHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("target %q: want host:port", s)
+	}
+	if host == "" {
+		return fmt.Errorf("target %q: empty host", s)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("target %q: port must be 1-65535", s)
+	}
+	return nil
+}
+
+// Parse reads a profile from YAML (JSON is YAML too). Unknown fields are errors, so a
+// typo never silently weakens a limit. The result has defaults applied and is valid.
+func Parse(data []byte) (*Profile, error) {
+	var p Profile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	p.ApplyDefaults()
+	return &p, nil
+}
+
+// Marshal returns the canonical YAML of p, as stored in the registry.
+func (p *Profile) Marshal() []byte {
+	b, _ := yaml.Marshal(p) // a Profile always marshals
+	return b
+}
+
+// ReverseAliases returns the reverse aliases in a stable order.
+func (p *Profile) ReverseAliases() []string {
+	out := make([]string, 0, len(p.Reverse))
+	for a := range p.Reverse {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,349 @@
+package registry
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
+)
+
+// Device is one enrolled device with its keys and protected sockets.
+type Device struct {
+	Name       string      `json:"name"`
+	Profile    string      `json:"profile"`
+	Address    netip.Addr  `json:"address"` // its own address in the pool: source of its direct forwards
+	CreatedAt  time.Time   `json:"created_at"`
+	RevokedAt  *time.Time  `json:"revoked_at,omitempty"`
+	RevokeWhy  string      `json:"revoke_reason,omitempty"`
+	Violations int         `json:"violations"`
+	LastSeen   *time.Time  `json:"last_seen,omitempty"`
+	LastRemote string      `json:"last_remote,omitempty"`
+	LastAlgos  *Algorithms `json:"last_algorithms,omitempty"`
+	Keys       []Key       `json:"keys"`
+	Sockets    []Socket    `json:"sockets"`
+}
+
+// Revoked reports whether the device's keys are refused.
+func (d *Device) Revoked() bool { return d.RevokedAt != nil }
+
+// Key is a device public key.
+type Key struct {
+	Fingerprint string     `json:"fingerprint"`
+	Type        string     `json:"type"`
+	CreatedAt   time.Time  `json:"created_at"`
+	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+}
+
+// Socket is a protected socket: the hub-side address of one reverse alias of a device.
+type Socket struct {
+	Alias string         `json:"alias"`
+	Addr  netip.AddrPort `json:"address"`
+}
+
+// Algorithms is what a device negotiated at its last handshake.
+type Algorithms struct {
+	KeyExchange string `json:"kex"`
+	HostKey     string `json:"host_key"`
+	Cipher      string `json:"cipher"`
+	MAC         string `json:"mac,omitempty"`
+	KeyType     string `json:"device_key"`
+	Client      string `json:"client_version"`
+}
+
+// AddDevice enrolls a device with one key, allocates its pool address and a protected
+// socket for every reverse alias of its profile, all in one transaction.
+func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key ssh.PublicKey) (*Device, error) {
+	if !profile.ValidName(name) {
+		return nil, fmt.Errorf("registry: device name %q: use lower-case letters, digits and '-' (max 63)", name)
+	}
+	prof, err := r.Profile(ctx, profileName)
+	if err != nil {
+		return nil, err
+	}
+	fp := ssh.FingerprintSHA256(key)
+	err = r.withTx(ctx, func(tx *sql.Tx) error {
+		var n int
+		tx.QueryRowContext(ctx, `SELECT count(*) FROM devices WHERE name=?`, name).Scan(&n)
+		if n > 0 {
+			return fmt.Errorf("%w: device %q", ErrExists, name)
+		}
+		var owner string
+		if tx.QueryRowContext(ctx, `SELECT device FROM keys WHERE fingerprint=?`, fp).Scan(&owner) == nil {
+			return fmt.Errorf("%w: key %s belongs to device %q", ErrExists, fp, owner)
+		}
+		addr, err := r.freeAddress(ctx, tx)
+		if err != nil {
+			return err
+		}
+		t := now()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO devices(name, profile, address, created_at) VALUES(?,?,?,?)`,
+			name, prof.Name, addr.String(), t); err != nil {
+			return fmt.Errorf("registry: add device %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO keys(fingerprint, device, pubkey, created_at) VALUES(?,?,?,?)`,
+			fp, name, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))), t); err != nil {
+			return fmt.Errorf("registry: add key: %w", err)
+		}
+		for _, alias := range prof.ReverseAliases() {
+			if _, err := r.ensureSocket(ctx, tx, name, alias); err != nil {
+				return err
+			}
+		}
+		return addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceAdded, Detail: "profile " + prof.Name + ", key " + fp})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.Device(ctx, name)
+}
+
+func (r *Registry) freeAddress(ctx context.Context, tx *sql.Tx) (netip.Addr, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT address FROM devices`)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("registry: addresses: %w", err)
+	}
+	taken := map[netip.Addr]bool{}
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		if a, err := netip.ParseAddr(s); err == nil {
+			taken[a] = true
+		}
+	}
+	rows.Close()
+	return r.pool.NextAddress(func(a netip.Addr) bool { return taken[a] })
+}
+
+// EnsureSocket returns the protected socket of device/alias, allocating it if the
+// profile gained the alias after enrolment. Allocations never move once made.
+func (r *Registry) EnsureSocket(ctx context.Context, device, alias string) (Socket, error) {
+	var s Socket
+	err := r.withTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		s, err = r.ensureSocket(ctx, tx, device, alias)
+		return err
+	})
+	return s, err
+}
+
+func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias string) (Socket, error) {
+	var addrS string
+	var port int
+	err := tx.QueryRowContext(ctx, `SELECT address, port FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&addrS, &port)
+	if err == nil {
+		a, err := netip.ParseAddr(addrS)
+		return Socket{Alias: alias, Addr: netip.AddrPortFrom(a, uint16(port))}, err
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Socket{}, fmt.Errorf("registry: socket %s/%s: %w", device, alias, err)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT address FROM devices WHERE name=?`, device).Scan(&addrS); err != nil {
+		return Socket{}, fmt.Errorf("%w: device %q", ErrNotFound, device)
+	}
+	addr, err := netip.ParseAddr(addrS)
+	if err != nil {
+		return Socket{}, fmt.Errorf("registry: device %s address %q: %w", device, addrS, err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT port FROM sockets WHERE address=?`, addrS)
+	if err != nil {
+		return Socket{}, fmt.Errorf("registry: ports: %w", err)
+	}
+	taken := map[int]bool{}
+	for rows.Next() {
+		var p int
+		rows.Scan(&p)
+		taken[p] = true
+	}
+	rows.Close()
+	port, err = r.pool.NextPort(func(p int) bool { return taken[p] })
+	if err != nil {
+		return Socket{}, err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sockets(device, alias, address, port) VALUES(?,?,?,?)`, device, alias, addrS, port); err != nil {
+		return Socket{}, fmt.Errorf("registry: add socket %s/%s: %w", device, alias, err)
+	}
+	return Socket{Alias: alias, Addr: netip.AddrPortFrom(addr, uint16(port))}, nil
+}
+
+const deviceCols = `name, profile, address, created_at, revoked_at, revoke_why, violations, last_seen, last_remote, last_algos`
+
+func scanDevice(sc interface{ Scan(...any) error }) (*Device, error) {
+	var d Device
+	var addr, created, algos string
+	var revoked, seen sql.NullString
+	if err := sc.Scan(&d.Name, &d.Profile, &addr, &created, &revoked, &d.RevokeWhy, &d.Violations, &seen, &d.LastRemote, &algos); err != nil {
+		return nil, err
+	}
+	d.Address, _ = netip.ParseAddr(addr)
+	if t := parseTime(sql.NullString{String: created, Valid: true}); t != nil {
+		d.CreatedAt = *t
+	}
+	d.RevokedAt, d.LastSeen = parseTime(revoked), parseTime(seen)
+	if algos != "" {
+		d.LastAlgos = new(Algorithms)
+		_ = json.Unmarshal([]byte(algos), d.LastAlgos)
+	}
+	return &d, nil
+}
+
+// Device returns one device with its keys and sockets.
+func (r *Registry) Device(ctx context.Context, name string) (*Device, error) {
+	d, err := scanDevice(r.db.QueryRowContext(ctx, `SELECT `+deviceCols+` FROM devices WHERE name=?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: device %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry: device %s: %w", name, err)
+	}
+	return d, r.fillDevice(ctx, d)
+}
+
+func (r *Registry) fillDevice(ctx context.Context, d *Device) error {
+	d.Keys, d.Sockets = []Key{}, []Socket{}
+	rows, err := r.db.QueryContext(ctx, `SELECT fingerprint, pubkey, created_at, revoked_at FROM keys WHERE device=? ORDER BY created_at`, d.Name)
+	if err != nil {
+		return fmt.Errorf("registry: keys of %s: %w", d.Name, err)
+	}
+	for rows.Next() {
+		var k Key
+		var pub, created string
+		var revoked sql.NullString
+		if err := rows.Scan(&k.Fingerprint, &pub, &created, &revoked); err != nil {
+			rows.Close()
+			return err
+		}
+		k.Type, _, _ = strings.Cut(pub, " ")
+		k.CreatedAt = *parseTime(sql.NullString{String: created, Valid: true})
+		k.RevokedAt = parseTime(revoked)
+		d.Keys = append(d.Keys, k)
+	}
+	rows.Close()
+	rows, err = r.db.QueryContext(ctx, `SELECT alias, address, port FROM sockets WHERE device=? ORDER BY alias`, d.Name)
+	if err != nil {
+		return fmt.Errorf("registry: sockets of %s: %w", d.Name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s Socket
+		var addr string
+		var port int
+		if err := rows.Scan(&s.Alias, &addr, &port); err != nil {
+			return err
+		}
+		a, _ := netip.ParseAddr(addr)
+		s.Addr = netip.AddrPortFrom(a, uint16(port))
+		d.Sockets = append(d.Sockets, s)
+	}
+	return rows.Err()
+}
+
+// Devices lists all devices, by name.
+func (r *Registry) Devices(ctx context.Context) ([]*Device, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT `+deviceCols+` FROM devices ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("registry: devices: %w", err)
+	}
+	var out []*Device
+	for rows.Next() {
+		d, err := scanDevice(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("registry: devices: %w", err)
+		}
+		out = append(out, d)
+	}
+	rows.Close()
+	for _, d := range out {
+		if err := r.fillDevice(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// DeviceByKey finds the device a public key belongs to. keyRevoked is true when the
+// key itself (or its device) is revoked.
+func (r *Registry) DeviceByKey(ctx context.Context, key ssh.PublicKey) (d *Device, keyRevoked bool, err error) {
+	var name string
+	var revoked sql.NullString
+	err = r.db.QueryRowContext(ctx, `SELECT device, revoked_at FROM keys WHERE fingerprint=?`, ssh.FingerprintSHA256(key)).Scan(&name, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, fmt.Errorf("%w: key %s", ErrNotFound, ssh.FingerprintSHA256(key))
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("registry: key lookup: %w", err)
+	}
+	d, err = r.Device(ctx, name)
+	if err != nil {
+		return nil, false, err
+	}
+	return d, revoked.Valid || d.Revoked(), nil
+}
+
+// RemoveDevice deletes a device, its keys and its sockets (their addresses become free).
+func (r *Registry) RemoveDevice(ctx context.Context, name string) error {
+	return r.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM devices WHERE name=?`, name)
+		if err != nil {
+			return fmt.Errorf("registry: remove %s: %w", name, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: device %q", ErrNotFound, name)
+		}
+		return addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceRemoved})
+	})
+}
+
+// RevokeDevice refuses the device's keys from now on. It is idempotent.
+func (r *Registry) RevokeDevice(ctx context.Context, name, reason string) error {
+	return r.withTx(ctx, func(tx *sql.Tx) error {
+		t := now()
+		res, err := tx.ExecContext(ctx, `UPDATE devices SET revoked_at=coalesce(revoked_at, ?), revoke_why=? WHERE name=?`, t, reason, name)
+		if err != nil {
+			return fmt.Errorf("registry: revoke %s: %w", name, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: device %q", ErrNotFound, name)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE keys SET revoked_at=coalesce(revoked_at, ?) WHERE device=?`, t, name); err != nil {
+			return fmt.Errorf("registry: revoke keys of %s: %w", name, err)
+		}
+		return addEvent(ctx, tx, Event{Device: name, Kind: EventRevoked, Detail: reason})
+	})
+}
+
+// RecordSession notes a successful handshake: when, from where, with which algorithms.
+func (r *Registry) RecordSession(ctx context.Context, device, remote string, algos Algorithms) error {
+	b, _ := json.Marshal(algos)
+	_, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=? WHERE name=?`, now(), remote, string(b), device)
+	if err != nil {
+		return fmt.Errorf("registry: record session %s: %w", device, err)
+	}
+	return nil
+}
+
+// TouchDevice updates last_seen (at session end, so "offline since" is exact).
+func (r *Registry) TouchDevice(ctx context.Context, device string) error {
+	_, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=? WHERE name=?`, now(), device)
+	return err
+}
+
+// AddViolation records a violation event and returns the device's new violation count.
+func (r *Registry) AddViolation(ctx context.Context, device, detail, remote string) (int, error) {
+	var n int
+	err := r.withTx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `UPDATE devices SET violations=violations+1 WHERE name=? RETURNING violations`, device).Scan(&n); err != nil {
+			return fmt.Errorf("registry: violation %s: %w", device, err)
+		}
+		return addEvent(ctx, tx, Event{Device: device, Kind: EventViolation, Detail: detail, Remote: remote})
+	})
+	return n, err
+}

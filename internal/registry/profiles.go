@@ -1,0 +1,71 @@
+package registry
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
+)
+
+// PutProfile stores (or replaces) a profile.
+func (r *Registry) PutProfile(ctx context.Context, p *profile.Profile) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	_, err := r.db.ExecContext(ctx, `INSERT INTO profiles(name, spec, updated_at) VALUES(?,?,?)
+		ON CONFLICT(name) DO UPDATE SET spec=excluded.spec, updated_at=excluded.updated_at`,
+		p.Name, string(p.Marshal()), now())
+	if err != nil {
+		return fmt.Errorf("registry: put profile %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// Profile returns the named profile. "default" is built in unless the operator stored one.
+func (r *Registry) Profile(ctx context.Context, name string) (*profile.Profile, error) {
+	var spec string
+	err := r.db.QueryRowContext(ctx, `SELECT spec FROM profiles WHERE name=?`, name).Scan(&spec)
+	if errors.Is(err, sql.ErrNoRows) {
+		if name == profile.DefaultName {
+			return profile.Default(), nil
+		}
+		return nil, fmt.Errorf("%w: profile %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry: profile %s: %w", name, err)
+	}
+	p, err := profile.Parse([]byte(spec))
+	if err != nil {
+		return nil, fmt.Errorf("registry: stored profile %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// Profiles lists stored profiles plus the built-in default if it was not overridden.
+func (r *Registry) Profiles(ctx context.Context) ([]*profile.Profile, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT spec FROM profiles ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("registry: profiles: %w", err)
+	}
+	defer rows.Close()
+	var out []*profile.Profile
+	haveDefault := false
+	for rows.Next() {
+		var spec string
+		if err := rows.Scan(&spec); err != nil {
+			return nil, fmt.Errorf("registry: profiles: %w", err)
+		}
+		p, err := profile.Parse([]byte(spec))
+		if err != nil {
+			return nil, fmt.Errorf("registry: stored profile: %w", err)
+		}
+		haveDefault = haveDefault || p.Name == profile.DefaultName
+		out = append(out, p)
+	}
+	if !haveDefault {
+		out = append([]*profile.Profile{profile.Default()}, out...)
+	}
+	return out, rows.Err()
+}

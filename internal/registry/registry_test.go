@@ -1,0 +1,124 @@
+package registry
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/sockets"
+)
+
+func newKey(t *testing.T) ssh.PublicKey {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func open(t *testing.T, dir string) *Registry {
+	t.Helper()
+	pool, err := sockets.NewPool(sockets.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(context.Background(), dir, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func TestSocketsStableAcrossReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := open(t, dir)
+	p := &profile.Profile{Name: "cam", Reverse: map[string]int{"http": 80, "rtsp": 554}}
+	if err := r.PutProfile(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	d1, err := r.AddDevice(ctx, "dev1", "default", newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := r.AddDevice(ctx, "dev2", "cam", newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1.Address == d2.Address {
+		t.Fatalf("two devices share %v", d1.Address)
+	}
+	if len(d2.Sockets) != 2 || d2.Sockets[0].Addr.Addr() != d2.Address || d2.Sockets[0].Addr == d2.Sockets[1].Addr {
+		t.Fatalf("bad sockets %+v", d2.Sockets)
+	}
+	r.Close()
+	if fi, err := os.Stat(filepath.Join(dir, FileName)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("registry file mode: %v %v", fi.Mode(), err)
+	}
+	r2 := open(t, dir)
+	again, err := r2.Device(ctx, "dev2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Sockets[0] != d2.Sockets[0] || again.Sockets[1] != d2.Sockets[1] {
+		t.Fatalf("sockets moved after reopen: %+v vs %+v", again.Sockets, d2.Sockets)
+	}
+}
+
+func TestDuplicateAndRevoke(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, t.TempDir())
+	k := newKey(t)
+	if _, err := r.AddDevice(ctx, "dev1", "", k); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("empty profile name: want ErrNotFound, got %v", err)
+	}
+	if _, err := r.AddDevice(ctx, "dev1", "default", k); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AddDevice(ctx, "dev1", "default", newKey(t)); !errors.Is(err, ErrExists) {
+		t.Fatalf("want ErrExists for name, got %v", err)
+	}
+	if _, err := r.AddDevice(ctx, "dev2", "default", k); !errors.Is(err, ErrExists) {
+		t.Fatalf("want ErrExists for reused key, got %v", err)
+	}
+	if _, err := r.AddDevice(ctx, "Bad_Name", "default", newKey(t)); err == nil {
+		t.Fatal("want error for invalid name")
+	}
+	d, revoked, err := r.DeviceByKey(ctx, k)
+	if err != nil || revoked || d.Name != "dev1" {
+		t.Fatalf("lookup: %v %v %v", d, revoked, err)
+	}
+	if err := r.RevokeDevice(ctx, "dev1", "stolen"); err != nil {
+		t.Fatal(err)
+	}
+	if _, revoked, _ := r.DeviceByKey(ctx, k); !revoked {
+		t.Fatal("key still accepted after revoke")
+	}
+	n, err := r.AddViolation(ctx, "dev1", "test", "")
+	if err != nil || n != 1 {
+		t.Fatalf("violation count %d %v", n, err)
+	}
+	ev, err := r.Events(ctx, EventFilter{Device: "dev1"})
+	if err != nil || len(ev) != 3 || ev[1].Kind != EventRevoked || ev[2].Kind != EventViolation {
+		t.Fatalf("events %+v %v", ev, err)
+	}
+	if err := r.RemoveDevice(ctx, "dev1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.DeviceByKey(ctx, k); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("key of removed device: %v", err)
+	}
+}

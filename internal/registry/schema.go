@@ -1,0 +1,48 @@
+package registry
+
+// schema is applied at open; every statement is idempotent. Times are fixed-width UTC
+// text so they sort and read well in the sqlite3 shell.
+const schema = `
+CREATE TABLE IF NOT EXISTS profiles (
+	name       TEXT PRIMARY KEY,
+	spec       TEXT NOT NULL,
+	updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS devices (
+	name        TEXT PRIMARY KEY,
+	profile     TEXT NOT NULL,
+	address     TEXT NOT NULL UNIQUE,
+	created_at  TEXT NOT NULL,
+	revoked_at  TEXT,
+	revoke_why  TEXT NOT NULL DEFAULT '',
+	violations  INTEGER NOT NULL DEFAULT 0,
+	last_seen   TEXT,
+	last_remote TEXT NOT NULL DEFAULT '',
+	last_algos  TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS keys (
+	fingerprint TEXT PRIMARY KEY,
+	device      TEXT NOT NULL REFERENCES devices(name) ON DELETE CASCADE,
+	pubkey      TEXT NOT NULL,
+	created_at  TEXT NOT NULL,
+	revoked_at  TEXT
+);
+CREATE INDEX IF NOT EXISTS keys_device ON keys(device);
+CREATE TABLE IF NOT EXISTS sockets (
+	device  TEXT NOT NULL REFERENCES devices(name) ON DELETE CASCADE,
+	alias   TEXT NOT NULL,
+	address TEXT NOT NULL,
+	port    INTEGER NOT NULL,
+	PRIMARY KEY (device, alias),
+	UNIQUE (address, port)
+);
+CREATE TABLE IF NOT EXISTS events (
+	id     INTEGER PRIMARY KEY AUTOINCREMENT,
+	at     TEXT NOT NULL,
+	device TEXT NOT NULL DEFAULT '',
+	kind   TEXT NOT NULL,
+	detail TEXT NOT NULL DEFAULT '',
+	remote TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS events_device ON events(device, id);
+`

@@ -1,0 +1,64 @@
+package sockets
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+)
+
+func TestNextAddressSkipsTakenAndEdges(t *testing.T) {
+	p, err := NewPool(Config{CIDR: "127.77.0.0/30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := map[netip.Addr]bool{}
+	var got []string
+	for {
+		a, err := p.NextAddress(func(a netip.Addr) bool { return taken[a] })
+		if errors.Is(err, ErrExhausted) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken[a] = true
+		got = append(got, a.String())
+	}
+	want := []string{"127.77.0.1", "127.77.0.2"}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestIPv6Pool(t *testing.T) {
+	p, err := NewPool(Config{CIDR: "fd77::/64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := p.NextAddress(func(netip.Addr) bool { return false })
+	if err != nil || a.String() != "fd77::1" {
+		t.Fatalf("got %v %v", a, err)
+	}
+	if !p.Contains(a) || p.Contains(netip.MustParseAddr("fd78::1")) {
+		t.Fatal("Contains is wrong")
+	}
+}
+
+func TestNextPort(t *testing.T) {
+	p, _ := NewPool(Config{PortBase: 20000})
+	port, err := p.NextPort(func(n int) bool { return n == 20000 })
+	if err != nil || port != 20001 {
+		t.Fatalf("got %d %v", port, err)
+	}
+	if _, err := p.NextPort(func(int) bool { return true }); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("want ErrExhausted, got %v", err)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for _, c := range []Config{{CIDR: "nonsense"}, {CIDR: "127.0.0.1/32"}, {PortBase: 80}, {PortBase: 65000}} {
+		if _, err := NewPool(c); err == nil {
+			t.Errorf("%+v: want error", c)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package sshd
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
+)
+
+// Config of the device-facing SSH server. The zero value works: loopback only, modern
+// algorithms, bounded everything.
+type Config struct {
+	// Listen is the address devices connect to; "" means 127.0.0.1:2222.
+	Listen string `yaml:"listen"`
+	// Crypto is the algorithm policy (the SSH part of the HostProfile).
+	Crypto profile.CryptoPolicy `yaml:",inline"`
+	// KeepaliveInterval is how often the hub asks each device whether it is alive; 0 means 15s.
+	KeepaliveInterval time.Duration `yaml:"keepalive_interval"`
+	// KeepaliveTimeout drops a session that has not answered for this long; 0 means 3 intervals.
+	KeepaliveTimeout time.Duration `yaml:"keepalive_timeout"`
+	// TakeoverProbe is how long an existing session gets to prove it is alive when a new
+	// session of the same device arrives at the limit; 0 means 3s.
+	TakeoverProbe time.Duration `yaml:"takeover_probe"`
+	// HandshakeTimeout bounds key exchange plus authentication; 0 means 10s.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// MaxHandshakes bounds concurrent unauthenticated connections; 0 means 512.
+	MaxHandshakes int `yaml:"max_handshakes"`
+	// MaxAuthTries bounds authentication attempts per connection; 0 means 3.
+	MaxAuthTries int `yaml:"max_auth_tries"`
+	// MaxRejectedChannels closes a connection after this many refused channel opens
+	// (bounds memory, see CVE-2026-39827); 0 means 32.
+	MaxRejectedChannels int `yaml:"max_rejected_channels"`
+	// DialTimeout bounds the hub's connection to a direct-forward target; 0 means 10s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+
+	// Logger receives the server's structured logs; nil discards them.
+	Logger *slog.Logger `yaml:"-"`
+	// Metrics receives counters; nil discards them.
+	Metrics Metrics `yaml:"-"`
+}
+
+// DefaultListen is where the hub's SSH server listens unless configured.
+const DefaultListen = "127.0.0.1:2222"
+
+// ApplyDefaults fills zero values.
+func (c *Config) ApplyDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	c.Crypto.ApplyDefaults()
+	setDur := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	setDur(&c.KeepaliveInterval, 15*time.Second)
+	setDur(&c.KeepaliveTimeout, 3*c.KeepaliveInterval)
+	setDur(&c.TakeoverProbe, 3*time.Second)
+	setDur(&c.HandshakeTimeout, 10*time.Second)
+	setDur(&c.DialTimeout, 10*time.Second)
+	setInt := func(n *int, v int) {
+		if *n == 0 {
+			*n = v
+		}
+	}
+	setInt(&c.MaxHandshakes, 512)
+	setInt(&c.MaxAuthTries, 3)
+	setInt(&c.MaxRejectedChannels, 32)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = nopMetrics{}
+	}
+}
+
+// Validate checks the configuration after defaults; it returns the insecure algorithms
+// the operator enabled so the caller can warn.
+func (c *Config) Validate() ([]string, error) {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return nil, fmt.Errorf("sshd: ssh.listen %q: %v", c.Listen, err)
+	}
+	for name, d := range map[string]time.Duration{"keepalive_interval": c.KeepaliveInterval, "keepalive_timeout": c.KeepaliveTimeout,
+		"takeover_probe": c.TakeoverProbe, "handshake_timeout": c.HandshakeTimeout, "dial_timeout": c.DialTimeout} {
+		if d < 0 {
+			return nil, fmt.Errorf("sshd: ssh.%s: must not be negative", name)
+		}
+	}
+	for name, n := range map[string]int{"max_handshakes": c.MaxHandshakes, "max_auth_tries": c.MaxAuthTries, "max_rejected_channels": c.MaxRejectedChannels} {
+		if n < 0 {
+			return nil, fmt.Errorf("sshd: ssh.%s: must not be negative", name)
+		}
+	}
+	return c.Crypto.Validate()
+}

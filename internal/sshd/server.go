@@ -1,0 +1,226 @@
+package sshd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// Store is what the server needs from the registry.
+type Store interface {
+	DeviceByKey(ctx context.Context, key ssh.PublicKey) (*registry.Device, bool, error)
+	Device(ctx context.Context, name string) (*registry.Device, error)
+	Profile(ctx context.Context, name string) (*profile.Profile, error)
+	EnsureSocket(ctx context.Context, device, alias string) (registry.Socket, error)
+	RecordSession(ctx context.Context, device, remote string, algos registry.Algorithms) error
+	TouchDevice(ctx context.Context, device string) error
+	AddViolation(ctx context.Context, device, detail, remote string) (int, error)
+	RevokeDevice(ctx context.Context, name, reason string) error
+	AddEvent(ctx context.Context, e registry.Event) error
+}
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("sshd: server closed")
+
+// Server is the device-facing SSH server.
+type Server struct {
+	cfg     Config
+	store   Store
+	log     *slog.Logger
+	metrics Metrics
+	sshCfg  *ssh.ServerConfig
+
+	handshakes chan struct{} // semaphore of unauthenticated connections
+
+	mu       sync.Mutex
+	devices  map[string]*deviceState // live state per device name
+	pending  map[string]*session     // reserved at auth (by connKey), attached after the handshake
+	ln       net.Listener
+	closed   bool
+	conns    sync.WaitGroup
+	shutdown chan struct{}
+}
+
+// deviceState is the live state of one device across its sessions.
+type deviceState struct {
+	sessions map[*session]struct{}
+	forwards map[string]*forward // alias -> the forward currently serving it
+}
+
+// New builds a server. cfg must have had ApplyDefaults and Validate called.
+func New(cfg Config, store Store, hostKeys []ssh.Signer) (*Server, error) {
+	if len(hostKeys) == 0 {
+		return nil, errors.New("sshd: no host key")
+	}
+	s := &Server{
+		cfg: cfg, store: store, log: cfg.Logger, metrics: cfg.Metrics,
+		handshakes: make(chan struct{}, cfg.MaxHandshakes),
+		devices:    map[string]*deviceState{},
+		pending:    map[string]*session{},
+		shutdown:   make(chan struct{}),
+	}
+	s.sshCfg = &ssh.ServerConfig{
+		Config: ssh.Config{
+			KeyExchanges: cfg.Crypto.KeyExchanges,
+			Ciphers:      cfg.Crypto.Ciphers,
+			MACs:         cfg.Crypto.MACs,
+		},
+		PublicKeyAuthAlgorithms:   cfg.Crypto.DeviceKeyAlgorithms,
+		MaxAuthTries:              cfg.MaxAuthTries,
+		PublicKeyCallback:         s.checkKey,
+		VerifiedPublicKeyCallback: s.admitSession,
+		ServerVersion:             "SSH-2.0-iotsafe",
+	}
+	for _, k := range hostKeys {
+		signer, err := restrictHostKey(k, cfg.Crypto.HostKeyAlgorithms)
+		if err != nil {
+			return nil, err
+		}
+		if signer != nil {
+			s.sshCfg.AddHostKey(signer)
+		}
+	}
+	return s, nil
+}
+
+// restrictHostKey limits a host key to the algorithms the policy allows; nil if none.
+func restrictHostKey(k ssh.Signer, allowed []string) (ssh.Signer, error) {
+	as, ok := k.(ssh.AlgorithmSigner)
+	if !ok {
+		return nil, fmt.Errorf("sshd: host key %s cannot choose algorithms", k.PublicKey().Type())
+	}
+	var algos []string
+	for _, a := range allowed {
+		if a == k.PublicKey().Type() || k.PublicKey().Type() == ssh.KeyAlgoRSA && (a == ssh.KeyAlgoRSASHA256 || a == ssh.KeyAlgoRSASHA512 || a == ssh.KeyAlgoRSA) {
+			algos = append(algos, a)
+		}
+	}
+	if len(algos) == 0 {
+		return nil, nil
+	}
+	return ssh.NewSignerWithAlgorithms(as, algos)
+}
+
+// Listen binds the configured address. Serve must follow.
+func (s *Server) Listen() (net.Addr, error) {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("sshd: listen: %w", err)
+	}
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	return ln.Addr(), nil
+}
+
+// Serve accepts device connections until Close. Listen must have been called.
+func (s *Server) Serve() error {
+	s.mu.Lock()
+	ln := s.ln
+	s.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-s.shutdown:
+				return ErrClosed
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			// EMFILE and friends: back off instead of spinning.
+			s.log.Warn("accept failed", "err", err)
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-s.shutdown:
+				return ErrClosed
+			}
+			continue
+		}
+		select {
+		case s.handshakes <- struct{}{}:
+		default:
+			s.log.Warn("too many handshakes in progress; dropping connection", "remote", c.RemoteAddr().String(), "max_handshakes", s.cfg.MaxHandshakes)
+			c.Close()
+			continue
+		}
+		s.conns.Add(1)
+		go s.handleConn(c)
+	}
+}
+
+// Close stops accepting, closes every session and forward, and waits for them.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.shutdown)
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	var all []*session
+	for _, ds := range s.devices {
+		for ss := range ds.sessions {
+			all = append(all, ss)
+		}
+	}
+	s.mu.Unlock()
+	for _, ss := range all {
+		ss.close("hub shutting down")
+	}
+	s.conns.Wait()
+	return nil
+}
+
+// UpdatePolicy swaps limits and timeouts for new connections (SIGHUP). Algorithms and the
+// listen address need a restart.
+func (s *Server) UpdatePolicy(keepalive, keepaliveTimeout, takeover time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if keepalive > 0 {
+		s.cfg.KeepaliveInterval = keepalive
+	}
+	if keepaliveTimeout > 0 {
+		s.cfg.KeepaliveTimeout = keepaliveTimeout
+	}
+	if takeover > 0 {
+		s.cfg.TakeoverProbe = takeover
+	}
+}
+
+func (s *Server) handleConn(c net.Conn) {
+	defer s.conns.Done()
+	remote := c.RemoteAddr().String()
+	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	conn, chans, reqs, err := ssh.NewServerConn(c, s.sshCfg)
+	<-s.handshakes
+	if err != nil {
+		s.metrics.Handshake(false)
+		s.log.Debug("handshake failed", "remote", remote, "err", err)
+		c.Close()
+		s.releasePending(connKey(c.RemoteAddr(), c.LocalAddr()))
+		return
+	}
+	c.SetDeadline(time.Time{})
+	s.metrics.Handshake(true)
+	sess := s.attach(connKey(c.RemoteAddr(), c.LocalAddr()), conn)
+	if sess == nil { // closed while handshaking
+		conn.Close()
+		return
+	}
+	sess.run(chans, reqs)
+}

@@ -1,0 +1,83 @@
+package sshd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+const (
+	extDevice  = "iotsafe-device"
+	extKeyType = "iotsafe-key-type"
+)
+
+func connKey(remote, local net.Addr) string { return remote.String() + "|" + local.String() }
+
+// refuse builds an auth error whose message stock clients print to the user.
+func refuse(format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return &ssh.BannerError{Err: errors.New(msg), Message: "iotsafe: " + msg + "\r\n"}
+}
+
+// checkKey runs for every offered key, before the client has proved it holds the private
+// key: it must not change any state.
+func (s *Server) checkKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
+	defer cancel()
+	d, revoked, err := s.store.DeviceByKey(ctx, key)
+	if errors.Is(err, registry.ErrNotFound) {
+		s.log.Info("unknown device key", "user", meta.User(), "remote", meta.RemoteAddr().String(), "key", ssh.FingerprintSHA256(key))
+		return nil, errors.New("unknown key")
+	}
+	if err != nil {
+		s.log.Error("registry lookup failed", "err", err)
+		return nil, errors.New("registry unavailable")
+	}
+	if meta.User() != d.Name {
+		return nil, refuse("this key belongs to device %q, not %q: connect as %s@hub", d.Name, meta.User(), d.Name)
+	}
+	if revoked {
+		s.event(registry.Event{Device: d.Name, Kind: registry.EventAuthRefused, Detail: "key revoked", Remote: meta.RemoteAddr().String()})
+		return nil, refuse("the key of device %q is revoked", d.Name)
+	}
+	return &ssh.Permissions{Extensions: map[string]string{extDevice: d.Name, extKeyType: key.Type()}}, nil
+}
+
+// admitSession runs once the client proved possession of the key. It enforces the
+// device's session limit, taking over sessions that no longer answer.
+func (s *Server) admitSession(meta ssh.ConnMetadata, key ssh.PublicKey, perms *ssh.Permissions, _ string) (*ssh.Permissions, error) {
+	name := perms.Extensions[extDevice]
+	remote := meta.RemoteAddr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
+	defer cancel()
+	// Re-read: a revoke may have landed between the key query and the signature.
+	d, revoked, err := s.store.DeviceByKey(ctx, key)
+	if err != nil || revoked || d.Name != name {
+		s.event(registry.Event{Device: name, Kind: registry.EventAuthRefused, Detail: "key revoked", Remote: remote})
+		return nil, refuse("the key of device %q is revoked", name)
+	}
+	prof, err := s.store.Profile(ctx, d.Profile)
+	if err != nil {
+		s.log.Error("profile lookup failed", "device", name, "profile", d.Profile, "err", err)
+		return nil, refuse("device %q has no usable profile %q; ask the operator", name, d.Profile)
+	}
+	sess := newSession(s, d, prof, remote)
+	if err := s.reserve(sess, connKey(meta.RemoteAddr(), meta.LocalAddr())); err != nil {
+		s.violation(sess.device, prof, err.Error(), remote)
+		return nil, refuse("%v", err)
+	}
+	return perms, nil
+}
+
+func (s *Server) event(e registry.Event) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
+	defer cancel()
+	if err := s.store.AddEvent(ctx, e); err != nil {
+		s.log.Error("recording event failed", "kind", e.Kind, "device", e.Device, "err", err)
+	}
+}

@@ -1,0 +1,298 @@
+package sshd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/tunnel"
+
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// Wire formats of RFC 4254 section 7.
+type forwardRequest struct {
+	Addr string
+	Port uint32
+}
+
+type forwardReply struct{ Port uint32 }
+
+type forwardedTCPPayload struct {
+	Addr       string
+	Port       uint32
+	OriginAddr string
+	OriginPort uint32
+}
+
+type directTCPPayload struct {
+	Host       string
+	Port       uint32
+	OriginAddr string
+	OriginPort uint32
+}
+
+// forward is one reverse alias being served: the protected socket's listener, whose
+// connections become forwarded-tcpip channels to the device.
+type forward struct {
+	sess     *session
+	alias    string
+	bindAddr string // echoed back to the client exactly as it asked
+	bindPort uint32
+	socket   registry.Socket
+	ln       net.Listener
+}
+
+func (f *forward) stop() {
+	f.ln.Close()
+	f.sess.srv.metrics.ForwardClosed()
+}
+
+func (ss *session) serveRequests(reqs <-chan *ssh.Request) {
+	for req := range reqs {
+		switch req.Type {
+		case "tcpip-forward":
+			port, err := ss.startForward(req.Payload)
+			if err != nil {
+				ss.log.Warn("reverse forward refused", "err", err)
+				req.Reply(false, nil)
+				continue
+			}
+			req.Reply(true, ssh.Marshal(forwardReply{Port: port}))
+		case "cancel-tcpip-forward":
+			var fr forwardRequest
+			if ssh.Unmarshal(req.Payload, &fr) != nil {
+				req.Reply(false, nil)
+				continue
+			}
+			req.Reply(ss.cancelForward(fr.Addr), nil)
+		default:
+			// keepalive@openssh.com, no-more-sessions@openssh.com and anything else.
+			if req.WantReply {
+				req.Reply(false, nil)
+			}
+		}
+	}
+}
+
+// startForward validates a tcpip-forward against the profile and binds the alias's
+// protected socket. It returns the port to report to the client.
+func (ss *session) startForward(payload []byte) (uint32, error) {
+	s := ss.srv
+	var fr forwardRequest
+	if err := ssh.Unmarshal(payload, &fr); err != nil {
+		ss.violate("malformed tcpip-forward request")
+		return 0, fmt.Errorf("malformed request: %w", err)
+	}
+	alias := fr.Addr
+	want, ok := ss.prof.Reverse[alias]
+	if !ok {
+		ss.violate(fmt.Sprintf("reverse forward %q:%d: alias not in profile %q (ssh -R ALIAS:PORT:HOST:PORT, allowed: %v)", alias, fr.Port, ss.prof.Name, ss.prof.ReverseAliases()))
+		return 0, fmt.Errorf("alias %q not allowed", alias)
+	}
+	if want != 0 && fr.Port != 0 && fr.Port != uint32(want) {
+		ss.violate(fmt.Sprintf("reverse forward %q:%d: profile %q expects port %d", alias, fr.Port, ss.prof.Name, want))
+		return 0, fmt.Errorf("alias %q: port %d, want %d", alias, fr.Port, want)
+	}
+	s.mu.Lock()
+	if _, dup := ss.forwards[alias]; dup {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("alias %q already forwarded by this session", alias)
+	}
+	count := len(ss.forwards)
+	var holder *session
+	if f := s.state(ss.device.Name).forwards[alias]; f != nil {
+		holder = f.sess
+	}
+	s.mu.Unlock()
+	if count >= ss.prof.MaxForwards {
+		ss.violate(fmt.Sprintf("reverse forward %q: over the limit of %d forwards (profile %q)", alias, ss.prof.MaxForwards, ss.prof.Name))
+		return 0, fmt.Errorf("forward limit %d reached", ss.prof.MaxForwards)
+	}
+	if holder != nil {
+		// Another session of this device serves the alias: take it over if it is stale.
+		s.takeOverStale([]*session{holder}, s.cfg.TakeoverProbe, ss.remote)
+		s.mu.Lock()
+		f := s.state(ss.device.Name).forwards[alias]
+		s.mu.Unlock()
+		if f != nil {
+			ss.violate(fmt.Sprintf("reverse forward %q: already served by a live session from %s", alias, f.sess.remote))
+			return 0, fmt.Errorf("alias %q is served by another live session", alias)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
+	sock, err := s.store.EnsureSocket(ctx, ss.device.Name, alias)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("allocating socket for %q: %w", alias, err)
+	}
+	ln, err := net.Listen("tcp", sock.Addr.String())
+	if err != nil {
+		ss.log.Error("cannot bind protected socket", "alias", alias, "socket", sock.Addr.String(), "err", err)
+		return 0, fmt.Errorf("bind %s: %w", sock.Addr, err)
+	}
+	f := &forward{sess: ss, alias: alias, bindAddr: fr.Addr, bindPort: fr.Port, socket: sock, ln: ln}
+	if f.bindPort == 0 {
+		f.bindPort = uint32(sock.Addr.Port())
+	}
+	s.mu.Lock()
+	select {
+	case <-ss.done:
+		s.mu.Unlock()
+		ln.Close()
+		return 0, fmt.Errorf("session closed")
+	default:
+	}
+	ss.forwards[alias] = f
+	s.state(ss.device.Name).forwards[alias] = f
+	s.mu.Unlock()
+	s.metrics.ForwardOpened()
+	ss.log.Info("reverse forward open", "alias", alias, "socket", sock.Addr.String())
+	go f.accept()
+	return f.bindPort, nil
+}
+
+func (ss *session) cancelForward(alias string) bool {
+	s := ss.srv
+	s.mu.Lock()
+	f := ss.forwards[alias]
+	if f != nil {
+		delete(ss.forwards, alias)
+		if ds := s.devices[ss.device.Name]; ds != nil && ds.forwards[alias] == f {
+			delete(ds.forwards, alias)
+		}
+	}
+	s.mu.Unlock()
+	if f == nil {
+		return false
+	}
+	f.stop()
+	return true
+}
+
+// accept turns each local connection to the protected socket into a channel to the device.
+func (f *forward) accept() {
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			return // closed
+		}
+		go f.serve(c)
+	}
+}
+
+func (f *forward) serve(c net.Conn) {
+	ss := f.sess
+	if !ss.acquireChannel() {
+		ss.log.Warn("channel limit reached; refusing local connection", "alias", f.alias, "max_channels", ss.prof.MaxChannels, "from", c.RemoteAddr().String())
+		c.Close()
+		return
+	}
+	defer ss.releaseChannel()
+	origin, _ := c.RemoteAddr().(*net.TCPAddr)
+	p := forwardedTCPPayload{Addr: f.bindAddr, Port: f.bindPort}
+	if origin != nil {
+		p.OriginAddr, p.OriginPort = origin.IP.String(), uint32(origin.Port)
+	}
+	ch, reqs, err := ss.conn.OpenChannel("forwarded-tcpip", ssh.Marshal(p))
+	if err != nil {
+		ss.log.Info("device refused forwarded connection", "alias", f.alias, "err", err)
+		c.Close()
+		return
+	}
+	go ssh.DiscardRequests(reqs)
+	ss.srv.metrics.ChannelOpened("forwarded-tcpip")
+	down, up := tunnel.Pipe(ch, c)
+	ss.srv.metrics.Bytes(up, down)
+	ss.srv.metrics.ChannelClosed("forwarded-tcpip")
+}
+
+func (ss *session) acquireChannel() bool {
+	if ss.channels.Add(1) > int32(ss.prof.MaxChannels) {
+		ss.channels.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (ss *session) releaseChannel() { ss.channels.Add(-1) }
+
+// handleChannel serves channel opens from the device. Only direct-tcpip to an alias of
+// the profile is allowed; shells, exec, subsystems, agent and X11 are not.
+func (ss *session) handleChannel(nc ssh.NewChannel) {
+	switch nc.ChannelType() {
+	case "direct-tcpip":
+		ss.openDirect(nc)
+	case "session":
+		ss.reject(nc, ssh.Prohibited, "sessions (shell, exec, subsystem) are not available on an iotsafe hub; use ssh -N", "session channel requested (shell/exec/subsystem)")
+	default:
+		ss.reject(nc, ssh.UnknownChannelType, "channel type "+strconv.Quote(nc.ChannelType())+" is not available", "channel type "+strconv.Quote(nc.ChannelType())+" requested")
+	}
+}
+
+// reject refuses a channel, records the violation and closes connections that keep
+// trying (each rejected open costs the server memory).
+func (ss *session) reject(nc ssh.NewChannel, why ssh.RejectionReason, msg, violation string) {
+	nc.Reject(why, "iotsafe: "+msg)
+	if violation != "" {
+		ss.violate(violation)
+	}
+	if n := ss.rejected.Add(1); n >= int32(ss.srv.cfg.MaxRejectedChannels) {
+		ss.violate(fmt.Sprintf("%d refused channel opens: closing the connection", n))
+		ss.close("too many refused channel opens")
+	}
+}
+
+func (ss *session) violate(detail string) {
+	ss.srv.violation(ss.device, ss.prof, detail, ss.remote)
+}
+
+func (ss *session) openDirect(nc ssh.NewChannel) {
+	var p directTCPPayload
+	if err := ssh.Unmarshal(nc.ExtraData(), &p); err != nil {
+		ss.reject(nc, ssh.ConnectionFailed, "malformed direct-tcpip request", "malformed direct-tcpip request")
+		return
+	}
+	target, ok := ss.prof.Direct[p.Host]
+	if !ok {
+		ss.reject(nc, ssh.Prohibited, fmt.Sprintf("%q is not a direct alias of profile %q", p.Host, ss.prof.Name),
+			fmt.Sprintf("direct forward to %s:%d: not an alias of profile %q", p.Host, p.Port, ss.prof.Name))
+		return
+	}
+	if !ss.acquireChannel() {
+		ss.reject(nc, ssh.ResourceShortage, fmt.Sprintf("channel limit %d reached", ss.prof.MaxChannels),
+			fmt.Sprintf("direct forward %q: over the limit of %d open channels", p.Host, ss.prof.MaxChannels))
+		return
+	}
+	// Dial off the channel loop so a slow target does not stall the session's other opens.
+	go ss.dialDirect(nc, p.Host, target)
+}
+
+func (ss *session) dialDirect(nc ssh.NewChannel, alias, target string) {
+	defer ss.releaseChannel()
+	// Bind the source to the device's own pool address so the target can tell devices
+	// apart and no device can pose as another.
+	d := net.Dialer{Timeout: ss.srv.cfg.DialTimeout, LocalAddr: &net.TCPAddr{IP: ss.device.Address.AsSlice()}}
+	c, err := d.Dial("tcp", target)
+	if err != nil {
+		ss.log.Warn("direct forward target unreachable", "alias", alias, "target", target, "err", err)
+		nc.Reject(ssh.ConnectionFailed, fmt.Sprintf("iotsafe: %s (%s) is unreachable", alias, target))
+		return
+	}
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		c.Close()
+		return
+	}
+	go ssh.DiscardRequests(reqs)
+	ss.srv.metrics.ChannelOpened("direct-tcpip")
+	down, up := tunnel.Pipe(ch, c)
+	ss.srv.metrics.Bytes(up, down)
+	ss.srv.metrics.ChannelClosed("direct-tcpip")
+}

@@ -1,0 +1,297 @@
+package sshd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// session is one authenticated SSH connection of a device.
+type session struct {
+	srv    *Server
+	device *registry.Device
+	prof   *profile.Profile
+	remote string
+	log    *slog.Logger
+
+	conn     *ssh.ServerConn // nil while pending
+	ready    chan struct{}   // closed once conn is set
+	channels atomic.Int32    // open channels, both directions
+	rejected atomic.Int32    // refused channel opens (bounded: CVE-2026-39827)
+
+	closeOnce sync.Once
+	done      chan struct{}
+	// forwards held by this session; guarded by srv.mu.
+	forwards map[string]*forward
+}
+
+func newSession(s *Server, d *registry.Device, p *profile.Profile, remote string) *session {
+	return &session{
+		srv: s, device: d, prof: p, remote: remote,
+		log:      s.log.With("device", d.Name, "remote", remote),
+		ready:    make(chan struct{}),
+		done:     make(chan struct{}),
+		forwards: map[string]*forward{},
+	}
+}
+
+func (s *Server) state(name string) *deviceState {
+	ds := s.devices[name]
+	if ds == nil {
+		ds = &deviceState{sessions: map[*session]struct{}{}, forwards: map[string]*forward{}}
+		s.devices[name] = ds
+	}
+	return ds
+}
+
+// reserve admits sess under the device's session limit. At the limit it probes the
+// existing sessions; those that do not answer are closed (takeover). A live session at
+// the limit makes the new one a violation.
+func (s *Server) reserve(sess *session, key string) error {
+	name := sess.device.Name
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("hub is shutting down")
+	}
+	ds := s.state(name)
+	if len(ds.sessions) >= sess.prof.MaxSessions {
+		others := make([]*session, 0, len(ds.sessions))
+		for o := range ds.sessions {
+			others = append(others, o)
+		}
+		probe := s.cfg.TakeoverProbe
+		s.mu.Unlock()
+		s.takeOverStale(others, probe, sess.remote)
+		s.mu.Lock()
+		ds = s.state(name)
+		if len(ds.sessions) >= sess.prof.MaxSessions {
+			s.mu.Unlock()
+			return fmt.Errorf("device %q already has %d live session(s), its profile %q allows %d", name, len(ds.sessions), sess.prof.Name, sess.prof.MaxSessions)
+		}
+	}
+	ds.sessions[sess] = struct{}{}
+	s.pending[key] = sess
+	s.mu.Unlock()
+	return nil
+}
+
+// takeOverStale probes sessions in parallel and closes those that do not answer in time.
+func (s *Server) takeOverStale(sessions []*session, timeout time.Duration, newRemote string) {
+	var wg sync.WaitGroup
+	for _, o := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !o.alive(timeout) {
+				o.log.Info("taking over stale session", "new_remote", newRemote)
+				s.event(registry.Event{Device: o.device.Name, Kind: registry.EventTakeover,
+					Detail: fmt.Sprintf("session from %s did not answer within %s; replaced by %s", o.remote, timeout, newRemote), Remote: newRemote})
+				o.close("taken over by a new session")
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// attach binds the finished handshake to its reserved session.
+func (s *Server) attach(key string, conn *ssh.ServerConn) *session {
+	s.mu.Lock()
+	sess := s.pending[key]
+	delete(s.pending, key)
+	s.mu.Unlock()
+	if sess == nil {
+		return nil
+	}
+	sess.conn = conn
+	close(sess.ready)
+	select {
+	case <-sess.done: // closed (shutdown, revoke) while pending
+		return nil
+	default:
+	}
+	return sess
+}
+
+func (s *Server) releasePending(key string) {
+	s.mu.Lock()
+	sess := s.pending[key]
+	delete(s.pending, key)
+	s.mu.Unlock()
+	if sess != nil {
+		sess.close("handshake failed")
+	}
+}
+
+// alive sends a keepalive and reports whether any answer came within timeout.
+func (ss *session) alive(timeout time.Duration) bool {
+	select {
+	case <-ss.ready:
+	case <-ss.done:
+		return false
+	case <-time.After(timeout):
+		return false // still handshaking after a whole probe: treat as stale
+	}
+	reply := make(chan struct{})
+	go func() {
+		// Stock clients answer unknown requests with failure: any answer proves life.
+		if _, _, err := ss.conn.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+			close(reply)
+		}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-reply:
+		return true
+	case <-t.C:
+		return false
+	case <-ss.done:
+		return false
+	}
+}
+
+// close ends the session, its forwards and its channels. Safe to call many times.
+func (ss *session) close(why string) {
+	ss.closeOnce.Do(func() {
+		close(ss.done)
+		s := ss.srv
+		s.mu.Lock()
+		if ds := s.devices[ss.device.Name]; ds != nil {
+			delete(ds.sessions, ss)
+			for alias, f := range ss.forwards {
+				if ds.forwards[alias] == f {
+					delete(ds.forwards, alias)
+				}
+			}
+			if len(ds.sessions) == 0 && len(ds.forwards) == 0 {
+				delete(s.devices, ss.device.Name)
+			}
+		}
+		fwds := ss.forwards
+		ss.forwards = map[string]*forward{}
+		s.mu.Unlock()
+		for _, f := range fwds {
+			f.stop()
+		}
+		if ss.conn != nil {
+			ss.conn.Close()
+		}
+		ss.log.Info("session closed", "why", why)
+	})
+}
+
+// run serves an attached session until it ends.
+func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
+	s := ss.srv
+	a := ss.conn.Conn.(ssh.AlgorithmsConnMetadata).Algorithms()
+	algos := registry.Algorithms{
+		KeyExchange: a.KeyExchange, HostKey: a.HostKey, Cipher: a.Read.Cipher, MAC: a.Read.MAC,
+		KeyType: keyType(ss.conn.Permissions), Client: string(ss.conn.ClientVersion()),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
+	if err := s.store.RecordSession(ctx, ss.device.Name, ss.remote, algos); err != nil {
+		ss.log.Error("recording session failed", "err", err)
+	}
+	cancel()
+	s.event(registry.Event{Device: ss.device.Name, Kind: registry.EventSessionOpen, Remote: ss.remote,
+		Detail: fmt.Sprintf("%s, %s, %s", algos.Client, algos.KeyExchange, algos.Cipher)})
+	ss.log.Info("session open", "client", algos.Client, "kex", algos.KeyExchange, "cipher", algos.Cipher)
+	s.metrics.SessionOpened(ss.device.Name)
+
+	go ss.keepalive()
+	go ss.serveRequests(reqs)
+	for nc := range chans {
+		ss.handleChannel(nc)
+	}
+	ss.close("connection ended")
+	ctx, cancel = context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
+	s.store.TouchDevice(ctx, ss.device.Name)
+	cancel()
+	s.event(registry.Event{Device: ss.device.Name, Kind: registry.EventSessionClose, Remote: ss.remote})
+	s.metrics.SessionClosed(ss.device.Name)
+}
+
+func keyType(p *ssh.Permissions) string {
+	if p == nil {
+		return ""
+	}
+	return p.Extensions[extKeyType]
+}
+
+// keepalive drops the session when it stops answering.
+func (ss *session) keepalive() {
+	for {
+		ss.srv.mu.Lock()
+		interval, timeout := ss.srv.cfg.KeepaliveInterval, ss.srv.cfg.KeepaliveTimeout
+		ss.srv.mu.Unlock()
+		select {
+		case <-ss.done:
+			return
+		case <-time.After(interval):
+		}
+		if !ss.alive(timeout) {
+			select {
+			case <-ss.done:
+			default:
+				ss.close(fmt.Sprintf("no keepalive answer for %s", timeout))
+			}
+			return
+		}
+	}
+}
+
+// Kick closes every live session of a device (after a revoke or removal). It reports
+// how many sessions it closed.
+func (s *Server) Kick(device, why string) int {
+	s.mu.Lock()
+	var victims []*session
+	if ds := s.devices[device]; ds != nil {
+		for ss := range ds.sessions {
+			victims = append(victims, ss)
+		}
+	}
+	s.mu.Unlock()
+	for _, ss := range victims {
+		ss.close(why)
+	}
+	return len(victims)
+}
+
+// Online reports whether a device has a live session.
+func (s *Server) Online(device string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ds := s.devices[device]
+	return ds != nil && len(ds.sessions) > 0
+}
+
+// violation records a breach of the profile and applies the profile's policy.
+func (s *Server) violation(d *registry.Device, prof *profile.Profile, detail, remote string) {
+	s.log.Warn("profile violation", "device", d.Name, "detail", detail, "remote", remote)
+	s.metrics.Violation(d.Name)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
+	defer cancel()
+	n, err := s.store.AddViolation(ctx, d.Name, detail, remote)
+	if err != nil {
+		s.log.Error("recording violation failed", "device", d.Name, "err", err)
+		return
+	}
+	if prof.OnViolation.Action == profile.ActionRevoke && n >= prof.OnViolation.After {
+		reason := fmt.Sprintf("automatic: %d violations (profile %s revokes after %d); last: %s", n, prof.Name, prof.OnViolation.After, detail)
+		if err := s.store.RevokeDevice(ctx, d.Name, reason); err != nil {
+			s.log.Error("automatic revoke failed", "device", d.Name, "err", err)
+			return
+		}
+		s.log.Warn("device revoked", "device", d.Name, "reason", reason)
+		go s.Kick(d.Name, "key revoked")
+	}
+}

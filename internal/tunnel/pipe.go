@@ -1,0 +1,43 @@
+package tunnel
+
+import (
+	"io"
+	"net"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// 32 KiB matches the SSH maximum packet, so one read fills at most one packet.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
+
+// Pipe copies both ways between an SSH channel and a TCP connection, propagating
+// half-closes, and returns the bytes carried each way once both directions are done.
+// It closes both ends.
+func Pipe(ch ssh.Channel, conn net.Conn) (toChannel, fromChannel int64) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fromChannel = copyBuf(conn, ch)
+		if tc, ok := conn.(interface{ CloseWrite() error }); ok {
+			tc.CloseWrite()
+		} else {
+			conn.Close()
+		}
+	}()
+	toChannel = copyBuf(ch, conn)
+	ch.CloseWrite()
+	wg.Wait()
+	ch.Close()
+	conn.Close()
+	return toChannel, fromChannel
+}
+
+func copyBuf(dst io.Writer, src io.Reader) int64 {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	// Hide ReaderFrom/WriterTo so the pooled buffer is always the one used.
+	n, _ := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
+	return n
+}
