@@ -55,11 +55,11 @@ const maxRequest = 64 << 10
 
 // Server serves the admin socket.
 type Server struct {
-	ln      net.Listener
-	h       Handler
-	log     *slog.Logger
-	gid     int // admin group allowed besides root and the hub's uid; -1 for none
-	hubUID  int
+	ln     net.Listener
+	h      Handler
+	log    *slog.Logger
+	gid    int // admin group allowed besides root and the hub's uid; -1 for none
+	hubUID int
 }
 
 // Listen creates the socket at path, owner-only, or group-accessible for group.

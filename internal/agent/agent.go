@@ -18,9 +18,9 @@ import (
 
 // Config of the agent. Hub, Device, Signer and HostKey are required.
 type Config struct {
-	Hub     string        // host:port of the hub's SSH server
-	Device  string        // device name (the SSH user)
-	Signer  ssh.Signer    // the device key
+	Hub     string     // host:port of the hub's SSH server
+	Device  string     // device name (the SSH user)
+	Signer  ssh.Signer // the device key
 	HostKey ssh.HostKeyCallback
 	Expose  []Expose
 	Forward []Forward

@@ -15,10 +15,10 @@ import (
 
 func connectCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "connect DEVICE ALIAS",
-		Short: "Pipe standard input and output to a device service (like nc), for scripts",
+		Use:     "connect DEVICE ALIAS",
+		Short:   "Pipe standard input and output to a device service (like nc), for scripts",
 		Example: `  printf 'GET / HTTP/1.0\r\n\r\n' | iotsafe connect dev1 http`,
-		Args: cobra.ExactArgs(2),
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dev, alias := args[0], args[1]
 			reg, _, err := g.openRegistry(cmd.Context())

@@ -29,9 +29,13 @@ var hostKeyFiles = []struct {
 		_, k, err := ed25519.GenerateKey(rand.Reader)
 		return k, err
 	}},
-	{"host_ecdsa_key", func(a []string) bool { return slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "ecdsa-") }) },
+	{"host_ecdsa_key", func(a []string) bool {
+		return slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "ecdsa-") })
+	},
 		func() (crypto.Signer, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }},
-	{"host_rsa_key", func(a []string) bool { return slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "rsa-") || s == ssh.KeyAlgoRSA }) },
+	{"host_rsa_key", func(a []string) bool {
+		return slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "rsa-") || s == ssh.KeyAlgoRSA })
+	},
 		func() (crypto.Signer, error) { return rsa.GenerateKey(rand.Reader, 3072) }},
 }
 
