@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A stock OpenSSH client is an agent with no change: -R ALIAS:PORT:HOST:PORT.
+func TestStockOpenSSHReverseForward(t *testing.T) {
+	needTool(t, "ssh")
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "hello from dev1")
+	startProc(t, "ssh", append(sshArgs(h, key), "-R", "http:80:"+hostPortOf(app), "dev1@127.0.0.1")...)
+	h.log.wait(t, "reverse forward open", "device", "dev1")
+	mustGet(t, h.socket("dev1", "http"), "hello from dev1")
+
+	d := h.device("dev1")
+	if !d.Online || d.LastAlgos == nil || !strings.Contains(d.LastAlgos.Client, "OpenSSH") || d.LastAlgos.Kex == "" {
+		t.Fatalf("device show does not report the negotiated session: %+v", d)
+	}
+}
+
+// Dropbear's dbclient works the same way.
+func TestDropbearReverseForward(t *testing.T) {
+	needTool(t, "dbclient")
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	dbKey := key + ".dropbear"
+	if out, err := exec.Command(needTool(t, "dropbearconvert"), "openssh", "dropbear", key, dbKey).CombinedOutput(); err != nil {
+		t.Fatalf("dropbearconvert: %v\n%s", err, out)
+	}
+	// dbclient reads known hosts from ~/.ssh/known_hosts: give it a HOME of its own.
+	// Dropbear 2022.83 matches entries by host name only, without the [host]:port form.
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte("127.0.0.1 "+h.hostPK+"\n"), 0o600)
+	app := deviceApp(t, "hello from dropbear")
+	startProcEnv(t, []string{"HOME=" + home}, "dbclient", "-N", "-i", dbKey, "-p", h.port, "-R", "http:80:"+hostPortOf(app), "dev1@127.0.0.1")
+	h.log.wait(t, "reverse forward open", "device", "dev1")
+	mustGet(t, h.socket("dev1", "http"), "hello from dropbear")
+	if c := h.device("dev1").LastAlgos.Client; !strings.Contains(c, "dropbear") {
+		t.Fatalf("client version %q", c)
+	}
+}
+
+// echoSource is a hub-side TCP service that answers each connection with the peer address.
+func echoSource(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+			fmt.Fprintf(c, "%s\n", host)
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func readLine(t *testing.T, addr string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	defer c.Close()
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read from %s: %v", addr, err)
+	}
+	return strings.TrimSpace(line)
+}
+
+func writeProfile(t *testing.T, dir, yaml string) string {
+	p := filepath.Join(dir, "profile.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A direct forward reaches the hub-side target from the device's own pool address, with
+// the iotsafe agent and with stock ssh -L.
+func TestDirectForwardUsesDeviceSourceAddress(t *testing.T) {
+	h := startHub(t, "", "")
+	target := echoSource(t)
+	prof := writeProfile(t, t.TempDir(), fmt.Sprintf("name: sensor\nreverse: {http: 0}\ndirect: {broker: %q}\n", target))
+	k1 := h.addDevice("dev1", "--profile", prof)
+	k2 := h.addDevice("dev2", "--profile", "sensor")
+
+	l1 := freePort(t)
+	a := startAgent(t, h, k1, "--forward", l1+"=broker")
+	a.stderr.wait(t, "session up")
+	if got, want := readLine(t, l1), h.device("dev1").Address; got != want {
+		t.Fatalf("agent: target saw source %s, want dev1's address %s", got, want)
+	}
+
+	l2 := freePort(t)
+	_, port2, _ := net.SplitHostPort(l2)
+	startProc(t, "ssh", append(sshArgs(h, k2), "-L", port2+":broker:1883", "dev2@127.0.0.1")...)
+	h.log.wait(t, "session open", "device", "dev2")
+	// ssh binds its -L listener before authenticating; wait until the session is up.
+	if got, want := readLine(t, l2), h.device("dev2").Address; got != want {
+		t.Fatalf("ssh -L: target saw source %s, want dev2's address %s", got, want)
+	}
+}
+
+// The iotsafe agent exposes a service and 'iotsafe connect' reaches it.
+func TestAgentExposeAndConnect(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "sensor reading 21.5")
+	a := startAgent(t, h, key, "--expose", "http="+hostPortOf(app))
+	a.stderr.wait(t, "session up")
+	mustGet(t, h.socket("dev1", "http"), "sensor reading 21.5")
+
+	cmd := exec.Command(iotsafeBin, "connect", "dev1", "http", "--data", h.data)
+	cmd.Stdin = strings.NewReader("GET / HTTP/1.0\r\n\r\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "sensor reading 21.5") || !strings.HasPrefix(string(out), "HTTP/1.0 200") {
+		t.Fatalf("connect: %v\n%s", err, out)
+	}
+	out2, err := exec.Command(iotsafeBin, "connect", "dev1", "ftp", "--data", h.data).CombinedOutput()
+	if err == nil || !strings.Contains(string(out2), `no service "ftp"`) {
+		t.Fatalf("connect to unknown alias: %v %s", err, out2)
+	}
+}

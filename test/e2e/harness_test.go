@@ -1,0 +1,412 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var iotsafeBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "iotsafe-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	iotsafeBin = filepath.Join(dir, "iotsafe")
+	build := exec.Command("go", "build", "-race", "-o", iotsafeBin, "../../cmd/iotsafe")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building iotsafe:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// needTool fails (not skips) when a peer the suite promises is missing: make test installs them.
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s not found: run 'make test' (scripts/setup.sh installs it)", name)
+	}
+	return p
+}
+
+// poolCounter gives each hub of the run its own /24 so tests never share addresses.
+var poolCounter atomic.Int32
+
+// logWatch collects a process's JSON log lines and lets tests wait for one.
+type logWatch struct {
+	mu    sync.Mutex
+	lines []map[string]any
+	raw   bytes.Buffer
+	cond  *sync.Cond
+	done  bool
+}
+
+func newLogWatch(r io.Reader) *logWatch {
+	w := &logWatch{}
+	w.cond = sync.NewCond(&w.mu)
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			w.mu.Lock()
+			w.raw.Write(sc.Bytes())
+			w.raw.WriteByte('\n')
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				w.lines = append(w.lines, m)
+			}
+			w.cond.Broadcast()
+			w.mu.Unlock()
+		}
+		w.mu.Lock()
+		w.done = true
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	}()
+	return w
+}
+
+func matches(m map[string]any, msg string, kv []string) bool {
+	if m["msg"] != msg {
+		return false
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if fmt.Sprint(m[kv[i]]) != kv[i+1] {
+			return false
+		}
+	}
+	return true
+}
+
+// count returns how many lines so far match.
+func (w *logWatch) count(msg string, kv ...string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, m := range w.lines {
+		if matches(m, msg, kv) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitN blocks until at least n lines match msg and the key/value pairs. The deadline is
+// a failure guard, not a timing assertion.
+func (w *logWatch) waitN(t *testing.T, n int, msg string, kv ...string) {
+	t.Helper()
+	timer := time.AfterFunc(60*time.Second, func() {
+		w.mu.Lock()
+		w.done = true
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	})
+	defer timer.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		c := 0
+		for _, m := range w.lines {
+			if matches(m, msg, kv) {
+				c++
+			}
+		}
+		if c >= n {
+			return
+		}
+		if w.done {
+			t.Fatalf("log line %q %v (x%d) never came; log:\n%s", msg, kv, n, w.raw.String())
+		}
+		w.cond.Wait()
+	}
+}
+
+func (w *logWatch) wait(t *testing.T, msg string, kv ...string) {
+	t.Helper()
+	w.waitN(t, 1, msg, kv...)
+}
+
+// waitText blocks until the raw output (JSON or not) contains s.
+func (w *logWatch) waitText(t *testing.T, s string) {
+	t.Helper()
+	timer := time.AfterFunc(60*time.Second, func() {
+		w.mu.Lock()
+		w.done = true
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	})
+	defer timer.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for !strings.Contains(w.raw.String(), s) {
+		if w.done {
+			t.Fatalf("output %q never came; got:\n%s", s, w.raw.String())
+		}
+		w.cond.Wait()
+	}
+}
+
+type hubProc struct {
+	t      *testing.T
+	data   string
+	config string
+	cmd    *exec.Cmd
+	log    *logWatch
+	addr   string // host:port of the SSH server
+	port   string
+	hostFP string
+	hostPK string // authorized_keys form of the host key
+}
+
+// startHub runs 'iotsafe hub' on a fresh data folder (or the given one) with extra YAML.
+func startHub(t *testing.T, data, extra string) *hubProc {
+	t.Helper()
+	if data == "" {
+		data = t.TempDir()
+	}
+	cfgPath := filepath.Join(data, "hub.yaml")
+	if _, err := os.Stat(cfgPath); err != nil {
+		n := poolCounter.Add(1)
+		// ssh comes last so that extra may add indented ssh settings or top-level sections.
+		cfg := fmt.Sprintf("log: {level: debug, format: json}\npool:\n  cidr: 127.79.%d.0/24\nssh:\n  listen: 127.0.0.1:0\n%s", n, extra)
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &hubProc{t: t, data: data, config: cfgPath}
+	h.start()
+	return h
+}
+
+func (h *hubProc) start() {
+	t := h.t
+	t.Helper()
+	h.cmd = exec.Command(iotsafeBin, "hub", "--data", h.data)
+	stdout, _ := h.cmd.StdoutPipe()
+	stderr, _ := h.cmd.StderrPipe()
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h.log = newLogWatch(stderr)
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		if f := strings.Fields(line); strings.HasPrefix(line, "host key ") && len(f) == 4 {
+			h.hostFP = f[3]
+		}
+		if strings.HasPrefix(line, "hub listening for devices on ") {
+			h.addr = strings.Fields(strings.TrimPrefix(line, "hub listening for devices on "))[0]
+			break
+		}
+	}
+	go io.Copy(io.Discard, stdout)
+	if h.addr == "" {
+		h.cmd.Wait()
+		t.Fatalf("hub did not start; log:\n%s", h.log.raw.String())
+	}
+	_, h.port, _ = net.SplitHostPort(h.addr)
+	pub, err := os.ReadFile(filepath.Join(h.data, "host_ed25519_key"))
+	if err == nil && len(pub) > 0 {
+		out, err := exec.Command("ssh-keygen", "-y", "-f", filepath.Join(h.data, "host_ed25519_key")).Output()
+		if err == nil {
+			h.hostPK = strings.TrimSpace(string(out))
+		}
+	}
+	t.Cleanup(h.stop)
+}
+
+// stop sends SIGTERM and waits: a clean shutdown must return.
+func (h *hubProc) stop() {
+	if h.cmd.ProcessState != nil {
+		return
+	}
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	h.cmd.Wait()
+}
+
+// cli runs an admin command against this hub's data folder.
+func (h *hubProc) cli(args ...string) (string, error) {
+	args = append(args, "--data", h.data)
+	out, err := exec.Command(iotsafeBin, args...).CombinedOutput()
+	return string(out), err
+}
+
+func (h *hubProc) mustCLI(args ...string) string {
+	h.t.Helper()
+	out, err := h.cli(args...)
+	if err != nil {
+		h.t.Fatalf("iotsafe %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+// addDevice enrolls name with a fresh key and returns the private key path.
+func (h *hubProc) addDevice(name string, extra ...string) string {
+	keys := filepath.Join(h.data, "keys")
+	h.mustCLI(append([]string{"device", "add", name, "--keygen", keys}, extra...)...)
+	return filepath.Join(keys, name)
+}
+
+type deviceJSON struct {
+	Name       string  `json:"name"`
+	Address    string  `json:"address"`
+	Revoked    *string `json:"revoked_at"`
+	Online     bool    `json:"online"`
+	Violations int     `json:"violations"`
+	Sockets    []struct {
+		Alias   string `json:"alias"`
+		Address string `json:"address"`
+	} `json:"sockets"`
+	LastAlgos *struct {
+		Kex    string `json:"kex"`
+		Cipher string `json:"cipher"`
+		Client string `json:"client_version"`
+	} `json:"last_algorithms"`
+}
+
+func (h *hubProc) device(name string) deviceJSON {
+	h.t.Helper()
+	var d deviceJSON
+	if err := json.Unmarshal([]byte(h.mustCLI("device", "show", name, "--json")), &d); err != nil {
+		h.t.Fatal(err)
+	}
+	return d
+}
+
+func (h *hubProc) socket(name, alias string) string {
+	h.t.Helper()
+	for _, s := range h.device(name).Sockets {
+		if s.Alias == alias {
+			return s.Address
+		}
+	}
+	h.t.Fatalf("device %s has no socket %s", name, alias)
+	return ""
+}
+
+type eventJSON struct {
+	Device, Kind, Detail string
+}
+
+func (h *hubProc) events(device, kind string) []eventJSON {
+	h.t.Helper()
+	var ev []eventJSON
+	out := h.mustCLI("events", "--device", device, "--kind", kind, "--json")
+	if err := json.Unmarshal([]byte(out), &ev); err != nil {
+		h.t.Fatalf("%v: %s", err, out)
+	}
+	return ev
+}
+
+// knownHosts writes an OpenSSH known_hosts file pinning this hub.
+func (h *hubProc) knownHosts() string {
+	p := filepath.Join(h.data, "known_hosts")
+	os.WriteFile(p, []byte(fmt.Sprintf("[127.0.0.1]:%s %s\n", h.port, h.hostPK)), 0o600)
+	return p
+}
+
+// deviceApp is the device application: a real HTTP server on loopback.
+func deviceApp(t *testing.T, body string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func hostPortOf(srv *httptest.Server) string { return strings.TrimPrefix(srv.URL, "http://") }
+
+// proc is a background client process (ssh, dbclient, iotsafe agent).
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *logWatch
+	out    bytes.Buffer
+	exited chan struct{}
+}
+
+func startProc(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	return startProcEnv(t, nil, name, args...)
+}
+
+// startProcEnv is startProc with extra environment variables.
+func startProcEnv(t *testing.T, env []string, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(name, args...), exited: make(chan struct{})}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
+	stderr, _ := p.cmd.StderrPipe()
+	p.cmd.Stdout = &p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.stderr = newLogWatch(stderr)
+	go func() { p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGCONT)
+		p.cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+func (p *proc) waitExit(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("process did not exit")
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func sshArgs(h *hubProc, key string) []string {
+	return []string{"-N", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + h.knownHosts(),
+		"-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=5", "-i", key, "-p", h.port}
+}
+
+// startAgent runs 'iotsafe agent' pinned to the hub's fingerprint.
+func startAgent(t *testing.T, h *hubProc, key string, args ...string) *proc {
+	t.Helper()
+	base := []string{"agent", "--hub", h.addr, "--key", key, "--hub-key", h.hostFP, "--log-format", "json", "--log-level", "debug"}
+	return startProc(t, iotsafeBin, append(base, args...)...)
+}
+
+// httpGet fetches through a protected socket with the real curl.
+func httpGet(t *testing.T, addr string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, needTool(t, "curl"), "-sS", "--fail", "http://"+addr+"/").CombinedOutput()
+	return string(out), err
+}
+
+func mustGet(t *testing.T, addr, want string) {
+	t.Helper()
+	got, err := httpGet(t, addr)
+	if err != nil || got != want {
+		t.Fatalf("GET %s: got %q (%v), want %q", addr, got, err, want)
+	}
+}

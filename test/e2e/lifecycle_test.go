@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// Revoke closes the live session at once and the key is refused from then on.
+func TestRevokeClosesSessionAndRefusesKey(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "ok")
+	p := startProc(t, "ssh", append(sshArgs(h, key), "-R", "http:80:"+hostPortOf(app), "dev1@127.0.0.1")...)
+	h.log.wait(t, "reverse forward open", "device", "dev1")
+	sock := h.socket("dev1", "http")
+	mustGet(t, sock, "ok")
+
+	out := h.mustCLI("device", "revoke", "dev1", "--reason", "stolen")
+	if !strings.Contains(out, "closed 1 live session") {
+		t.Fatalf("revoke did not report closing the session:\n%s", out)
+	}
+	h.log.wait(t, "session closed", "device", "dev1", "why", "key revoked")
+	p.waitExit(t) // the stock client sees its session end
+	if _, err := httpGet(t, sock); err == nil {
+		t.Fatal("protected socket still serves after revoke")
+	}
+
+	again := exec.Command("ssh", append(sshArgs(h, key), "-R", "http:80:"+hostPortOf(app), "dev1@127.0.0.1")...)
+	msg, err := again.CombinedOutput()
+	if err == nil || !strings.Contains(string(msg), `the key of device "dev1" is revoked`) {
+		t.Fatalf("revoked key: err=%v, client saw:\n%s", err, msg)
+	}
+	if ev := h.events("dev1", "auth_refused"); len(ev) == 0 {
+		t.Fatal("no auth_refused event for the revoked key")
+	}
+	if d := h.device("dev1"); d.Revoked == nil {
+		t.Fatal("device show does not report the revocation")
+	}
+}
+
+// After a hub restart the same sockets come back and agents reconnect by themselves.
+func TestHubRestartKeepsSocketsAndAgentsReturn(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "still here")
+	a := startAgent(t, h, key, "--expose", "http="+hostPortOf(app))
+	a.stderr.wait(t, "session up")
+	before := h.socket("dev1", "http")
+	mustGet(t, before, "still here")
+
+	h.stop()
+	if h.cmd.ProcessState.ExitCode() != 0 {
+		t.Fatalf("hub exit code %d after SIGTERM", h.cmd.ProcessState.ExitCode())
+	}
+	a.stderr.wait(t, "session ended; reconnecting")
+	// The restarted hub listens on a new port (127.0.0.1:0), so pin the old one in the config.
+	cfg, _ := os.ReadFile(h.config)
+	os.WriteFile(h.config, []byte(strings.Replace(string(cfg), "127.0.0.1:0", h.addr, 1)), 0o600)
+	h.start()
+	a.stderr.waitN(t, 2, "session up")
+	if after := h.socket("dev1", "http"); after != before {
+		t.Fatalf("socket moved across restart: %s -> %s", before, after)
+	}
+	mustGet(t, before, "still here")
+}
+
+// A forward outside the profile is refused, logged as a violation and counted; with
+// on_violation: revoke the key is revoked after the threshold.
+func TestOverLimitForwardRefusedAndLogged(t *testing.T) {
+	h := startHub(t, "", "")
+	prof := writeProfile(t, t.TempDir(), "name: cam\nreverse: {http: 0, rtsp: 0}\nmax_forwards: 1\nmax_sessions: 2\non_violation: {action: revoke, after: 2}\n")
+	key := h.addDevice("dev1", "--profile", prof)
+	app := deviceApp(t, "ok")
+	// No ExitOnForwardFailure: the client keeps its session and reports the refusal.
+	args := []string{"-N", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + h.knownHosts(), "-i", key, "-p", h.port,
+		"-R", "http:80:" + hostPortOf(app), "-R", "rtsp:554:" + hostPortOf(app), "dev1@127.0.0.1"}
+	p := startProc(t, "ssh", args...)
+	h.log.wait(t, "profile violation", "device", "dev1")
+	p.stderr.waitText(t, "remote port forwarding failed")
+	ev := h.events("dev1", "violation")
+	if len(ev) != 1 || !strings.Contains(ev[0].Detail, "over the limit of 1 forwards") {
+		t.Fatalf("violation events: %+v", ev)
+	}
+
+	// An alias outside the profile: the second violation revokes the key.
+	bad := exec.Command("ssh", append(sshArgs(h, key), "-R", "telnet:23:127.0.0.1:23", "dev1@127.0.0.1")...)
+	bad.CombinedOutput()
+	h.log.wait(t, "device revoked", "device", "dev1")
+	ev = h.events("dev1", "violation")
+	if len(ev) != 2 || !strings.Contains(ev[1].Detail, `"telnet"`) {
+		t.Fatalf("violation events: %+v", ev)
+	}
+	if d := h.device("dev1"); d.Revoked == nil || d.Violations != 2 {
+		t.Fatalf("device after 2 violations: %+v", d)
+	}
+	p.waitExit(t) // its session was closed by the automatic revoke
+}
+
+// Shells and commands are refused with a clear message and counted.
+func TestShellAndExecRefused(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	args := []string{"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + h.knownHosts(), "-i", key, "-p", h.port, "dev1@127.0.0.1", "id"}
+	out, err := exec.Command("ssh", args...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not available on an iotsafe hub") {
+		t.Fatalf("exec: err=%v out=%s", err, out)
+	}
+	if ev := h.events("dev1", "violation"); len(ev) != 1 {
+		t.Fatalf("violations: %+v", ev)
+	}
+}
+
+// A new session takes over the forwards of one whose agent was killed (SIGKILL) or
+// froze (SIGSTOP: the TCP connection stays open but nobody answers).
+func TestTakeoverOfDeadAndFrozenSessions(t *testing.T) {
+	h := startHub(t, "", "  takeover_probe: 1s\n")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "ok")
+	sock := ""
+	for i, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP} {
+		p := startProc(t, "ssh", append(sshArgs(h, key), "-R", "http:80:"+hostPortOf(app), "dev1@127.0.0.1")...)
+		h.log.waitN(t, i+1, "reverse forward open", "device", "dev1")
+		sock = h.socket("dev1", "http")
+		mustGet(t, sock, "ok")
+		p.cmd.Process.Signal(sig)
+		next := startAgent(t, h, key, "--expose", "http="+hostPortOf(app))
+		next.stderr.wait(t, "session up")
+		mustGet(t, sock, "ok") // no "address already in use": the new session serves at once
+		next.cmd.Process.Kill()
+		next.waitExit(t)
+		h.log.waitN(t, 2*(i+1), "session closed", "device", "dev1")
+	}
+	if ev := h.events("dev1", "takeover"); len(ev) == 0 {
+		t.Fatal("the frozen session was not recorded as taken over")
+	}
+}
+
+// An agent refuses a hub whose host key is not the pinned one, and says so.
+func TestAgentRefusesWrongHubKey(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	cmd := exec.Command(iotsafeBin, "agent", "--hub", h.addr, "--key", key, "--hub-key", "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "--expose", "http=127.0.0.1:1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "hub host key not trusted") {
+		t.Fatalf("err=%v out=%s", err, out)
+	}
+	if n := h.log.count("session open"); n != 0 {
+		t.Fatal("a session opened with an untrusted hub key")
+	}
+}
+
+// Malformed config and profile files get errors that name the field, and change nothing.
+func TestMalformedConfigAndProfileNameTheField(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ yaml, want string }{
+		{"ssh:\n  listn: 127.0.0.1:2222\n", "listn"},
+		{"ssh:\n  keepalive_interval: banana\n", "banana"},
+		{"ssh:\n  ciphers: [arcfour]\n", "ssh.ciphers"},
+		{"ssh:\n  kex: [diffie-hellman-group1-sha1]\n", "allow_insecure"},
+		{"pool:\n  cidr: 10.0.0.0/33\n", "pool.cidr"},
+		{"log: {level: loud}\n", "log.level"},
+	} {
+		cfg := filepath.Join(dir, "bad.yaml")
+		os.WriteFile(cfg, []byte(tc.yaml), 0o600)
+		out, err := exec.Command(iotsafeBin, "hub", "--data", dir, "--config", cfg).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("config %q: err=%v, output does not name %q:\n%s", tc.yaml, err, tc.want, out)
+		}
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"name: p\nmax_sessions: -1\n", "max_sessions"},
+		{"name: p\nreverse: {HTTP: 80}\n", "reverse.HTTP"},
+		{"name: p\ndirect: {broker: nowhere}\n", "direct.broker"},
+		{"name: p\non_violation: {action: explode}\n", "on_violation.action"},
+		{"name: p\nmax_sesions: 2\n", "max_sesions"},
+	} {
+		prof := writeProfile(t, dir, tc.yaml)
+		out, err := exec.Command(iotsafeBin, "device", "add", "x", "--keygen", filepath.Join(dir, "k"), "--profile", prof, "--data", dir).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("profile %q: err=%v, output does not name %q:\n%s", tc.yaml, err, tc.want, out)
+		}
+	}
+	out, _ := exec.Command(iotsafeBin, "device", "list", "--json", "--data", dir).CombinedOutput()
+	if strings.TrimSpace(string(out)) != "[]" {
+		t.Fatalf("a refused enrolment left a device behind: %s", out)
+	}
+}
