@@ -320,7 +320,7 @@ func (a *Agent) serveForwarded(chans <-chan ssh.NewChannel) {
 				return
 			}
 			go ssh.DiscardRequests(reqs)
-			tunnel.Pipe(ch, c)
+			tunnel.Pipe(ch, c, nil)
 		}()
 	}
 }
@@ -354,7 +354,7 @@ func (a *Agent) acceptDirect(ctx context.Context, ln net.Listener, f Forward) {
 				return
 			}
 			go ssh.DiscardRequests(reqs)
-			tunnel.Pipe(ch, c)
+			tunnel.Pipe(ch, c, nil)
 		}()
 	}
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -11,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
-	"gopkg.in/yaml.v3"
 
 	"github.com/iotsafe/iotsafe/internal/agent"
 	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/strictyaml"
 )
 
 // agentFile is the agent's optional config file; flags override it.
@@ -89,10 +88,8 @@ func mergeAgentFile(path string, f *agentFile, cmd *cobra.Command) error {
 		return err
 	}
 	var fileCfg agentFile
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&fileCfg); err != nil {
-		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	if err := strictyaml.Decode(b, &fileCfg); err != nil {
+		return fmt.Errorf("%s: %v", path, err)
 	}
 	set := func(flag string, dst *string, v string) {
 		if !cmd.Flags().Changed(flag) && v != "" {

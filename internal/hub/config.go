@@ -1,20 +1,16 @@
 package hub
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
+	"github.com/iotsafe/iotsafe/internal/strictyaml"
 )
 
 // DefaultData is the data folder used when neither --data nor IOTSAFE_DATA is given.
@@ -51,10 +47,8 @@ var ErrConfig = errors.New("config")
 // ParseConfig reads YAML, rejecting unknown fields, and validates it with defaults applied.
 func ParseConfig(data []byte) (Config, error) {
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("%w: %s", ErrConfig, strings.TrimPrefix(err.Error(), "yaml: "))
+	if err := strictyaml.Decode(data, &c); err != nil {
+		return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	c.ApplyDefaults()
 	if _, err := c.Validate(); err != nil {

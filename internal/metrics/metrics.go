@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -47,7 +48,7 @@ func New() *Metrics {
 		online:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "iotsafe_device_sessions", Help: "Live sessions per device."}, []string{"device"}),
 	}
 	m.reg.MustRegister(m.sessions, m.forwards, m.channels, m.channelsT, m.bytes, m.handshakes, m.violations, m.lastSeen, m.online,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -1,16 +1,16 @@
 package profile
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/iotsafe/iotsafe/internal/strictyaml"
 )
 
 // DefaultName is the profile every device gets unless the operator names another.
@@ -148,10 +148,8 @@ func validHostPort(s string) error {
 // typo never silently weakens a limit. The result has defaults applied and is valid.
 func Parse(data []byte) (*Profile, error) {
 	var p Profile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "yaml: "))
+	if err := strictyaml.Decode(data, &p); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err

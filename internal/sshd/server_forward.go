@@ -10,6 +10,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/tunnel"
 
+	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -88,14 +89,9 @@ func (ss *session) startForward(payload []byte) (uint32, error) {
 		return 0, fmt.Errorf("malformed request: %w", err)
 	}
 	alias := fr.Addr
-	want, ok := ss.prof.Reverse[alias]
-	if !ok {
-		ss.violate(fmt.Sprintf("reverse forward %q:%d: alias not in profile %q (ssh -R ALIAS:PORT:HOST:PORT, allowed: %v)", alias, fr.Port, ss.prof.Name, ss.prof.ReverseAliases()))
-		return 0, fmt.Errorf("alias %q not allowed", alias)
-	}
-	if want != 0 && fr.Port != 0 && fr.Port != uint32(want) {
-		ss.violate(fmt.Sprintf("reverse forward %q:%d: profile %q expects port %d", alias, fr.Port, ss.prof.Name, want))
-		return 0, fmt.Errorf("alias %q: port %d, want %d", alias, fr.Port, want)
+	if err := checkReverse(ss.prof, fr); err != nil {
+		ss.violate(err.Error())
+		return 0, err
 	}
 	s.mu.Lock()
 	if _, dup := ss.forwards[alias]; dup {
@@ -194,7 +190,14 @@ func (f *forward) serve(c net.Conn) {
 		c.Close()
 		return
 	}
-	defer ss.releaseChannel()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			ss.releaseChannel()
+		}
+	}
+	defer release()
 	origin, _ := c.RemoteAddr().(*net.TCPAddr)
 	p := forwardedTCPPayload{Addr: f.bindAddr, Port: f.bindPort}
 	if origin != nil {
@@ -208,7 +211,7 @@ func (f *forward) serve(c net.Conn) {
 	}
 	go ssh.DiscardRequests(reqs)
 	ss.srv.metrics.ChannelOpened("forwarded-tcpip")
-	down, up := tunnel.Pipe(ch, c)
+	down, up := tunnel.Pipe(ch, c, release)
 	ss.srv.metrics.Bytes(up, down)
 	ss.srv.metrics.ChannelClosed("forwarded-tcpip")
 }
@@ -254,15 +257,9 @@ func (ss *session) violate(detail string) {
 }
 
 func (ss *session) openDirect(nc ssh.NewChannel) {
-	var p directTCPPayload
-	if err := ssh.Unmarshal(nc.ExtraData(), &p); err != nil {
-		ss.reject(nc, ssh.ConnectionFailed, "malformed direct-tcpip request", "malformed direct-tcpip request")
-		return
-	}
-	target, ok := ss.prof.Direct[p.Host]
-	if !ok {
-		ss.reject(nc, ssh.Prohibited, fmt.Sprintf("%q is not a direct alias of profile %q", p.Host, ss.prof.Name),
-			fmt.Sprintf("direct forward to %s:%d: not an alias of profile %q", p.Host, p.Port, ss.prof.Name))
+	p, target, err := checkDirect(ss.prof, nc.ExtraData())
+	if err != nil {
+		ss.reject(nc, ssh.Prohibited, err.Error(), err.Error())
 		return
 	}
 	if !ss.acquireChannel() {
@@ -275,24 +272,52 @@ func (ss *session) openDirect(nc ssh.NewChannel) {
 }
 
 func (ss *session) dialDirect(nc ssh.NewChannel, alias, target string) {
-	defer ss.releaseChannel()
 	// Bind the source to the device's own pool address so the target can tell devices
 	// apart and no device can pose as another.
 	d := net.Dialer{Timeout: ss.srv.cfg.DialTimeout, LocalAddr: &net.TCPAddr{IP: ss.device.Address.AsSlice()}}
 	c, err := d.Dial("tcp", target)
 	if err != nil {
 		ss.log.Warn("direct forward target unreachable", "alias", alias, "target", target, "err", err)
+		ss.releaseChannel()
 		nc.Reject(ssh.ConnectionFailed, fmt.Sprintf("iotsafe: %s (%s) is unreachable", alias, target))
 		return
 	}
 	ch, reqs, err := nc.Accept()
 	if err != nil {
+		ss.releaseChannel()
 		c.Close()
 		return
 	}
 	go ssh.DiscardRequests(reqs)
 	ss.srv.metrics.ChannelOpened("direct-tcpip")
-	down, up := tunnel.Pipe(ch, c)
+	down, up := tunnel.Pipe(ch, c, ss.releaseChannel)
 	ss.srv.metrics.Bytes(up, down)
 	ss.srv.metrics.ChannelClosed("direct-tcpip")
+}
+
+// checkReverse decides a tcpip-forward request against the profile; the error text is
+// the violation recorded.
+func checkReverse(p *profile.Profile, fr forwardRequest) error {
+	want, ok := p.Reverse[fr.Addr]
+	if !ok {
+		return fmt.Errorf("reverse forward %q:%d: alias not in profile %q (ssh -R ALIAS:PORT:HOST:PORT, allowed: %v)", fr.Addr, fr.Port, p.Name, p.ReverseAliases())
+	}
+	if want != 0 && fr.Port != 0 && fr.Port != uint32(want) {
+		return fmt.Errorf("reverse forward %q:%d: profile %q expects port %d", fr.Addr, fr.Port, p.Name, want)
+	}
+	return nil
+}
+
+// checkDirect parses a direct-tcpip open and decides it against the profile. The alias
+// alone decides the target; the requested port is not used.
+func checkDirect(p *profile.Profile, payload []byte) (directTCPPayload, string, error) {
+	var d directTCPPayload
+	if err := ssh.Unmarshal(payload, &d); err != nil {
+		return d, "", fmt.Errorf("malformed direct-tcpip request")
+	}
+	target, ok := p.Direct[d.Host]
+	if !ok {
+		return d, "", fmt.Errorf("direct forward to %q:%d: not a direct alias of profile %q", d.Host, d.Port, p.Name)
+	}
+	return d, target, nil
 }

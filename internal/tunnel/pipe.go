@@ -13,8 +13,9 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b 
 
 // Pipe copies both ways between an SSH channel and a TCP connection, propagating
 // half-closes, and returns the bytes carried each way once both directions are done.
-// It closes both ends.
-func Pipe(ch ssh.Channel, conn net.Conn) (toChannel, fromChannel int64) {
+// It closes both ends; done, if not nil, runs after copying and before the channel is
+// closed, so the peer never sees the close before the caller's bookkeeping is done.
+func Pipe(ch ssh.Channel, conn net.Conn, done func()) (toChannel, fromChannel int64) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -29,6 +30,9 @@ func Pipe(ch ssh.Channel, conn net.Conn) (toChannel, fromChannel int64) {
 	toChannel = copyBuf(ch, conn)
 	ch.CloseWrite()
 	wg.Wait()
+	if done != nil {
+		done()
+	}
 	ch.Close()
 	conn.Close()
 	return toChannel, fromChannel

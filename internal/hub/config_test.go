@@ -1,0 +1,104 @@
+package hub
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+func TestEmptyConfigIsSafeDefaults(t *testing.T) {
+	c, err := ParseConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SSH.Listen != "127.0.0.1:2222" {
+		t.Fatalf("default listen %q is not loopback", c.SSH.Listen)
+	}
+	if c.Metrics.Listen != "" {
+		t.Fatal("metrics must be opt-in")
+	}
+	if c.SSH.Crypto.AllowInsecure || len(c.SSH.Crypto.HostKeyAlgorithms) != 1 || c.SSH.Crypto.HostKeyAlgorithms[0] != ssh.KeyAlgoED25519 {
+		t.Fatalf("crypto defaults: %+v", c.SSH.Crypto)
+	}
+	if c.SSH.MaxRejectedChannels == 0 || c.SSH.MaxHandshakes == 0 || c.SSH.KeepaliveTimeout == 0 {
+		t.Fatalf("a limit has no default: %+v", c.SSH)
+	}
+}
+
+func TestConfigFields(t *testing.T) {
+	c, err := ParseConfig([]byte("ssh:\n  listen: 0.0.0.0:22\n  keepalive_interval: 5s\npool: {cidr: 127.80.0.0/16, port_base: 20000}\nlog: {level: debug, format: json}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SSH.KeepaliveInterval != 5*time.Second || c.SSH.KeepaliveTimeout != 15*time.Second || c.Pool.PortBase != 20000 {
+		t.Fatalf("%+v", c)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"ssh: {listen: nowhere}\n", "ssh.listen"},
+		{"ssh:\n  max_handshakes: -1\n", "ssh.max_handshakes"},
+		{"ssh:\n  keepalive_interval: 5\n", "keepalive_interval"},
+		{"pool: {port_base: 80}\n", "pool.port_base"},
+		{"metrics: {listen: x, extra: 1}\n", "extra"},
+	} {
+		_, err := ParseConfig([]byte(tc.in))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: want ErrConfig naming %q, got %v", tc.in, tc.want, err)
+		}
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadConfig("", dir); err != nil {
+		t.Fatalf("missing default config must mean defaults: %v", err)
+	}
+	if _, err := LoadConfig(filepath.Join(dir, "nope.yaml"), dir); err == nil {
+		t.Fatal("a missing explicit --config must be an error")
+	}
+	os.WriteFile(filepath.Join(dir, ConfigName), []byte("ssh: {listen: '127.0.0.1:2300'}\n"), 0o600)
+	c, err := LoadConfig("", dir)
+	if err != nil || c.SSH.Listen != "127.0.0.1:2300" {
+		t.Fatalf("%+v %v", c.SSH.Listen, err)
+	}
+}
+
+func TestHostKeysCreatedPrivateAndStable(t *testing.T) {
+	dir := t.TempDir()
+	k1, err := LoadHostKeys(dir, []string{ssh.KeyAlgoED25519})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "host_ed25519_key"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("host key mode %v %v", fi.Mode(), err)
+	}
+	k2, _ := LoadHostKeys(dir, []string{ssh.KeyAlgoED25519})
+	if ssh.FingerprintSHA256(k1[0].PublicKey()) != ssh.FingerprintSHA256(k2[0].PublicKey()) {
+		t.Fatal("host key changed across loads")
+	}
+	os.Chmod(filepath.Join(dir, "host_ed25519_key"), 0o644)
+	if _, err := LoadHostKeys(dir, []string{ssh.KeyAlgoED25519}); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a group/world-readable key must be refused: %v", err)
+	}
+}
+
+// FuzzParseConfig: any input is either a clear ErrConfig or a valid config.
+func FuzzParseConfig(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig(data)
+		if err != nil {
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("error not wrapping ErrConfig: %v", err)
+			}
+			return
+		}
+		if _, err := c.Validate(); err != nil {
+			t.Fatalf("ParseConfig returned an invalid config: %v", err)
+		}
+	})
+}

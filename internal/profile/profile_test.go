@@ -1,0 +1,92 @@
+package profile
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseAppliesDefaults(t *testing.T) {
+	p, err := Parse([]byte("name: cam\nreverse: {http: 80, rtsp: 554}\ndirect: {broker: '127.0.0.1:1883'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.MaxSessions != 1 || p.MaxForwards != 2 || p.MaxChannels != 64 || p.OnViolation.Action != ActionLog || p.OnViolation.After != 5 {
+		t.Fatalf("defaults not applied: %+v", p)
+	}
+	if got := p.ReverseAliases(); len(got) != 2 || got[0] != "http" || got[1] != "rtsp" {
+		t.Fatalf("aliases %v", got)
+	}
+	again, err := Parse(p.Marshal())
+	if err != nil || again.Direct["broker"] != "127.0.0.1:1883" {
+		t.Fatalf("round trip: %+v %v", again, err)
+	}
+}
+
+func TestParseErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct{ in, field string }{
+		{"name: Bad Name\n", "name"},
+		{"name: p\nreverse: {http: 70000}\n", "reverse.http"},
+		{"name: p\ndirect: {db: 'localhost'}\n", "direct.db"},
+		{"name: p\ndirect: {db: ':5432'}\n", "direct.db"},
+		{"name: p\nmax_channels: -4\n", "max_channels"},
+		{"name: p\non_violation: {action: nuke}\n", "on_violation.action"},
+		{"name: p\nunknown_field: 1\n", "unknown_field"},
+		{"name: [1, 2]\n", "name"},
+	} {
+		_, err := Parse([]byte(tc.in))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%q: want ErrInvalid naming %q, got %v", tc.in, tc.field, err)
+		}
+	}
+}
+
+func TestDefaultProfile(t *testing.T) {
+	p := Default()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Reverse) != 1 || len(p.Direct) != 0 {
+		t.Fatalf("default profile must allow only 'http': %+v", p)
+	}
+}
+
+func TestCryptoPolicy(t *testing.T) {
+	var c CryptoPolicy
+	c.ApplyDefaults()
+	if bad, err := c.Validate(); err != nil || len(bad) != 0 {
+		t.Fatalf("defaults: %v %v", bad, err)
+	}
+	c.Ciphers = []string{"aes128-cbc"}
+	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "allow_insecure") {
+		t.Fatalf("insecure cipher accepted silently: %v", err)
+	}
+	c.AllowInsecure = true
+	if bad, err := c.Validate(); err != nil || len(bad) != 1 {
+		t.Fatalf("allow_insecure: %v %v", bad, err)
+	}
+	c.Ciphers = []string{"rot13"}
+	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "ssh.ciphers") {
+		t.Fatalf("unknown cipher: %v", err)
+	}
+}
+
+// FuzzParseProfile: any input either fails with ErrInvalid or yields a valid profile
+// that survives a round trip.
+func FuzzParseProfile(f *testing.F) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error not wrapping ErrInvalid: %v", err)
+			}
+			return
+		}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("Parse returned an invalid profile: %v", err)
+		}
+		if _, err := Parse(p.Marshal()); err != nil {
+			t.Fatalf("round trip of %+v: %v", p, err)
+		}
+	})
+}

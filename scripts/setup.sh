@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what iotsafe needs to build, demo and test on Debian, and nothing that is
+# already there. Safe to run again. Needs root (or sudo) only when a package is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages: real peers for the tests (OpenSSH client, Dropbear), curl, sqlite3
+# for operators who want to look into the registry.
+PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Go: the toolchain comes with the machine; go.mod names the version it needs.
+export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
+if ! command -v go >/dev/null; then
+  echo "setup: Go is not installed. Install Go $(awk '/^go /{print $2}' go.mod) or newer (https://go.dev/dl) and run again." >&2
+  exit 1
+fi
+go mod download
+
+# staticcheck, pinned, into GOPATH/bin.
+SC_VERSION=v0.8.2
+if ! staticcheck -version 2>/dev/null | grep -q "${SC_VERSION#v}"; then
+  echo "setup: installing staticcheck $SC_VERSION"
+  go install "honnef.co/go/tools/cmd/staticcheck@$SC_VERSION"
+fi

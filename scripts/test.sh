@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every check and test: formatting, vet, staticcheck, unit and end-to-end tests with
+# the race detector, and a short fuzzing pass over every parser of untrusted input.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH)/bin"
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+echo "== go vet"
+go vet ./...
+echo "== staticcheck"
+staticcheck ./...
+
+echo "== fuzz (short pass per target; seeds in testdata/ also run as unit tests)"
+FUZZTIME=${FUZZTIME:-8s}
+for target in \
+  ./internal/profile:FuzzParseProfile \
+  ./internal/hub:FuzzParseConfig \
+  ./internal/agent:FuzzParseSpecs \
+  ./internal/sshd:FuzzForwardPayloads; do
+  pkg=${target%%:*}; fn=${target##*:}
+  go test "$pkg" -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" >/dev/null
+  echo "fuzzed $fn for $FUZZTIME"
+done
+
+echo "== go test -race"
+go test -race -count=1 -timeout 15m ./...
