@@ -277,6 +277,7 @@ func printDevice(w io.Writer, d *registry.Device, online map[string]bool) {
 
 func deviceRevokeCmd(g *globals) *cobra.Command {
 	var reason string
+	var asJSON bool
 	c := &cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Refuse the device's keys from now on and close its live session",
@@ -290,16 +291,17 @@ func deviceRevokeCmd(g *globals) *cobra.Command {
 			if err := reg.RevokeDevice(cmd.Context(), args[0], reason); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "revoked %s\n", args[0])
-			return g.kick(cmd, args[0], "key revoked")
+			return g.kick(cmd, args[0], "key revoked", "revoked", asJSON)
 		},
 	}
 	c.Flags().StringVar(&reason, "reason", "revoked by operator", "why (kept in the registry and the audit log)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
 
 func deviceRemoveCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Delete a device, its keys and its sockets, closing its live session",
 		Args:  cobra.ExactArgs(1),
@@ -312,24 +314,40 @@ func deviceRemoveCmd(g *globals) *cobra.Command {
 			if err := reg.RemoveDevice(cmd.Context(), args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", args[0])
-			return g.kick(cmd, args[0], "device removed")
+			return g.kick(cmd, args[0], "device removed", "removed", asJSON)
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
 }
 
-// kick tells a running hub to close the device's sessions now.
-func (g *globals) kick(cmd *cobra.Command, device, why string) error {
+// kick tells a running hub to close the device's sessions now and reports the outcome
+// of the registry change (done) together with it.
+func (g *globals) kick(cmd *cobra.Command, device, why, done string, asJSON bool) error {
+	res := struct {
+		Device     string `json:"device"`
+		Action     string `json:"action"`
+		HubRunning bool   `json:"hub_running"`
+		Closed     int    `json:"closed_sessions"`
+	}{Device: device, Action: done}
 	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpKick, Device: device, Reason: why})
-	if errors.Is(err, admin.ErrHubNotRunning) {
-		fmt.Fprintln(cmd.OutOrStdout(), "hub not running: the change applies when it starts")
-		return nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, admin.ErrHubNotRunning):
+	case err != nil:
 		return err
+	default:
+		res.HubRunning, res.Closed = true, rep.Closed
 	}
-	if rep.Closed > 0 {
-		fmt.Fprintf(cmd.OutOrStdout(), "closed %d live session(s)\n", rep.Closed)
+	if asJSON {
+		return printJSON(cmd.OutOrStdout(), res)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "%s %s\n", done, device)
+	switch {
+	case !res.HubRunning:
+		fmt.Fprintln(w, "hub not running: the change applies when it starts")
+	case res.Closed > 0:
+		fmt.Fprintf(w, "closed %d live session(s)\n", res.Closed)
 	}
 	return nil
 }

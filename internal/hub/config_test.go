@@ -102,3 +102,20 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// The documented example must stay valid.
+func TestExampleConfigParses(t *testing.T) {
+	b, err := os.ReadFile("../../docs/examples/hub.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d Config
+	d.ApplyDefaults()
+	if c.SSH.Listen != d.SSH.Listen || c.SSH.KeepaliveTimeout != d.SSH.KeepaliveTimeout || c.SSH.MaxRejectedChannels != d.SSH.MaxRejectedChannels {
+		t.Fatalf("the example claims to show the defaults but differs: %+v", c.SSH)
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"sync"
 
 	"golang.org/x/crypto/ssh"
@@ -57,8 +59,8 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	for _, a := range insecure {
 		h.log.Warn("insecure algorithm enabled by ssh.allow_insecure", "algorithm", a)
 	}
-	if err := os.MkdirAll(h.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("hub: data folder: %w", err)
+	if err := privateDataDir(h.dir, cfg.Admin.Group, h.log); err != nil {
+		return nil, err
 	}
 	raiseFileLimit(h.log)
 	ctx, h.cancel = context.WithCancel(ctx)
@@ -185,4 +187,35 @@ func raiseFileLimit(log *slog.Logger) {
 			log.Debug("raised open-file limit", "from", old, "to", lim.Max)
 		}
 	}
+}
+
+// privateDataDir creates the data folder or tightens it: 0700, or 0710 with the admin
+// group (which needs to traverse it to reach the admin socket, nothing more).
+func privateDataDir(dir, group string, log *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("hub: data folder: %w", err)
+	}
+	want := os.FileMode(0o700)
+	if group != "" {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			return fmt.Errorf("hub: admin.group %q: %w", group, err)
+		}
+		gid, _ := strconv.Atoi(g.Gid)
+		if err := os.Chown(dir, -1, gid); err != nil {
+			return fmt.Errorf("hub: data folder: %w", err)
+		}
+		want = 0o710
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("hub: data folder: %w", err)
+	}
+	if fi.Mode().Perm() != want {
+		log.Info("tightening data folder permissions", "folder", dir, "from", fi.Mode().Perm().String(), "to", want.String())
+		if err := os.Chmod(dir, want); err != nil {
+			return fmt.Errorf("hub: data folder: %w", err)
+		}
+	}
+	return nil
 }

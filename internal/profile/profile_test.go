@@ -2,6 +2,7 @@ package profile
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -89,4 +90,15 @@ func FuzzParseProfile(f *testing.F) {
 			t.Fatalf("round trip of %+v: %v", p, err)
 		}
 	})
+}
+
+func TestExampleProfileParses(t *testing.T) {
+	b, err := os.ReadFile("../../docs/examples/camera-profile.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse(b)
+	if err != nil || p.Name != "camera" || p.Direct["broker"] == "" {
+		t.Fatalf("%+v %v", p, err)
+	}
 }

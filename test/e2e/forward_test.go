@@ -148,3 +148,21 @@ func TestAgentExposeAndConnect(t *testing.T) {
 		t.Fatalf("connect to unknown alias: %v %s", err, out2)
 	}
 }
+
+// The agent reads the same settings from a config file; flags override it.
+func TestAgentConfigFile(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "from config file")
+	cfg := filepath.Join(t.TempDir(), "agent.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("hub: %s\nkey: %s\nhub_key: %s\nexpose: [\"http=%s\"]\nlog: {level: debug, format: json}\n", h.addr, key, h.hostFP, hostPortOf(app))), 0o600)
+	a := startProc(t, iotsafeBin, "agent", "--agent-config", cfg)
+	a.stderr.wait(t, "session up")
+	mustGet(t, h.socket("dev1", "http"), "from config file")
+
+	os.WriteFile(cfg, []byte("hub: x\nexpsoe: []\n"), 0o600)
+	out, err := exec.Command(iotsafeBin, "agent", "--agent-config", cfg).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "expsoe") {
+		t.Fatalf("typo in agent config: %v %s", err, out)
+	}
+}

@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// 'iotsafe demo' brings up a hub and three devices, serves through them, prints what to
+// try, and stops cleanly on Ctrl-C (SIGINT) leaving no process behind.
+func TestDemo(t *testing.T) {
+	data := t.TempDir()
+	cfg := data + "/demo.yaml"
+	os.WriteFile(cfg, []byte("ssh: {listen: '127.0.0.1:0'}\npool: {cidr: 127.79.250.0/24}\n"), 0o600)
+	cmd := exec.Command(iotsafeBin, "demo", "--data", data, "--config", cfg)
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(out)
+	var text strings.Builder
+	for sc.Scan() {
+		text.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "Press Ctrl-C") {
+			break
+		}
+	}
+	go io.Copy(io.Discard, out)
+	s := text.String()
+	for _, want := range []string{"device dev3", `through dev1's SSH session -> {"device":"dev1"`, "connect dev2 http"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, s)
+		}
+	}
+	// The hint works as printed.
+	c := exec.Command(iotsafeBin, "connect", "dev2", "http", "--data", data, "--config", cfg)
+	c.Stdin = strings.NewReader("GET / HTTP/1.0\r\n\r\n")
+	if got, err := c.CombinedOutput(); err != nil || !strings.Contains(string(got), `"device":"dev2"`) {
+		t.Fatalf("connect dev2: %v\n%s", err, got)
+	}
+	list, _ := exec.Command(iotsafeBin, "device", "list", "--data", data, "--config", cfg).CombinedOutput()
+	if strings.Count(string(list), "online") != 3 {
+		t.Fatalf("device list:\n%s", list)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("demo exit after Ctrl-C: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("demo did not stop on SIGINT")
+	}
+	if pids, _ := exec.Command("pgrep", "-f", "iotsafe demo --data "+data).Output(); len(pids) != 0 {
+		t.Fatalf("processes left behind: %s", pids)
+	}
+}
+
+// Metrics are opt-in on loopback and count sessions, forwards and bytes.
+func TestMetricsEndpoint(t *testing.T) {
+	addr := freePort(t)
+	h := startHub(t, "", "metrics: {listen: '"+addr+"'}\n")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "metered")
+	a := startAgent(t, h, key, "--expose", "http="+hostPortOf(app))
+	a.stderr.wait(t, "session up")
+	mustGet(t, h.socket("dev1", "http"), "metered")
+	out, err := exec.Command("curl", "-sS", "--fail", "http://"+addr+"/metrics").CombinedOutput()
+	if err != nil {
+		t.Fatalf("metrics: %v %s", err, out)
+	}
+	for _, want := range []string{"iotsafe_sessions 1", "iotsafe_forwards 1", `iotsafe_handshakes_total{result="ok"} 1`, `iotsafe_device_sessions{device="dev1"} 1`, `iotsafe_bytes_total{direction="up"}`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// SIGHUP reloads what is safe (log level here) and keeps serving; a broken file is
+// refused and the running configuration kept.
+func TestSIGHUPReload(t *testing.T) {
+	h := startHub(t, "", "")
+	cfg, _ := os.ReadFile(h.config)
+	os.WriteFile(h.config, append(cfg, []byte("  nonsense: 1\n")...), 0o600)
+	h.cmd.Process.Signal(syscall.SIGHUP)
+	h.log.wait(t, "reload refused; keeping the running configuration")
+	os.WriteFile(h.config, []byte(strings.Replace(string(cfg), "level: debug", "level: info", 1)), 0o600)
+	h.cmd.Process.Signal(syscall.SIGHUP)
+	h.log.wait(t, "configuration reloaded (log level, keepalive and takeover timings; other changes need a restart)")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "after reload")
+	a := startAgent(t, h, key, "--expose", "http="+hostPortOf(app))
+	a.stderr.wait(t, "session up")
+	mustGet(t, h.socket("dev1", "http"), "after reload")
+}
+
+// The admin socket and the registry are private to the hub's user.
+func TestDataFolderIsPrivate(t *testing.T) {
+	h := startHub(t, "", "")
+	h.addDevice("dev1")
+	for name, want := range map[string]os.FileMode{"": 0o700, "/registry.db": 0o600, "/admin.sock": 0o600, "/host_ed25519_key": 0o600, "/keys/dev1": 0o600} {
+		fi, err := os.Stat(h.data + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", name, fi.Mode().Perm(), want)
+		}
+	}
+}
