@@ -39,7 +39,8 @@ func (s *Server) checkKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permis
 		return nil, errors.New("registry unavailable")
 	}
 	if meta.User() != d.Name {
-		return nil, refuse("this key belongs to device %q, not %q: connect as %s@hub", d.Name, meta.User(), d.Name)
+		// Not naming the device: this runs before the client proved it holds the key.
+		return nil, refuse("this key is not enrolled for device %q: connect as NAME@hub with the name given to 'iotsafe device add'", meta.User())
 	}
 	if revoked {
 		s.event(registry.Event{Device: d.Name, Kind: registry.EventAuthRefused, Detail: "key revoked", Remote: meta.RemoteAddr().String()})

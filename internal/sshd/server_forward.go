@@ -70,6 +70,10 @@ func (ss *session) serveRequests(reqs <-chan *ssh.Request) {
 				continue
 			}
 			req.Reply(ss.cancelForward(fr.Addr), nil)
+		case "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
+			// ssh -R /path:...: Unix-socket forwards are outside every profile.
+			ss.violate("Unix-socket forward requested (" + req.Type + ")")
+			req.Reply(false, nil)
 		default:
 			// keepalive@openssh.com, no-more-sessions@openssh.com and anything else.
 			if req.WantReply {

@@ -189,3 +189,17 @@ func TestMalformedConfigAndProfileNameTheField(t *testing.T) {
 		t.Fatalf("a refused enrolment left a device behind: %s", out)
 	}
 }
+
+// A Unix-socket forward is outside every profile: refused and counted.
+func TestUnixSocketForwardRefused(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	sock := filepath.Join(t.TempDir(), "s")
+	out, err := exec.Command("ssh", append(sshArgs(h, key), "-R", "/tmp/iotsafe-e2e.sock:"+sock, "dev1@127.0.0.1")...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "forwarding failed") {
+		t.Fatalf("err=%v out=%s", err, out)
+	}
+	if ev := h.events("dev1", "violation"); len(ev) != 1 || !strings.Contains(ev[0].Detail, "Unix-socket") {
+		t.Fatalf("violations: %+v", ev)
+	}
+}
