@@ -158,29 +158,26 @@ func deviceListCmd(g *globals) *cobra.Command {
 		Short: "List devices with their status",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg, _, err := g.openRegistry(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer reg.Close()
-			devs, err := reg.Devices(cmd.Context())
-			if err != nil {
-				return err
-			}
-			online := g.online()
-			if asJSON {
-				out := make([]deviceView, 0, len(devs))
-				for _, d := range devs {
-					out = append(out, deviceView{d, online[d.Name]})
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				devs, err := reg.Devices(cmd.Context())
+				if err != nil {
+					return err
 				}
-				return printJSON(cmd.OutOrStdout(), out)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "DEVICE\tPROFILE\tADDRESS\tSTATUS\tVIOLATIONS")
-			for _, d := range devs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", d.Name, d.Profile, d.Address, status(d, online), d.Violations)
-			}
-			return tw.Flush()
+				online := g.online()
+				if asJSON {
+					out := make([]deviceView, 0, len(devs))
+					for _, d := range devs {
+						out = append(out, deviceView{d, online[d.Name]})
+					}
+					return printJSON(cmd.OutOrStdout(), out)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "DEVICE\tPROFILE\tADDRESS\tSTATUS\tVIOLATIONS")
+				for _, d := range devs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", d.Name, d.Profile, d.Address, status(d, online), d.Violations)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -223,21 +220,18 @@ func deviceShowCmd(g *globals) *cobra.Command {
 		Short: "Show a device: keys, protected sockets, negotiated algorithms, status",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			reg, _, err := g.openRegistry(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer reg.Close()
-			d, err := reg.Device(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			online := g.online()
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), deviceView{d, online[d.Name]})
-			}
-			printDevice(cmd.OutOrStdout(), d, online)
-			return nil
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				d, err := reg.Device(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				online := g.online()
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), deviceView{d, online[d.Name]})
+				}
+				printDevice(cmd.OutOrStdout(), d, online)
+				return nil
+			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -283,15 +277,12 @@ func deviceRevokeCmd(g *globals) *cobra.Command {
 		Short: "Refuse the device's keys from now on and close its live session",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			reg, _, err := g.openRegistry(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer reg.Close()
-			if err := reg.RevokeDevice(cmd.Context(), args[0], reason); err != nil {
-				return err
-			}
-			return g.kick(cmd, args[0], "key revoked", "revoked", asJSON)
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				if err := reg.RevokeDevice(cmd.Context(), args[0], reason); err != nil {
+					return err
+				}
+				return g.kick(cmd, args[0], "key revoked", "revoked", asJSON)
+			})
 		},
 	}
 	c.Flags().StringVar(&reason, "reason", "revoked by operator", "why (kept in the registry and the audit log)")
@@ -306,15 +297,12 @@ func deviceRemoveCmd(g *globals) *cobra.Command {
 		Short: "Delete a device, its keys and its sockets, closing its live session",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			reg, _, err := g.openRegistry(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer reg.Close()
-			if err := reg.RemoveDevice(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			return g.kick(cmd, args[0], "device removed", "removed", asJSON)
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				if err := reg.RemoveDevice(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				return g.kick(cmd, args[0], "device removed", "removed", asJSON)
+			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")

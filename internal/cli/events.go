@@ -18,24 +18,21 @@ func eventsCmd(g *globals) *cobra.Command {
 		Short: "Show the audit log: sessions, refusals, violations, revocations",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg, _, err := g.openRegistry(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer reg.Close()
-			ev, err := reg.Events(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), ev)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TIME\tDEVICE\tKIND\tREMOTE\tDETAIL")
-			for _, e := range ev {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), e.Device, e.Kind, e.Remote, e.Detail)
-			}
-			return tw.Flush()
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				ev, err := reg.Events(cmd.Context(), f)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), ev)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "TIME\tDEVICE\tKIND\tREMOTE\tDETAIL")
+				for _, e := range ev {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), e.Device, e.Kind, e.Remote, e.Detail)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	c.Flags().StringVar(&f.Device, "device", "", "only this device")

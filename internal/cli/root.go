@@ -73,6 +73,16 @@ func (g *globals) openRegistry(ctx context.Context) (*registry.Registry, hub.Con
 	return r, cfg, err
 }
 
+// withRegistry runs fn with the hub's registry open.
+func (g *globals) withRegistry(cmd *cobra.Command, fn func(*registry.Registry) error) error {
+	reg, _, err := g.openRegistry(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	return fn(reg)
+}
+
 func (g *globals) adminSocket() string { return g.data + "/" + admin.SocketName }
 
 func printJSON(w io.Writer, v any) error {

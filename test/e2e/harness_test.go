@@ -112,9 +112,9 @@ func (w *logWatch) count(msg string, kv ...string) int {
 	return n
 }
 
-// waitN blocks until at least n lines match msg and the key/value pairs. The deadline is
-// a failure guard, not a timing assertion.
-func (w *logWatch) waitN(t *testing.T, n int, msg string, kv ...string) {
+// waitUntil blocks until cond (called with the lock held) holds or the process output
+// ends. The 60 s deadline is a failure guard, not a timing assertion.
+func (w *logWatch) waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	timer := time.AfterFunc(60*time.Second, func() {
 		w.mu.Lock()
@@ -125,21 +125,26 @@ func (w *logWatch) waitN(t *testing.T, n int, msg string, kv ...string) {
 	defer timer.Stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for {
+	for !cond() {
+		if w.done {
+			t.Fatalf("%s never came; output:\n%s", what, w.raw.String())
+		}
+		w.cond.Wait()
+	}
+}
+
+// waitN blocks until at least n lines match msg and the key/value pairs.
+func (w *logWatch) waitN(t *testing.T, n int, msg string, kv ...string) {
+	t.Helper()
+	w.waitUntil(t, fmt.Sprintf("log line %q %v (x%d)", msg, kv, n), func() bool {
 		c := 0
 		for _, m := range w.lines {
 			if matches(m, msg, kv) {
 				c++
 			}
 		}
-		if c >= n {
-			return
-		}
-		if w.done {
-			t.Fatalf("log line %q %v (x%d) never came; log:\n%s", msg, kv, n, w.raw.String())
-		}
-		w.cond.Wait()
-	}
+		return c >= n
+	})
 }
 
 func (w *logWatch) wait(t *testing.T, msg string, kv ...string) {
@@ -150,21 +155,7 @@ func (w *logWatch) wait(t *testing.T, msg string, kv ...string) {
 // waitText blocks until the raw output (JSON or not) contains s.
 func (w *logWatch) waitText(t *testing.T, s string) {
 	t.Helper()
-	timer := time.AfterFunc(60*time.Second, func() {
-		w.mu.Lock()
-		w.done = true
-		w.cond.Broadcast()
-		w.mu.Unlock()
-	})
-	defer timer.Stop()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for !strings.Contains(w.raw.String(), s) {
-		if w.done {
-			t.Fatalf("output %q never came; got:\n%s", s, w.raw.String())
-		}
-		w.cond.Wait()
-	}
+	w.waitUntil(t, fmt.Sprintf("output %q", s), func() bool { return strings.Contains(w.raw.String(), s) })
 }
 
 type hubProc struct {
