@@ -21,7 +21,8 @@ for target in \
   ./internal/profile:FuzzParseProfile \
   ./internal/hub:FuzzParseConfig \
   ./internal/agent:FuzzParseSpecs \
-  ./internal/sshd:FuzzForwardPayloads; do
+  ./internal/sshd:FuzzForwardPayloads \
+  ./internal/resolver:FuzzParseRequest; do
   pkg=${target%%:*}; fn=${target##*:}
   go test "$pkg" -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" >/dev/null
   echo "fuzzed $fn for $FUZZTIME"

@@ -24,6 +24,7 @@ const (
 	OpPing   = "ping"
 	OpKick   = "kick"   // close a device's live sessions (after revoke or remove)
 	OpStatus = "status" // which devices are online
+	OpReload = "reload" // grants or device groups changed: rebuild the access policy
 )
 
 // Request is one admin call.
@@ -45,6 +46,7 @@ type Reply struct {
 type Handler interface {
 	Kick(device, reason string) int
 	OnlineDevices() map[string]bool
+	ReloadAccess() error
 }
 
 // ErrHubNotRunning means no hub listens on the admin socket.
@@ -165,6 +167,11 @@ func (s *Server) do(req Request, cred *unix.Ucred) Reply {
 		return Reply{OK: true, Closed: n}
 	case OpStatus:
 		return Reply{OK: true, Online: s.h.OnlineDevices()}
+	case OpReload:
+		if err := s.h.ReloadAccess(); err != nil {
+			return Reply{Error: err.Error()}
+		}
+		return Reply{OK: true}
 	default:
 		return Reply{Error: fmt.Sprintf("unknown op %q", req.Op)}
 	}

@@ -30,6 +30,7 @@ func deviceCmd(g *globals) *cobra.Command {
 
 func deviceAddCmd(g *globals) *cobra.Command {
 	var prof, pubkey, keygen string
+	var groups []string
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "add NAME",
@@ -63,7 +64,7 @@ func deviceAddCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			d, err := reg.AddDevice(ctx, name, profName, key)
+			d, err := reg.AddDevice(ctx, name, profName, key, groups...)
 			if err != nil {
 				if keyFile != "" {
 					os.Remove(keyFile)
@@ -88,6 +89,7 @@ func deviceAddCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&prof, "profile", profile.DefaultName, "profile NAME from the registry, or a profile FILE (YAML) to store and use")
 	c.Flags().StringVar(&pubkey, "pubkey", "", "the device's OpenSSH public key FILE")
 	c.Flags().StringVar(&keygen, "keygen", "", "create an ed25519 key pair in DIR (DIR/NAME, DIR/NAME.pub)")
+	c.Flags().StringArrayVar(&groups, "group", nil, "device group (repeatable): 'iotsafe grant ... @GROUP' covers all its devices")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
@@ -248,6 +250,9 @@ func printDevice(w io.Writer, d *registry.Device, online map[string]bool) {
 		fmt.Fprintf(tw, "revoked because\t%s\n", d.RevokeWhy)
 	}
 	fmt.Fprintf(tw, "violations\t%d\n", d.Violations)
+	if len(d.Groups) > 0 {
+		fmt.Fprintf(tw, "groups\t%s\n", strings.Join(d.Groups, ", "))
+	}
 	for _, k := range d.Keys {
 		st := "active"
 		if k.RevokedAt != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/resolver"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 )
 
@@ -48,7 +49,8 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 	}
 	root.PersistentFlags().StringVar(&g.data, "data", def, "data folder of the hub (registry, keys, admin socket); env IOTSAFE_DATA")
 	root.PersistentFlags().StringVar(&g.config, "config", "", "hub config file (default DATA/hub.yaml if present)")
-	root.AddCommand(hubCmd(g), deviceCmd(g), profileCmd(g), eventsCmd(g), agentCmd(g), connectCmd(g), demoCmd(g))
+	root.AddCommand(hubCmd(g), deviceCmd(g), profileCmd(g), eventsCmd(g), agentCmd(g), connectCmd(g), demoCmd(g),
+		grantCmd(g), ungrantCmd(g), grantsCmd(g), resolveCmd(g))
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "iotsafe:", err)
 		return 1
@@ -84,6 +86,8 @@ func (g *globals) withRegistry(cmd *cobra.Command, fn func(*registry.Registry) e
 }
 
 func (g *globals) adminSocket() string { return g.data + "/" + admin.SocketName }
+
+func (g *globals) resolverSocket() string { return g.data + "/" + resolver.SocketName }
 
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

@@ -26,6 +26,7 @@ type Config struct {
 	Pool    sockets.Config `yaml:"pool"`
 	Admin   AdminConfig    `yaml:"admin"`
 	Metrics metrics.Config `yaml:"metrics"`
+	Access  AccessConfig   `yaml:"access"`
 }
 
 // LogConfig selects the log level ("debug", "info", "warn", "error"; "" means info) and
@@ -93,6 +94,9 @@ func (c *Config) Validate() ([]string, error) {
 	case "", "text", "json":
 	default:
 		return nil, fmt.Errorf("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	if err := c.Access.validate(); err != nil {
+		return nil, err
 	}
 	if _, err := sockets.NewPool(c.Pool); err != nil {
 		return nil, err

@@ -11,13 +11,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
+	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/resolver"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 )
@@ -34,6 +37,11 @@ type Hub struct {
 	metrics  *metrics.Metrics
 	hostKeys []ssh.Signer
 	sshAddr  net.Addr
+	resolver *resolver.Server
+	policy   atomic.Pointer[access.Policy]
+	ids      *access.Identities
+	denied   deniedLog
+	selfUID  uint32
 	cancel   context.CancelFunc
 	closeOne sync.Once
 }
@@ -52,7 +60,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	h := &Hub{cfg: cfg, dir: opt.DataDir, log: opt.Logger, level: opt.Level}
+	h := &Hub{cfg: cfg, dir: opt.DataDir, log: opt.Logger, level: opt.Level, ids: access.NewIdentities(0), selfUID: uint32(os.Getuid())}
 	if h.log == nil {
 		h.log, h.level = NewLogger(cfg.Log, os.Stderr)
 	}
@@ -80,8 +88,16 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if h.hostKeys, err = LoadHostKeys(h.dir, cfg.SSH.Crypto.HostKeyAlgorithms); err != nil {
 		return nil, err
 	}
+	if err := h.ReloadAccess(); err != nil {
+		return nil, err
+	}
 	sc := cfg.SSH
 	sc.Logger = h.log.With("component", "sshd")
+	if cfg.Access.UserSpace != "off" {
+		sc.Authorize = h.authorize
+	} else {
+		h.log.Warn("access.userspace is off: any local user can reach every protected socket")
+	}
 	if cfg.Metrics.Listen != "" {
 		h.metrics = metrics.New()
 		sc.Metrics = h.metrics
@@ -95,6 +111,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 		return nil, err
 	}
 	if h.sshAddr, err = h.ssh.Listen(); err != nil {
+		return nil, err
+	}
+	if h.resolver, err = resolver.Listen(filepath.Join(h.dir, resolver.SocketName), h, h.ids); err != nil {
 		return nil, err
 	}
 	if h.admin, err = admin.Listen(filepath.Join(h.dir, admin.SocketName), cfg.Admin.Group, h, h.log.With("component", "admin")); err != nil {
@@ -161,6 +180,9 @@ func (h *Hub) Close() {
 		if h.admin != nil {
 			h.admin.Close()
 		}
+		if h.resolver != nil {
+			h.resolver.Close()
+		}
 		if h.ssh != nil {
 			h.ssh.Close()
 		}
@@ -189,13 +211,14 @@ func raiseFileLimit(log *slog.Logger) {
 	}
 }
 
-// privateDataDir creates the data folder or tightens it: 0700, or 0710 with the admin
-// group (which needs to traverse it to reach the admin socket, nothing more).
+// privateDataDir creates the data folder or tightens it to 0711: others may traverse it
+// to reach the resolver socket (0666) but not list it; everything inside is 0600 except
+// that socket and, with an admin group, the admin socket (0660).
 func privateDataDir(dir, group string, log *slog.Logger) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("hub: data folder: %w", err)
 	}
-	want := os.FileMode(0o700)
+	want := os.FileMode(0o711)
 	if group != "" {
 		g, err := user.LookupGroup(group)
 		if err != nil {
@@ -205,7 +228,6 @@ func privateDataDir(dir, group string, log *slog.Logger) error {
 		if err := os.Chown(dir, -1, gid); err != nil {
 			return fmt.Errorf("hub: data folder: %w", err)
 		}
-		want = 0o710
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {

@@ -27,6 +27,7 @@ type Device struct {
 	LastSeen   *time.Time  `json:"last_seen,omitempty"`
 	LastRemote string      `json:"last_remote,omitempty"`
 	LastAlgos  *Algorithms `json:"last_algorithms,omitempty"`
+	Groups     []string    `json:"groups"`
 	Keys       []Key       `json:"keys"`
 	Sockets    []Socket    `json:"sockets"`
 }
@@ -58,11 +59,17 @@ type Algorithms struct {
 	Client      string `json:"client_version"`
 }
 
-// AddDevice enrolls a device with one key, allocates its pool address and a protected
-// socket for every reverse alias of its profile, all in one transaction.
-func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key ssh.PublicKey) (*Device, error) {
+// AddDevice enrolls a device with one key and its device groups, allocates its pool
+// address and a protected socket for every reverse alias of its profile, all in one
+// transaction.
+func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key ssh.PublicKey, groups ...string) (*Device, error) {
 	if !profile.ValidName(name) {
 		return nil, fmt.Errorf("registry: device name %q: use lower-case letters, digits and '-' (max 63)", name)
+	}
+	for _, g := range groups {
+		if !profile.ValidName(g) {
+			return nil, fmt.Errorf("registry: device group %q: use lower-case letters, digits and '-'", g)
+		}
 	}
 	prof, err := r.Profile(ctx, profileName)
 	if err != nil {
@@ -95,6 +102,11 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 		for _, alias := range prof.ReverseAliases() {
 			if _, err := r.ensureSocket(ctx, tx, name, alias); err != nil {
 				return err
+			}
+		}
+		for _, g := range groups {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO device_groups(device, grp) VALUES(?,?) ON CONFLICT DO NOTHING`, name, g); err != nil {
+				return fmt.Errorf("registry: device group %s: %w", g, err)
 			}
 		}
 		return addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceAdded, Detail: "profile " + prof.Name + ", key " + fp})
@@ -207,7 +219,17 @@ func (r *Registry) Device(ctx context.Context, name string) (*Device, error) {
 }
 
 func (r *Registry) fillDevice(ctx context.Context, d *Device) error {
-	d.Keys, d.Sockets = []Key{}, []Socket{}
+	d.Keys, d.Sockets, d.Groups = []Key{}, []Socket{}, []string{}
+	grows, err := r.db.QueryContext(ctx, `SELECT grp FROM device_groups WHERE device=? ORDER BY grp`, d.Name)
+	if err != nil {
+		return fmt.Errorf("registry: groups of %s: %w", d.Name, err)
+	}
+	for grows.Next() {
+		var g string
+		grows.Scan(&g)
+		d.Groups = append(d.Groups, g)
+	}
+	grows.Close()
 	rows, err := r.db.QueryContext(ctx, `SELECT fingerprint, pubkey, created_at, revoked_at FROM keys WHERE device=? ORDER BY created_at`, d.Name)
 	if err != nil {
 		return fmt.Errorf("registry: keys of %s: %w", d.Name, err)

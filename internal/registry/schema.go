@@ -45,4 +45,19 @@ CREATE TABLE IF NOT EXISTS events (
 	remote TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS events_device ON events(device, id);
+CREATE TABLE IF NOT EXISTS device_groups (
+	device TEXT NOT NULL REFERENCES devices(name) ON DELETE CASCADE,
+	grp    TEXT NOT NULL,
+	PRIMARY KEY (device, grp)
+);
+CREATE TABLE IF NOT EXISTS grants (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	kind       TEXT NOT NULL,    -- user | group (operating-system principals)
+	name       TEXT NOT NULL,    -- user or group name, as given
+	xid        INTEGER NOT NULL, -- its uid or gid, resolved when granted
+	target     TEXT NOT NULL,    -- device name, or @devicegroup
+	alias      TEXT NOT NULL,    -- alias, or *
+	created_at TEXT NOT NULL,
+	UNIQUE (kind, xid, target, alias)
+);
 `

@@ -35,6 +35,10 @@ type Config struct {
 	// DialTimeout bounds the hub's connection to a direct-forward target; 0 means 10s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 
+	// Authorize, if set, decides each local connection to a protected socket before it is
+	// forwarded to the device (the user-space access layer); an error closes it.
+	Authorize func(c net.Conn, device, alias string) error `yaml:"-"`
+
 	// Logger receives the server's structured logs; nil discards them.
 	Logger *slog.Logger `yaml:"-"`
 	// Metrics receives counters; nil discards them.

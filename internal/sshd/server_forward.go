@@ -189,6 +189,13 @@ func (f *forward) accept() {
 
 func (f *forward) serve(c net.Conn) {
 	ss := f.sess
+	if auth := ss.srv.cfg.Authorize; auth != nil {
+		if err := auth(c, ss.device.Name, f.alias); err != nil {
+			ss.log.Info("local connection refused", "alias", f.alias, "from", c.RemoteAddr().String(), "err", err)
+			c.Close()
+			return
+		}
+	}
 	if !ss.acquireChannel() {
 		ss.log.Warn("channel limit reached; refusing local connection", "alias", f.alias, "max_channels", ss.prof.MaxChannels, "from", c.RemoteAddr().String())
 		c.Close()

@@ -144,7 +144,7 @@ func TestAgentExposeAndConnect(t *testing.T) {
 		t.Fatalf("connect: %v\n%s", err, out)
 	}
 	out2, err := exec.Command(iotsafeBin, "connect", "dev1", "ftp", "--data", h.data).CombinedOutput()
-	if err == nil || !strings.Contains(string(out2), `no service "ftp"`) {
+	if err == nil || !strings.Contains(string(out2), "has no service ftp") {
 		t.Fatalf("connect to unknown alias: %v %s", err, out2)
 	}
 }

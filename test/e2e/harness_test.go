@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	os.Chmod(dir, 0o755) // tests run the binary under other uids too
 	iotsafeBin = filepath.Join(dir, "iotsafe")
 	build := exec.Command("go", "build", "-race", "-o", iotsafeBin, "../../cmd/iotsafe")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
@@ -160,6 +161,8 @@ func (w *logWatch) waitText(t *testing.T, s string) {
 
 type hubProc struct {
 	t      *testing.T
+	wrap   []string // command prefix (namespaces, credentials); nil for none
+	cred   *syscall.Credential
 	data   string
 	config string
 	cmd    *exec.Cmd
@@ -172,6 +175,12 @@ type hubProc struct {
 
 // startHub runs 'iotsafe hub' on a fresh data folder (or the given one) with extra YAML.
 func startHub(t *testing.T, data, extra string) *hubProc {
+	t.Helper()
+	return startHubWith(t, data, extra, nil)
+}
+
+// startHubWith is startHub with a setup hook that runs before the first start.
+func startHubWith(t *testing.T, data, extra string, setup func(*hubProc)) *hubProc {
 	t.Helper()
 	if data == "" {
 		data = t.TempDir()
@@ -186,6 +195,9 @@ func startHub(t *testing.T, data, extra string) *hubProc {
 		}
 	}
 	h := &hubProc{t: t, data: data, config: cfgPath}
+	if setup != nil {
+		setup(h)
+	}
 	h.start()
 	return h
 }
@@ -193,7 +205,11 @@ func startHub(t *testing.T, data, extra string) *hubProc {
 func (h *hubProc) start() {
 	t := h.t
 	t.Helper()
-	h.cmd = exec.Command(iotsafeBin, "hub", "--data", h.data)
+	argv := append(append([]string{}, h.wrap...), iotsafeBin, "hub", "--data", h.data)
+	h.cmd = exec.Command(argv[0], argv[1:]...)
+	if h.cred != nil {
+		h.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: h.cred}
+	}
 	stdout, _ := h.cmd.StdoutPipe()
 	stderr, _ := h.cmd.StderrPipe()
 	if err := h.cmd.Start(); err != nil {

@@ -103,11 +103,12 @@ func TestSIGHUPReload(t *testing.T) {
 	mustGet(t, h.socket("dev1", "http"), "after reload")
 }
 
-// The admin socket and the registry are private to the hub's user.
+// Everything in the data folder is private to the hub except the resolver socket, which
+// every local user may ask (answers depend on the caller's kernel credentials).
 func TestDataFolderIsPrivate(t *testing.T) {
 	h := startHub(t, "", "")
 	h.addDevice("dev1")
-	for name, want := range map[string]os.FileMode{"": 0o700, "/registry.db": 0o600, "/admin.sock": 0o600, "/host_ed25519_key": 0o600, "/keys/dev1": 0o600} {
+	for name, want := range map[string]os.FileMode{"": 0o711, "/registry.db": 0o600, "/admin.sock": 0o600, "/resolver.sock": 0o666, "/host_ed25519_key": 0o600, "/keys/dev1": 0o600} {
 		fi, err := os.Stat(h.data + name)
 		if err != nil {
 			t.Fatal(err)

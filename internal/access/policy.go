@@ -1,0 +1,165 @@
+package access
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// Identity is a local caller as the kernel reports it.
+type Identity struct {
+	UID  uint32
+	GIDs []uint32 // primary and supplementary groups
+	Name string   // user name, or the uid as text when unknown
+}
+
+func (id Identity) String() string { return fmt.Sprintf("uid %d (%s)", id.UID, id.Name) }
+
+// Policy is an immutable snapshot of the grants; the hub swaps in a new one on change.
+type Policy struct {
+	grants       []registry.Grant
+	deviceGroups map[string][]string
+	adminGID     int // -1: none
+}
+
+// NewPolicy builds a snapshot. adminGID < 0 means no admin group.
+func NewPolicy(grants []registry.Grant, deviceGroups map[string][]string, adminGID int) *Policy {
+	return &Policy{grants: grants, deviceGroups: deviceGroups, adminGID: adminGID}
+}
+
+// Superuser reports whether id may reach everything: root and the admin group can change
+// the rules anyway.
+func (p *Policy) Superuser(id Identity) bool {
+	return id.UID == 0 || p.adminGID >= 0 && slices.Contains(id.GIDs, uint32(p.adminGID))
+}
+
+// Allowed reports whether id may reach device/alias.
+func (p *Policy) Allowed(id Identity, device, alias string) bool {
+	if p.Superuser(id) {
+		return true
+	}
+	for _, g := range p.grants {
+		if g.Alias != "*" && g.Alias != alias {
+			continue
+		}
+		if !p.targets(g.Target, device) {
+			continue
+		}
+		switch g.Kind {
+		case registry.PrincipalUser:
+			if g.XID == id.UID {
+				return true
+			}
+		case registry.PrincipalGroup:
+			if slices.Contains(id.GIDs, g.XID) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (p *Policy) targets(target, device string) bool {
+	if grp, ok := strings.CutPrefix(target, "@"); ok {
+		return slices.Contains(p.deviceGroups[device], grp)
+	}
+	return target == device
+}
+
+// Grants returns the snapshot's grants (the kernel layer compiles them).
+func (p *Policy) Grants() []registry.Grant { return p.grants }
+
+// DeviceGroups returns the snapshot's device groups.
+func (p *Policy) DeviceGroups() map[string][]string { return p.deviceGroups }
+
+// Identities resolves uids to their groups through the system's user database, caching
+// each answer for a short while (group changes take effect within ttl).
+type Identities struct {
+	ttl   time.Duration
+	mu    sync.Mutex
+	cache map[uint32]cached
+}
+
+type cached struct {
+	id  Identity
+	exp time.Time
+}
+
+// NewIdentities caches lookups for ttl (0 means 30s).
+func NewIdentities(ttl time.Duration) *Identities {
+	if ttl == 0 {
+		ttl = 30 * time.Second
+	}
+	return &Identities{ttl: ttl, cache: map[uint32]cached{}}
+}
+
+// Lookup returns uid's identity. gid, when known from the kernel (SO_PEERCRED), is added
+// to the groups: it is the caller's effective group, which may not be in the database.
+func (c *Identities) Lookup(uid uint32, gid *uint32) Identity {
+	c.mu.Lock()
+	e, ok := c.cache[uid]
+	c.mu.Unlock()
+	if !ok || time.Now().After(e.exp) {
+		e = cached{id: lookup(uid), exp: time.Now().Add(c.ttl)}
+		c.mu.Lock()
+		if len(c.cache) > 4096 {
+			clear(c.cache)
+		}
+		c.cache[uid] = e
+		c.mu.Unlock()
+	}
+	id := e.id
+	if gid != nil && !slices.Contains(id.GIDs, *gid) {
+		id.GIDs = append(slices.Clone(id.GIDs), *gid)
+	}
+	return id
+}
+
+func lookup(uid uint32) Identity {
+	id := Identity{UID: uid, Name: strconv.FormatUint(uint64(uid), 10)}
+	u, err := user.LookupId(id.Name)
+	if err != nil {
+		return id
+	}
+	id.Name = u.Username
+	gids, _ := u.GroupIds()
+	if !slices.Contains(gids, u.Gid) {
+		gids = append(gids, u.Gid)
+	}
+	for _, g := range gids {
+		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+			id.GIDs = append(id.GIDs, uint32(n))
+		}
+	}
+	return id
+}
+
+// LookupProcess is Lookup for a caller known by SO_PEERCRED: the process's own group
+// list (from /proc) is added, so supplementary groups count even when the user
+// database does not list them.
+func (c *Identities) LookupProcess(uid, gid uint32, pid int32) Identity {
+	id := c.Lookup(uid, &gid)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return id
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "Groups:")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Fields(rest) {
+			if n, err := strconv.ParseUint(f, 10, 32); err == nil && !slices.Contains(id.GIDs, uint32(n)) {
+				id.GIDs = append(id.GIDs, uint32(n))
+			}
+		}
+	}
+	return id
+}

@@ -1,0 +1,57 @@
+package access
+
+import (
+	"testing"
+
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+func TestPolicy(t *testing.T) {
+	p := NewPolicy([]registry.Grant{
+		{Kind: registry.PrincipalUser, XID: 1001, Target: "dev42", Alias: "http"},  // strict context
+		{Kind: registry.PrincipalGroup, XID: 2000, Target: "@sensors", Alias: "*"}, // wide context
+		{Kind: registry.PrincipalUser, XID: 1003, Target: "@cameras", Alias: "rtsp"},
+	}, map[string][]string{"dev42": {"sensors"}, "cam1": {"cameras"}}, 3000)
+	platform := Identity{UID: 1001, GIDs: []uint32{1001}}
+	sensorOps := Identity{UID: 1002, GIDs: []uint32{1002, 2000}}
+	viewer := Identity{UID: 1003, GIDs: []uint32{1003}}
+	stranger := Identity{UID: 1004, GIDs: []uint32{1004}}
+	for _, tc := range []struct {
+		id            Identity
+		device, alias string
+		want          bool
+	}{
+		{platform, "dev42", "http", true},
+		{platform, "dev42", "mqtt", false},
+		{platform, "dev43", "http", false},
+		{sensorOps, "dev42", "anything", true},
+		{sensorOps, "cam1", "rtsp", false},
+		{viewer, "cam1", "rtsp", true},
+		{viewer, "cam1", "http", false},
+		{stranger, "dev42", "http", false},
+		{Identity{UID: 0}, "cam1", "http", true},
+		{Identity{UID: 1005, GIDs: []uint32{3000}}, "cam1", "http", true},
+	} {
+		if got := p.Allowed(tc.id, tc.device, tc.alias); got != tc.want {
+			t.Errorf("%v %s/%s: got %v, want %v", tc.id, tc.device, tc.alias, got, tc.want)
+		}
+	}
+}
+
+func TestIdentityLookup(t *testing.T) {
+	ids := NewIdentities(0)
+	root := ids.Lookup(0, nil)
+	if root.Name != "root" {
+		t.Fatalf("uid 0 is %q", root.Name)
+	}
+	gid := uint32(4242)
+	if id := ids.Lookup(0, &gid); id.GIDs[len(id.GIDs)-1] != 4242 {
+		t.Fatalf("kernel gid not added: %v", id.GIDs)
+	}
+	if again := ids.Lookup(0, nil); len(again.GIDs) != len(root.GIDs) {
+		t.Fatal("the cached entry was modified")
+	}
+	if u := ids.Lookup(987654, nil); u.Name != "987654" {
+		t.Fatalf("unknown uid named %q", u.Name)
+	}
+}

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os/user"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+type principalFlags struct{ user, group string }
+
+func (p *principalFlags) add(c *cobra.Command) {
+	c.Flags().StringVar(&p.user, "user", "", "local user NAME (or uid) to permit")
+	c.Flags().StringVar(&p.group, "group", "", "local group NAME (or gid) to permit")
+}
+
+// grant builds a grant from flags and DEVICE|@GROUP ALIAS|'*', resolving names to ids now
+// (the kernel reports ids, and a renamed user must not inherit a permission).
+func (p *principalFlags) grant(args []string) (registry.Grant, error) {
+	g := registry.Grant{Target: args[0], Alias: args[1]}
+	switch {
+	case (p.user == "") == (p.group == ""):
+		return g, errors.New("give exactly one of --user NAME or --group NAME")
+	case p.user != "":
+		g.Kind, g.Name = registry.PrincipalUser, p.user
+		u, err := user.Lookup(p.user)
+		if err != nil {
+			u, err = user.LookupId(p.user)
+		}
+		if err != nil {
+			n, perr := strconv.ParseUint(p.user, 10, 32)
+			if perr != nil {
+				return g, fmt.Errorf("no local user %q", p.user)
+			}
+			g.XID = uint32(n)
+			return g, nil
+		}
+		n, _ := strconv.ParseUint(u.Uid, 10, 32)
+		g.XID, g.Name = uint32(n), u.Username
+	default:
+		g.Kind, g.Name = registry.PrincipalGroup, p.group
+		gr, err := user.LookupGroup(p.group)
+		if err != nil {
+			gr, err = user.LookupGroupId(p.group)
+		}
+		if err != nil {
+			n, perr := strconv.ParseUint(p.group, 10, 32)
+			if perr != nil {
+				return g, fmt.Errorf("no local group %q", p.group)
+			}
+			g.XID = uint32(n)
+			return g, nil
+		}
+		n, _ := strconv.ParseUint(gr.Gid, 10, 32)
+		g.XID, g.Name = uint32(n), gr.Name
+	}
+	return g, nil
+}
+
+func grantCmd(g *globals) *cobra.Command {
+	var p principalFlags
+	c := &cobra.Command{
+		Use:   "grant (--user NAME | --group NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*')",
+		Short: "Let a local user or group reach a device service",
+		Example: `  iotsafe grant --user platform dev42 http       # strict: one service of one device
+  iotsafe grant --group operators @sensors '*'    # wide: every service of a device group`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			gr, err := p.grant(args)
+			if err != nil {
+				return err
+			}
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				if err := reg.AddGrant(cmd.Context(), gr); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "granted %s\n", gr)
+				return g.reloadAccess(cmd)
+			})
+		},
+	}
+	p.add(c)
+	return c
+}
+
+func ungrantCmd(g *globals) *cobra.Command {
+	var p principalFlags
+	c := &cobra.Command{
+		Use:   "ungrant (--user NAME | --group NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*')",
+		Short: "Remove a permission; new connections are refused at once",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			gr, err := p.grant(args)
+			if err != nil {
+				return err
+			}
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				if err := reg.RemoveGrant(cmd.Context(), gr); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", gr)
+				return g.reloadAccess(cmd)
+			})
+		},
+	}
+	p.add(c)
+	return c
+}
+
+func grantsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "grants",
+		Short: "List permissions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				gs, err := reg.Grants(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), gs)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "KIND\tNAME\tID\tTARGET\tALIAS")
+				for _, x := range gs {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", x.Kind, x.Name, x.XID, x.Target, x.Alias)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+// reloadAccess tells a running hub that grants or device groups changed.
+func (g *globals) reloadAccess(cmd *cobra.Command) error {
+	_, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpReload})
+	if errors.Is(err, admin.ErrHubNotRunning) {
+		fmt.Fprintln(cmd.OutOrStdout(), "hub not running: the change applies when it starts")
+		return nil
+	}
+	return err
+}

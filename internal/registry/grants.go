@@ -1,0 +1,127 @@
+package registry
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
+)
+
+// Principal kinds of a grant.
+const (
+	PrincipalUser  = "user"
+	PrincipalGroup = "group"
+)
+
+// EventAccessDenied is recorded when a local process is refused a device service.
+const EventAccessDenied = "access_denied"
+
+// Grant lets an operating-system user or group reach one service (or all, "*") of one
+// device or of every device in a device group ("@name").
+type Grant struct {
+	ID     int64  `json:"id"`
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	XID    uint32 `json:"xid"` // uid or gid
+	Target string `json:"target"`
+	Alias  string `json:"alias"`
+}
+
+func (g Grant) String() string {
+	return fmt.Sprintf("%s %s (%d) -> %s/%s", g.Kind, g.Name, g.XID, g.Target, g.Alias)
+}
+
+// ValidTarget checks "device" or "@group".
+func ValidTarget(t string) bool { return profile.ValidName(strings.TrimPrefix(t, "@")) }
+
+// AddGrant stores a grant; adding one that exists is not an error.
+func (r *Registry) AddGrant(ctx context.Context, g Grant) error {
+	if g.Kind != PrincipalUser && g.Kind != PrincipalGroup {
+		return fmt.Errorf("registry: grant kind %q", g.Kind)
+	}
+	if !ValidTarget(g.Target) {
+		return fmt.Errorf("registry: grant target %q: want DEVICE or @DEVICEGROUP", g.Target)
+	}
+	if g.Alias != "*" && !profile.ValidName(g.Alias) {
+		return fmt.Errorf("registry: grant alias %q: want an alias or '*'", g.Alias)
+	}
+	return r.withTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO grants(kind, name, xid, target, alias, created_at) VALUES(?,?,?,?,?,?)
+			ON CONFLICT DO NOTHING`, g.Kind, g.Name, g.XID, g.Target, g.Alias, now()); err != nil {
+			return fmt.Errorf("registry: add grant: %w", err)
+		}
+		return addEvent(ctx, tx, Event{Device: strings.TrimPrefix(g.Target, "@"), Kind: "granted", Detail: g.String()})
+	})
+}
+
+// RemoveGrant deletes a grant; it reports ErrNotFound if there was none.
+func (r *Registry) RemoveGrant(ctx context.Context, g Grant) error {
+	return r.withTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM grants WHERE kind=? AND xid=? AND target=? AND alias=?`, g.Kind, g.XID, g.Target, g.Alias)
+		if err != nil {
+			return fmt.Errorf("registry: remove grant: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: grant %s", ErrNotFound, g)
+		}
+		return addEvent(ctx, tx, Event{Device: strings.TrimPrefix(g.Target, "@"), Kind: "ungranted", Detail: g.String()})
+	})
+}
+
+// Grants lists all grants.
+func (r *Registry) Grants(ctx context.Context) ([]Grant, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT id, kind, name, xid, target, alias FROM grants ORDER BY target, alias, kind, name`)
+	if err != nil {
+		return nil, fmt.Errorf("registry: grants: %w", err)
+	}
+	defer rows.Close()
+	out := []Grant{}
+	for rows.Next() {
+		var g Grant
+		if err := rows.Scan(&g.ID, &g.Kind, &g.Name, &g.XID, &g.Target, &g.Alias); err != nil {
+			return nil, fmt.Errorf("registry: grants: %w", err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// SetDeviceGroups replaces the device groups a device belongs to.
+func (r *Registry) SetDeviceGroups(ctx context.Context, device string, groups []string) error {
+	for _, g := range groups {
+		if !profile.ValidName(g) {
+			return fmt.Errorf("registry: device group %q: use lower-case letters, digits and '-'", g)
+		}
+	}
+	return r.withTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM device_groups WHERE device=?`, device); err != nil {
+			return fmt.Errorf("registry: device groups: %w", err)
+		}
+		for _, g := range groups {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO device_groups(device, grp) VALUES(?,?) ON CONFLICT DO NOTHING`, device, g); err != nil {
+				return fmt.Errorf("registry: device groups of %s: %w", device, err)
+			}
+		}
+		return nil
+	})
+}
+
+// DeviceGroups maps each device to its groups.
+func (r *Registry) DeviceGroups(ctx context.Context) (map[string][]string, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT device, grp FROM device_groups ORDER BY device, grp`)
+	if err != nil {
+		return nil, fmt.Errorf("registry: device groups: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var d, g string
+		if err := rows.Scan(&d, &g); err != nil {
+			return nil, err
+		}
+		out[d] = append(out[d], g)
+	}
+	return out, rows.Err()
+}

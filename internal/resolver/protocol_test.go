@@ -1,0 +1,83 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/iotsafe/iotsafe/internal/access"
+)
+
+type backend struct{ seen access.Identity }
+
+// The backend is a recorder; the socket, credentials and protocol are real.
+func (b *backend) Resolve(_ context.Context, id access.Identity, device, alias string) (string, error) {
+	b.seen = id
+	if device == "dev42" && alias == "http" {
+		return "127.77.0.42:10000", nil
+	}
+	return "", &Error{Code: CodeDenied, Msg: "permission denied: " + id.String() + " may not reach " + device + "/" + alias}
+}
+
+func TestResolverRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), SocketName)
+	b := &backend{}
+	s, err := Listen(path, b, access.NewIdentities(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr, err := Resolve(path, "dev42", "http")
+	if err != nil || addr != "127.77.0.42:10000" {
+		t.Fatalf("%q %v", addr, err)
+	}
+	if b.seen.Name == "" {
+		t.Fatal("caller identity not taken from the kernel")
+	}
+	_, err = Resolve(path, "dev43", "http")
+	var re *Error
+	if !errors.As(err, &re) || re.Code != CodeDenied || !strings.Contains(re.Msg, "may not reach dev43/http") {
+		t.Fatalf("denied: %v", err)
+	}
+	// Several requests on one connection, a malformed one among them, and an overlong line.
+	c, _ := net.Dial("unix", path)
+	defer c.Close()
+	c.Write([]byte("RESOLVE dev42 http\nHELLO\nRESOLVE dev42 http\n" + strings.Repeat("x", 600) + "\n"))
+	buf := make([]byte, 4096)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "longer than") {
+		n, err := c.Read(buf)
+		if err != nil {
+			break
+		}
+		got.Write(buf[:n])
+	}
+	lines := strings.Split(strings.TrimSpace(got.String()), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "OK ") || !strings.HasPrefix(lines[1], "ERR badrequest unknown verb") ||
+		!strings.HasPrefix(lines[2], "OK ") || !strings.HasPrefix(lines[3], "ERR badrequest request longer") {
+		t.Fatalf("answers:\n%s", got.String())
+	}
+}
+
+// FuzzParseRequest: no input panics; accepted requests are canonical and round-trip.
+func FuzzParseRequest(f *testing.F) {
+	f.Fuzz(func(t *testing.T, line string) {
+		r, err := ParseRequest(line)
+		if err != nil {
+			if ans := formatAnswer("", &Error{Code: CodeBadRequest, Msg: err.Error()}); strings.Count(ans, "\n") != 1 {
+				t.Fatalf("error answer spans lines: %q", ans)
+			}
+			return
+		}
+		again, err := ParseRequest("RESOLVE " + r.Device + " " + r.Alias)
+		if err != nil || again != r {
+			t.Fatalf("%q -> %+v, again %+v %v", line, r, again, err)
+		}
+		if ans := formatAnswer("", &Error{Code: CodeDenied, Msg: line}); strings.Count(ans, "\n") != 1 {
+			t.Fatalf("answer for %q spans lines: %q", line, ans)
+		}
+	})
+}

@@ -1,0 +1,127 @@
+package resolver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iotsafe/iotsafe/internal/access"
+)
+
+// SocketName is the resolver socket inside the data folder.
+const SocketName = "resolver.sock"
+
+// Backend answers a request for a caller the kernel identified.
+type Backend interface {
+	Resolve(ctx context.Context, caller access.Identity, device, alias string) (string, error)
+}
+
+// Server serves resolution queries.
+type Server struct {
+	ln  net.Listener
+	b   Backend
+	ids *access.Identities
+}
+
+// Listen creates the socket at path, reachable by every local user (mode 0666): who may
+// learn what is decided per request from the caller's kernel credentials.
+func Listen(path string, b Backend, ids *access.Identities) (*Server, error) {
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("resolver: listen %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("resolver: chmod %s: %w", path, err)
+	}
+	s := &Server{ln: ln, b: b, ids: ids}
+	go s.serve()
+	return s, nil
+}
+
+// Close stops serving.
+func (s *Server) Close() error { return s.ln.Close() }
+
+func (s *Server) serve() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		go s.handle(c.(*net.UnixConn))
+	}
+}
+
+// PeerCred returns the kernel's view of the process at the other end of c.
+func PeerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}
+
+func (s *Server) handle(c *net.UnixConn) {
+	defer c.Close()
+	cred, err := PeerCred(c)
+	if err != nil {
+		return
+	}
+	caller := s.ids.LookupProcess(cred.Uid, cred.Gid, cred.Pid)
+	r := bufio.NewReaderSize(io.LimitReader(c, 64*MaxLine), MaxLine)
+	for {
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			io.WriteString(c, formatAnswer("", &Error{Code: CodeBadRequest, Msg: fmt.Sprintf("request longer than %d bytes", MaxLine)}))
+			return
+		}
+		if err != nil {
+			return
+		}
+		req, perr := ParseRequest(string(line[:len(line)-1]))
+		var ans string
+		if perr != nil {
+			ans = formatAnswer("", &Error{Code: CodeBadRequest, Msg: perr.Error()})
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			addr, err := s.b.Resolve(ctx, caller, req.Device, req.Alias)
+			cancel()
+			ans = formatAnswer(addr, err)
+		}
+		if _, err := io.WriteString(c, ans); err != nil {
+			return
+		}
+	}
+}
+
+// Resolve asks the hub's resolver at path for device/alias.
+func Resolve(path, device, alias string) (string, error) {
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		return "", fmt.Errorf("resolver: hub not running (%s): %w", path, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := fmt.Fprintf(c, "RESOLVE %s %s\n", device, alias); err != nil {
+		return "", fmt.Errorf("resolver: %w", err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("resolver: no answer: %w", err)
+	}
+	return parseAnswer(line)
+}
