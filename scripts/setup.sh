@@ -4,10 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages: real peers for the tests (OpenSSH client, Dropbear), curl, sqlite3,
-# util-linux and mount (unshare and bind mounts for the access-control tests),
-# for operators who want to look into the registry.
-PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount)
+# Debian packages: the real peers the tests use (OpenSSH client, Dropbear, curl), sqlite3
+# for operators who want to look into the registry, and util-linux/mount/iproute2/nftables
+# for the access-control tests (unshare, bind mounts, network namespaces, nft to inspect).
+PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -73,7 +73,21 @@ func (p *Policy) targets(target, device string) bool {
 	return target == device
 }
 
-// Grants returns the snapshot's grants (the kernel layer compiles them).
+// AdminGID returns the admin group's gid, or -1.
+func (p *Policy) AdminGID() int { return p.adminGID }
+
+// GrantsFor returns the grants that cover device/alias (the kernel layer compiles them).
+func (p *Policy) GrantsFor(device, alias string) []registry.Grant {
+	var out []registry.Grant
+	for _, g := range p.grants {
+		if (g.Alias == "*" || g.Alias == alias) && p.targets(g.Target, device) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Grants returns the snapshot's grants.
 func (p *Policy) Grants() []registry.Grant { return p.grants }
 
 // DeviceGroups returns the snapshot's device groups.

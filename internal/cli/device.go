@@ -73,6 +73,9 @@ func deviceAddCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
+				if err := g.reloadAccess(cmd, true); err != nil {
+					return err
+				}
 				return printJSON(cmd.OutOrStdout(), d)
 			}
 			w := cmd.OutOrStdout()
@@ -83,7 +86,7 @@ func deviceAddCmd(g *globals) *cobra.Command {
 			if keyFile != "" {
 				fmt.Fprintf(w, "private key written to %s (mode 0600): copy it to the device\n", keyFile)
 			}
-			return nil
+			return g.reloadAccess(cmd, true)
 		},
 	}
 	c.Flags().StringVar(&prof, "profile", profile.DefaultName, "profile NAME from the registry, or a profile FILE (YAML) to store and use")
@@ -304,6 +307,9 @@ func deviceRemoveCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withRegistry(cmd, func(reg *registry.Registry) error {
 				if err := reg.RemoveDevice(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				if err := g.reloadAccess(cmd, true); err != nil {
 					return err
 				}
 				return g.kick(cmd, args[0], "device removed", "removed", asJSON)

@@ -81,7 +81,7 @@ func grantCmd(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "granted %s\n", gr)
-				return g.reloadAccess(cmd)
+				return g.reloadAccess(cmd, false)
 			})
 		},
 	}
@@ -105,7 +105,7 @@ func ungrantCmd(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", gr)
-				return g.reloadAccess(cmd)
+				return g.reloadAccess(cmd, false)
 			})
 		},
 	}
@@ -141,11 +141,14 @@ func grantsCmd(g *globals) *cobra.Command {
 	return c
 }
 
-// reloadAccess tells a running hub that grants or device groups changed.
-func (g *globals) reloadAccess(cmd *cobra.Command) error {
+// reloadAccess tells a running hub that grants, device groups or sockets changed.
+// quiet suppresses the "not running" note (for commands that print their own).
+func (g *globals) reloadAccess(cmd *cobra.Command, quiet bool) error {
 	_, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpReload})
 	if errors.Is(err, admin.ErrHubNotRunning) {
-		fmt.Fprintln(cmd.OutOrStdout(), "hub not running: the change applies when it starts")
+		if !quiet {
+			fmt.Fprintln(cmd.OutOrStdout(), "hub not running: the change applies when it starts")
+		}
 		return nil
 	}
 	return err

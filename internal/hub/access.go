@@ -12,6 +12,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/firewall"
+	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
 )
@@ -21,14 +22,123 @@ type AccessConfig struct {
 	// UserSpace is "on" (the default, also for "") or "off": check the owner of every local
 	// connection to a protected socket (sock_diag) against the grants.
 	UserSpace string `yaml:"userspace"`
+	// Kernel is "auto" (the default, also for ""): the hub's own nftables table when the hub
+	// may manage nftables (root or CAP_NET_ADMIN); "on": refuse to start without it; "off".
+	Kernel string `yaml:"kernel"`
+	// Table names the hub's nftables table (family inet); "" means "iotsafe".
+	Table string `yaml:"table"`
 }
 
 func (c AccessConfig) validate() error {
 	switch c.UserSpace {
 	case "", "on", "off":
+	default:
+		return fmt.Errorf("access.userspace: %q is not one of on, off", c.UserSpace)
+	}
+	switch c.Kernel {
+	case "", "auto", "on", "off":
+	default:
+		return fmt.Errorf("access.kernel: %q is not one of auto, on, off", c.Kernel)
+	}
+	if c.Table != "" && !profile.ValidName(c.Table) {
+		return fmt.Errorf("access.table: %q: use lower-case letters, digits and '-'", c.Table)
+	}
+	return nil
+}
+
+// startKernel sets up the kernel layer as configured.
+func (h *Hub) startKernel() error {
+	mode, table := h.cfg.Access.Kernel, h.cfg.Access.Table
+	if table == "" {
+		table = firewall.DefaultTable
+	}
+	if mode == "off" {
+		h.log.Info("access.kernel is off: only the user-space layer protects the sockets")
 		return nil
 	}
-	return fmt.Errorf("access.userspace: %q is not one of on, off", c.UserSpace)
+	k, err := firewall.NewKernel(table)
+	if err != nil {
+		if mode == "on" {
+			return fmt.Errorf("hub: access.kernel is on but %w", err)
+		}
+		h.log.Info("kernel layer unavailable; the user-space layer protects the sockets", "reason", err.Error())
+		return nil
+	}
+	h.kernel = k
+	h.log.Info("kernel layer on", "nftables_table", "inet "+table)
+	return nil
+}
+
+// applyKernel compiles the policy and the sockets into the hub's nftables table.
+func (h *Hub) applyKernel(ctx context.Context, p *access.Policy) error {
+	if h.kernel == nil {
+		return nil
+	}
+	devs, err := h.reg.Devices(ctx)
+	if err != nil {
+		return err
+	}
+	r := firewall.Rules{Pool: h.reg.Pool().Prefix(), SuperUIDs: []uint32{0}}
+	if h.selfUID != 0 {
+		r.SuperUIDs = append(r.SuperUIDs, h.selfUID)
+	}
+	if gid := p.AdminGID(); gid >= 0 {
+		r.SuperGIDs = append(r.SuperGIDs, uint32(gid))
+	}
+	members := map[uint32][]uint32{}
+	for _, d := range devs {
+		for _, s := range d.Sockets {
+			for _, g := range p.GrantsFor(d.Name, s.Alias) {
+				switch g.Kind {
+				case registry.PrincipalUser:
+					r.AllowUID = append(r.AllowUID, firewall.Entry{ID: g.XID, Addr: s.Addr})
+				case registry.PrincipalGroup:
+					r.AllowGID = append(r.AllowGID, firewall.Entry{ID: g.XID, Addr: s.Addr})
+					if _, ok := members[g.XID]; !ok {
+						members[g.XID] = access.GroupMembers(g.XID)
+					}
+					for _, uid := range members[g.XID] {
+						r.AllowUID = append(r.AllowUID, firewall.Entry{ID: uid, Addr: s.Addr})
+					}
+				}
+			}
+		}
+	}
+	if err := h.kernel.Apply(r); err != nil {
+		return err
+	}
+	h.refusedSeen.Store(0)
+	h.log.Debug("kernel rules applied", "uid_entries", len(r.AllowUID), "gid_entries", len(r.AllowGID))
+	return nil
+}
+
+// watchKernel turns the kernel layer's refusal counters into audit events.
+func (h *Hub) watchKernel(ctx context.Context, every time.Duration) {
+	if h.kernel == nil {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.kernelMu.Lock()
+		n, err := h.kernel.Refused()
+		h.kernelMu.Unlock()
+		if err != nil {
+			continue
+		}
+		if last := h.refusedSeen.Swap(n); n > last {
+			detail := fmt.Sprintf("kernel layer refused %d packet(s) to protected sockets from processes without a permission (the kernel does not report which)", n-last)
+			h.log.Warn("access denied by the kernel layer", "packets", n-last)
+			ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
+			h.reg.AddEvent(ctx2, registry.Event{Kind: registry.EventAccessDenied, Detail: detail})
+			cancel()
+		}
+	}
 }
 
 func adminGID(group string) (int, error) {
@@ -59,7 +169,15 @@ func (h *Hub) ReloadAccess() error {
 	if err != nil {
 		return err
 	}
-	h.policy.Store(access.NewPolicy(grants, groups, gid))
+	p := access.NewPolicy(grants, groups, gid)
+	h.kernelMu.Lock()
+	defer h.kernelMu.Unlock()
+	// Kernel first: a failure leaves both layers on the previous policy.
+	if err := h.applyKernel(ctx, p); err != nil {
+		h.log.Error("kernel rules not applied; keeping the previous ones", "err", err)
+		return err
+	}
+	h.policy.Store(p)
 	h.log.Debug("access policy loaded", "grants", len(grants))
 	return nil
 }

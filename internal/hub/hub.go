@@ -12,12 +12,14 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/firewall"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
@@ -42,8 +44,12 @@ type Hub struct {
 	ids      *access.Identities
 	denied   deniedLog
 	selfUID  uint32
-	cancel   context.CancelFunc
-	closeOne sync.Once
+	kernel   *firewall.Kernel
+	kernelMu sync.Mutex
+	// refusedSeen is the kernel refusal counter already reported.
+	refusedSeen atomic.Uint64
+	cancel      context.CancelFunc
+	closeOne    sync.Once
 }
 
 // Options are what the caller decides besides the config file.
@@ -88,11 +94,20 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if h.hostKeys, err = LoadHostKeys(h.dir, cfg.SSH.Crypto.HostKeyAlgorithms); err != nil {
 		return nil, err
 	}
+	if err := h.startKernel(); err != nil {
+		return nil, err
+	}
 	if err := h.ReloadAccess(); err != nil {
 		return nil, err
 	}
+	go h.watchKernel(ctx, 5*time.Second)
 	sc := cfg.SSH
 	sc.Logger = h.log.With("component", "sshd")
+	sc.SocketAllocated = func() {
+		if err := h.ReloadAccess(); err != nil {
+			h.log.Error("access reload after a new socket failed", "err", err)
+		}
+	}
 	if cfg.Access.UserSpace != "off" {
 		sc.Authorize = h.authorize
 	} else {
@@ -188,6 +203,13 @@ func (h *Hub) Close() {
 		}
 		if h.cancel != nil {
 			h.cancel()
+		}
+		if h.kernel != nil {
+			h.kernelMu.Lock()
+			if err := h.kernel.Remove(); err != nil {
+				h.log.Error("removing the nftables table failed", "err", err)
+			}
+			h.kernelMu.Unlock()
 		}
 		if h.reg != nil {
 			h.reg.Close()

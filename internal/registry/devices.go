@@ -135,15 +135,18 @@ func (r *Registry) freeAddress(ctx context.Context, tx *sql.Tx) (netip.Addr, err
 }
 
 // EnsureSocket returns the protected socket of device/alias, allocating it if the
-// profile gained the alias after enrolment. Allocations never move once made.
-func (r *Registry) EnsureSocket(ctx context.Context, device, alias string) (Socket, error) {
-	var s Socket
-	err := r.withTx(ctx, func(tx *sql.Tx) error {
+// profile gained the alias after enrolment (created is then true). Allocations never
+// move once made.
+func (r *Registry) EnsureSocket(ctx context.Context, device, alias string) (s Socket, created bool, err error) {
+	err = r.withTx(ctx, func(tx *sql.Tx) error {
+		var n int
+		tx.QueryRowContext(ctx, `SELECT count(*) FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&n)
+		created = n == 0
 		var err error
 		s, err = r.ensureSocket(ctx, tx, device, alias)
 		return err
 	})
-	return s, err
+	return s, created, err
 }
 
 func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias string) (Socket, error) {

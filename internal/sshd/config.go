@@ -39,6 +39,10 @@ type Config struct {
 	// forwarded to the device (the user-space access layer); an error closes it.
 	Authorize func(c net.Conn, device, alias string) error `yaml:"-"`
 
+	// SocketAllocated, if set, is called (in its own goroutine) when a forward made the
+	// registry allocate a new protected socket, so the kernel layer can include it.
+	SocketAllocated func() `yaml:"-"`
+
 	// Logger receives the server's structured logs; nil discards them.
 	Logger *slog.Logger `yaml:"-"`
 	// Metrics receives counters; nil discards them.

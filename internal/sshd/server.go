@@ -20,7 +20,7 @@ type Store interface {
 	DeviceByKey(ctx context.Context, key ssh.PublicKey) (*registry.Device, bool, error)
 	Device(ctx context.Context, name string) (*registry.Device, error)
 	Profile(ctx context.Context, name string) (*profile.Profile, error)
-	EnsureSocket(ctx context.Context, device, alias string) (registry.Socket, error)
+	EnsureSocket(ctx context.Context, device, alias string) (registry.Socket, bool, error)
 	RecordSession(ctx context.Context, device, remote string, algos registry.Algorithms) error
 	TouchDevice(ctx context.Context, device string) error
 	AddViolation(ctx context.Context, device, detail, remote string) (int, error)

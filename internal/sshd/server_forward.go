@@ -124,10 +124,13 @@ func (ss *session) startForward(payload []byte) (uint32, error) {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
-	sock, err := s.store.EnsureSocket(ctx, ss.device.Name, alias)
+	sock, created, err := s.store.EnsureSocket(ctx, ss.device.Name, alias)
 	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("allocating socket for %q: %w", alias, err)
+	}
+	if created && s.cfg.SocketAllocated != nil {
+		go s.cfg.SocketAllocated()
 	}
 	ln, err := net.Listen("tcp", sock.Addr.String())
 	if err != nil {

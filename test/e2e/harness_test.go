@@ -189,7 +189,13 @@ func startHubWith(t *testing.T, data, extra string, setup func(*hubProc)) *hubPr
 	if _, err := os.Stat(cfgPath); err != nil {
 		n := poolCounter.Add(1)
 		// ssh comes last so that extra may add indented ssh settings or top-level sections.
-		cfg := fmt.Sprintf("log: {level: debug, format: json}\npool:\n  cidr: 127.79.%d.0/24\nssh:\n  listen: 127.0.0.1:0\n%s", n, extra)
+		// Hubs in the host's network namespace must not touch its ruleset: the kernel
+		// layer is tested in namespaces of its own (access_kernel_test.go).
+		acc := "access: {kernel: off}\n"
+		if strings.Contains(extra, "access:") {
+			acc = ""
+		}
+		cfg := fmt.Sprintf("log: {level: debug, format: json}\n%spool:\n  cidr: 127.79.%d.0/24\nssh:\n  listen: 127.0.0.1:0\n%s", acc, n, extra)
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 func TestDemo(t *testing.T) {
 	data := t.TempDir()
 	cfg := data + "/demo.yaml"
-	os.WriteFile(cfg, []byte("ssh: {listen: '127.0.0.1:0'}\npool: {cidr: 127.79.250.0/24}\n"), 0o600)
+	os.WriteFile(cfg, []byte("ssh: {listen: '127.0.0.1:0'}\npool: {cidr: 127.79.250.0/24}\naccess: {kernel: off}\n"), 0o600)
 	cmd := exec.Command(iotsafeBin, "demo", "--data", data, "--config", cfg)
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
