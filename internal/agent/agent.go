@@ -39,6 +39,9 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Sandbox, if set, is installed before the first connection and removed when Run
+	// returns: it confines the device application (paper fig. 8, a).
+	Sandbox Sandbox
 	// OnReady, if set, is called each time a session is up with all reverse forwards
 	// registered (tests and the demo use it as a readiness signal).
 	OnReady func()
@@ -59,6 +62,13 @@ func (c *Config) applyDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// Sandbox confines the device application's network access while the agent runs.
+type Sandbox interface {
+	Install() error
+	Remove() error
+	String() string
 }
 
 // ErrHostKey means the hub presented a key the agent does not trust; the agent does not
@@ -98,6 +108,19 @@ func New(cfg Config) (*Agent, error) {
 // Run keeps the session up until ctx ends. It returns ctx's error, a listen error for a
 // direct forward, or ErrHostKey.
 func (a *Agent) Run(ctx context.Context) error {
+	if sb := a.cfg.Sandbox; sb != nil {
+		if err := sb.Install(); err != nil {
+			return fmt.Errorf("agent: sandbox: %w", err)
+		}
+		a.log.Info("sandbox on", "sandbox", sb.String())
+		defer func() {
+			if err := sb.Remove(); err != nil {
+				a.log.Error("removing the sandbox failed", "err", err)
+			} else {
+				a.log.Info("sandbox removed")
+			}
+		}()
+	}
 	var lns []net.Listener
 	defer func() {
 		for _, ln := range lns {

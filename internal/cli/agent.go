@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/agent"
+	"github.com/iotsafe/iotsafe/internal/firewall"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/strictyaml"
 )
@@ -27,8 +28,19 @@ type agentFile struct {
 	Expose            []string      `yaml:"expose"`
 	Forward           []string      `yaml:"forward"`
 	KeepaliveInterval time.Duration `yaml:"keepalive_interval"`
+	SandboxUID        int           `yaml:"sandbox_uid"`
 	Log               hub.LogConfig `yaml:"log"`
 }
+
+// uidSandbox confines one uid to loopback with the agent's nftables table.
+type uidSandbox struct {
+	k   *firewall.Kernel
+	uid uint32
+}
+
+func (s uidSandbox) Install() error { return s.k.InstallSandbox(s.uid) }
+func (s uidSandbox) Remove() error  { return s.k.Remove() }
+func (s uidSandbox) String() string { return fmt.Sprintf("uid %d may reach loopback only", s.uid) }
 
 func agentCmd(_ *globals) *cobra.Command {
 	var f agentFile
@@ -76,6 +88,7 @@ Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1
 	fl.StringArrayVar(&f.Expose, "expose", nil, "expose a device service: ALIAS=HOST:PORT (repeatable)")
 	fl.StringArrayVar(&f.Forward, "forward", nil, "reach a hub service: HOST:PORT=ALIAS (repeatable)")
 	fl.DurationVar(&f.KeepaliveInterval, "keepalive", 15*time.Second, "keepalive interval; the session is dropped after 3 missed answers")
+	fl.IntVar(&f.SandboxUID, "sandbox-uid", -1, "confine the device application running as this uid to loopback while the agent runs (nftables, needs root)")
 	fl.StringVar(&f.Log.Level, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.Log.Format, "log-format", "text", "text or json")
 	return c
@@ -111,6 +124,9 @@ func mergeAgentFile(path string, f *agentFile, cmd *cobra.Command) error {
 	}
 	if !cmd.Flags().Changed("forward") {
 		f.Forward = fileCfg.Forward
+	}
+	if !cmd.Flags().Changed("sandbox-uid") && fileCfg.SandboxUID != 0 {
+		f.SandboxUID = fileCfg.SandboxUID
 	}
 	if !cmd.Flags().Changed("keepalive") && fileCfg.KeepaliveInterval != 0 {
 		f.KeepaliveInterval = fileCfg.KeepaliveInterval
@@ -149,6 +165,16 @@ func (f *agentFile) build() (agent.Config, error) {
 	}
 	if err != nil {
 		return cfg, err
+	}
+	if f.SandboxUID >= 0 {
+		if f.SandboxUID == 0 {
+			return cfg, errors.New("--sandbox-uid 0 would cut root off the network: give the application's own uid")
+		}
+		k, err := firewall.NewKernel(firewall.SandboxTable)
+		if err != nil {
+			return cfg, fmt.Errorf("--sandbox-uid: %w (the sandbox needs root or CAP_NET_ADMIN)", err)
+		}
+		cfg.Sandbox = uidSandbox{k: k, uid: uint32(f.SandboxUID)}
 	}
 	for _, s := range f.Expose {
 		e, err := agent.ParseExpose(s)

@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -134,5 +136,97 @@ func TestAccessControlKernel(t *testing.T) {
 	hostAfter, err := exec.Command("nft", "list", "ruleset").Output()
 	if err != nil || string(hostAfter) != string(hostBefore) {
 		t.Fatalf("the host ruleset changed (%v)", err)
+	}
+}
+
+// listenTCPIn opens a listener inside the namespace that answers "hello" to each connection.
+func listenTCPIn(t *testing.T, ns, addr string) {
+	t.Helper()
+	f, err := os.Open("/var/run/netns/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ch := make(chan error)
+	var ln net.Listener
+	go func() {
+		runtime.LockOSThread() // the thread stays in the namespace and ends with this goroutine
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- err
+			return
+		}
+		var err error
+		ln, err = net.Listen("tcp", addr)
+		ch <- err
+	}()
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello\n"))
+			c.Close()
+		}
+	}()
+}
+
+func dialIn(ns string, uid int, host, port string) error {
+	cmd := exec.Command("ip", "netns", "exec", ns, "setpriv", fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", uid), "--clear-groups",
+		"bash", "-c", "exec 3<>/dev/tcp/"+host+"/"+port+" && read -t 10 -u 3 line && [ \"$line\" = hello ]")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// The device sandbox: while the agent runs with --sandbox-uid, that uid reaches loopback
+// services only; other uids are unaffected; the rules go when the agent stops.
+func TestAgentSandbox(t *testing.T) {
+	dev, other := netns(t), netns(t)
+	// A veth pair between the device and another host, on RFC 2544 benchmarking addresses.
+	veth := fmt.Sprintf("isb%d", poolCounter.Add(1))
+	for _, args := range [][]string{
+		{"link", "add", veth + "a", "netns", dev, "type", "veth", "peer", "name", veth + "b", "netns", other},
+		{"-n", dev, "addr", "add", "198.18.0.1/30", "dev", veth + "a"},
+		{"-n", other, "addr", "add", "198.18.0.2/30", "dev", veth + "b"},
+		{"-n", dev, "link", "set", veth + "a", "up"},
+		{"-n", other, "link", "set", veth + "b", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	listenTCPIn(t, other, "198.18.0.2:8080")
+	listenTCPIn(t, dev, "127.0.0.1:8081")
+	const app, bystander = 1005, 1006
+	if err := dialIn(dev, app, "198.18.0.2", "8080"); err != nil {
+		t.Fatalf("before the sandbox the app reaches the other host: %v", err)
+	}
+
+	key := filepath.Join(t.TempDir(), "dev1")
+	exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).Run()
+	a := startProc(t, "ip", "netns", "exec", dev, iotsafeBin, "agent", "--hub", "127.0.0.1:1", "--key", key,
+		"--hub-key", "SHA256:unused", "--expose", "http=127.0.0.1:8081", "--sandbox-uid", fmt.Sprint(app), "--log-format", "json")
+	a.stderr.wait(t, "sandbox on")
+
+	if err := dialIn(dev, app, "198.18.0.2", "8080"); err == nil {
+		t.Fatal("sandboxed app reached a non-loopback address")
+	}
+	if err := dialIn(dev, app, "127.0.0.1", "8081"); err != nil {
+		t.Fatalf("sandboxed app cannot reach loopback: %v", err)
+	}
+	if err := dialIn(dev, bystander, "198.18.0.2", "8080"); err != nil {
+		t.Fatalf("another uid was confined too: %v", err)
+	}
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	a.stderr.wait(t, "sandbox removed")
+	a.waitExit(t)
+	if err := dialIn(dev, app, "198.18.0.2", "8080"); err != nil {
+		t.Fatalf("sandbox left behind after the agent stopped: %v", err)
 	}
 }
