@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 # Debian packages: the real peers the tests use (OpenSSH client, Dropbear, curl), sqlite3
 # for operators who want to look into the registry, and util-linux/mount/iproute2/nftables
 # for the access-control tests (unshare, bind mounts, network namespaces, nft to inspect).
-PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables)
+# The lab's peers: OpenSSH's server and Caddy (started by 'iotsafe bench' on free loopback
+# ports with generated configuration, never as system services).
+PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables openssh-server caddy)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,7 +19,16 @@ if ((${#missing[@]})); then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
+  # Installing a server package must not start its system service (sshd on port 22, caddy):
+  # a policy-rc.d that says "no" for the length of the install, unless one exists already.
+  guard=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    guard=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$guard" >/dev/null
+    $SUDO chmod 755 "$guard"
+  fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -z "$guard" ] || $SUDO rm -f "$guard"
 fi
 
 # Go: the toolchain comes with the machine; go.mod names the version it needs.

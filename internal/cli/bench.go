@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/term"
+
+	"github.com/iotsafe/iotsafe/internal/lab"
+)
+
+func benchCmd() *cobra.Command {
+	c := &cobra.Command{Use: "bench", Short: "The lab: reproduce the papers' experiments on this machine with real peers"}
+	c.AddCommand(benchHubCmd(), benchServeAppCmd(), benchServeHTTPSCmd(), benchFleetCmd())
+	return c
+}
+
+func benchHubCmd() *cobra.Command {
+	var o lab.HubOptions
+	var out, only string
+	var size int
+	c := &cobra.Command{
+		Use:   "hub",
+		Short: "Host-server benchmark (paper 000 section VII): requests per second and memory against OpenSSH, Dropbear, HTTPS",
+		Long: `Reproduce paper 000's host-server benchmark on this machine: iotsafe's hub, OpenSSH's sshd,
+Dropbear and HTTPS servers (Go, Caddy) each run as processes on free loopback ports with
+generated configuration (never the system's services); a device-side fleet holds the
+reverse forwards; one load generator makes 1 KB requests over new connections.
+
+Results go to --out (default ./bench-results/hub-TIMESTAMP/): rps.csv, ram.csv,
+environment.json, summary.json (schema: docs/bench.md) and report.html. Needs root for
+sshd and dropbear; they are skipped, and said so, otherwise. --quick checks the harness in
+under two minutes; its figures are not measurements.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				out = filepath.Join("bench-results", "hub-"+time.Now().Format("20060102-150405"))
+			}
+			for _, s := range strings.Split(only, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					if s != "rps" && s != "ram" {
+						return fmt.Errorf("--only: %q is not one of rps, ram", s)
+					}
+					if o.Only == nil {
+						o.Only = map[string]bool{}
+					}
+					o.Only[s] = true
+				}
+			}
+			bin, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			scratch, err := os.MkdirTemp("", "iotsafe-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(scratch)
+			stderr := cmd.ErrOrStderr()
+			f, isFile := stderr.(*os.File)
+			o.Progress = &lab.Progress{W: stderr, TTY: isFile && term.IsTerminal(int(f.Fd()))}
+			b := &lab.Bench{Bin: bin, Dir: scratch, Size: size}
+			fmt.Fprintf(cmd.OutOrStdout(), "bench hub: results in %s\n", out)
+			res, err := lab.RunHub(cmd.Context(), b, o)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			s := lab.Summarize(res, o)
+			if werr := lab.WriteHub(out, lab.ReadEnvironment(o.Quick), res, s); werr != nil {
+				return werr
+			}
+			lab.PrintHub(cmd.OutOrStdout(), s)
+			fmt.Fprintf(cmd.OutOrStdout(), "\nreport: %s\n", filepath.Join(out, "report.html"))
+			return err
+		},
+	}
+	fl := c.Flags()
+	fl.BoolVar(&o.Quick, "quick", false, "short runs to check the harness (under two minutes)")
+	fl.StringVar(&out, "out", "", "results folder (default ./bench-results/hub-TIMESTAMP)")
+	fl.StringVar(&only, "only", "", "comma-separated parts: rps, ram (default all)")
+	fl.IntVar(&o.Concurrency, "concurrency", 32, "concurrent clients of the load generator")
+	fl.IntVar(&o.Reps, "reps", 0, "repetitions per path (default 5, 1 with --quick)")
+	fl.DurationVar(&o.Duration, "duration", 0, "measured length of each run (default 5s, 2s with --quick)")
+	fl.IntSliceVar(&o.RAMSizes, "ram-n", nil, "N for the memory scenario (default 100,1000; 20 with --quick)")
+	fl.IntVar(&size, "size", 1024, "response body bytes")
+	return c
+}
+
+func benchServeAppCmd() *cobra.Command {
+	var listen string
+	var size int
+	c := &cobra.Command{
+		Use: "serve-app", Hidden: true, Short: "lab helper: the device application (GET / answers --size bytes)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return lab.ServeApp(cmd.Context(), listen, size, cmd.OutOrStdout())
+		},
+	}
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address")
+	c.Flags().IntVar(&size, "size", 1024, "body bytes")
+	return c
+}
+
+func benchServeHTTPSCmd() *cobra.Command {
+	var listen, cert, key string
+	var size int
+	c := &cobra.Command{
+		Use: "serve-https", Hidden: true, Short: "lab helper: the HTTPS baseline (HTTP/1.1 and HTTP/2)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return lab.ServeHTTPS(cmd.Context(), listen, size, cert, key, cmd.OutOrStdout())
+		},
+	}
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address")
+	c.Flags().IntVar(&size, "size", 1024, "body bytes")
+	c.Flags().StringVar(&cert, "cert", "", "certificate PEM file")
+	c.Flags().StringVar(&key, "key", "", "key PEM file")
+	return c
+}
+
+func benchFleetCmd() *cobra.Command {
+	var fc lab.FleetConfig
+	var hostKey string
+	c := &cobra.Command{
+		Use: "fleet", Hidden: true, Short: "lab helper: the device side, S sessions x P reverse forwards", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := os.ReadFile(hostKey)
+			if err != nil {
+				return err
+			}
+			if fc.HostKey, _, _, _, err = ssh.ParseAuthorizedKey(b); err != nil {
+				return fmt.Errorf("--host-key: %w", err)
+			}
+			return lab.RunFleet(cmd.Context(), fc, cmd.OutOrStdout())
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&fc.Server, "server", "", "SSH server address")
+	fl.StringVar(&hostKey, "host-key", "", "server's public host key file")
+	fl.StringVar(&fc.Target, "target", "", "device application address")
+	fl.IntVar(&fc.Sessions, "sessions", 1, "sessions")
+	fl.IntVar(&fc.Forwards, "forwards", 1, "reverse forwards per session")
+	fl.BoolVar(&fc.IoTsafe, "iotsafe", false, "log in as dev0..devN-1 and forward aliases f0..fP-1")
+	fl.StringVar(&fc.User, "user", "root", "user for other servers")
+	fl.StringVar(&fc.KeyDir, "key-dir", "", "folder of the keys")
+	fl.IntVar(&fc.Parallel, "parallel", 32, "concurrent handshakes")
+	return c
+}

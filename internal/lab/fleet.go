@@ -1,0 +1,154 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/tunnel"
+)
+
+// FleetConfig describes the device side of a benchmark: Sessions SSH sessions, each with
+// Forwards reverse forwards to Target. The same fleet drives every SSH server under test.
+type FleetConfig struct {
+	Server   string
+	HostKey  ssh.PublicKey
+	Target   string
+	Sessions int
+	Forwards int
+	// IoTsafe: log in as dev0..devN-1 with keys KeyDir/devI and ask for aliases f0..fP-1.
+	// Otherwise: log in as User with KeyDir/client and ask for 127.0.0.1 port 0.
+	IoTsafe bool
+	User    string
+	KeyDir  string
+	// Parallel bounds concurrent handshakes; 0 means 32.
+	Parallel int
+}
+
+// RunFleet connects the whole fleet, prints "forward ADDR" per generic forward and then
+// "ready", and serves forwarded connections until ctx ends.
+func RunFleet(ctx context.Context, c FleetConfig, out io.Writer) error {
+	if c.Parallel == 0 {
+		c.Parallel = 32
+	}
+	sem := make(chan struct{}, c.Parallel)
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	var conns []ssh.Conn
+	for i := range c.Sessions {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			conn, addrs, err := c.session(i)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("session %d: %w", i, err)
+				}
+				return
+			}
+			conns = append(conns, conn)
+			for _, a := range addrs {
+				fmt.Fprintf(out, "forward %s\n", a)
+			}
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	if firstErr != nil {
+		return firstErr
+	}
+	fmt.Fprintln(out, "ready")
+	<-ctx.Done()
+	return nil
+}
+
+func (c FleetConfig) session(i int) (ssh.Conn, []string, error) {
+	user, keyFile := c.User, filepath.Join(c.KeyDir, "client")
+	if c.IoTsafe {
+		user = fmt.Sprintf("dev%d", i)
+		keyFile = filepath.Join(c.KeyDir, user)
+	}
+	b, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	signer, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	tc, err := net.DialTimeout("tcp", c.Server, 30*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, chans, reqs, err := ssh.NewClientConn(tc, c.Server, &ssh.ClientConfig{
+		User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: ssh.FixedHostKey(c.HostKey), Timeout: 30 * time.Second,
+		// Offer only the pinned key's algorithm. (Dropbear 2022.83 with only an ed25519 key
+		// aborts on an assertion when a client lists rsa-sha2-* first.)
+		HostKeyAlgorithms: []string{c.HostKey.Type()},
+	})
+	if err != nil {
+		tc.Close()
+		return nil, nil, err
+	}
+	go func() {
+		for r := range reqs {
+			if r.WantReply {
+				r.Reply(false, nil)
+			}
+		}
+	}()
+	go func() {
+		for nc := range chans {
+			go func() {
+				t, err := net.Dial("tcp", c.Target)
+				if err != nil {
+					nc.Reject(ssh.ConnectionFailed, err.Error())
+					return
+				}
+				ch, creqs, err := nc.Accept()
+				if err != nil {
+					t.Close()
+					return
+				}
+				go ssh.DiscardRequests(creqs)
+				tunnel.Pipe(ch, t, nil)
+			}()
+		}
+	}()
+	var addrs []string
+	for p := range c.Forwards {
+		host := "127.0.0.1"
+		if c.IoTsafe {
+			host = fmt.Sprintf("f%d", p)
+		}
+		ok, reply, err := conn.SendRequest("tcpip-forward", true, ssh.Marshal(struct {
+			Addr string
+			Port uint32
+		}{host, 0}))
+		if err != nil || !ok {
+			conn.Close()
+			return nil, nil, fmt.Errorf("forward %d refused (%v)", p, err)
+		}
+		var port struct{ Port uint32 }
+		if err := ssh.Unmarshal(reply, &port); err == nil && !c.IoTsafe {
+			addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", port.Port))
+		}
+	}
+	return conn, addrs, nil
+}

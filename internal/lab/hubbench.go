@@ -1,0 +1,377 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"time"
+)
+
+// HubOptions configures 'iotsafe bench hub'.
+type HubOptions struct {
+	Quick       bool
+	Only        map[string]bool // "rps", "ram"; empty means all
+	Concurrency int             // load generator workers; 0 means 32
+	Reps        int             // repetitions per RPS path; 0 means 5 (1 with Quick)
+	Warmup      time.Duration   // excluded from each run; 0 means 1s (0.5s with Quick)
+	Duration    time.Duration   // measured part of each run; 0 means 5s (2s with Quick)
+	RAMSizes    []int           // N for the memory scenario; nil means 100, 1000 (20 with Quick)
+	Progress    *Progress
+}
+
+func (o *HubOptions) defaults() {
+	def := func(d *time.Duration, full, quick time.Duration) {
+		if *d == 0 {
+			*d = full
+			if o.Quick {
+				*d = quick
+			}
+		}
+	}
+	def(&o.Warmup, time.Second, 500*time.Millisecond)
+	def(&o.Duration, 5*time.Second, 2*time.Second)
+	if o.Concurrency == 0 {
+		o.Concurrency = 32
+	}
+	if o.Reps == 0 {
+		o.Reps = 5
+		if o.Quick {
+			o.Reps = 1
+		}
+	}
+	if o.RAMSizes == nil {
+		o.RAMSizes = []int{100, 1000}
+		if o.Quick {
+			o.RAMSizes = []int{20}
+		}
+	}
+}
+
+func (o *HubOptions) want(s string) bool { return len(o.Only) == 0 || o.Only[s] }
+
+// RPS paths, in report order.
+var rpsPaths = []string{"plain", "iotsafe", "iotsafe_acl_off", "openssh", "dropbear", "https_go", "https2", "https_caddy"}
+
+// RPSRow is one measured run.
+type RPSRow struct {
+	Path   string
+	Rep    int
+	Result LoadResult
+}
+
+// RAMRow is one memory reading of a server's process tree.
+type RAMRow struct {
+	Server string
+	Mode   string // "sessions": S=N,P=1; "forwards": S=1,P=N
+	N      int
+	Phase  string // before, established, during
+	Mem    Memory
+}
+
+// HubResults is everything one run measured.
+type HubResults struct {
+	RPS     []RPSRow
+	RAM     []RAMRow
+	Skipped map[string]string // path or server -> why
+}
+
+// RunHub runs the host-server benchmark of paper 000 section VII.
+func RunHub(ctx context.Context, b *Bench, o HubOptions) (*HubResults, error) {
+	o.defaults()
+	res := &HubResults{Skipped: map[string]string{}}
+	steps := 0
+	if o.want("rps") {
+		steps += o.Reps * len(rpsPaths)
+	}
+	if o.want("ram") {
+		steps += 2 * 3 * len(o.RAMSizes)
+	}
+	o.Progress.Start(steps)
+	defer o.Progress.Done()
+	if o.want("rps") {
+		if err := runRPS(ctx, b, &o, res); err != nil {
+			return res, err
+		}
+	}
+	if o.want("ram") {
+		if err := runRAM(ctx, b, &o, res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error {
+	var stops []func()
+	defer func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}()
+	app, err := StartProc("app", nil, b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size))
+	if err != nil {
+		return err
+	}
+	stops = append(stops, app.Stop)
+	appAddr, err := app.ReadLine(ctx, "listening ")
+	if err != nil {
+		return err
+	}
+	targets := map[string]Target{"plain": {Name: "plain", Addrs: []string{appAddr}, Size: b.Size}}
+
+	sshTarget := func(name string, start func() (*SSHServer, error)) {
+		s, err := start()
+		if err != nil {
+			res.Skipped[name] = err.Error()
+			return
+		}
+		stops = append(stops, s.Proc.Stop)
+		fleet, addrs, err := b.StartFleet(ctx, s, appAddr, 1, 1)
+		if err != nil {
+			res.Skipped[name] = err.Error()
+			return
+		}
+		stops = append(stops, fleet.Stop)
+		targets[name] = Target{Name: name, Addrs: addrs, Size: b.Size}
+	}
+	sshTarget("iotsafe", func() (*SSHServer, error) { return b.StartIoTsafe(ctx, "iotsafe", 1, 1, true) })
+	sshTarget("iotsafe_acl_off", func() (*SSHServer, error) { return b.StartIoTsafe(ctx, "iotsafe_acl_off", 1, 1, false) })
+	sshTarget("openssh", func() (*SSHServer, error) { return b.StartOpenSSH(ctx) })
+	sshTarget("dropbear", func() (*SSHServer, error) { return b.StartDropbear(ctx) })
+
+	certFile, keyFile, clientTLS, err := WriteCert(b.Dir)
+	if err != nil {
+		return err
+	}
+	httpsProc, err := StartProc("https_go", nil, b.Bin, "bench", "serve-https", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size), "--cert", certFile, "--key", keyFile)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, httpsProc.Stop)
+	httpsAddr, err := httpsProc.ReadLine(ctx, "listening ")
+	if err != nil {
+		return err
+	}
+	targets["https_go"] = Target{Name: "https_go", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size}
+	targets["https2"] = NewH2Target("https2", []string{httpsAddr}, clientTLS, b.Size)
+	if caddy, addr, err := b.StartCaddy(ctx, certFile, keyFile); err != nil {
+		res.Skipped["https_caddy"] = err.Error()
+	} else {
+		stops = append(stops, caddy.Stop)
+		targets["https_caddy"] = Target{Name: "https_caddy", Addrs: []string{addr}, TLS: clientTLS, Size: b.Size}
+	}
+	// Sanity: one request per path before measuring, so a broken path fails loudly.
+	for _, p := range rpsPaths {
+		t, ok := targets[p]
+		if !ok {
+			continue
+		}
+		if err := Request(ctx, t, t.Addrs[0]); err != nil {
+			res.Skipped[p] = "first request failed: " + err.Error()
+			delete(targets, p)
+		}
+	}
+	// Repetitions interleave the paths so slow drifts of a shared machine hit all alike.
+	for rep := 1; rep <= o.Reps; rep++ {
+		for _, p := range rpsPaths {
+			t, ok := targets[p]
+			if !ok {
+				o.Progress.Step(fmt.Sprintf("rps %s skipped", p))
+				continue
+			}
+			r := Load(ctx, t, o.Concurrency, o.Warmup, o.Duration)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			res.RPS = append(res.RPS, RPSRow{Path: p, Rep: rep, Result: r})
+			o.Progress.Step(fmt.Sprintf("rps %-16s rep %d: %8.0f req/s, %d errors", p, rep, r.RPS(), r.Errors))
+		}
+	}
+	return nil
+}
+
+func runRAM(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error {
+	app, err := StartProc("app", nil, b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size))
+	if err != nil {
+		return err
+	}
+	defer app.Stop()
+	appAddr, err := app.ReadLine(ctx, "listening ")
+	if err != nil {
+		return err
+	}
+	for _, server := range []string{"iotsafe", "openssh", "dropbear"} {
+		for _, mode := range []string{"sessions", "forwards"} {
+			for _, n := range o.RAMSizes {
+				if err := ramOne(ctx, b, o, res, appAddr, server, mode, n); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					res.Skipped[fmt.Sprintf("ram %s %s N=%d", server, mode, n)] = err.Error()
+				}
+				o.Progress.Step(fmt.Sprintf("ram %-8s %-8s N=%d", server, mode, n))
+			}
+		}
+	}
+	return nil
+}
+
+func ramOne(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAddr, server, mode string, n int) error {
+	s, p := n, 1
+	if mode == "forwards" {
+		s, p = 1, n
+	}
+	var srv *SSHServer
+	var err error
+	switch server {
+	case "iotsafe":
+		srv, err = b.StartIoTsafe(ctx, fmt.Sprintf("ram-iotsafe-%s-%d", mode, n), s, p, true)
+	case "openssh":
+		srv, err = b.StartOpenSSH(ctx)
+	case "dropbear":
+		srv, err = b.StartDropbear(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	defer srv.Proc.Stop()
+	record := func(phase string, m Memory) {
+		res.RAM = append(res.RAM, RAMRow{Server: server, Mode: mode, N: n, Phase: phase, Mem: m})
+	}
+	before, err := TreeMemory(srv.Proc.PID())
+	if err != nil {
+		return err
+	}
+	record("before", before)
+	fleet, addrs, err := b.StartFleet(ctx, srv, appAddr, s, p)
+	if err != nil {
+		return err
+	}
+	defer fleet.Stop()
+	est, err := TreeMemory(srv.Proc.PID())
+	if err != nil {
+		return err
+	}
+	record("established", est)
+	// During: every forward busy at once; the peak of the samples is recorded.
+	peak := est
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan LoadResult)
+	go func() {
+		done <- Load(lctx, Target{Addrs: addrs, Size: b.Size}, min(len(addrs), 512), 0, time.Second)
+	}()
+	tick := time.NewTicker(100 * time.Millisecond)
+	var lr LoadResult
+sample:
+	for {
+		select {
+		case lr = <-done:
+			break sample
+		case <-tick.C:
+			if m, err := TreeMemory(srv.Proc.PID()); err == nil && m.PSS > peak.PSS {
+				peak = m
+			}
+		}
+	}
+	tick.Stop()
+	cancel()
+	record("during", peak)
+	if lr.Requests == 0 {
+		return fmt.Errorf("no request succeeded through %d forwards: %s", len(addrs), lr.FirstErr)
+	}
+	return nil
+}
+
+// Median returns the median RPS of path, and how many runs it had.
+func (r *HubResults) Median(path string) (float64, int) {
+	var v []float64
+	for _, row := range r.RPS {
+		if row.Path == path {
+			v = append(v, row.Result.RPS())
+		}
+	}
+	if len(v) == 0 {
+		return 0, 0
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2], len(v)
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2, len(v)
+}
+
+// PerUnitKB returns the PSS growth per session (mode "sessions") or per forward
+// ("forwards") from before to the phase, at the largest N measured.
+func (r *HubResults) PerUnitKB(server, mode, phase string) (float64, int) {
+	var ns []int
+	for _, row := range r.RAM {
+		if row.Server == server && row.Mode == mode && !slices.Contains(ns, row.N) {
+			ns = append(ns, row.N)
+		}
+	}
+	if len(ns) == 0 {
+		return 0, 0
+	}
+	n := slices.Max(ns)
+	var before, after int64 = -1, -1
+	for _, row := range r.RAM {
+		if row.Server == server && row.Mode == mode && row.N == n {
+			switch row.Phase {
+			case "before":
+				before = row.Mem.PSS
+			case phase:
+				after = row.Mem.PSS
+			}
+		}
+	}
+	if before < 0 || after < 0 {
+		return 0, 0
+	}
+	return float64(after-before) / float64(n), n
+}
+
+// Progress reports long runs on a terminal (a bar) or a log (a line per step).
+type Progress struct {
+	W     io.Writer
+	TTY   bool
+	total int
+	done  int
+	start time.Time
+}
+
+func (p *Progress) Start(total int) {
+	if p == nil {
+		return
+	}
+	p.total, p.done, p.start = total, 0, time.Now()
+}
+
+func (p *Progress) Step(msg string) {
+	if p == nil || p.W == nil {
+		return
+	}
+	p.done++
+	if p.TTY {
+		const width = 30
+		fill := width * p.done / max(p.total, 1)
+		fmt.Fprintf(p.W, "\r\033[K[%s%s] %d/%d %s  %s", bar(fill, '#'), bar(width-fill, '.'), p.done, p.total, time.Since(p.start).Round(time.Second), msg)
+		return
+	}
+	fmt.Fprintf(p.W, "[%d/%d %s] %s\n", p.done, p.total, time.Since(p.start).Round(time.Second), msg)
+}
+
+func (p *Progress) Done() {
+	if p != nil && p.TTY && p.W != nil {
+		fmt.Fprintln(p.W)
+	}
+}
+
+func bar(n int, c byte) string {
+	b := make([]byte, max(n, 0))
+	for i := range b {
+		b[i] = c
+	}
+	return string(b)
+}

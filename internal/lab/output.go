@@ -1,0 +1,325 @@
+package lab
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Paper 000 table 3 (6 vCPUs, 1 KB, independent connections), requests per second.
+var paperRPS = map[string]float64{"openssh": 3857, "dropbear": 2542, "https_caddy": 1300}
+
+// Environment describes the machine and the peers of a run.
+type Environment struct {
+	Time     time.Time         `json:"time"`
+	Host     string            `json:"host"`
+	CPU      string            `json:"cpu"`
+	Cores    int               `json:"cores"`
+	Kernel   string            `json:"kernel"`
+	Go       string            `json:"go"`
+	Commit   string            `json:"commit"`
+	Versions map[string]string `json:"versions"`
+	Quick    bool              `json:"quick"`
+}
+
+// ReadEnvironment collects the environment; missing pieces are left empty.
+func ReadEnvironment(quick bool) Environment {
+	e := Environment{Time: time.Now().UTC(), Cores: runtime.NumCPU(), Go: runtime.Version(), Quick: quick, Versions: map[string]string{}}
+	e.Host, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				e.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		e.Kernel = strings.TrimSpace(string(b))
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				e.Commit = s.Value
+			}
+		}
+	}
+	if e.Commit == "" {
+		if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+			e.Commit = strings.TrimSpace(string(out))
+		}
+	}
+	version := func(name string, argv ...string) {
+		out, _ := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		if line := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]); line != "" {
+			e.Versions[name] = line
+		}
+	}
+	version("openssh", "/usr/sbin/sshd", "-V")
+	version("dropbear", "dropbear", "-V")
+	version("caddy", "caddy", "version")
+	return e
+}
+
+// Summary is summary.json; its schema is documented in docs/bench.md.
+type Summary struct {
+	Scenario    string                        `json:"scenario"`
+	Quick       bool                          `json:"quick"`
+	Concurrency int                           `json:"concurrency"`
+	RPS         map[string]float64            `json:"rps"`
+	RPSRuns     map[string]int                `json:"rps_runs"`
+	Ratios      map[string]float64            `json:"ratios"`
+	RAM         map[string]map[string]float64 `json:"ram_kb"`
+	Paper       map[string]float64            `json:"paper_rps"`
+	Skipped     map[string]string             `json:"skipped,omitempty"`
+}
+
+// Summarize computes medians, ratios against the peers of the same run, and memory per unit.
+func Summarize(r *HubResults, o HubOptions) Summary {
+	o.defaults()
+	s := Summary{Scenario: "hub", Quick: o.Quick, Concurrency: o.Concurrency, RPS: map[string]float64{}, RPSRuns: map[string]int{}, Ratios: map[string]float64{},
+		RAM: map[string]map[string]float64{}, Paper: paperRPS, Skipped: r.Skipped}
+	for _, p := range rpsPaths {
+		if m, n := r.Median(p); n > 0 {
+			s.RPS[p], s.RPSRuns[p] = m, n
+		}
+	}
+	ratio := func(name, a, b string) {
+		if s.RPS[a] > 0 && s.RPS[b] > 0 {
+			s.Ratios[name] = s.RPS[a] / s.RPS[b]
+		}
+	}
+	ratio("iotsafe_over_openssh", "iotsafe", "openssh")
+	ratio("iotsafe_over_dropbear", "iotsafe", "dropbear")
+	ratio("iotsafe_over_https_go", "iotsafe", "https_go")
+	ratio("iotsafe_over_https_caddy", "iotsafe", "https_caddy")
+	ratio("iotsafe_over_plain", "iotsafe", "plain")
+	ratio("acl_on_over_off", "iotsafe", "iotsafe_acl_off")
+	for _, server := range []string{"iotsafe", "openssh", "dropbear"} {
+		m := map[string]float64{}
+		if v, n := r.PerUnitKB(server, "sessions", "established"); n > 0 {
+			m["per_session_idle"], m["sessions_n"] = v, float64(n)
+		}
+		if v, n := r.PerUnitKB(server, "sessions", "during"); n > 0 {
+			m["per_session_busy"] = v
+		}
+		if v, n := r.PerUnitKB(server, "forwards", "established"); n > 0 {
+			m["per_forward_idle"], m["forwards_n"] = v, float64(n)
+		}
+		if v, n := r.PerUnitKB(server, "forwards", "during"); n > 0 {
+			m["per_forward_busy"] = v
+		}
+		if len(m) > 0 {
+			s.RAM[server] = m
+		}
+	}
+	if a, b := s.RAM["iotsafe"]["per_session_idle"], s.RAM["openssh"]["per_session_idle"]; a > 0 && b > 0 {
+		s.Ratios["session_ram_iotsafe_over_openssh"] = a / b
+	}
+	return s
+}
+
+// WriteHub writes every output file of a run into dir.
+func WriteHub(dir string, env Environment, r *HubResults, s Summary) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeCSV(filepath.Join(dir, "rps.csv"), []string{"path", "rep", "requests", "errors", "seconds", "rps", "first_error"}, func(w func(...string)) {
+		for _, row := range r.RPS {
+			w(row.Path, fmt.Sprint(row.Rep), fmt.Sprint(row.Result.Requests), fmt.Sprint(row.Result.Errors),
+				fmt.Sprintf("%.3f", row.Result.Elapsed.Seconds()), fmt.Sprintf("%.1f", row.Result.RPS()), row.Result.FirstErr)
+		}
+	}); err != nil {
+		return err
+	}
+	if err := writeCSV(filepath.Join(dir, "ram.csv"), []string{"server", "mode", "n", "phase", "rss_kb", "pss_kb", "processes"}, func(w func(...string)) {
+		for _, row := range r.RAM {
+			w(row.Server, row.Mode, fmt.Sprint(row.N), row.Phase, fmt.Sprint(row.Mem.RSS), fmt.Sprint(row.Mem.PSS), fmt.Sprint(row.Mem.Procs))
+		}
+	}); err != nil {
+		return err
+	}
+	for name, v := range map[string]any{"environment.json": env, "summary.json": s} {
+		b, _ := json.MarshalIndent(v, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	f, err := os.Create(filepath.Join(dir, "report.html"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return writeReport(f, env, r, s)
+}
+
+func writeCSV(path string, header []string, rows func(func(...string))) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := csv.NewWriter(f)
+	w.Write(header)
+	rows(func(v ...string) { w.Write(v) })
+	w.Flush()
+	return w.Error()
+}
+
+// PrintHub prints the summary as a table.
+func PrintHub(w io.Writer, s Summary) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "path\treq/s (median)\truns\tpaper 000 (6 vCPU)\t")
+	for _, p := range rpsPaths {
+		if v, ok := s.RPS[p]; ok {
+			paper := ""
+			if pv, ok := paperRPS[p]; ok {
+				paper = fmt.Sprintf("%.0f", pv)
+			}
+			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%s\t\n", p, v, s.RPSRuns[p], paper)
+		}
+	}
+	tw.Flush()
+	if len(s.Ratios) > 0 {
+		fmt.Fprintln(w, "\nratios (same run):")
+		for _, k := range sortedKeys(s.Ratios) {
+			fmt.Fprintf(w, "  %-34s %.2f\n", k, s.Ratios[k])
+		}
+	}
+	if len(s.RAM) > 0 {
+		fmt.Fprintln(w, "\nmemory (PSS growth, KiB per unit, at the largest N):")
+		for _, server := range []string{"iotsafe", "openssh", "dropbear"} {
+			if m, ok := s.RAM[server]; ok {
+				fmt.Fprintf(w, "  %-9s per session idle %7.1f busy %7.1f | per forward idle %7.1f busy %7.1f\n", server,
+					m["per_session_idle"], m["per_session_busy"], m["per_forward_idle"], m["per_forward_busy"])
+			}
+		}
+	}
+	for _, k := range sortedKeys(s.Skipped) {
+		fmt.Fprintf(w, "skipped %s: %s\n", k, s.Skipped[k])
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+type barRow struct {
+	Label string
+	Value float64
+	Text  string
+	Width float64
+	Y     int
+	Ours  bool
+}
+
+func bars(labels []string, values map[string]float64, format string) ([]barRow, int) {
+	var mx float64
+	for _, l := range labels {
+		mx = max(mx, values[l])
+	}
+	var out []barRow
+	for _, l := range labels {
+		v, ok := values[l]
+		if !ok {
+			continue
+		}
+		w := 0.0
+		if mx > 0 {
+			w = 440 * v / mx
+		}
+		out = append(out, barRow{Label: l, Value: v, Text: fmt.Sprintf(format, v), Width: w, Y: 10 + 26*len(out), Ours: strings.HasPrefix(l, "iotsafe")})
+	}
+	return out, 20 + 26*len(out)
+}
+
+var reportTmpl = template.Must(template.New("r").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>iotsafe bench hub — {{.Env.Time.Format "2006-01-02 15:04"}}</title>
+<style>
+body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
+table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}
+th:first-child,td:first-child{text-align:left}.note{color:#555;font-size:.9rem}
+svg text{font-size:12px}
+</style></head><body>
+<h1>Host-server benchmark (paper 000, section VII)</h1>
+<p class="note">{{.Env.CPU}}, {{.Env.Cores}} cores, Linux {{.Env.Kernel}}, {{.Env.Go}}, commit {{.Env.Commit}}{{if .Env.Quick}}, <b>quick run</b>: harness check, not a measurement{{end}}.
+Peers: {{range $k, $v := .Env.Versions}}{{$k}}: {{$v}}; {{end}}</p>
+
+<h2>Requests per second (table 3)</h2>
+<p class="note">1 KB responses, a new TCP connection per request (and a new TLS handshake for HTTPS), {{.Conc}} concurrent clients, median of the runs. Servers in the server role, a device-side fleet holding the reverse forwards, requests from the hub side, as in the paper's fig. 10.</p>
+<svg width="720" height="{{.RPSHeight}}" role="img" aria-label="requests per second">
+{{range .RPSBars}}<text x="150" y="{{.Y}}" dy="14" text-anchor="end">{{.Label}}</text>
+<rect x="160" y="{{.Y}}" width="{{.Width}}" height="20" fill="{{if .Ours}}#2a7{{else}}#79b{{end}}"/>
+<text x="{{printf "%.0f" .Width}}" dx="166" y="{{.Y}}" dy="14">{{.Text}}</text>
+{{end}}</svg>
+<table><tr><th>path</th><th>this machine, req/s</th><th>runs</th><th>paper 000, req/s (6 vCPU)</th></tr>
+{{range .RPSRows}}<tr><td>{{.Path}}</td><td>{{printf "%.0f" .Value}}</td><td>{{.Runs}}</td><td>{{.Paper}}</td></tr>
+{{end}}</table>
+<table><tr><th>ratio (same run)</th><th>value</th></tr>
+{{range .Ratios}}<tr><td>{{.K}}</td><td>{{printf "%.2f" .V}}</td></tr>{{end}}</table>
+
+<h2>Memory per proxification (figs. 15, 16)</h2>
+<p class="note">PSS of the whole server process tree (one hub; every sshd or dropbear process), growth from before the fleet connected, per session (S=N, P=1) or per forward (S=1, P=N), at the largest N; "busy" is the peak while every forward serves a 1 KB request at once.</p>
+<table><tr><th>server</th><th>per session idle, KiB</th><th>per session busy</th><th>per forward idle</th><th>per forward busy</th></tr>
+{{range .RAMRows}}<tr><td>{{.Server}}</td><td>{{printf "%.1f" .SI}}</td><td>{{printf "%.1f" .SB}}</td><td>{{printf "%.1f" .FI}}</td><td>{{printf "%.1f" .FB}}</td></tr>{{end}}</table>
+<p class="note">Paper 000 anchors: OpenSSH about 1.6 MB PSS per idle device session on this kind of machine (FACTS.md); the paper saw Dropbear above OpenSSH with a static debug build.</p>
+{{if .Skipped}}<h2>Skipped</h2><ul>{{range $k, $v := .Skipped}}<li>{{$k}}: {{$v}}</li>{{end}}</ul>{{end}}
+<p class="note">Raw data: rps.csv, ram.csv; summary.json (schema in docs/bench.md); environment.json.</p>
+</body></html>
+`))
+
+func writeReport(w io.Writer, env Environment, r *HubResults, s Summary) error {
+	type rpsRow struct {
+		Path  string
+		Value float64
+		Runs  int
+		Paper string
+	}
+	type kv struct {
+		K string
+		V float64
+	}
+	type ramRow struct {
+		Server         string
+		SI, SB, FI, FB float64
+	}
+	data := struct {
+		Env       Environment
+		Conc      int
+		RPSBars   []barRow
+		RPSHeight int
+		RPSRows   []rpsRow
+		Ratios    []kv
+		RAMRows   []ramRow
+		Skipped   map[string]string
+	}{Env: env, Conc: s.Concurrency, Skipped: s.Skipped}
+	data.RPSBars, data.RPSHeight = bars(rpsPaths, s.RPS, "%.0f req/s")
+	for _, p := range rpsPaths {
+		if v, ok := s.RPS[p]; ok {
+			paper := "–"
+			if pv, ok := paperRPS[p]; ok {
+				paper = fmt.Sprintf("%.0f", pv)
+			}
+			data.RPSRows = append(data.RPSRows, rpsRow{p, v, s.RPSRuns[p], paper})
+		}
+	}
+	for _, k := range sortedKeys(s.Ratios) {
+		data.Ratios = append(data.Ratios, kv{k, s.Ratios[k]})
+	}
+	for _, server := range []string{"iotsafe", "openssh", "dropbear"} {
+		if m, ok := s.RAM[server]; ok {
+			data.RAMRows = append(data.RAMRows, ramRow{server, m["per_session_idle"], m["per_session_busy"], m["per_forward_idle"], m["per_forward_busy"]})
+		}
+	}
+	return reportTmpl.Execute(w, data)
+}

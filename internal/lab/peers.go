@@ -1,0 +1,356 @@
+package lab
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/sockets"
+)
+
+// SSHServer is one SSH server under test with what the fleet needs to use it.
+type SSHServer struct {
+	Name    string
+	Proc    *Proc
+	Addr    string
+	HostKey ssh.PublicKey
+	IoTsafe bool
+	User    string
+	KeyDir  string
+	dataDir string
+	pool    sockets.Config
+}
+
+// Bench knows where the iotsafe binary is and where to put scratch files.
+type Bench struct {
+	Bin  string // the iotsafe binary (for hub, fleet and helper servers)
+	Dir  string // scratch folder of this run
+	Size int    // response body size
+	runs int    // peers started so far: each gets its own folder (and pool)
+}
+
+// scratch returns a fresh folder for one peer start.
+func (b *Bench) scratch(name string) (string, error) {
+	b.runs++
+	d := filepath.Join(b.Dir, fmt.Sprintf("%s-%d", name, b.runs))
+	return d, os.MkdirAll(d, 0o700)
+}
+
+func newKey(path, comment string) (ssh.PublicKey, error) {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(path)
+	if err := hub.WritePrivateKey(path, k, comment); err != nil {
+		return nil, err
+	}
+	return ssh.NewPublicKey(k.Public())
+}
+
+// StartIoTsafe enrolls sessions devices with forwards aliases each and starts a hub.
+// userspace selects the per-connection access check (the kernel layer stays off: the lab
+// never changes the host's ruleset).
+func (b *Bench) StartIoTsafe(ctx context.Context, name string, sessions, forwards int, userspace bool) (*SSHServer, error) {
+	dir, err := b.scratch(name)
+	if err != nil {
+		return nil, err
+	}
+	keys := filepath.Join(dir, "keys")
+	os.MkdirAll(keys, 0o700)
+	// Each hub of the run gets its own /16 so two hubs never share a protected address.
+	pool := sockets.Config{CIDR: fmt.Sprintf("127.%d.0.0/16", 100+b.runs%100)}
+	p, _ := sockets.NewPool(pool)
+	reg, err := registry.Open(ctx, dir, p)
+	if err != nil {
+		return nil, err
+	}
+	prof := &profile.Profile{Name: "lab", Reverse: map[string]int{}, MaxForwards: forwards, MaxChannels: 4*forwards + 64}
+	for i := range forwards {
+		prof.Reverse[fmt.Sprintf("f%d", i)] = 0
+	}
+	if err := reg.PutProfile(ctx, prof); err != nil {
+		reg.Close()
+		return nil, err
+	}
+	existing, _ := reg.Devices(ctx)
+	for i := len(existing); i < sessions; i++ {
+		name := fmt.Sprintf("dev%d", i)
+		pub, err := newKey(filepath.Join(keys, name), name)
+		if err == nil {
+			_, err = reg.AddDevice(ctx, name, "lab", pub)
+		}
+		if err != nil {
+			reg.Close()
+			return nil, err
+		}
+	}
+	reg.Close()
+	us := "on"
+	if !userspace {
+		us = "off"
+	}
+	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '127.0.0.1:0', max_handshakes: 4096}\npool: {cidr: %s}\naccess: {kernel: off, userspace: %s}\n", pool.CIDR, us)
+	if err := os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	proc, err := StartProc(name, nil, b.Bin, "hub", "--data", dir)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := proc.ReadLine(ctx, "hub listening for devices on ")
+	if err != nil {
+		proc.Stop()
+		return nil, err
+	}
+	addr = strings.Fields(addr)[0]
+	hk, err := os.ReadFile(filepath.Join(dir, "host_ed25519_key"))
+	if err != nil {
+		proc.Stop()
+		return nil, err
+	}
+	signer, err := ssh.ParsePrivateKey(hk)
+	if err != nil {
+		proc.Stop()
+		return nil, err
+	}
+	return &SSHServer{Name: name, Proc: proc, Addr: addr, HostKey: signer.PublicKey(), IoTsafe: true, KeyDir: keys, dataDir: dir, pool: pool}, nil
+}
+
+// Sockets lists the protected sockets of the first n devices (iotsafe only).
+func (s *SSHServer) Sockets(ctx context.Context, n int) ([]string, error) {
+	p, _ := sockets.NewPool(s.pool)
+	reg, err := registry.Open(ctx, s.dataDir, p)
+	if err != nil {
+		return nil, err
+	}
+	defer reg.Close()
+	var out []string
+	for i := range n {
+		d, err := reg.Device(ctx, fmt.Sprintf("dev%d", i))
+		if err != nil {
+			return nil, err
+		}
+		for _, so := range d.Sockets {
+			out = append(out, so.Addr.String())
+		}
+	}
+	return out, nil
+}
+
+func clientKey(dir string) (ssh.PublicKey, string, error) {
+	keys := filepath.Join(dir, "keys")
+	if err := os.MkdirAll(keys, 0o700); err != nil {
+		return nil, "", err
+	}
+	pub, err := newKey(filepath.Join(keys, "client"), "lab")
+	return pub, keys, err
+}
+
+// StartOpenSSH runs the system's sshd binary (not its service) on a free loopback port
+// with generated keys and configuration. It needs root, as sshd does.
+func (b *Bench) StartOpenSSH(ctx context.Context) (*SSHServer, error) {
+	if os.Getuid() != 0 {
+		return nil, fmt.Errorf("openssh: sshd needs root")
+	}
+	dir, err := b.scratch("openssh")
+	if err != nil {
+		return nil, err
+	}
+	pub, keys, err := clientKey(dir)
+	if err != nil {
+		return nil, err
+	}
+	ak := filepath.Join(dir, "authorized_keys")
+	os.WriteFile(ak, ssh.MarshalAuthorizedKey(pub), 0o600)
+	hostPub, err := newKey(filepath.Join(dir, "host_key"), "lab-host")
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cfg := fmt.Sprintf(`ListenAddress 127.0.0.1:%d
+HostKey %s
+PidFile %s
+AuthorizedKeysFile %s
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AllowTcpForwarding yes
+GatewayPorts no
+X11Forwarding no
+PrintMotd no
+UseDNS no
+MaxStartups 4096
+MaxAuthTries 3
+LogLevel ERROR
+`, port, filepath.Join(dir, "host_key"), filepath.Join(dir, "sshd.pid"), ak)
+	cfgFile := filepath.Join(dir, "sshd_config")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
+	proc, err := StartProc("openssh", nil, "/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if err := WaitTCP(ctx, proc, addr); err != nil {
+		proc.Stop()
+		return nil, err
+	}
+	return &SSHServer{Name: "openssh", Proc: proc, Addr: addr, HostKey: hostPub, User: "root", KeyDir: keys}, nil
+}
+
+// StartDropbear runs dropbear on a free loopback port. Dropbear reads authorized keys only
+// from the user's home, so it runs in a private mount namespace where a scratch folder is
+// mounted over /root: the host's /root is never touched.
+func (b *Bench) StartDropbear(ctx context.Context) (*SSHServer, error) {
+	if os.Getuid() != 0 {
+		return nil, fmt.Errorf("dropbear: needs root (to log in as root and for the mount namespace)")
+	}
+	dir, err := b.scratch("dropbear")
+	if err != nil {
+		return nil, err
+	}
+	pub, keys, err := clientKey(dir)
+	if err != nil {
+		return nil, err
+	}
+	home := filepath.Join(dir, "home")
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "authorized_keys"), ssh.MarshalAuthorizedKey(pub), 0o600)
+	hostKey := filepath.Join(dir, "host_key")
+	if out, err := exec.Command("dropbearkey", "-t", "ed25519", "-f", hostKey).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("dropbearkey: %v %s", err, out)
+	}
+	out, err := exec.Command("dropbearkey", "-y", "-f", hostKey).Output()
+	if err != nil {
+		return nil, err
+	}
+	var hostPub ssh.PublicKey
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "ssh-") {
+			hostPub, _, _, _, err = ssh.ParseAuthorizedKey([]byte(line))
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if hostPub == nil {
+		return nil, fmt.Errorf("dropbear: no public host key in %q", out)
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	script := fmt.Sprintf(`mount --bind %s /root && exec dropbear -F -E -s -p 127.0.0.1:%d -r %s -P %s`, home, port, hostKey, filepath.Join(dir, "dropbear.pid"))
+	proc, err := StartProc("dropbear", nil, "unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if err := WaitTCP(ctx, proc, addr); err != nil {
+		proc.Stop()
+		return nil, err
+	}
+	return &SSHServer{Name: "dropbear", Proc: proc, Addr: addr, HostKey: hostPub, User: "root", KeyDir: keys}, nil
+}
+
+// StartFleet connects sessions x forwards to the server and returns the addresses the
+// load generator should use.
+func (b *Bench) StartFleet(ctx context.Context, s *SSHServer, target string, sessions, forwards int) (*Proc, []string, error) {
+	hk := filepath.Join(s.KeyDir, "server.pub")
+	if err := os.WriteFile(hk, ssh.MarshalAuthorizedKey(s.HostKey), 0o600); err != nil {
+		return nil, nil, err
+	}
+	parallel := "32"
+	if s.Name == "dropbear" {
+		parallel = "4" // dropbear allows 5 unauthenticated connections per source address
+	}
+	args := []string{b.Bin, "bench", "fleet", "--server", s.Addr, "--host-key", hk, "--target", target, "--sessions", fmt.Sprint(sessions),
+		"--forwards", fmt.Sprint(forwards), "--key-dir", s.KeyDir, "--parallel", parallel}
+	if s.IoTsafe {
+		args = append(args, "--iotsafe")
+	} else {
+		args = append(args, "--user", s.User)
+	}
+	p, err := StartProc(s.Name+"-fleet", nil, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	var addrs []string
+	for {
+		line, err := p.ReadLine(ctx, "")
+		if err != nil {
+			p.Stop()
+			return nil, nil, err
+		}
+		if a, ok := strings.CutPrefix(line, "forward "); ok {
+			addrs = append(addrs, a)
+		}
+		if line == "ready" {
+			break
+		}
+	}
+	if s.IoTsafe {
+		if addrs, err = s.Sockets(ctx, sessions); err != nil {
+			p.Stop()
+			return nil, nil, err
+		}
+	}
+	return p, addrs, nil
+}
+
+// StartCaddy runs Caddy as the paper's HTTPS server, with the lab's certificate.
+func (b *Bench) StartCaddy(ctx context.Context, certFile, keyFile string) (*Proc, string, error) {
+	dir, err := b.scratch("caddy")
+	if err != nil {
+		return nil, "", err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, "", err
+	}
+	caddyfile := fmt.Sprintf(`{
+	admin off
+	auto_https off
+	storage file_system %s
+	log {
+		level ERROR
+	}
+}
+:%d {
+	tls %s %s
+	respond "%s" 200
+}
+`, filepath.Join(dir, "data"), port, certFile, keyFile, strings.Repeat("x", b.Size))
+	cf := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(cf, []byte(caddyfile), 0o600); err != nil {
+		return nil, "", err
+	}
+	p, err := StartProc("caddy", []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir}, "caddy", "run", "--config", cf, "--adapter", "caddyfile")
+	if err != nil {
+		return nil, "", err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if err := WaitTCP(ctx, p, addr); err != nil {
+		p.Stop()
+		return nil, "", err
+	}
+	return p, addr, nil
+}

@@ -1,0 +1,214 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Proc is a peer process started by the lab, in its own process group so that it and
+// its children (sshd forks one per session) stop together.
+type Proc struct {
+	Name   string
+	cmd    *exec.Cmd
+	lines  chan string
+	stderr *tailBuffer
+	done   chan struct{}
+}
+
+// StartProc starts name with args; env entries are added to the lab's environment.
+func StartProc(name string, env []string, argv ...string) (*Proc, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &Proc{Name: name, cmd: cmd, lines: make(chan string, 64), stderr: &tailBuffer{max: 8192}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("lab: start %s: %w", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case p.lines <- sc.Text():
+			default: // nobody is reading: drop
+			}
+		}
+		close(p.lines)
+	}()
+	go func() { cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// PID of the process (the group leader).
+func (p *Proc) PID() int { return p.cmd.Process.Pid }
+
+// ReadLine waits for the next stdout line that has prefix (readiness signals).
+func (p *Proc) ReadLine(ctx context.Context, prefix string) (string, error) {
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				return "", fmt.Errorf("lab: %s exited before saying %q: %s", p.Name, prefix, p.stderr.String())
+			}
+			if strings.HasPrefix(l, prefix) {
+				return strings.TrimSpace(strings.TrimPrefix(l, prefix)), nil
+			}
+		case <-ctx.Done():
+			return "", fmt.Errorf("lab: %s did not say %q: %w; stderr: %s", p.Name, prefix, ctx.Err(), p.stderr.String())
+		}
+	}
+}
+
+// Stop ends the process group: SIGTERM, then SIGKILL after grace.
+func (p *Proc) Stop() {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+	// Children that left the group (none expected) are not chased.
+}
+
+// WaitTCP waits until addr accepts connections: for peers that print no readiness line.
+func WaitTCP(ctx context.Context, p *Proc, addr string) error {
+	for delay := 5 * time.Millisecond; ; delay = min(delay*2, 200*time.Millisecond) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("lab: %s exited: %s", p.Name, p.stderr.String())
+		case <-ctx.Done():
+			return fmt.Errorf("lab: %s not listening on %s: %w", p.Name, addr, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Memory of a process tree, in KiB.
+type Memory struct {
+	RSS, PSS int64
+	Procs    int
+}
+
+// TreeMemory sums RSS and PSS (from smaps_rollup) over pid and all its descendants.
+func TreeMemory(pid int) (Memory, error) {
+	children := map[int][]int{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return Memory{}, err
+	}
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// Field 4 (ppid) follows the command name in parentheses, which may hold spaces.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 {
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], n)
+		}
+	}
+	var m Memory
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		queue = append(queue, children[p]...)
+		rss, pss, err := smapsRollup(p)
+		if err != nil {
+			continue
+		}
+		m.RSS += rss
+		m.PSS += pss
+		m.Procs++
+	}
+	if m.Procs == 0 {
+		return m, errors.New("lab: process gone")
+	}
+	return m, nil
+}
+
+func smapsRollup(pid int) (rss, pss int64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "Rss:":
+			rss = v
+		case "Pss:":
+			pss = v
+		}
+	}
+	return rss, pss, sc.Err()
+}
+
+// tailBuffer keeps the last max bytes written (a peer's stderr, for error messages).
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}
+
+var _ io.Writer = (*tailBuffer)(nil)
