@@ -38,19 +38,53 @@ const (
 	noCookie         = 0xffffffff
 )
 
-func socketUID(src, dst *net.TCPAddr) (uint32, error) {
+// diagSockets keeps bound sock_diag sockets for reuse: a lookup is then one send and one
+// receive instead of five system calls. A socket whose exchange failed is closed, not
+// returned, so a stray answer can never be read by the next lookup.
+var diagSockets = make(chan int, 32)
+
+func getDiagSocket() (int, error) {
+	select {
+	case fd := <-diagSockets:
+		return fd, nil
+	default:
+	}
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return -1, fmt.Errorf("firewall: sock_diag socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("firewall: sock_diag bind: %w", err)
+	}
+	return fd, nil
+}
+
+func putDiagSocket(fd int) {
+	select {
+	case diagSockets <- fd:
+	default:
+		unix.Close(fd)
+	}
+}
+
+func socketUID(src, dst *net.TCPAddr) (uid uint32, err error) {
 	family := uint8(unix.AF_INET)
 	if src.IP.To4() == nil || dst.IP.To4() == nil {
 		family = unix.AF_INET6
 	}
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	fd, err := getDiagSocket()
 	if err != nil {
-		return 0, fmt.Errorf("firewall: sock_diag socket: %w", err)
+		return 0, err
 	}
-	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return 0, fmt.Errorf("firewall: sock_diag bind: %w", err)
-	}
+	clean := false // the answer to our request was read completely
+	defer func() {
+		if clean {
+			putDiagSocket(fd)
+		} else {
+			unix.Close(fd)
+		}
+	}()
 
 	msg := make([]byte, unix.NLMSG_HDRLEN+reqLen)
 	s := seq.Add(1)
@@ -72,9 +106,9 @@ func socketUID(src, dst *net.TCPAddr) (uint32, error) {
 		return 0, fmt.Errorf("firewall: sock_diag send: %w", err)
 	}
 
-	buf := make([]byte, 4096)
+	var buf [4096]byte
 	for {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
+		n, _, err := unix.Recvfrom(fd, buf[:], 0)
 		if err != nil {
 			return 0, fmt.Errorf("firewall: sock_diag receive: %w", err)
 		}
@@ -88,6 +122,7 @@ func socketUID(src, dst *net.TCPAddr) (uint32, error) {
 			}
 			switch m.Header.Type {
 			case unix.NLMSG_ERROR:
+				clean = true
 				if len(m.Data) >= 4 {
 					if errno := int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
 						if unix.Errno(-errno) == unix.ENOENT {
@@ -101,6 +136,8 @@ func socketUID(src, dst *net.TCPAddr) (uint32, error) {
 				if len(m.Data) < msgUIDOffset+4 {
 					return 0, errors.New("firewall: sock_diag: short answer")
 				}
+				// An exact request gets exactly one answer message: the socket is clean.
+				clean = true
 				return binary.NativeEndian.Uint32(m.Data[msgUIDOffset:]), nil
 			}
 		}

@@ -72,3 +72,25 @@ func TestPeerNotFound(t *testing.T) {
 		t.Fatalf("want ErrPeerNotFound, got %v", err)
 	}
 }
+
+// Pooled sock_diag sockets stay in step: many lookups, found and not found in turn, each
+// get their own answer.
+func TestPeerUIDReusesSockets(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	c, _ := net.Dial("tcp", ln.Addr().String())
+	defer c.Close()
+	s, _ := ln.Accept()
+	defer s.Close()
+	for i := range 300 {
+		if i%3 == 2 {
+			if _, err := socketUID(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, ln.Addr().(*net.TCPAddr)); !errors.Is(err, ErrPeerNotFound) {
+				t.Fatalf("lookup %d: want ErrPeerNotFound, got %v", i, err)
+			}
+			continue
+		}
+		if uid, err := PeerUID(s); err != nil || uid != uint32(os.Getuid()) {
+			t.Fatalf("lookup %d: %d %v", i, uid, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sort"
 	"time"
@@ -52,7 +53,11 @@ func (o *HubOptions) defaults() {
 func (o *HubOptions) want(s string) bool { return len(o.Only) == 0 || o.Only[s] }
 
 // RPS paths, in report order.
-var rpsPaths = []string{"plain", "iotsafe", "iotsafe_acl_off", "openssh", "dropbear", "https_go", "https2", "https_caddy"}
+var rpsPaths = []string{"plain", "iotsafe", "iotsafe_acl_off", "iotsafe_layers_on", "iotsafe_layers_off", "openssh", "dropbear", "https_go", "https2", "https_caddy"}
+
+// labUID is the uid the load generator takes for the namespace paths: a platform user
+// holding a grant, so both access layers do their full check.
+const labUID = 40123
 
 // RPSRow is one measured run.
 type RPSRow struct {
@@ -136,8 +141,47 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 		stops = append(stops, fleet.Stop)
 		targets[name] = Target{Name: name, Addrs: addrs, Size: b.Size}
 	}
-	sshTarget("iotsafe", func() (*SSHServer, error) { return b.StartIoTsafe(ctx, "iotsafe", 1, 1, true) })
-	sshTarget("iotsafe_acl_off", func() (*SSHServer, error) { return b.StartIoTsafe(ctx, "iotsafe_acl_off", 1, 1, false) })
+	sshTarget("iotsafe", func() (*SSHServer, error) {
+		return b.StartIoTsafe(ctx, "iotsafe", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true})
+	})
+	sshTarget("iotsafe_acl_off", func() (*SSHServer, error) {
+		return b.StartIoTsafe(ctx, "iotsafe_acl_off", IoTsafeOpts{Sessions: 1, Forwards: 1})
+	})
+	// Both access layers on, against both off, in a namespace of the lab's: the kernel
+	// layer's table lives there, never in the host's ruleset.
+	if ns, err := NewNetns(fmt.Sprintf("iotsafe-bench-%d", os.Getpid()), o.Concurrency, labUID); err != nil {
+		res.Skipped["iotsafe_layers_on"] = err.Error()
+		res.Skipped["iotsafe_layers_off"] = err.Error()
+	} else {
+		stops = append(stops, ns.Close)
+		nsApp, err := StartProc("app-ns", nil, ns.Exec(b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size))...)
+		if err != nil {
+			return err
+		}
+		stops = append(stops, nsApp.Stop)
+		nsAppAddr, err := nsApp.ReadLine(ctx, "listening ")
+		if err != nil {
+			return err
+		}
+		for _, v := range []struct {
+			name string
+			on   bool
+		}{{"iotsafe_layers_on", true}, {"iotsafe_layers_off", false}} {
+			s, err := b.StartIoTsafe(ctx, v.name, IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: v.on, Kernel: v.on, Netns: ns, GrantUID: labUID})
+			if err != nil {
+				res.Skipped[v.name] = err.Error()
+				continue
+			}
+			stops = append(stops, s.Proc.Stop)
+			fleet, addrs, err := b.StartFleet(ctx, s, nsAppAddr, 1, 1)
+			if err != nil {
+				res.Skipped[v.name] = err.Error()
+				continue
+			}
+			stops = append(stops, fleet.Stop)
+			targets[v.name] = Target{Name: v.name, Addrs: addrs, Size: b.Size, Dial: ns.Dial}
+		}
+	}
 	sshTarget("openssh", func() (*SSHServer, error) { return b.StartOpenSSH(ctx) })
 	sshTarget("dropbear", func() (*SSHServer, error) { return b.StartDropbear(ctx) })
 
@@ -227,7 +271,7 @@ func ramOne(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAd
 	var err error
 	switch server {
 	case "iotsafe":
-		srv, err = b.StartIoTsafe(ctx, fmt.Sprintf("ram-iotsafe-%s-%d", mode, n), s, p, true)
+		srv, err = b.StartIoTsafe(ctx, fmt.Sprintf("ram-iotsafe-%s-%d", mode, n), IoTsafeOpts{Sessions: s, Forwards: p, UserSpace: true})
 	case "openssh":
 		srv, err = b.StartOpenSSH(ctx)
 	case "dropbear":

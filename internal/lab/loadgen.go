@@ -23,7 +23,9 @@ type Target struct {
 	TLS   *tls.Config
 	H2    bool
 	Size  int // expected body size; 0 skips the check
-	h2    *http.Transport
+	// Dial, if set, opens the connections (from inside a network namespace).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	h2   *http.Transport
 }
 
 // NewH2Target is an HTTPS target spoken in HTTP/2, still a new connection per request.
@@ -110,8 +112,14 @@ func Request(ctx context.Context, t Target, addr string) error {
 	if t.H2 {
 		return h2Request(ctx, t, addr)
 	}
-	d := net.Dialer{Timeout: 10 * time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	var c net.Conn
+	var err error
+	if t.Dial != nil {
+		c, err = t.Dial(ctx, addr)
+	} else {
+		d := net.Dialer{Timeout: 10 * time.Second}
+		c, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return err
 	}

@@ -107,6 +107,7 @@ func Summarize(r *HubResults, o HubOptions) Summary {
 	ratio("iotsafe_over_https_caddy", "iotsafe", "https_caddy")
 	ratio("iotsafe_over_plain", "iotsafe", "plain")
 	ratio("acl_on_over_off", "iotsafe", "iotsafe_acl_off")
+	ratio("layers_on_over_off", "iotsafe_layers_on", "iotsafe_layers_off")
 	for _, server := range []string{"iotsafe", "openssh", "dropbear"} {
 		m := map[string]float64{}
 		if v, n := r.PerUnitKB(server, "sessions", "established"); n > 0 {

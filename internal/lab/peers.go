@@ -29,6 +29,7 @@ type SSHServer struct {
 	KeyDir  string
 	dataDir string
 	pool    sockets.Config
+	netns   *Netns
 }
 
 // Bench knows where the iotsafe binary is and where to put scratch files.
@@ -58,10 +59,21 @@ func newKey(path, comment string) (ssh.PublicKey, error) {
 	return ssh.NewPublicKey(k.Public())
 }
 
-// StartIoTsafe enrolls sessions devices with forwards aliases each and starts a hub.
-// userspace selects the per-connection access check (the kernel layer stays off: the lab
-// never changes the host's ruleset).
-func (b *Bench) StartIoTsafe(ctx context.Context, name string, sessions, forwards int, userspace bool) (*SSHServer, error) {
+// IoTsafeOpts selects how a lab hub runs.
+type IoTsafeOpts struct {
+	Sessions, Forwards int
+	UserSpace          bool   // the per-connection owner check
+	Kernel             bool   // the nftables layer: only inside Netns, never on the host
+	Netns              *Netns // run the hub there (nil: the host's namespace)
+	GrantUID           uint32 // if set, this uid may reach every lab device
+}
+
+// StartIoTsafe enrolls o.Sessions devices with o.Forwards aliases each and starts a hub.
+func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*SSHServer, error) {
+	sessions, forwards := o.Sessions, o.Forwards
+	if o.Kernel && o.Netns == nil {
+		return nil, fmt.Errorf("lab: the kernel layer runs only in a namespace of the lab's")
+	}
 	dir, err := b.scratch(name)
 	if err != nil {
 		return nil, err
@@ -88,23 +100,37 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, sessions, forward
 		name := fmt.Sprintf("dev%d", i)
 		pub, err := newKey(filepath.Join(keys, name), name)
 		if err == nil {
-			_, err = reg.AddDevice(ctx, name, "lab", pub)
+			_, err = reg.AddDevice(ctx, name, "lab", pub, "lab")
 		}
 		if err != nil {
 			reg.Close()
 			return nil, err
 		}
 	}
-	reg.Close()
-	us := "on"
-	if !userspace {
-		us = "off"
+	if o.GrantUID != 0 {
+		err := reg.AddGrant(ctx, registry.Grant{Kind: registry.PrincipalUser, Name: fmt.Sprint(o.GrantUID), XID: o.GrantUID, Target: "@lab", Alias: "*"})
+		if err != nil {
+			reg.Close()
+			return nil, err
+		}
 	}
-	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '127.0.0.1:0', max_handshakes: 4096}\npool: {cidr: %s}\naccess: {kernel: off, userspace: %s}\n", pool.CIDR, us)
+	reg.Close()
+	onOff := func(b bool) string {
+		if b {
+			return "on"
+		}
+		return "off"
+	}
+	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '127.0.0.1:0', max_handshakes: 4096}\npool: {cidr: %s}\naccess: {kernel: %s, userspace: %s}\n",
+		pool.CIDR, onOff(o.Kernel), onOff(o.UserSpace))
 	if err := os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	proc, err := StartProc(name, nil, b.Bin, "hub", "--data", dir)
+	argv := []string{b.Bin, "hub", "--data", dir}
+	if o.Netns != nil {
+		argv = o.Netns.Exec(argv...)
+	}
+	proc, err := StartProc(name, nil, argv...)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +150,7 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, sessions, forward
 		proc.Stop()
 		return nil, err
 	}
-	return &SSHServer{Name: name, Proc: proc, Addr: addr, HostKey: signer.PublicKey(), IoTsafe: true, KeyDir: keys, dataDir: dir, pool: pool}, nil
+	return &SSHServer{Name: name, Proc: proc, Addr: addr, HostKey: signer.PublicKey(), IoTsafe: true, KeyDir: keys, dataDir: dir, pool: pool, netns: o.Netns}, nil
 }
 
 // Sockets lists the protected sockets of the first n devices (iotsafe only).
@@ -288,6 +314,9 @@ func (b *Bench) StartFleet(ctx context.Context, s *SSHServer, target string, ses
 		args = append(args, "--iotsafe")
 	} else {
 		args = append(args, "--user", s.User)
+	}
+	if s.netns != nil {
+		args = s.netns.Exec(args...)
 	}
 	p, err := StartProc(s.Name+"-fleet", nil, args...)
 	if err != nil {
