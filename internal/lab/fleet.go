@@ -143,7 +143,10 @@ func (c FleetConfig) session(i int) (ssh.Conn, []string, error) {
 		}{host, 0}))
 		if err != nil || !ok {
 			conn.Close()
-			return nil, nil, fmt.Errorf("forward %d refused (%v)", p, err)
+			if err == nil {
+				err = fmt.Errorf("the server refused forward %d of %d in one session (Dropbear, for one, caps listeners per session)", p+1, c.Forwards)
+			}
+			return nil, nil, err
 		}
 		var port struct{ Port uint32 }
 		if err := ssh.Unmarshal(reply, &port); err == nil && !c.IoTsafe {

@@ -256,7 +256,7 @@ svg text{font-size:12px}
 <p class="note">{{.Env.CPU}}, {{.Env.Cores}} cores, Linux {{.Env.Kernel}}, {{.Env.Go}}, commit {{.Env.Commit}}{{if .Env.Quick}}, <b>quick run</b>: harness check, not a measurement{{end}}.
 Peers: {{range $k, $v := .Env.Versions}}{{$k}}: {{$v}}; {{end}}</p>
 
-<h2>Requests per second (table 3)</h2>
+{{if .RPSRows}}<h2>Requests per second (table 3)</h2>
 <p class="note">1 KB responses, a new TCP connection per request (and a new TLS handshake for HTTPS), {{.Conc}} concurrent clients, median of the runs. Servers in the server role, a device-side fleet holding the reverse forwards, requests from the hub side, as in the paper's fig. 10.</p>
 <svg width="720" height="{{.RPSHeight}}" role="img" aria-label="requests per second">
 {{range .RPSBars}}<text x="150" y="{{.Y}}" dy="14" text-anchor="end">{{.Label}}</text>
@@ -268,11 +268,13 @@ Peers: {{range $k, $v := .Env.Versions}}{{$k}}: {{$v}}; {{end}}</p>
 {{end}}</table>
 <table><tr><th>ratio (same run)</th><th>value</th></tr>
 {{range .Ratios}}<tr><td>{{.K}}</td><td>{{printf "%.2f" .V}}</td></tr>{{end}}</table>
+{{else}}<h2>Requests per second (table 3)</h2><p><b>Not measured in this run</b> (run without <code>--only ram</code>).</p>{{end}}
 
 <h2>Memory per proxification (figs. 15, 16)</h2>
 <p class="note">PSS of the whole server process tree (one hub; every sshd or dropbear process), growth from before the fleet connected, per session (S=N, P=1) or per forward (S=1, P=N), at the largest N; "busy" is the peak while every forward serves a 1 KB request at once.</p>
-<table><tr><th>server</th><th>per session idle, KiB</th><th>per session busy</th><th>per forward idle</th><th>per forward busy</th></tr>
+{{if .RAMRows}}<table><tr><th>server</th><th>per session idle, KiB</th><th>per session busy</th><th>per forward idle</th><th>per forward busy</th></tr>
 {{range .RAMRows}}<tr><td>{{.Server}}</td><td>{{printf "%.1f" .SI}}</td><td>{{printf "%.1f" .SB}}</td><td>{{printf "%.1f" .FI}}</td><td>{{printf "%.1f" .FB}}</td></tr>{{end}}</table>
+{{else}}<p><b>Not measured in this run</b> (run without <code>--only rps</code>).</p>{{end}}
 <p class="note">Paper 000 anchors: OpenSSH about 1.6 MB PSS per idle device session on this kind of machine (FACTS.md); the paper saw Dropbear above OpenSSH with a static debug build.</p>
 {{if .Skipped}}<h2>Skipped</h2><ul>{{range $k, $v := .Skipped}}<li>{{$k}}: {{$v}}</li>{{end}}</ul>{{end}}
 <p class="note">Raw data: rps.csv, ram.csv; summary.json (schema in docs/bench.md); environment.json.</p>
