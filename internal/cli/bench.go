@@ -45,8 +45,8 @@ under two minutes; its figures are not measurements.`,
 			}
 			for _, s := range strings.Split(only, ",") {
 				if s = strings.TrimSpace(s); s != "" {
-					if s != "rps" && s != "ram" {
-						return fmt.Errorf("--only: %q is not one of rps, ram", s)
+					if s != "rps" && s != "ram" && s != "inactive" && s != "ps" {
+						return fmt.Errorf("--only: %q is not one of rps, ram, inactive, ps", s)
 					}
 					if o.Only == nil {
 						o.Only = map[string]bool{}
@@ -84,7 +84,11 @@ under two minutes; its figures are not measurements.`,
 	fl := c.Flags()
 	fl.BoolVar(&o.Quick, "quick", false, "short runs to check the harness (under two minutes)")
 	fl.StringVar(&out, "out", "", "results folder (default ./bench-results/hub-TIMESTAMP)")
-	fl.StringVar(&only, "only", "", "comma-separated parts: rps, ram (default all)")
+	fl.StringVar(&only, "only", "", "comma-separated parts: rps, ram, inactive (fig. 17), ps (fig. 19); default all")
+	fl.IntVar(&o.Active, "active", 0, "fig. 17: active forwards (default 1000, 50 with --quick)")
+	fl.IntSliceVar(&o.InactiveK, "inactive-k", nil, "fig. 17: inactive forwards (default 0,2000,4000,8000)")
+	fl.IntVar(&o.Total, "ps-total", 0, "fig. 19: forwards spread over the sessions (default 2000, 100 with --quick)")
+	fl.IntSliceVar(&o.PSSessions, "ps-sessions", nil, "fig. 19: session counts (default 1,10,100,1000,2000)")
 	fl.IntVar(&o.Concurrency, "concurrency", 32, "concurrent clients of the load generator")
 	fl.IntVar(&o.Reps, "reps", 0, "repetitions per path (default 5, 1 with --quick)")
 	fl.DurationVar(&o.Duration, "duration", 0, "measured length of each run (default 5s, 2s with --quick)")

@@ -19,7 +19,15 @@ type HubOptions struct {
 	Warmup      time.Duration   // excluded from each run; 0 means 1s (0.5s with Quick)
 	Duration    time.Duration   // measured part of each run; 0 means 5s (2s with Quick)
 	RAMSizes    []int           // N for the memory scenario; nil means 100, 1000 (20 with Quick)
-	Progress    *Progress
+	// Fig. 17: Active active forwards in one session plus each K of InactiveK inactive ones.
+	Active    int
+	InactiveK []int
+	// Fig. 19: Total forwards spread over each S of PSSessions sessions.
+	Total      int
+	PSSessions []int
+	// BatchConcurrency bounds the parallel requests of one timed batch; 0 means 256.
+	BatchConcurrency int
+	Progress         *Progress
 }
 
 func (o *HubOptions) defaults() {
@@ -47,6 +55,33 @@ func (o *HubOptions) defaults() {
 		if o.Quick {
 			o.RAMSizes = []int{20}
 		}
+	}
+	if o.Active == 0 {
+		o.Active = 1000
+		if o.Quick {
+			o.Active = 50
+		}
+	}
+	if o.InactiveK == nil {
+		o.InactiveK = []int{0, 2000, 4000, 8000}
+		if o.Quick {
+			o.InactiveK = []int{0, 200}
+		}
+	}
+	if o.Total == 0 {
+		o.Total = 2000
+		if o.Quick {
+			o.Total = 100
+		}
+	}
+	if o.PSSessions == nil {
+		o.PSSessions = []int{1, 10, 100, 1000, 2000}
+		if o.Quick {
+			o.PSSessions = []int{1, 10, 100}
+		}
+	}
+	if o.BatchConcurrency == 0 {
+		o.BatchConcurrency = 256
 	}
 }
 
@@ -79,6 +114,7 @@ type RAMRow struct {
 type HubResults struct {
 	RPS     []RPSRow
 	RAM     []RAMRow
+	Sweeps  []SweepRow
 	Skipped map[string]string // path or server -> why
 }
 
@@ -93,6 +129,12 @@ func RunHub(ctx context.Context, b *Bench, o HubOptions) (*HubResults, error) {
 	if o.want("ram") {
 		steps += 2 * 3 * len(o.RAMSizes)
 	}
+	if o.want("inactive") {
+		steps += len(sweepServers) * len(o.InactiveK)
+	}
+	if o.want("ps") {
+		steps += len(sweepServers) * len(o.PSSessions)
+	}
 	o.Progress.Start(steps)
 	defer o.Progress.Done()
 	if o.want("rps") {
@@ -100,12 +142,30 @@ func RunHub(ctx context.Context, b *Bench, o HubOptions) (*HubResults, error) {
 			return res, err
 		}
 	}
+	if !o.want("ram") && !o.want("inactive") && !o.want("ps") {
+		return res, nil
+	}
+	app, err := StartProc("app", nil, b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size))
+	if err != nil {
+		return res, err
+	}
+	defer app.Stop()
+	appAddr, err := app.ReadLine(ctx, "listening ")
+	if err != nil {
+		return res, err
+	}
 	if o.want("ram") {
-		if err := runRAM(ctx, b, &o, res); err != nil {
+		if err := runRAM(ctx, b, &o, res, appAddr); err != nil {
 			return res, err
 		}
 	}
-	return res, nil
+	if o.want("inactive") {
+		runInactive(ctx, b, &o, res, appAddr)
+	}
+	if o.want("ps") {
+		runPS(ctx, b, &o, res, appAddr)
+	}
+	return res, ctx.Err()
 }
 
 func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error {
@@ -236,16 +296,7 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 	return nil
 }
 
-func runRAM(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error {
-	app, err := StartProc("app", nil, b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size))
-	if err != nil {
-		return err
-	}
-	defer app.Stop()
-	appAddr, err := app.ReadLine(ctx, "listening ")
-	if err != nil {
-		return err
-	}
+func runRAM(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAddr string) error {
 	for _, server := range []string{"iotsafe", "openssh", "dropbear"} {
 		for _, mode := range []string{"sessions", "forwards"} {
 			for _, n := range o.RAMSizes {

@@ -82,15 +82,60 @@ type Summary struct {
 	RPSRuns     map[string]int                `json:"rps_runs"`
 	Ratios      map[string]float64            `json:"ratios"`
 	RAM         map[string]map[string]float64 `json:"ram_kb"`
-	Paper       map[string]float64            `json:"paper_rps"`
-	Skipped     map[string]string             `json:"skipped,omitempty"`
+	// Inactive is fig. 17: time of the active batch with K inactive forwards over K=0.
+	Inactive map[string]map[string]float64 `json:"inactive_penalty"`
+	// PS is fig. 19: batch time per sessions count over the best of that server; BestPS
+	// is P/S at the best.
+	PS      map[string]map[string]float64 `json:"ps_normalized"`
+	BestPS  map[string]float64            `json:"best_ps"`
+	Paper   map[string]float64            `json:"paper_rps"`
+	Skipped map[string]string             `json:"skipped,omitempty"`
 }
 
 // Summarize computes medians, ratios against the peers of the same run, and memory per unit.
 func Summarize(r *HubResults, o HubOptions) Summary {
 	o.defaults()
 	s := Summary{Scenario: "hub", Quick: o.Quick, Concurrency: o.Concurrency, RPS: map[string]float64{}, RPSRuns: map[string]int{}, Ratios: map[string]float64{},
-		RAM: map[string]map[string]float64{}, Paper: paperRPS, Skipped: r.Skipped}
+		RAM: map[string]map[string]float64{}, Paper: paperRPS, Skipped: r.Skipped,
+		Inactive: map[string]map[string]float64{}, PS: map[string]map[string]float64{}, BestPS: map[string]float64{}}
+	for _, sv := range sweepServers {
+		base, ok := medianSeconds(r.Sweeps, func(x SweepRow) bool { return x.Part == "inactive" && x.Server == sv.name && x.K == 0 })
+		for _, k := range o.InactiveK {
+			if v, ok2 := medianSeconds(r.Sweeps, func(x SweepRow) bool { return x.Part == "inactive" && x.Server == sv.name && x.K == k }); ok && ok2 && base > 0 {
+				if s.Inactive[sv.name] == nil {
+					s.Inactive[sv.name] = map[string]float64{}
+				}
+				s.Inactive[sv.name][fmt.Sprint(k)] = v / base
+			}
+		}
+		best, bestS := 0.0, 0
+		times := map[int]float64{}
+		for _, n := range o.PSSessions {
+			if v, ok := medianSeconds(r.Sweeps, func(x SweepRow) bool { return x.Part == "ps" && x.Server == sv.name && x.Sessions == n }); ok {
+				times[n] = v
+				if best == 0 || v < best {
+					best, bestS = v, n
+				}
+			}
+		}
+		for n, v := range times {
+			if s.PS[sv.name] == nil {
+				s.PS[sv.name] = map[string]float64{}
+			}
+			s.PS[sv.name][fmt.Sprint(n)] = v / best
+		}
+		if bestS > 0 {
+			s.BestPS[sv.name] = float64(o.Total/bestS) / float64(bestS)
+		}
+	}
+	if k := slices.Max(append([]int{0}, o.InactiveK...)); k > 0 {
+		if v, ok := s.Inactive["iotsafe"][fmt.Sprint(k)]; ok {
+			s.Ratios[fmt.Sprintf("inactive_penalty_iotsafe_k%d", k)] = v
+		}
+		if v, ok := s.Inactive["openssh"][fmt.Sprint(k)]; ok {
+			s.Ratios[fmt.Sprintf("inactive_penalty_openssh_k%d", k)] = v
+		}
+	}
 	for _, p := range rpsPaths {
 		if m, n := r.Median(p); n > 0 {
 			s.RPS[p], s.RPSRuns[p] = m, n
@@ -152,6 +197,13 @@ func WriteHub(dir string, env Environment, r *HubResults, s Summary) error {
 	}); err != nil {
 		return err
 	}
+	if err := writeCSV(filepath.Join(dir, "sweeps.csv"), []string{"part", "server", "sessions", "forwards_per_session", "active", "inactive", "rep", "seconds"}, func(w func(...string)) {
+		for _, x := range r.Sweeps {
+			w(x.Part, x.Server, fmt.Sprint(x.Sessions), fmt.Sprint(x.Forwards), fmt.Sprint(x.Active), fmt.Sprint(x.K), fmt.Sprint(x.Rep), fmt.Sprintf("%.4f", x.Seconds))
+		}
+	}); err != nil {
+		return err
+	}
 	for name, v := range map[string]any{"environment.json": env, "summary.json": s} {
 		b, _ := json.MarshalIndent(v, "", "  ")
 		if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
@@ -208,9 +260,41 @@ func PrintHub(w io.Writer, s Summary) {
 			}
 		}
 	}
+	if len(s.Inactive) > 0 {
+		fmt.Fprintln(w, "\ninactive forwards (fig. 17): batch time over k=0")
+		for _, server := range sortedKeys(s.Inactive) {
+			fmt.Fprintf(w, "  %-9s", server)
+			for _, k := range sortedNumKeys(s.Inactive[server]) {
+				fmt.Fprintf(w, "  k=%s: %.2f", k, s.Inactive[server][k])
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if len(s.PS) > 0 {
+		fmt.Fprintln(w, "\nP/S sweep (fig. 19): batch time over the best, by sessions")
+		for _, server := range sortedKeys(s.PS) {
+			fmt.Fprintf(w, "  %-9s", server)
+			for _, n := range sortedNumKeys(s.PS[server]) {
+				fmt.Fprintf(w, "  S=%s: %.2f", n, s.PS[server][n])
+			}
+			fmt.Fprintf(w, "   best P/S %.3g\n", s.BestPS[server])
+		}
+	}
 	for _, k := range sortedKeys(s.Skipped) {
 		fmt.Fprintf(w, "skipped %s: %s\n", k, s.Skipped[k])
 	}
+}
+
+// sortedNumKeys sorts keys that are decimal numbers by value.
+func sortedNumKeys(m map[string]float64) []string {
+	keys := sortedKeys(m)
+	slices.SortFunc(keys, func(a, b string) int {
+		var x, y int
+		fmt.Sscan(a, &x)
+		fmt.Sscan(b, &y)
+		return x - y
+	})
+	return keys
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
@@ -276,10 +360,29 @@ Peers: {{range $k, $v := .Env.Versions}}{{$k}}: {{$v}}; {{end}}</p>
 {{range .RAMRows}}<tr><td>{{.Server}}</td><td>{{printf "%.1f" .SI}}</td><td>{{printf "%.1f" .SB}}</td><td>{{printf "%.1f" .FI}}</td><td>{{printf "%.1f" .FB}}</td></tr>{{end}}</table>
 {{else}}<p><b>Not measured in this run</b> (run without <code>--only rps</code>).</p>{{end}}
 <p class="note">Paper 000 anchors: OpenSSH about 1.6 MB PSS per idle device session on this kind of machine (FACTS.md); the paper saw Dropbear above OpenSSH with a static debug build.</p>
+<h2>Inactive forwards (fig. 17) and the P/S sweep (fig. 19)</h2>
+{{if .Inactive}}<p class="note">One session with the active forwards plus k inactive ones; time of one request through every active forward, in parallel, over the same at k=0 (the paper saw 2.9–4× at k=8000 with OpenSSH).</p>
+<table><tr><th>server</th>{{range .InactiveK}}<th>k={{.}}</th>{{end}}</tr>
+{{range .InactiveRows}}<tr><td>{{.Name}}</td>{{range .Vals}}<td>{{.}}</td>{{end}}</tr>{{end}}</table>{{else}}<p>Inactive forwards: not measured in this run.</p>{{end}}
+{{if .PSRows}}<p class="note">The same number of active forwards spread over S sessions; batch time over the best of each server.</p>
+<table><tr><th>server</th>{{range .PSSessions}}<th>S={{.}}</th>{{end}}<th>best P/S</th></tr>
+{{range .PSRows}}<tr><td>{{.Name}}</td>{{range .Vals}}<td>{{.}}</td>{{end}}</tr>{{end}}</table>{{else}}<p>P/S sweep: not measured in this run.</p>{{end}}
 {{if .Skipped}}<h2>Skipped</h2><ul>{{range $k, $v := .Skipped}}<li>{{$k}}: {{$v}}</li>{{end}}</ul>{{end}}
 <p class="note">Raw data: rps.csv, ram.csv; summary.json (schema in docs/bench.md); environment.json.</p>
 </body></html>
 `))
+
+type valRow struct {
+	Name string
+	Vals []string
+}
+
+func fmtOpt(m map[string]float64, k string) string {
+	if v, ok := m[k]; ok {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return "–"
+}
 
 func writeReport(w io.Writer, env Environment, r *HubResults, s Summary) error {
 	type rpsRow struct {
@@ -297,15 +400,45 @@ func writeReport(w io.Writer, env Environment, r *HubResults, s Summary) error {
 		SI, SB, FI, FB float64
 	}
 	data := struct {
-		Env       Environment
-		Conc      int
-		RPSBars   []barRow
-		RPSHeight int
-		RPSRows   []rpsRow
-		Ratios    []kv
-		RAMRows   []ramRow
-		Skipped   map[string]string
-	}{Env: env, Conc: s.Concurrency, Skipped: s.Skipped}
+		Env          Environment
+		Conc         int
+		RPSBars      []barRow
+		RPSHeight    int
+		RPSRows      []rpsRow
+		Ratios       []kv
+		RAMRows      []ramRow
+		Skipped      map[string]string
+		Inactive     bool
+		InactiveK    []string
+		InactiveRows []valRow
+		PSSessions   []string
+		PSRows       []valRow
+	}{Env: env, Conc: s.Concurrency, Skipped: s.Skipped, Inactive: len(s.Inactive) > 0}
+	cols := func(m map[string]map[string]float64) []string {
+		seen := map[string]float64{}
+		for _, inner := range m {
+			for k := range inner {
+				seen[k] = 0
+			}
+		}
+		return sortedNumKeys(seen)
+	}
+	data.InactiveK, data.PSSessions = cols(s.Inactive), cols(s.PS)
+	for _, server := range sortedKeys(s.Inactive) {
+		row := valRow{Name: server}
+		for _, k := range data.InactiveK {
+			row.Vals = append(row.Vals, fmtOpt(s.Inactive[server], k))
+		}
+		data.InactiveRows = append(data.InactiveRows, row)
+	}
+	for _, server := range sortedKeys(s.PS) {
+		row := valRow{Name: server}
+		for _, n := range data.PSSessions {
+			row.Vals = append(row.Vals, fmtOpt(s.PS[server], n))
+		}
+		row.Vals = append(row.Vals, fmt.Sprintf("%.3g", s.BestPS[server]))
+		data.PSRows = append(data.PSRows, row)
+	}
 	data.RPSBars, data.RPSHeight = bars(rpsPaths, s.RPS, "%.0f req/s")
 	for _, p := range rpsPaths {
 		if v, ok := s.RPS[p]; ok {

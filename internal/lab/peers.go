@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -134,7 +135,9 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 	if err != nil {
 		return nil, err
 	}
-	addr, err := proc.ReadLine(ctx, "hub listening for devices on ")
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	addr, err := proc.ReadLine(rctx, "hub listening for devices on ")
 	if err != nil {
 		proc.Stop()
 		return nil, err
@@ -322,9 +325,12 @@ func (b *Bench) StartFleet(ctx context.Context, s *SSHServer, target string, ses
 	if err != nil {
 		return nil, nil, err
 	}
+	// A fleet that is not up by then is stuck, not slow: fail the step, not the run.
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute+time.Duration(sessions*forwards)*20*time.Millisecond)
+	defer cancel()
 	var addrs []string
 	for {
-		line, err := p.ReadLine(ctx, "")
+		line, err := p.ReadLine(rctx, "")
 		if err != nil {
 			p.Stop()
 			return nil, nil, err

@@ -22,9 +22,13 @@ import (
 type Proc struct {
 	Name   string
 	cmd    *exec.Cmd
-	lines  chan string
 	stderr *tailBuffer
 	done   chan struct{}
+
+	mu     sync.Mutex
+	lines  []string      // stdout lines not read yet: never dropped (a fleet prints thousands)
+	more   chan struct{} // closed and replaced when a line arrives or stdout ends
+	closed bool          // stdout ended
 }
 
 // StartProc starts name with args; env entries are added to the lab's environment.
@@ -32,7 +36,7 @@ func StartProc(name string, env []string, argv ...string) (*Proc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &Proc{Name: name, cmd: cmd, lines: make(chan string, 64), stderr: &tailBuffer{max: 8192}, done: make(chan struct{})}
+	p := &Proc{Name: name, cmd: cmd, stderr: &tailBuffer{max: 8192}, done: make(chan struct{}), more: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -44,12 +48,9 @@ func StartProc(name string, env []string, argv ...string) (*Proc, error) {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			select {
-			case p.lines <- sc.Text():
-			default: // nobody is reading: drop
-			}
+			p.push(sc.Text(), false)
 		}
-		close(p.lines)
+		p.push("", true)
 	}()
 	go func() { cmd.Wait(); close(p.done) }()
 	return p, nil
@@ -58,17 +59,38 @@ func StartProc(name string, env []string, argv ...string) (*Proc, error) {
 // PID of the process (the group leader).
 func (p *Proc) PID() int { return p.cmd.Process.Pid }
 
-// ReadLine waits for the next stdout line that has prefix (readiness signals).
+func (p *Proc) push(line string, end bool) {
+	p.mu.Lock()
+	if end {
+		p.closed = true
+	} else {
+		p.lines = append(p.lines, line)
+	}
+	close(p.more)
+	p.more = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// ReadLine waits for the next stdout line that has prefix (readiness signals); lines
+// without it are consumed.
 func (p *Proc) ReadLine(ctx context.Context, prefix string) (string, error) {
 	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				return "", fmt.Errorf("lab: %s exited before saying %q: %s", p.Name, prefix, p.stderr.String())
-			}
+		p.mu.Lock()
+		for len(p.lines) > 0 {
+			l := p.lines[0]
+			p.lines = p.lines[1:]
 			if strings.HasPrefix(l, prefix) {
+				p.mu.Unlock()
 				return strings.TrimSpace(strings.TrimPrefix(l, prefix)), nil
 			}
+		}
+		closed, more := p.closed, p.more
+		p.mu.Unlock()
+		if closed {
+			return "", fmt.Errorf("lab: %s exited before saying %q: %s", p.Name, prefix, p.stderr.String())
+		}
+		select {
+		case <-more:
 		case <-ctx.Done():
 			return "", fmt.Errorf("lab: %s did not say %q: %w; stderr: %s", p.Name, prefix, ctx.Err(), p.stderr.String())
 		}
@@ -89,6 +111,8 @@ func (p *Proc) Stop() {
 
 // WaitTCP waits until addr accepts connections: for peers that print no readiness line.
 func WaitTCP(ctx context.Context, p *Proc, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	for delay := 5 * time.Millisecond; ; delay = min(delay*2, 200*time.Millisecond) {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {

@@ -99,8 +99,9 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 			fp, name, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))), t); err != nil {
 			return fmt.Errorf("registry: add key: %w", err)
 		}
+		taken := map[int]bool{} // a fresh address: no port taken yet
 		for _, alias := range prof.ReverseAliases() {
-			if _, err := r.ensureSocket(ctx, tx, name, alias); err != nil {
+			if _, err := r.ensureSocket(ctx, tx, name, alias, taken); err != nil {
 				return err
 			}
 		}
@@ -143,13 +144,16 @@ func (r *Registry) EnsureSocket(ctx context.Context, device, alias string) (s So
 		tx.QueryRowContext(ctx, `SELECT count(*) FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&n)
 		created = n == 0
 		var err error
-		s, err = r.ensureSocket(ctx, tx, device, alias)
+		s, err = r.ensureSocket(ctx, tx, device, alias, nil)
 		return err
 	})
 	return s, created, err
 }
 
-func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias string) (Socket, error) {
+// ensureSocket allocates device/alias if needed. taken, if not nil, is the set of ports
+// already used on the device's address, kept up to date (callers allocating many aliases
+// at once pass it to avoid one query per alias); nil means ask the database.
+func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias string, taken map[int]bool) (Socket, error) {
 	var addrS string
 	var port int
 	err := tx.QueryRowContext(ctx, `SELECT address, port FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&addrS, &port)
@@ -167,17 +171,19 @@ func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias s
 	if err != nil {
 		return Socket{}, fmt.Errorf("registry: device %s address %q: %w", device, addrS, err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT port FROM sockets WHERE address=?`, addrS)
-	if err != nil {
-		return Socket{}, fmt.Errorf("registry: ports: %w", err)
+	if taken == nil {
+		rows, err := tx.QueryContext(ctx, `SELECT port FROM sockets WHERE address=?`, addrS)
+		if err != nil {
+			return Socket{}, fmt.Errorf("registry: ports: %w", err)
+		}
+		taken = map[int]bool{}
+		for rows.Next() {
+			var p int
+			rows.Scan(&p)
+			taken[p] = true
+		}
+		rows.Close()
 	}
-	taken := map[int]bool{}
-	for rows.Next() {
-		var p int
-		rows.Scan(&p)
-		taken[p] = true
-	}
-	rows.Close()
 	port, err = r.pool.NextPort(func(p int) bool { return taken[p] })
 	if err != nil {
 		return Socket{}, err
@@ -185,6 +191,7 @@ func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias s
 	if _, err := tx.ExecContext(ctx, `INSERT INTO sockets(device, alias, address, port) VALUES(?,?,?,?)`, device, alias, addrS, port); err != nil {
 		return Socket{}, fmt.Errorf("registry: add socket %s/%s: %w", device, alias, err)
 	}
+	taken[port] = true
 	return Socket{Alias: alias, Addr: netip.AddrPortFrom(addr, uint16(port))}, nil
 }
 

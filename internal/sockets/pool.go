@@ -10,8 +10,6 @@ import (
 const (
 	DefaultCIDR     = "127.77.0.0/16"
 	DefaultPortBase = 10000
-	// MaxAliasPorts bounds the ports handed out on one device address.
-	MaxAliasPorts = 1000
 )
 
 // ErrExhausted means every address (or port) of the pool is taken.
@@ -22,7 +20,8 @@ type Config struct {
 	// CIDR is the reserved range; "" means 127.77.0.0/16. An IPv6 prefix works too, but
 	// its addresses must be local: add `ip -6 route add local PREFIX dev lo` first.
 	CIDR string `yaml:"cidr" json:"cidr"`
-	// PortBase is the first port given to a device's reverse aliases; 0 means 10000.
+	// PortBase is the first port given to a device's reverse aliases; 0 means 10000. A
+	// device (a gateway, say) may have up to 65536-PortBase aliases.
 	PortBase int `yaml:"port_base" json:"port_base"`
 }
 
@@ -49,8 +48,8 @@ func NewPool(cfg Config) (*Pool, error) {
 	if pfx.Addr().Is4() && pfx.Bits() > 30 || pfx.Addr().Is6() && pfx.Bits() > 126 {
 		return nil, fmt.Errorf("sockets: pool.cidr %s: too small, need at least 2 usable addresses", pfx)
 	}
-	if cfg.PortBase < 1024 || cfg.PortBase+MaxAliasPorts > 65536 {
-		return nil, fmt.Errorf("sockets: pool.port_base %d: want 1024-%d", cfg.PortBase, 65535-MaxAliasPorts)
+	if cfg.PortBase < 1024 || cfg.PortBase > 65535 {
+		return nil, fmt.Errorf("sockets: pool.port_base %d: want 1024-65535", cfg.PortBase)
 	}
 	return &Pool{prefix: pfx, portBase: cfg.PortBase}, nil
 }
@@ -78,7 +77,7 @@ func (p *Pool) NextAddress(taken func(netip.Addr) bool) (netip.Addr, error) {
 
 // NextPort returns the lowest alias port on one device address that is not taken.
 func (p *Pool) NextPort(taken func(int) bool) (int, error) {
-	for port := p.portBase; port < p.portBase+MaxAliasPorts; port++ {
+	for port := p.portBase; port <= 65535; port++ {
 		if !taken(port) {
 			return port, nil
 		}

@@ -56,7 +56,7 @@ func TestNextPort(t *testing.T) {
 }
 
 func TestBadConfig(t *testing.T) {
-	for _, c := range []Config{{CIDR: "nonsense"}, {CIDR: "127.0.0.1/32"}, {PortBase: 80}, {PortBase: 65000}} {
+	for _, c := range []Config{{CIDR: "nonsense"}, {CIDR: "127.0.0.1/32"}, {PortBase: 80}, {PortBase: 70000}} {
 		if _, err := NewPool(c); err == nil {
 			t.Errorf("%+v: want error", c)
 		}
