@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iotsafe/iotsafe/internal/firewall"
 )
 
 // SocketName is the admin socket inside the data folder.
@@ -117,12 +119,7 @@ func (s *Server) serve() {
 // allowed checks the caller's kernel-reported credentials: the file mode already limits
 // who can connect; this is the second lock.
 func (s *Server) allowed(c *net.UnixConn) (*unix.Ucred, bool) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return nil, false
-	}
-	var cred *unix.Ucred
-	raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	cred, err := firewall.UnixPeerCred(c)
 	if err != nil || cred == nil {
 		return nil, false
 	}

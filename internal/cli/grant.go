@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os/user"
@@ -64,50 +65,38 @@ func (p *principalFlags) grant(args []string) (registry.Grant, error) {
 }
 
 func grantCmd(g *globals) *cobra.Command {
-	var p principalFlags
-	c := &cobra.Command{
+	return grantChangeCmd(g, &cobra.Command{
 		Use:   "grant (--user NAME | --group NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*')",
 		Short: "Let a local user or group reach a device service",
 		Example: `  iotsafe grant --user platform dev42 http       # strict: one service of one device
   iotsafe grant --group operators @sensors '*'    # wide: every service of a device group`,
-		Args: cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			gr, err := p.grant(args)
-			if err != nil {
-				return err
-			}
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if err := reg.AddGrant(cmd.Context(), gr); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "granted %s\n", gr)
-				return g.reloadAccess(cmd, false)
-			})
-		},
-	}
-	p.add(c)
-	return c
+	}, "granted", (*registry.Registry).AddGrant)
 }
 
 func ungrantCmd(g *globals) *cobra.Command {
-	var p principalFlags
-	c := &cobra.Command{
+	return grantChangeCmd(g, &cobra.Command{
 		Use:   "ungrant (--user NAME | --group NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*')",
 		Short: "Remove a permission; new connections are refused at once",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			gr, err := p.grant(args)
-			if err != nil {
+	}, "removed", (*registry.Registry).RemoveGrant)
+}
+
+// grantChangeCmd completes c: parse the principal and target, change the registry with
+// apply, tell the running hub.
+func grantChangeCmd(g *globals, c *cobra.Command, done string, apply func(*registry.Registry, context.Context, registry.Grant) error) *cobra.Command {
+	var p principalFlags
+	c.Args = cobra.ExactArgs(2)
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		gr, err := p.grant(args)
+		if err != nil {
+			return err
+		}
+		return g.withRegistry(cmd, func(reg *registry.Registry) error {
+			if err := apply(reg, cmd.Context(), gr); err != nil {
 				return err
 			}
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if err := reg.RemoveGrant(cmd.Context(), gr); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", gr)
-				return g.reloadAccess(cmd, false)
-			})
-		},
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", done, gr)
+			return g.reloadAccess(cmd, false)
+		})
 	}
 	p.add(c)
 	return c

@@ -91,17 +91,11 @@ func (k *Kernel) Apply(r Rules) error {
 	if !r.Pool.IsValid() {
 		return errors.New("firewall: no pool")
 	}
-	c, err := k.conn()
+	c, t, out, err := k.freshTable()
 	if err != nil {
 		return err
 	}
-	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: k.table}
-	c.AddTable(t)
-	c.DelTable(t)
-	c.AddTable(t)
 	accept := nftables.ChainPolicyAccept
-	out := c.AddChain(&nftables.Chain{Name: "output", Table: t, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
 	in := c.AddChain(&nftables.Chain{Name: "input", Table: t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
 	fwd := c.AddChain(&nftables.Chain{Name: "forward", Table: t, Type: nftables.ChainTypeFilter,
@@ -165,6 +159,23 @@ func (k *Kernel) Apply(r Rules) error {
 		return fmt.Errorf("firewall: apply table %s: %w", k.table, err)
 	}
 	return nil
+}
+
+// freshTable starts a batch that replaces the table with an empty one holding an output
+// filter chain; flushing the batch swaps old for new atomically.
+func (k *Kernel) freshTable() (*nftables.Conn, *nftables.Table, *nftables.Chain, error) {
+	c, err := k.conn()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: k.table}
+	c.AddTable(t) // so that the delete is valid when the table does not exist yet
+	c.DelTable(t)
+	c.AddTable(t)
+	accept := nftables.ChainPolicyAccept
+	out := c.AddChain(&nftables.Chain{Name: "output", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+	return c, t, out, nil
 }
 
 // Refused returns how many packets the kernel layer has refused since the table was

@@ -151,3 +151,18 @@ func putAddr(dst []byte, ip net.IP, family uint8) {
 	}
 	copy(dst, ip.To16())
 }
+
+// UnixPeerCred returns the kernel's credentials of the process at the other end of a
+// Unix socket (SO_PEERCRED): the only identity the hub trusts from local callers.
+func UnixPeerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}

@@ -16,17 +16,10 @@ const SandboxTable = "iotsafe-sandbox"
 // nothing else; TCP gets a reset, everything else an administratively-prohibited
 // unreachable. The table replaces any earlier one atomically; RemoveSandbox deletes it.
 func (k *Kernel) InstallSandbox(uid uint32) error {
-	c, err := k.conn()
+	c, t, out, err := k.freshTable()
 	if err != nil {
 		return err
 	}
-	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: k.table}
-	c.AddTable(t)
-	c.DelTable(t)
-	c.AddTable(t)
-	accept := nftables.ChainPolicyAccept
-	out := c.AddChain(&nftables.Chain{Name: "output", Table: t, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &accept})
 	match := concat(metaEq(expr.MetaKeySKUID, uid), ifName(expr.MetaKeyOIFNAME, "lo", expr.CmpOpNeq))
 	c.AddRule(&nftables.Rule{Table: t, Chain: out, UserData: dropTag, Exprs: concat(match, tcp(),
 		[]expr.Any{&expr.Counter{}, &expr.Reject{Type: unix.NFT_REJECT_TCP_RST, Code: unix.NFT_REJECT_TCP_RST}})})

@@ -10,9 +10,8 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/iotsafe/iotsafe/internal/access"
+	"github.com/iotsafe/iotsafe/internal/firewall"
 )
 
 // SocketName is the resolver socket inside the data folder.
@@ -60,23 +59,9 @@ func (s *Server) serve() {
 	}
 }
 
-// PeerCred returns the kernel's view of the process at the other end of c.
-func PeerCred(c *net.UnixConn) (*unix.Ucred, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
-		return nil, err
-	}
-	return cred, cerr
-}
-
 func (s *Server) handle(c *net.UnixConn) {
 	defer c.Close()
-	cred, err := PeerCred(c)
+	cred, err := firewall.UnixPeerCred(c)
 	if err != nil {
 		return
 	}
