@@ -24,7 +24,7 @@ func benchCmd() *cobra.Command {
 
 func benchHubCmd() *cobra.Command {
 	var o lab.HubOptions
-	var out, only string
+	var out, only, profile string
 	var size int
 	c := &cobra.Command{
 		Use:   "hub",
@@ -67,6 +67,14 @@ under two minutes; its figures are not measurements.`,
 			f, isFile := stderr.(*os.File)
 			o.Progress = &lab.Progress{W: stderr, TTY: isFile && term.IsTerminal(int(f.Fd()))}
 			b := &lab.Bench{Bin: bin, Dir: scratch, Size: size}
+			if profile != "" {
+				if b.ProfileDir, err = filepath.Abs(profile); err == nil {
+					err = os.MkdirAll(b.ProfileDir, 0o755)
+				}
+				if err != nil {
+					return fmt.Errorf("--profile: %w", err)
+				}
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "bench hub: results in %s\n", out)
 			res, err := lab.RunHub(cmd.Context(), b, o)
 			if err != nil && !errors.Is(err, context.Canceled) {
@@ -94,6 +102,7 @@ under two minutes; its figures are not measurements.`,
 	fl.DurationVar(&o.Duration, "duration", 0, "measured length of each run (default 5s, 2s with --quick)")
 	fl.IntSliceVar(&o.RAMSizes, "ram-n", nil, "N for the memory scenario (default 100,1000; 20 with --quick)")
 	fl.IntVar(&size, "size", 1024, "response body bytes")
+	fl.StringVar(&profile, "profile", "", "write a CPU profile of every hub under test into DIR (go tool pprof)")
 	return c
 }
 

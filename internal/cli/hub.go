@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -13,7 +14,8 @@ import (
 )
 
 func hubCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var cpuProfile string
+	c := &cobra.Command{
 		Use:   "hub",
 		Short: "Run the hub: SSH server for devices, protected sockets, admin socket",
 		Long: `Run the hub. The first start creates the data folder (mode 0700), an ed25519 host
@@ -24,6 +26,13 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 			cfg, err := hub.LoadConfig(g.config, g.data)
 			if err != nil {
 				return err
+			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			log, level := hub.NewLogger(cfg.Log, cmd.ErrOrStderr())
 			h, err := hub.Start(cmd.Context(), cfg, hub.Options{DataDir: g.data, Logger: log, Level: level})
@@ -59,4 +68,18 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 			}
 		},
 	}
+	c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile to FILE until the hub stops (for 'go tool pprof')")
+	return c
+}
+
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

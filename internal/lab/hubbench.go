@@ -99,6 +99,9 @@ type RPSRow struct {
 	Path   string
 	Rep    int
 	Result LoadResult
+	// ServerCPU is the CPU time the server under test (its whole process tree) spent
+	// during the measured part; 0 if unknown.
+	ServerCPU time.Duration
 }
 
 // RAMRow is one memory reading of a server's process tree.
@@ -185,6 +188,8 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 		return err
 	}
 	targets := map[string]Target{"plain": {Name: "plain", Addrs: []string{appAddr}, Size: b.Size}}
+	// servers maps each path to the process whose CPU time is the path's cost.
+	servers := map[string]*Proc{"plain": app}
 
 	sshTarget := func(name string, start func() (*SSHServer, error)) {
 		s, err := start()
@@ -200,6 +205,7 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 		}
 		stops = append(stops, fleet.Stop)
 		targets[name] = Target{Name: name, Addrs: addrs, Size: b.Size}
+		servers[name] = s.Proc
 	}
 	sshTarget("iotsafe", func() (*SSHServer, error) {
 		return b.StartIoTsafe(ctx, "iotsafe", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true})
@@ -240,6 +246,7 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 			}
 			stops = append(stops, fleet.Stop)
 			targets[v.name] = Target{Name: v.name, Addrs: addrs, Size: b.Size, Dial: ns.Dial}
+			servers[v.name] = s.Proc
 		}
 	}
 	sshTarget("openssh", func() (*SSHServer, error) { return b.StartOpenSSH(ctx) })
@@ -260,11 +267,13 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 	}
 	targets["https_go"] = Target{Name: "https_go", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size}
 	targets["https2"] = NewH2Target("https2", []string{httpsAddr}, clientTLS, b.Size)
+	servers["https_go"], servers["https2"] = httpsProc, httpsProc
 	if caddy, addr, err := b.StartCaddy(ctx, certFile, keyFile); err != nil {
 		res.Skipped["https_caddy"] = err.Error()
 	} else {
 		stops = append(stops, caddy.Stop)
 		targets["https_caddy"] = Target{Name: "https_caddy", Addrs: []string{addr}, TLS: clientTLS, Size: b.Size}
+		servers["https_caddy"] = caddy
 	}
 	// Sanity: one request per path before measuring, so a broken path fails loudly.
 	for _, p := range rpsPaths {
@@ -285,11 +294,21 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 				o.Progress.Step(fmt.Sprintf("rps %s skipped", p))
 				continue
 			}
-			r := Load(ctx, t, o.Concurrency, o.Warmup, o.Duration)
+			var cpu time.Duration
+			r := Load(ctx, t, o.Concurrency, o.Warmup, o.Duration, func(measuring bool) {
+				// Server CPU over exactly the measured part.
+				if c, err := TreeCPU(servers[p].PID()); err == nil {
+					if measuring {
+						cpu = -c
+					} else {
+						cpu += c
+					}
+				}
+			})
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			res.RPS = append(res.RPS, RPSRow{Path: p, Rep: rep, Result: r})
+			res.RPS = append(res.RPS, RPSRow{Path: p, Rep: rep, Result: r, ServerCPU: cpu})
 			o.Progress.Step(fmt.Sprintf("rps %-16s rep %d: %8.0f req/s, %d errors", p, rep, r.RPS(), r.Errors))
 		}
 	}
@@ -355,7 +374,7 @@ func ramOne(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAd
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan LoadResult)
 	go func() {
-		done <- Load(lctx, Target{Addrs: addrs, Size: b.Size}, min(len(addrs), 512), 0, time.Second)
+		done <- Load(lctx, Target{Addrs: addrs, Size: b.Size}, min(len(addrs), 512), 0, time.Second, nil)
 	}()
 	tick := time.NewTicker(100 * time.Millisecond)
 	var lr LoadResult
@@ -377,6 +396,21 @@ sample:
 		return fmt.Errorf("no request succeeded through %d forwards: %s", len(addrs), lr.FirstErr)
 	}
 	return nil
+}
+
+// MedianCPU returns the median server CPU microseconds per request of path.
+func (r *HubResults) MedianCPU(path string) (float64, bool) {
+	var v []float64
+	for _, row := range r.RPS {
+		if row.Path == path && row.ServerCPU > 0 && row.Result.Requests > 0 {
+			v = append(v, float64(row.ServerCPU.Microseconds())/float64(row.Result.Requests))
+		}
+	}
+	if len(v) == 0 {
+		return 0, false
+	}
+	sort.Float64s(v)
+	return v[len(v)/2], true
 }
 
 // Median returns the median RPS of path, and how many runs it had.

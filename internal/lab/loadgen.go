@@ -55,7 +55,8 @@ func (r LoadResult) RPS() float64 {
 }
 
 // Load runs a closed loop of concurrency workers for warmup (not counted) then dur.
-func Load(ctx context.Context, t Target, concurrency int, warmup, dur time.Duration) LoadResult {
+// mark, if set, is called with true when measuring starts and false when it ends.
+func Load(ctx context.Context, t Target, concurrency int, warmup, dur time.Duration, mark func(measuring bool)) LoadResult {
 	var ok, bad atomic.Int64
 	var counting atomic.Bool
 	var firstErr atomic.Value
@@ -89,6 +90,9 @@ func Load(ctx context.Context, t Target, concurrency int, warmup, dur time.Durat
 	case <-time.After(warmup):
 	case <-ctx.Done():
 	}
+	if mark != nil {
+		mark(true)
+	}
 	counting.Store(true)
 	start := time.Now()
 	select {
@@ -96,6 +100,9 @@ func Load(ctx context.Context, t Target, concurrency int, warmup, dur time.Durat
 	case <-ctx.Done():
 	}
 	counting.Store(false)
+	if mark != nil {
+		mark(false)
+	}
 	r := LoadResult{Requests: ok.Load(), Errors: bad.Load(), Elapsed: time.Since(start)}
 	if e, _ := firstErr.Load().(string); e != "" {
 		r.FirstErr = e

@@ -38,7 +38,9 @@ type Bench struct {
 	Bin  string // the iotsafe binary (for hub, fleet and helper servers)
 	Dir  string // scratch folder of this run
 	Size int    // response body size
-	runs int    // peers started so far: each gets its own folder (and pool)
+	// ProfileDir, if set, makes every hub under test write a CPU profile there.
+	ProfileDir string
+	runs       int // peers started so far: each gets its own folder (and pool)
 }
 
 // scratch returns a fresh folder for one peer start.
@@ -128,6 +130,9 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 		return nil, err
 	}
 	argv := []string{b.Bin, "hub", "--data", dir}
+	if b.ProfileDir != "" {
+		argv = append(argv, "--cpuprofile", filepath.Join(b.ProfileDir, name+".pprof"))
+	}
 	if o.Netns != nil {
 		argv = o.Netns.Exec(argv...)
 	}

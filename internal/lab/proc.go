@@ -145,13 +145,38 @@ type Memory struct {
 	Procs    int
 }
 
-// TreeMemory sums RSS and PSS (from smaps_rollup) over pid and all its descendants.
-func TreeMemory(pid int) (Memory, error) {
-	children := map[int][]int{}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return Memory{}, err
+// TreeCPU returns the CPU time (user + system) used so far by pid and its live
+// descendants, plus what their exited children used (cutime, cstime): sshd's
+// per-connection processes count once they are reaped.
+func TreeCPU(pid int) (time.Duration, error) {
+	var ticks int64
+	found := false
+	for _, p := range treePIDs(pid) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		// After the command: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
+		if len(f) > 14 {
+			for _, i := range []int{11, 12, 13, 14} {
+				v, _ := strconv.ParseInt(f[i], 10, 64)
+				ticks += v
+			}
+			found = true
+		}
 	}
+	if !found {
+		return 0, errors.New("lab: process gone")
+	}
+	return time.Duration(ticks) * time.Second / 100, nil // USER_HZ is 100 on Linux
+}
+
+// treePIDs lists pid and all its descendants.
+func treePIDs(pid int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		n, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -161,7 +186,6 @@ func TreeMemory(pid int) (Memory, error) {
 		if err != nil {
 			continue
 		}
-		// Field 4 (ppid) follows the command name in parentheses, which may hold spaces.
 		s := string(b)
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 		if len(f) > 1 {
@@ -169,12 +193,17 @@ func TreeMemory(pid int) (Memory, error) {
 			children[ppid] = append(children[ppid], n)
 		}
 	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// TreeMemory sums RSS and PSS (from smaps_rollup) over pid and all its descendants.
+func TreeMemory(pid int) (Memory, error) {
 	var m Memory
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		queue = append(queue, children[p]...)
+	for _, p := range treePIDs(pid) {
 		rss, pss, err := smapsRollup(p)
 		if err != nil {
 			continue
