@@ -220,7 +220,7 @@ func (a *Agent) session(ctx context.Context) error {
 		}
 		if !ok {
 			// The hub logged why; keep the session for the other forwards.
-			a.log.Error("hub refused to expose alias (not in this device's profile, or over its limits)", "alias", e.Alias)
+			a.log.Error("hub refused to expose alias; the reason is in the hub's log and 'iotsafe events --device NAME'", "alias", e.Alias)
 			continue
 		}
 		a.log.Info("exposed", "alias", e.Alias, "target", e.Target)

@@ -17,8 +17,8 @@ var ErrExhausted = errors.New("sockets: pool exhausted")
 
 // Config describes the reserved pool (part of the paper's HostProfile).
 type Config struct {
-	// CIDR is the reserved range; "" means 127.77.0.0/16. An IPv6 prefix works too, but
-	// its addresses must be local: add `ip -6 route add local PREFIX dev lo` first.
+	// CIDR is the reserved range; "" means 127.77.0.0/16. An IPv6 prefix works too once it
+	// is routed locally: `ip -6 route add local PREFIX dev lo` (see Listen).
 	CIDR string `yaml:"cidr" json:"cidr"`
 	// PortBase is the first port given to a device's reverse aliases; 0 means 10000. A
 	// device (a gateway, say) may have up to 65536-PortBase aliases.

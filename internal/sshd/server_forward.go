@@ -12,6 +12,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/sockets"
 )
 
 // Wire formats of RFC 4254 section 7.
@@ -132,7 +133,7 @@ func (ss *session) startForward(payload []byte) (uint32, error) {
 	if created && s.cfg.SocketAllocated != nil {
 		go s.cfg.SocketAllocated()
 	}
-	ln, err := net.Listen("tcp", sock.Addr.String())
+	ln, err := sockets.Listen(context.Background(), sock.Addr)
 	if err != nil {
 		ss.log.Error("cannot bind protected socket", "alias", alias, "socket", sock.Addr.String(), "err", err)
 		return 0, fmt.Errorf("bind %s: %w", sock.Addr, err)
@@ -288,8 +289,7 @@ func (ss *session) openDirect(nc ssh.NewChannel) {
 func (ss *session) dialDirect(nc ssh.NewChannel, alias, target string) {
 	// Bind the source to the device's own pool address so the target can tell devices
 	// apart and no device can pose as another.
-	d := net.Dialer{Timeout: ss.srv.cfg.DialTimeout, LocalAddr: &net.TCPAddr{IP: ss.device.Address.AsSlice()}}
-	c, err := d.Dial("tcp", target)
+	c, err := sockets.Dialer(ss.device.Address, ss.srv.cfg.DialTimeout).Dial("tcp", target)
 	if err != nil {
 		ss.log.Warn("direct forward target unreachable", "alias", alias, "target", target, "err", err)
 		ss.releaseChannel()

@@ -230,3 +230,40 @@ func TestAgentSandbox(t *testing.T) {
 		t.Fatalf("sandbox left behind after the agent stopped: %v", err)
 	}
 }
+
+// An IPv6 pool works end to end once its prefix is local (ip -6 route add local ...):
+// sockets bind, the agent's service is reached, and both access layers apply to IPv6.
+func TestIPv6PoolWithBothLayers(t *testing.T) {
+	ns := netns(t)
+	if out, err := exec.Command("ip", "-n", ns, "-6", "route", "add", "local", "fd77:1::/64", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("local route: %v %s", err, out)
+	}
+	h := startHubWith(t, "", "access: {kernel: on}\n", func(h *hubProc) {
+		os.WriteFile(h.config, []byte("log: {level: debug, format: json}\naccess: {kernel: on}\npool: {cidr: 'fd77:1::/64'}\nssh: {listen: '127.0.0.1:0'}\n"), 0o600)
+		inUserDB(testPasswd, testGroup)(h)
+		h.wrap = append([]string{"ip", "netns", "exec", ns}, h.wrap...)
+	})
+	reachable(t, h.data)
+	h.log.wait(t, "kernel layer on")
+	key := h.addDevice("dev6")
+	app := serveIn(t, ns, "over IPv6")
+	a := startProc(t, "ip", "netns", "exec", ns, iotsafeBin, "agent", "--hub", h.addr, "--key", key, "--hub-key", h.hostFP,
+		"--log-format", "json", "--expose", "http="+app)
+	a.stderr.wait(t, "session up")
+	sock := h.socket("dev6", "http")
+	if !strings.HasPrefix(sock, "[fd77:1::") {
+		t.Fatalf("socket %s is not from the IPv6 pool", sock)
+	}
+	h.mustCLI("grant", "--user", "1001", "dev6", "http")
+	if out, err := curlIn(t, ns, 1001, 1001, "", "http://"+sock+"/"); err != nil || out != "over IPv6" {
+		listing, _ := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "inet", "iotsafe").CombinedOutput()
+		t.Fatalf("granted uid over IPv6: %v %s\ntable:\n%s\nhub log:\n%s\nagent:\n%s", err, out, listing, h.log.raw.String(), a.stderr.raw.String())
+	}
+	if out, err := curlIn(t, ns, 1003, 1003, "", "http://"+sock+"/"); err == nil || !strings.Contains(out, "Failed to connect") {
+		t.Fatalf("stranger over IPv6: want refused by the kernel, got %v %s", err, out)
+	}
+	listing, _ := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "inet", "iotsafe").CombinedOutput()
+	if !strings.Contains(string(listing), "ip6 daddr fd77:1::/64") || !strings.Contains(string(listing), "ipv6_addr") {
+		t.Fatalf("IPv6 rules:\n%s", listing)
+	}
+}
