@@ -24,7 +24,7 @@ import (
 
 func deviceCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "device", Short: "Enroll, list, show, revoke and remove devices"}
-	c.AddCommand(deviceAddCmd(g), deviceListCmd(g), deviceShowCmd(g), deviceRevokeCmd(g), deviceRemoveCmd(g))
+	c.AddCommand(deviceAddCmd(g), deviceListCmd(g), deviceShowCmd(g), deviceRevokeCmd(g), deviceRemoveCmd(g), deviceSetGroupsCmd(g))
 	return c
 }
 
@@ -349,4 +349,29 @@ func (g *globals) kick(cmd *cobra.Command, device, why, done string, asJSON bool
 		fmt.Fprintf(w, "closed %d live session(s)\n", res.Closed)
 	}
 	return nil
+}
+
+func deviceSetGroupsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "set-groups NAME [GROUP...]",
+		Short:   "Replace the device groups of a device (none: leave every group); grants to @GROUP follow at once",
+		Example: "  iotsafe device set-groups dev42 sensors floor-2",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				if _, err := reg.Device(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				if err := reg.SetDeviceGroups(cmd.Context(), args[0], args[1:]); err != nil {
+					return err
+				}
+				if len(args) == 1 {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s is in no device group\n", args[0])
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s is in %s\n", args[0], strings.Join(args[1:], ", "))
+				}
+				return g.reloadAccess(cmd, true)
+			})
+		},
+	}
 }

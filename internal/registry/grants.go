@@ -104,7 +104,7 @@ func (r *Registry) SetDeviceGroups(ctx context.Context, device string, groups []
 				return fmt.Errorf("registry: device groups of %s: %w", device, err)
 			}
 		}
-		return nil
+		return addEvent(ctx, tx, Event{Device: device, Kind: "groups_set", Detail: "device groups: " + strings.Join(groups, ", ")})
 	})
 }
 

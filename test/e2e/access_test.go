@@ -122,6 +122,18 @@ func TestAccessControlUserSpace(t *testing.T) {
 	if out, err := curl(1002, 1002, 2000); err != nil {
 		t.Fatalf("the group grant must be unaffected: %v %s", err, out)
 	}
+	// Leaving the group ends the wide permission at once; joining again restores it.
+	h.mustCLI("device", "set-groups", "dev42")
+	if out, err := curl(1002, 1002, 2000); err == nil {
+		t.Fatalf("group permission survived leaving the device group: %s", out)
+	}
+	h.mustCLI("device", "set-groups", "dev42", "sensors", "floor-2")
+	if out, err := curl(1002, 1002, 2000); err != nil {
+		t.Fatalf("group permission not back after rejoining: %v %s", err, out)
+	}
+	if d := h.mustCLI("device", "show", "dev42"); !strings.Contains(d, "floor-2, sensors") {
+		t.Fatalf("device show does not list the groups:\n%s", d)
+	}
 	grants := h.mustCLI("grants")
 	if !strings.Contains(grants, "@sensors") || strings.Contains(grants, "dev42  http") {
 		t.Fatalf("grants:\n%s", grants)
