@@ -33,8 +33,9 @@ func netns(t *testing.T) string {
 	return name
 }
 
-// serveIn runs an HTTP device app listening inside the namespace.
-func serveIn(t *testing.T, ns, body string) string {
+// listenInNetns opens a TCP listener inside the namespace: one locked thread enters it,
+// and the socket stays there after the thread is gone.
+func listenInNetns(t *testing.T, ns, addr string) net.Listener {
 	t.Helper()
 	f, err := os.Open("/var/run/netns/" + ns)
 	if err != nil {
@@ -52,17 +53,25 @@ func serveIn(t *testing.T, ns, body string) string {
 			ch <- res{err: err}
 			return
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp", addr)
 		ch <- res{ln, err}
 	}()
 	r := <-ch
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
+	t.Cleanup(func() { r.ln.Close() })
+	return r.ln
+}
+
+// serveIn runs an HTTP device app listening inside the namespace.
+func serveIn(t *testing.T, ns, body string) string {
+	t.Helper()
+	ln := listenInNetns(t, ns, "127.0.0.1:0")
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) })}
-	go srv.Serve(r.ln)
+	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return r.ln.Addr().String()
+	return ln.Addr().String()
 }
 
 // curlIn fetches from inside the namespace as uid/gid (with extra groups, comma-separated).
@@ -142,27 +151,7 @@ func TestAccessControlKernel(t *testing.T) {
 // listenTCPIn opens a listener inside the namespace that answers "hello" to each connection.
 func listenTCPIn(t *testing.T, ns, addr string) {
 	t.Helper()
-	f, err := os.Open("/var/run/netns/" + ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ch := make(chan error)
-	var ln net.Listener
-	go func() {
-		runtime.LockOSThread() // the thread stays in the namespace and ends with this goroutine
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- err
-			return
-		}
-		var err error
-		ln, err = net.Listen("tcp", addr)
-		ch <- err
-	}()
-	if err := <-ch; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln := listenInNetns(t, ns, addr)
 	go func() {
 		for {
 			c, err := ln.Accept()
