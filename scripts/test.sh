@@ -22,7 +22,9 @@ for target in \
   ./internal/hub:FuzzParseConfig \
   ./internal/agent:FuzzParseSpecs \
   ./internal/sshd:FuzzForwardPayloads \
-  ./internal/resolver:FuzzParseRequest; do
+  ./internal/resolver:FuzzParseRequest \
+  ./internal/frontdoor:FuzzParseHost \
+  ./internal/frontdoor:FuzzStripSessionCookie; do
   pkg=${target%%:*}; fn=${target##*:}
   go test "$pkg" -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" >/dev/null
   echo "fuzzed $fn for $FUZZTIME"

@@ -66,6 +66,28 @@ func (p *Policy) Allowed(id Identity, device, alias string) bool {
 	return false
 }
 
+// AllowedAccount reports whether front-door account id may reach device/alias. Accounts
+// have no superusers: every device an account reaches is granted explicitly.
+func (p *Policy) AllowedAccount(id int64, device, alias string) bool {
+	for _, g := range p.grants {
+		if g.Kind == registry.PrincipalAccount && int64(g.XID) == id && (g.Alias == "*" || g.Alias == alias) && p.targets(g.Target, device) {
+			return true
+		}
+	}
+	return false
+}
+
+// VisibleToAccount reports whether account id holds any grant on device: devices an
+// account may not see are answered as if they did not exist.
+func (p *Policy) VisibleToAccount(id int64, device string) bool {
+	for _, g := range p.grants {
+		if g.Kind == registry.PrincipalAccount && int64(g.XID) == id && p.targets(g.Target, device) {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *Policy) targets(target, device string) bool {
 	if grp, ok := strings.CutPrefix(target, "@"); ok {
 		return slices.Contains(p.deviceGroups[device], grp)

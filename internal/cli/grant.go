@@ -14,20 +14,33 @@ import (
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
-type principalFlags struct{ user, group string }
+type principalFlags struct{ user, group, account string }
 
 func (p *principalFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&p.user, "user", "", "local user NAME (or uid) to permit")
 	c.Flags().StringVar(&p.group, "group", "", "local group NAME (or gid) to permit")
+	c.Flags().StringVar(&p.account, "account", "", "front-door account NAME to permit (people over HTTPS)")
 }
 
 // grant builds a grant from flags and DEVICE|@GROUP ALIAS|'*', resolving names to ids now
 // (the kernel reports ids, and a renamed user must not inherit a permission).
-func (p *principalFlags) grant(args []string) (registry.Grant, error) {
+func (p *principalFlags) grant(ctx context.Context, reg *registry.Registry, args []string) (registry.Grant, error) {
 	g := registry.Grant{Target: args[0], Alias: args[1]}
+	given := 0
+	for _, f := range []string{p.user, p.group, p.account} {
+		if f != "" {
+			given++
+		}
+	}
 	switch {
-	case (p.user == "") == (p.group == ""):
-		return g, errors.New("give exactly one of --user NAME or --group NAME")
+	case given != 1:
+		return g, errors.New("give exactly one of --user NAME, --group NAME or --account NAME")
+	case p.account != "":
+		a, err := reg.Account(ctx, p.account)
+		if err != nil {
+			return g, fmt.Errorf("no front-door account %q: add it with 'iotsafe account add %s'", p.account, p.account)
+		}
+		g.Kind, g.Name, g.XID = registry.PrincipalAccount, a.Name, uint32(a.ID)
 	case p.user != "":
 		g.Kind, g.Name = registry.PrincipalUser, p.user
 		u, err := user.Lookup(p.user)
@@ -66,16 +79,17 @@ func (p *principalFlags) grant(args []string) (registry.Grant, error) {
 
 func grantCmd(g *globals) *cobra.Command {
 	return grantChangeCmd(g, &cobra.Command{
-		Use:   "grant (--user NAME | --group NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*')",
-		Short: "Let a local user or group reach a device service",
+		Use:   "grant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*')",
+		Short: "Let a local user or group, or a front-door account, reach a device service",
 		Example: `  iotsafe grant --user platform dev42 http       # strict: one service of one device
-  iotsafe grant --group operators @sensors '*'    # wide: every service of a device group`,
+  iotsafe grant --group operators @sensors '*'    # wide: every service of a device group
+  iotsafe grant --account alice dev42 http        # a person, over HTTPS through the front door`,
 	}, "granted", (*registry.Registry).AddGrant)
 }
 
 func ungrantCmd(g *globals) *cobra.Command {
 	return grantChangeCmd(g, &cobra.Command{
-		Use:   "ungrant (--user NAME | --group NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*')",
+		Use:   "ungrant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*')",
 		Short: "Remove a permission; new connections are refused at once",
 	}, "removed", (*registry.Registry).RemoveGrant)
 }
@@ -86,11 +100,11 @@ func grantChangeCmd(g *globals, c *cobra.Command, done string, apply func(*regis
 	var p principalFlags
 	c.Args = cobra.ExactArgs(2)
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		gr, err := p.grant(args)
-		if err != nil {
-			return err
-		}
 		return g.withRegistry(cmd, func(reg *registry.Registry) error {
+			gr, err := p.grant(cmd.Context(), reg, args)
+			if err != nil {
+				return err
+			}
 			if err := apply(reg, cmd.Context(), gr); err != nil {
 				return err
 			}

@@ -43,6 +43,9 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 			for _, k := range h.HostKeys() {
 				fmt.Fprintf(cmd.OutOrStdout(), "host key %s %s\n", k.Type(), ssh.FingerprintSHA256(k))
 			}
+			if fa := h.FrontdoorAddr(); fa != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "front door on %s for https://DEVICE.%s/ (local CA: 'iotsafe frontdoor ca')\n", fa, cfg.Frontdoor.Domain)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "hub listening for devices on %s (data %s)\n", h.SSHAddr(), g.data)
 			log.Info("hub ready", "ssh", h.SSHAddr().String(), "data", g.data)
 			sig := make(chan os.Signal, 4)

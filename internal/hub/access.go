@@ -179,6 +179,9 @@ func (h *Hub) ReloadAccess() error {
 	}
 	h.policy.Store(p)
 	h.log.Debug("access policy loaded", "grants", len(grants))
+	if h.front != nil {
+		return h.front.Reload(ctx) // accounts and tokens
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
@@ -27,6 +28,8 @@ type Config struct {
 	Admin   AdminConfig    `yaml:"admin"`
 	Metrics metrics.Config `yaml:"metrics"`
 	Access  AccessConfig   `yaml:"access"`
+	// Frontdoor is the HTTPS entrance for people (TesPX); off unless listen is set.
+	Frontdoor frontdoor.Config `yaml:"frontdoor"`
 }
 
 // LogConfig selects the log level ("debug", "info", "warn", "error"; "" means info) and
@@ -81,6 +84,7 @@ func LoadConfig(path, dataDir string) (Config, error) {
 // ApplyDefaults fills zero values.
 func (c *Config) ApplyDefaults() {
 	c.SSH.ApplyDefaults()
+	c.Frontdoor.ApplyDefaults()
 }
 
 // Validate checks all sections and returns insecure algorithms that are enabled.
@@ -96,6 +100,9 @@ func (c *Config) Validate() ([]string, error) {
 		return nil, fmt.Errorf("log.format: %q is not one of text, json", c.Log.Format)
 	}
 	if err := c.Access.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.Frontdoor.Validate(); err != nil {
 		return nil, err
 	}
 	if _, err := sockets.NewPool(c.Pool); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/firewall"
+	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
@@ -40,6 +41,8 @@ type Hub struct {
 	hostKeys []ssh.Signer
 	sshAddr  net.Addr
 	resolver *resolver.Server
+	front    *frontdoor.Server
+	frontAt  net.Addr
 	policy   atomic.Pointer[access.Policy]
 	ids      *access.Identities
 	denied   deniedLog
@@ -134,6 +137,11 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if h.admin, err = admin.Listen(filepath.Join(h.dir, admin.SocketName), cfg.Admin.Group, h, h.log.With("component", "admin")); err != nil {
 		return nil, err
 	}
+	if cfg.Frontdoor.Enabled() {
+		if err := h.startFrontdoor(ctx); err != nil {
+			return nil, err
+		}
+	}
 	go func() {
 		if err := h.ssh.Serve(); err != nil && !errors.Is(err, sshd.ErrClosed) {
 			h.log.Error("ssh server stopped", "err", err)
@@ -142,6 +150,33 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	ok = true
 	return h, nil
 }
+
+func (h *Hub) startFrontdoor(ctx context.Context) error {
+	f, err := frontdoor.New(ctx, h.cfg.Frontdoor, h.dir, h.reg, h, h.log.With("component", "frontdoor"))
+	if err != nil {
+		return err
+	}
+	if h.frontAt, err = f.Listen(); err != nil {
+		return err
+	}
+	h.front = f
+	go func() {
+		if err := f.Serve(); err != nil {
+			h.log.Error("front door stopped", "err", err)
+		}
+	}()
+	h.log.Info("front door", "listen", h.frontAt.String(), "domain", h.cfg.Frontdoor.Domain)
+	return nil
+}
+
+// FrontdoorAddr is the front door's HTTPS address, or nil when it is off.
+func (h *Hub) FrontdoorAddr() net.Addr { return h.frontAt }
+
+// Policy implements frontdoor.Backend: the grants snapshot both local layers use.
+func (h *Hub) Policy() *access.Policy { return h.policy.Load() }
+
+// Online implements frontdoor.Backend.
+func (h *Hub) Online(device string) bool { return h.ssh.Online(device) }
 
 // SSHAddr is where devices connect.
 func (h *Hub) SSHAddr() net.Addr { return h.sshAddr }
@@ -192,6 +227,9 @@ func (h *Hub) Reload(cfg Config) error {
 // Close shuts everything down and waits for sessions to end.
 func (h *Hub) Close() {
 	h.closeOne.Do(func() {
+		if h.front != nil {
+			h.front.Close()
+		}
 		if h.admin != nil {
 			h.admin.Close()
 		}

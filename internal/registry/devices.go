@@ -158,8 +158,7 @@ func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias s
 	var port int
 	err := tx.QueryRowContext(ctx, `SELECT address, port FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&addrS, &port)
 	if err == nil {
-		a, err := netip.ParseAddr(addrS)
-		return Socket{Alias: alias, Addr: netip.AddrPortFrom(a, uint16(port))}, err
+		return socketFrom(alias, addrS, port)
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return Socket{}, fmt.Errorf("registry: socket %s/%s: %w", device, alias, err)
@@ -193,6 +192,14 @@ func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias s
 	}
 	taken[port] = true
 	return Socket{Alias: alias, Addr: netip.AddrPortFrom(addr, uint16(port))}, nil
+}
+
+func socketFrom(alias, addr string, port int) (Socket, error) {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return Socket{}, fmt.Errorf("registry: socket %s: %w", alias, err)
+	}
+	return Socket{Alias: alias, Addr: netip.AddrPortFrom(a, uint16(port))}, nil
 }
 
 const deviceCols = `name, profile, address, created_at, revoked_at, revoke_why, violations, last_seen, last_remote, last_algos`
@@ -264,14 +271,15 @@ func (r *Registry) fillDevice(ctx context.Context, d *Device) error {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var s Socket
-		var addr string
+		var alias, addr string
 		var port int
-		if err := rows.Scan(&s.Alias, &addr, &port); err != nil {
+		if err := rows.Scan(&alias, &addr, &port); err != nil {
 			return err
 		}
-		a, _ := netip.ParseAddr(addr)
-		s.Addr = netip.AddrPortFrom(a, uint16(port))
+		s, err := socketFrom(alias, addr, port)
+		if err != nil {
+			return err
+		}
 		d.Sockets = append(d.Sockets, s)
 	}
 	return rows.Err()

@@ -18,8 +18,8 @@ const (
 // EventAccessDenied is recorded when a local process is refused a device service.
 const EventAccessDenied = "access_denied"
 
-// Grant lets an operating-system user or group reach one service (or all, "*") of one
-// device or of every device in a device group ("@name").
+// Grant lets an operating-system user or group, or a front-door account, reach one
+// service (or all, "*") of one device or of every device in a device group ("@name").
 type Grant struct {
 	ID     int64  `json:"id"`
 	Kind   string `json:"kind"`
@@ -38,7 +38,7 @@ func ValidTarget(t string) bool { return profile.ValidName(strings.TrimPrefix(t,
 
 // AddGrant stores a grant; adding one that exists is not an error.
 func (r *Registry) AddGrant(ctx context.Context, g Grant) error {
-	if g.Kind != PrincipalUser && g.Kind != PrincipalGroup {
+	if g.Kind != PrincipalUser && g.Kind != PrincipalGroup && g.Kind != PrincipalAccount {
 		return fmt.Errorf("registry: grant kind %q", g.Kind)
 	}
 	if !ValidTarget(g.Target) {

@@ -52,12 +52,29 @@ CREATE TABLE IF NOT EXISTS device_groups (
 );
 CREATE TABLE IF NOT EXISTS grants (
 	id         INTEGER PRIMARY KEY AUTOINCREMENT,
-	kind       TEXT NOT NULL,    -- user | group (operating-system principals)
-	name       TEXT NOT NULL,    -- user or group name, as given
-	xid        INTEGER NOT NULL, -- its uid or gid, resolved when granted
+	kind       TEXT NOT NULL,    -- user | group (operating-system principals) | account (front door)
+	name       TEXT NOT NULL,    -- user, group or account name, as given
+	xid        INTEGER NOT NULL, -- its uid or gid, resolved when granted; an account's id
 	target     TEXT NOT NULL,    -- device name, or @devicegroup
 	alias      TEXT NOT NULL,    -- alias, or *
 	created_at TEXT NOT NULL,
 	UNIQUE (kind, xid, target, alias)
+);
+-- Front-door accounts: people, kept apart from operating-system users. A removed and
+-- re-added name gets a new id, so it does not inherit the old account's grants.
+CREATE TABLE IF NOT EXISTS accounts (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	name       TEXT NOT NULL UNIQUE,
+	password   TEXT NOT NULL DEFAULT '', -- argon2id PHC string; '' = no password login
+	created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tokens (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	account    INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	label      TEXT NOT NULL DEFAULT '',
+	hash       TEXT NOT NULL UNIQUE,     -- SHA-256 of the token; the token itself is never stored
+	created_at TEXT NOT NULL,
+	expires_at TEXT,
+	revoked_at TEXT
 );
 `

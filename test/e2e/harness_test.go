@@ -168,6 +168,7 @@ type hubProc struct {
 	cmd    *exec.Cmd
 	log    *logWatch
 	addr   string // host:port of the SSH server
+	front  string // host:port of the front door, if configured
 	port   string
 	hostFP string
 	hostPK string // authorized_keys form of the host key
@@ -228,6 +229,9 @@ func (h *hubProc) start() {
 		if f := strings.Fields(line); strings.HasPrefix(line, "host key ") && len(f) == 4 {
 			h.hostFP = f[3]
 		}
+		if rest, ok := strings.CutPrefix(line, "front door on "); ok {
+			h.front = strings.Fields(rest)[0]
+		}
 		if strings.HasPrefix(line, "hub listening for devices on ") {
 			h.addr = strings.Fields(strings.TrimPrefix(line, "hub listening for devices on "))[0]
 			break
@@ -272,6 +276,19 @@ func (h *hubProc) mustCLI(args ...string) string {
 		h.t.Fatalf("iotsafe %v: %v\n%s", args, err, out)
 	}
 	return out
+}
+
+// mustCLIStdout is mustCLI for commands whose standard output is data (a token).
+func (h *hubProc) mustCLIStdout(args ...string) string {
+	h.t.Helper()
+	cmd := exec.Command(iotsafeBin, append(args, "--data", h.data)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		h.t.Fatalf("iotsafe %v: %v\n%s", args, err, stderr.String())
+	}
+	return string(out)
 }
 
 // addDevice enrolls name with a fresh key and returns the private key path.

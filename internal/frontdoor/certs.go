@@ -1,0 +1,271 @@
+package frontdoor
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Files of the local CA in DATA/frontdoor.
+const (
+	CADir      = "frontdoor"
+	CACertFile = "ca.crt"
+	CAKeyFile  = "ca.key"
+)
+
+// leafLifetime of certificates the local CA issues; they live in memory only and are
+// renewed when a third of the lifetime is left.
+const leafLifetime = 90 * 24 * time.Hour
+
+// CA is the front door's local certificate authority. Its certificate carries a name
+// constraint for the front-door domain, so a user who trusts it trusts it for nothing else.
+type CA struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+	// leafKey signs every leaf's TLS handshakes: one key per process keeps issuing cheap.
+	leafKey *ecdsa.PrivateKey
+
+	mu      sync.Mutex
+	base    *tls.Certificate            // DOMAIN and *.DOMAIN
+	devices map[string]*tls.Certificate // DEVICE.DOMAIN and *.DEVICE.DOMAIN
+	domain  string
+}
+
+// LoadOrCreateCA loads the CA in dataDir/frontdoor, creating it (key 0600) on first use.
+func LoadOrCreateCA(dataDir, domain string, log *slog.Logger) (*CA, error) {
+	dir := filepath.Join(dataDir, CADir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("frontdoor: %w", err)
+	}
+	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
+	ca, err := loadCA(certPath, keyPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		if ca, err = createCA(certPath, keyPath, domain); err == nil {
+			log.Info("created the front door's local CA; users trust it with 'iotsafe frontdoor ca'", "cert", certPath)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(ca.cert.PermittedDNSDomains, domain) {
+		return nil, fmt.Errorf("frontdoor: the local CA in %s is limited to %s, not %s: move %s and %s away to create a new one (users must then trust the new CA)",
+			dir, strings.Join(ca.cert.PermittedDNSDomains, ", "), domain, CACertFile, CAKeyFile)
+	}
+	if ca.leafKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+		return nil, err
+	}
+	ca.domain, ca.devices = domain, map[string]*tls.Certificate{}
+	return ca, nil
+}
+
+func loadCA(certPath, keyPath string) (*CA, error) {
+	cb, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, err
+	}
+	kb, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(cb, kb)
+	if err != nil {
+		return nil, fmt.Errorf("frontdoor: local CA in %s: %w", filepath.Dir(certPath), err)
+	}
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok || pair.Leaf == nil {
+		return nil, fmt.Errorf("frontdoor: local CA in %s: unusable key", filepath.Dir(certPath))
+	}
+	return &CA{cert: pair.Leaf, key: signer}, nil
+}
+
+func createCA(certPath, keyPath, domain string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	tmpl := &x509.Certificate{
+		SerialNumber:                serial(),
+		Subject:                     pkix.Name{CommonName: "iotsafe front door CA (" + host + ")", Organization: []string{"iotsafe"}},
+		NotBefore:                   time.Now().Add(-time.Hour),
+		NotAfter:                    time.Now().AddDate(10, 0, 0),
+		KeyUsage:                    x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid:       true,
+		IsCA:                        true,
+		MaxPathLenZero:              true,
+		PermittedDNSDomainsCritical: true,
+		PermittedDNSDomains:         []string{domain},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	// The key first, 0600 from its first byte; the certificate is public.
+	if err := writeNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := writeNew(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{cert: cert, key: key}, nil
+}
+
+func writeNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	if err != nil {
+		return fmt.Errorf("frontdoor: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("frontdoor: %w", err)
+	}
+	return f.Close()
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	return n
+}
+
+// CertPEM is the CA certificate users add to their trust store.
+func (ca *CA) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+}
+
+// GetCertificate picks or issues the certificate for a TLS server name: for the portal
+// a wildcard for the domain, for a device's names a wildcard for the device (one wildcard
+// label cannot cover ALIAS.DEVICE.DOMAIN). Issued leaves are cached; the cache is bounded.
+func (ca *CA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	device := ""
+	if t, err := ParseHost(hello.ServerName, ca.domain); err == nil {
+		device = t.Device
+	}
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	c := ca.base
+	if device != "" {
+		c = ca.devices[device]
+	}
+	if c != nil && time.Until(c.Leaf.NotAfter) > leafLifetime/3 {
+		return c, nil
+	}
+	names := []string{ca.domain, "*." + ca.domain}
+	if device != "" {
+		names = []string{device + "." + ca.domain, "*." + device + "." + ca.domain}
+	}
+	c, err := ca.issue(names)
+	if err != nil {
+		return nil, err
+	}
+	if device == "" {
+		ca.base = c
+	} else {
+		if len(ca.devices) >= 4096 {
+			clear(ca.devices)
+		}
+		ca.devices[device] = c
+	}
+	return c, nil
+}
+
+func (ca *CA) issue(names []string) (*tls.Certificate, error) {
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: names[0]},
+		DNSNames:     names,
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(leafLifetime),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, ca.leafKey.Public(), ca.key)
+	if err != nil {
+		return nil, fmt.Errorf("frontdoor: issuing a certificate for %s: %w", names[0], err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: ca.leafKey, Leaf: leaf}, nil
+}
+
+// fileCert serves an operator's certificate and key, re-reading them when either file
+// changes (checked at most every two seconds); a broken pair keeps the previous one.
+type fileCert struct {
+	certPath, keyPath string
+	log               *slog.Logger
+
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	stamp   string
+	checked time.Time
+}
+
+func newFileCert(certPath, keyPath string, log *slog.Logger) (*fileCert, error) {
+	f := &fileCert{certPath: certPath, keyPath: keyPath, log: log}
+	if err := f.load(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *fileCert) fileStamp() string {
+	var b strings.Builder
+	for _, p := range []string{f.certPath, f.keyPath} {
+		if fi, err := os.Stat(p); err == nil {
+			fmt.Fprintf(&b, "%d.%d;", fi.ModTime().UnixNano(), fi.Size())
+		}
+	}
+	return b.String()
+}
+
+func (f *fileCert) load() error {
+	stamp := f.fileStamp()
+	pair, err := tls.LoadX509KeyPair(f.certPath, f.keyPath)
+	if err != nil {
+		return fmt.Errorf("frontdoor: certificate %s / key %s: %w", f.certPath, f.keyPath, err)
+	}
+	f.cert, f.stamp = &pair, stamp
+	return nil
+}
+
+func (f *fileCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if time.Since(f.checked) > 2*time.Second {
+		f.checked = time.Now()
+		if s := f.fileStamp(); s != f.stamp {
+			if err := f.load(); err != nil {
+				f.log.Error("new certificate files unusable; serving the previous certificate", "err", err)
+				f.stamp = s // do not retry on every handshake; the next change retries
+			} else {
+				f.log.Info("certificate reloaded", "cert", f.certPath, "not_after", f.cert.Leaf.NotAfter)
+			}
+		}
+	}
+	return f.cert, nil
+}

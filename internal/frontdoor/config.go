@@ -1,0 +1,187 @@
+package frontdoor
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
+)
+
+// Config of the front door. Listen "" leaves it off.
+type Config struct {
+	// Listen is the HTTPS address, e.g. 127.0.0.1:8443; "" means no front door.
+	Listen string `yaml:"listen"`
+	// Domain is the wildcard DNS name: DEVICE.DOMAIN and ALIAS.DEVICE.DOMAIN route to devices,
+	// DOMAIN itself serves the login page and the list of a user's devices.
+	Domain string `yaml:"domain"`
+	// Cert and Key are PEM files of an operator's certificate; both "" means the local CA
+	// in DATA/frontdoor issues certificates. The files are re-read when they change.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// MaxBody bounds request bodies; 0 means 10 MiB. Routes may change it per alias.
+	MaxBody Size `yaml:"max_body"`
+	// ResponseTimeout bounds the wait for a device's response headers; 0 means 30s.
+	ResponseTimeout time.Duration `yaml:"response_timeout"`
+	// Routes change limits per alias (e.g. a camera alias with large uploads).
+	Routes []Route `yaml:"routes"`
+	// ReadHeaderTimeout bounds reading a request's headers (slowloris); 0 means 10s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// IdleTimeout closes idle keep-alive connections; 0 means 2m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConns bounds concurrent client connections; 0 means 4096.
+	MaxConns int `yaml:"max_conns"`
+	// SessionTTL is how long a login-page session lasts; 0 means 12h.
+	SessionTTL time.Duration `yaml:"session_ttl"`
+	// MaxFailedLogins per client address and per account within LoginWindow before
+	// further attempts get 429; 0 means 10 and 5m.
+	MaxFailedLogins int           `yaml:"max_failed_logins"`
+	LoginWindow     time.Duration `yaml:"login_window"`
+}
+
+// Route holds per-alias limits.
+type Route struct {
+	Alias           string        `yaml:"alias"`
+	MaxBody         Size          `yaml:"max_body"`
+	ResponseTimeout time.Duration `yaml:"response_timeout"`
+}
+
+// Enabled reports whether a front door is configured.
+func (c Config) Enabled() bool { return c.Listen != "" }
+
+// ApplyDefaults fills zero values.
+func (c *Config) ApplyDefaults() {
+	c.Domain = strings.ToLower(strings.TrimSuffix(c.Domain, "."))
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.ResponseTimeout, 30*time.Second)
+	def(&c.ReadHeaderTimeout, 10*time.Second)
+	def(&c.IdleTimeout, 2*time.Minute)
+	def(&c.SessionTTL, 12*time.Hour)
+	def(&c.LoginWindow, 5*time.Minute)
+	if c.MaxBody == 0 {
+		c.MaxBody = 10 << 20
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = 4096
+	}
+	if c.MaxFailedLogins == 0 {
+		c.MaxFailedLogins = 10
+	}
+}
+
+// Validate checks a config after ApplyDefaults.
+func (c Config) Validate() error {
+	if !c.Enabled() {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("frontdoor.listen: %q: %v", c.Listen, err)
+	}
+	if err := validDomain(c.Domain); err != nil {
+		return fmt.Errorf("frontdoor.domain: %v", err)
+	}
+	if (c.Cert == "") != (c.Key == "") {
+		return fmt.Errorf("frontdoor: give both cert and key, or neither (local CA)")
+	}
+	if c.MaxBody < 0 || c.MaxConns < 0 || c.MaxFailedLogins < 0 {
+		return fmt.Errorf("frontdoor: limits must not be negative")
+	}
+	seen := map[string]bool{}
+	for i, r := range c.Routes {
+		if !profile.ValidName(r.Alias) {
+			return fmt.Errorf("frontdoor.routes[%d].alias: %q is not an alias name", i, r.Alias)
+		}
+		if seen[r.Alias] {
+			return fmt.Errorf("frontdoor.routes[%d]: alias %s listed twice", i, r.Alias)
+		}
+		seen[r.Alias] = true
+		if r.MaxBody < 0 || r.ResponseTimeout < 0 {
+			return fmt.Errorf("frontdoor.routes[%d]: limits must not be negative", i)
+		}
+	}
+	return nil
+}
+
+// limits returns the body limit and response timeout for alias.
+func (c Config) limits(alias string) (int64, time.Duration) {
+	body, timeout := int64(c.MaxBody), c.ResponseTimeout
+	for _, r := range c.Routes {
+		if r.Alias == alias {
+			if r.MaxBody > 0 {
+				body = int64(r.MaxBody)
+			}
+			if r.ResponseTimeout > 0 {
+				timeout = r.ResponseTimeout
+			}
+		}
+	}
+	return body, timeout
+}
+
+func validDomain(d string) error {
+	if d == "" {
+		return fmt.Errorf("required with listen (the wildcard DNS name, e.g. devices.example.com)")
+	}
+	if len(d) > 200 {
+		return fmt.Errorf("%q is too long", d)
+	}
+	for _, l := range strings.Split(d, ".") {
+		if !validLabel(l) {
+			return fmt.Errorf("%q: each label needs letters, digits or '-', not at either end", d)
+		}
+	}
+	return nil
+}
+
+func validLabel(l string) bool {
+	if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+		return false
+	}
+	for _, c := range l {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Size is a byte count written as 1048576, "512KiB", "10MiB", "1GiB" (or KB/MB/GB, 1000-based).
+type Size int64
+
+// UnmarshalYAML parses a size.
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseSize(n.Value)
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// ParseSize parses a byte count with an optional unit.
+func ParseSize(text string) (Size, error) {
+	t := strings.TrimSpace(text)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}} {
+		if rest, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<50)/mult {
+		return 0, fmt.Errorf("%q is not a size (e.g. 1048576, 512KiB, 10MiB)", text)
+	}
+	return Size(n * mult), nil
+}

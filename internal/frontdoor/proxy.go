@@ -1,0 +1,246 @@
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// routeKey carries a request's resolved route from ServeHTTP to the proxy's callbacks.
+type routeKey struct{}
+
+type route struct {
+	target    Target
+	addr      netip.AddrPort
+	who       principal
+	timeout   time.Duration
+	headerSet chan struct{} // closed when the device's response headers arrived
+	log       *accessEntry
+}
+
+var errResponseTimeout = errors.New("response timeout")
+
+func (s *Server) newProxy() *httputil.ReverseProxy {
+	tr := &http.Transport{
+		// The URL host is always a protected socket from the registry: the hub dials it
+		// as its own uid, which both access layers trust (the front door checked the
+		// account's grants itself).
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 32,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &httputil.ReverseProxy{
+		Transport:      tr,
+		Rewrite:        rewrite,
+		ModifyResponse: headersArrived,
+		ErrorHandler:   s.proxyError,
+		ErrorLog:       nil,
+	}
+}
+
+func rewrite(pr *httputil.ProxyRequest) {
+	rt := pr.In.Context().Value(routeKey{}).(*route)
+	pr.SetURL(&url.URL{Scheme: "http", Host: rt.addr.String()})
+	pr.Out.Host = pr.In.Host // the device sees the name the person used
+	pr.SetXForwarded()
+	pr.Out.Header.Set("Forwarded", forwarded(pr.In))
+	if rt.who.viaHeader {
+		pr.Out.Header.Del("Authorization") // the front door's credential, not the device's
+	}
+	stripSessionCookie(pr.Out.Header)
+}
+
+// forwarded builds an RFC 7239 Forwarded header (the client's own one is replaced: it
+// cannot be trusted).
+func forwarded(r *http.Request) string {
+	ip := clientIP(r)
+	forv := ip
+	if strings.Contains(ip, ":") {
+		forv = `"[` + ip + `]"`
+	}
+	return fmt.Sprintf("for=%s;host=%q;proto=https", forv, r.Host)
+}
+
+// stripSessionCookie removes the front door's session cookie from what the device sees.
+func stripSessionCookie(h http.Header) {
+	cs := h.Values("Cookie")
+	if len(cs) == 0 {
+		return
+	}
+	h.Del("Cookie")
+	var keep []string
+	for _, line := range cs {
+		for _, part := range strings.Split(line, ";") {
+			part = strings.TrimSpace(part)
+			name, _, _ := strings.Cut(part, "=")
+			if strings.TrimSpace(name) != SessionCookie && part != "" {
+				keep = append(keep, part)
+			}
+		}
+	}
+	if len(keep) > 0 {
+		h.Set("Cookie", strings.Join(keep, "; "))
+	}
+}
+
+func headersArrived(resp *http.Response) error {
+	if rt, ok := resp.Request.Context().Value(routeKey{}).(*route); ok {
+		close(rt.headerSet)
+	}
+	return nil
+}
+
+func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	rt := r.Context().Value(routeKey{}).(*route)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		s.fail(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes (the limit for %s)", tooBig.Limit, rt.target.Alias))
+	case errors.Is(context.Cause(r.Context()), errResponseTimeout):
+		s.fail(w, r, http.StatusGatewayTimeout, fmt.Sprintf("device %s did not answer within %s", rt.target.Device, rt.timeout))
+	case r.Context().Err() != nil:
+		// The client went away; nobody reads an answer.
+		w.WriteHeader(499)
+	default:
+		s.log.Debug("proxy error", "device", rt.target.Device, "alias", rt.target.Alias, "err", err)
+		s.fail(w, r, http.StatusBadGateway, fmt.Sprintf("service %s of device %s is not available", rt.target.Alias, rt.target.Device))
+	}
+}
+
+// ServeHTTP routes by host name, authenticates, checks the grants and proxies.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	entry := &accessEntry{start: time.Now(), method: r.Method, remote: clientIP(r), proto: r.Proto}
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() { s.logAccess(entry, sw) }()
+	w = sw
+	r = r.WithContext(context.WithValue(r.Context(), accessKey{}, entry))
+	t, err := ParseHost(r.Host, s.cfg.Domain)
+	if err != nil {
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("unknown host name %q: use DEVICE.%s or ALIAS.DEVICE.%s", trimForMessage(r.Host), s.cfg.Domain, s.cfg.Domain))
+		return
+	}
+	if t.Portal {
+		s.portal(w, r)
+		return
+	}
+	entry.device, entry.alias = t.Device, t.Alias
+	who, err := s.authenticate(r, entry.remote)
+	if err != nil {
+		if name, _, ok := r.BasicAuth(); ok {
+			entry.user = name // the name tried, for the audit trail
+		}
+		s.authFailed(w, r, err)
+		return
+	}
+	entry.user = who.Name
+	pol := s.be.Policy()
+	notFound := fmt.Sprintf("no device %s here", t.Device)
+	if !pol.VisibleToAccount(who.ID, t.Device) {
+		s.fail(w, r, http.StatusNotFound, notFound)
+		return
+	}
+	if !pol.AllowedAccount(who.ID, t.Device, t.Alias) {
+		s.fail(w, r, http.StatusForbidden, fmt.Sprintf("account %s may not reach service %s of device %s", who.Name, t.Alias, t.Device))
+		return
+	}
+	rt, err := s.reg.Route(r.Context(), t.Device, t.Alias)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		s.fail(w, r, http.StatusNotFound, notFound)
+		return
+	case err != nil:
+		s.log.Error("route lookup failed", "device", t.Device, "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "the hub could not look up the device; see its log")
+		return
+	case rt.Addr == nil:
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("device %s has no service %s", t.Device, t.Alias))
+		return
+	case rt.Revoked:
+		s.fail(w, r, http.StatusBadGateway, fmt.Sprintf("device %s is revoked", t.Device))
+		return
+	case !s.be.Online(t.Device):
+		msg := fmt.Sprintf("device %s is offline (it has never connected)", t.Device)
+		if rt.LastSeen != nil {
+			msg = fmt.Sprintf("device %s is offline since %s", t.Device, rt.LastSeen.UTC().Format(time.RFC3339))
+		}
+		s.fail(w, r, http.StatusBadGateway, msg)
+		return
+	}
+	limit, timeout := s.cfg.limits(t.Alias)
+	if r.ContentLength > limit {
+		s.fail(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes (the limit for %s)", limit, t.Alias))
+		return
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	rte := &route{target: t, addr: rt.Addr.Addr, who: who, timeout: timeout, headerSet: make(chan struct{}), log: entry}
+	// The response timeout covers waiting for the device's headers only: bodies (downloads,
+	// server-sent events, WebSocket) may stream for as long as they like.
+	timer := time.AfterFunc(timeout, func() {
+		select {
+		case <-rte.headerSet:
+		default:
+			cancel(errResponseTimeout)
+		}
+	})
+	defer timer.Stop()
+	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, routeKey{}, rte)))
+}
+
+// authFailed answers a request without valid credentials: browsers go to the login
+// page, other clients get 401 with the schemes they may use.
+func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, errTooMany):
+		w.Header().Set("Retry-After", s.retryAfter())
+		s.fail(w, r, http.StatusTooManyRequests, err.Error())
+	case errors.Is(err, errNoCredentials) && r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html"):
+		http.Redirect(w, r, s.portalURL(r, "/login?next="+url.QueryEscape("https://"+r.Host+r.URL.RequestURI())), http.StatusSeeOther)
+	default:
+		w.Header().Add("WWW-Authenticate", `Basic realm="iotsafe", charset="UTF-8"`)
+		w.Header().Add("WWW-Authenticate", `Bearer realm="iotsafe"`)
+		s.fail(w, r, http.StatusUnauthorized, err.Error())
+	}
+}
+
+// retryAfter is the Retry-After value for a blocked login: the length of a window.
+func (s *Server) retryAfter() string { return fmt.Sprint(int(s.cfg.LoginWindow.Seconds())) }
+
+// fail writes a short plain-text answer a person can act on.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	if e, ok := r.Context().Value(accessKey{}).(*accessEntry); ok {
+		e.reason = msg
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "%d %s: %s\n", code, http.StatusText(code), msg)
+}
+
+func clientIP(r *http.Request) string {
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		return ap.Addr().Unmap().String()
+	}
+	return r.RemoteAddr
+}
+
+func trimForMessage(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}

@@ -1,0 +1,129 @@
+package frontdoor
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/netutil"
+
+	"github.com/iotsafe/iotsafe/internal/access"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// Backend is what the front door asks the hub.
+type Backend interface {
+	// Policy is the current grants snapshot (the same one the local access layers use).
+	Policy() *access.Policy
+	// Online reports whether the device has a live session.
+	Online(device string) bool
+}
+
+// Server is a running front door.
+type Server struct {
+	cfg      Config
+	reg      *registry.Registry
+	be       Backend
+	log      *slog.Logger
+	ca       *CA // nil with an operator's certificate
+	getCert  func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	dir      atomic.Pointer[directory]
+	auth     *authenticator
+	sessions *sessionStore
+	proxy    *httputil.ReverseProxy
+	srv      *http.Server
+	ln       net.Listener
+}
+
+// New prepares a front door: certificates (the local CA in dataDir, created on first
+// use, or the operator's files) and the account snapshot. Listen binds it.
+func New(ctx context.Context, cfg Config, dataDir string, reg *registry.Registry, be Backend, log *slog.Logger) (*Server, error) {
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, reg: reg, be: be, log: log,
+		auth:     newAuthenticator(newFailLimiter(cfg.MaxFailedLogins, cfg.LoginWindow)),
+		sessions: &sessionStore{ttl: cfg.SessionTTL, m: map[[32]byte]session{}},
+	}
+	if cfg.Cert != "" {
+		fc, err := newFileCert(cfg.Cert, cfg.Key, log)
+		if err != nil {
+			return nil, err
+		}
+		s.getCert = fc.GetCertificate
+	} else {
+		ca, err := LoadOrCreateCA(dataDir, cfg.Domain, log)
+		if err != nil {
+			return nil, err
+		}
+		s.ca, s.getCert = ca, ca.GetCertificate
+	}
+	if err := s.Reload(ctx); err != nil {
+		return nil, err
+	}
+	s.proxy = s.newProxy()
+	return s, nil
+}
+
+// Reload re-reads accounts and tokens (after account and token changes).
+func (s *Server) Reload(ctx context.Context) error {
+	d, err := loadDirectory(ctx, s.reg)
+	if err != nil {
+		return err
+	}
+	s.dir.Store(d)
+	return nil
+}
+
+// CA is the local CA, or nil when the operator gave a certificate.
+func (s *Server) CA() *CA { return s.ca }
+
+// Listen binds the HTTPS listener.
+func (s *Server) Listen() (net.Addr, error) {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("frontdoor: %w", err)
+	}
+	s.ln = netutil.LimitListener(ln, s.cfg.MaxConns)
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		TLSConfig: &tls.Config{
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: s.getCert,
+		},
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	return ln.Addr(), nil
+}
+
+// Serve answers until Close (HTTP/2 and HTTP/1.1 over TLS 1.2/1.3).
+func (s *Server) Serve() error {
+	err := s.srv.ServeTLS(s.ln, "", "")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops accepting, then gives requests in flight a few seconds.
+func (s *Server) Close() {
+	if s.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.srv.Close()
+	}
+}
