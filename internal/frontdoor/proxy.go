@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -153,28 +154,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusForbidden, fmt.Sprintf("account %s may not reach service %s of device %s", who.Name, t.Alias, t.Device))
 		return
 	}
-	rt, err := s.reg.Route(r.Context(), t.Device, t.Alias)
-	switch {
-	case errors.Is(err, registry.ErrNotFound):
-		s.fail(w, r, http.StatusNotFound, notFound)
-		return
-	case err != nil:
-		s.log.Error("route lookup failed", "device", t.Device, "err", err)
-		s.fail(w, r, http.StatusInternalServerError, "the hub could not look up the device; see its log")
-		return
-	case rt.Addr == nil:
-		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("device %s has no service %s", t.Device, t.Alias))
-		return
-	case rt.Revoked:
-		s.fail(w, r, http.StatusBadGateway, fmt.Sprintf("device %s is revoked", t.Device))
-		return
-	case !s.be.Online(t.Device):
-		msg := fmt.Sprintf("device %s is offline (it has never connected)", t.Device)
-		if rt.LastSeen != nil {
-			msg = fmt.Sprintf("device %s is offline since %s", t.Device, rt.LastSeen.UTC().Format(time.RFC3339))
+	addr, ok := s.routes.get(t.Device, t.Alias)
+	if !ok || !s.be.Online(t.Device) {
+		if addr, ok = s.lookupRoute(w, r, t); !ok {
+			return
 		}
-		s.fail(w, r, http.StatusBadGateway, msg)
-		return
 	}
 	limit, timeout := s.cfg.limits(t.Alias)
 	if r.ContentLength > limit {
@@ -186,7 +170,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	rte := &route{target: t, addr: rt.Addr.Addr, who: who, timeout: timeout, headerSet: make(chan struct{}), log: entry}
+	rte := &route{target: t, addr: addr, who: who, timeout: timeout, headerSet: make(chan struct{}), log: entry}
 	// The response timeout covers waiting for the device's headers only: bodies (downloads,
 	// server-sent events, WebSocket) may stream for as long as they like.
 	timer := time.AfterFunc(timeout, func() {
@@ -198,6 +182,66 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	defer timer.Stop()
 	s.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, routeKey{}, rte)))
+}
+
+// lookupRoute asks the registry where device/alias lives and whether the device can be
+// reached; it answers the request itself when not. A socket never moves once allocated,
+// so an online device's route is cached (until the next Reload).
+func (s *Server) lookupRoute(w http.ResponseWriter, r *http.Request, t Target) (netip.AddrPort, bool) {
+	notFound := fmt.Sprintf("no device %s here", t.Device)
+	rt, err := s.reg.Route(r.Context(), t.Device, t.Alias)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		s.fail(w, r, http.StatusNotFound, notFound)
+		return netip.AddrPort{}, false
+	case err != nil:
+		s.log.Error("route lookup failed", "device", t.Device, "err", err)
+		s.fail(w, r, http.StatusInternalServerError, "the hub could not look up the device; see its log")
+		return netip.AddrPort{}, false
+	case rt.Addr == nil:
+		s.fail(w, r, http.StatusNotFound, fmt.Sprintf("device %s has no service %s", t.Device, t.Alias))
+		return netip.AddrPort{}, false
+	case rt.Revoked:
+		s.fail(w, r, http.StatusBadGateway, fmt.Sprintf("device %s is revoked", t.Device))
+		return netip.AddrPort{}, false
+	case !s.be.Online(t.Device):
+		msg := fmt.Sprintf("device %s is offline (it has never connected)", t.Device)
+		if rt.LastSeen != nil {
+			msg = fmt.Sprintf("device %s is offline since %s", t.Device, rt.LastSeen.UTC().Format(time.RFC3339))
+		}
+		s.fail(w, r, http.StatusBadGateway, msg)
+		return netip.AddrPort{}, false
+	}
+	s.routes.put(t.Device, t.Alias, rt.Addr.Addr)
+	return rt.Addr.Addr, true
+}
+
+// routeCache maps device/alias to its protected socket.
+type routeCache struct {
+	mu sync.RWMutex
+	m  map[[2]string]netip.AddrPort
+}
+
+func (c *routeCache) get(device, alias string) (netip.AddrPort, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	a, ok := c.m[[2]string{device, alias}]
+	return a, ok
+}
+
+func (c *routeCache) put(device, alias string, a netip.AddrPort) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) > 100000 {
+		c.m = map[[2]string]netip.AddrPort{}
+	}
+	c.m[[2]string{device, alias}] = a
+}
+
+func (c *routeCache) reset() {
+	c.mu.Lock()
+	c.m = nil
+	c.mu.Unlock()
 }
 
 // authFailed answers a request without valid credentials: browsers go to the login

@@ -37,6 +37,7 @@ type Server struct {
 	dir      atomic.Pointer[directory]
 	auth     *authenticator
 	sessions *sessionStore
+	routes   routeCache
 	proxy    *httputil.ReverseProxy
 	srv      *http.Server
 	ln       net.Listener
@@ -80,6 +81,7 @@ func (s *Server) Reload(ctx context.Context) error {
 		return err
 	}
 	s.dir.Store(d)
+	s.routes.reset()
 	return nil
 }
 

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
@@ -88,7 +89,8 @@ func (o *HubOptions) defaults() {
 func (o *HubOptions) want(s string) bool { return len(o.Only) == 0 || o.Only[s] }
 
 // RPS paths, in report order.
-var rpsPaths = []string{"plain", "iotsafe", "iotsafe_acl_off", "iotsafe_layers_on", "iotsafe_layers_off", "openssh", "dropbear", "https_go", "https2", "https_caddy"}
+var rpsPaths = []string{"plain", "iotsafe", "iotsafe_acl_off", "iotsafe_layers_on", "iotsafe_layers_off", "openssh", "dropbear", "https_go", "https2", "https_caddy",
+	"frontdoor", "frontdoor_ka", "https_go_ka"}
 
 // labUID is the uid the load generator takes for the namespace paths: a platform user
 // holding a grant, so both access layers do their full check.
@@ -249,6 +251,11 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 			servers[v.name] = s.Proc
 		}
 	}
+	// People through the front door (issue: TesPX): TLS to the hub, a token, the grant
+	// check, then the same protected socket and SSH forward as the iotsafe path.
+	if err := frontdoorTargets(ctx, b, appAddr, targets, servers, &stops); err != nil {
+		res.Skipped["frontdoor"], res.Skipped["frontdoor_ka"] = err.Error(), err.Error()
+	}
 	sshTarget("openssh", func() (*SSHServer, error) { return b.StartOpenSSH(ctx) })
 	sshTarget("dropbear", func() (*SSHServer, error) { return b.StartDropbear(ctx) })
 
@@ -266,6 +273,8 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 		return err
 	}
 	targets["https_go"] = Target{Name: "https_go", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size}
+	targets["https_go_ka"] = Target{Name: "https_go_ka", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size, KeepAlive: true}
+	servers["https_go_ka"] = httpsProc
 	targets["https2"] = NewH2Target("https2", []string{httpsAddr}, clientTLS, b.Size)
 	servers["https_go"], servers["https2"] = httpsProc, httpsProc
 	if caddy, addr, err := b.StartCaddy(ctx, certFile, keyFile); err != nil {
@@ -311,6 +320,31 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 			res.RPS = append(res.RPS, RPSRow{Path: p, Rep: rep, Result: r, ServerCPU: cpu})
 			o.Progress.Step(fmt.Sprintf("rps %-16s rep %d: %8.0f req/s, %d errors", p, rep, r.RPS(), r.Errors))
 		}
+	}
+	return nil
+}
+
+func frontdoorTargets(ctx context.Context, b *Bench, appAddr string, targets map[string]Target, servers map[string]*Proc, stops *[]func()) error {
+	s, err := b.StartIoTsafe(ctx, "iotsafe_frontdoor", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, Frontdoor: true})
+	if err != nil {
+		return err
+	}
+	*stops = append(*stops, s.Proc.Stop)
+	fleet, _, err := b.StartFleet(ctx, s, appAddr, 1, 1)
+	if err != nil {
+		return err
+	}
+	*stops = append(*stops, fleet.Stop)
+	host := "f0.dev0." + FrontdoorDomain
+	tc := &tls.Config{RootCAs: s.Front.CA, ServerName: host}
+	for _, ka := range []bool{false, true} {
+		name := "frontdoor"
+		if ka {
+			name = "frontdoor_ka"
+		}
+		targets[name] = Target{Name: name, Addrs: []string{s.Front.Addr}, TLS: tc, Size: b.Size, KeepAlive: ka,
+			Host: host, Header: "Authorization: Bearer " + s.Front.Token + "\r\n"}
+		servers[name] = s.Proc
 	}
 	return nil
 }

@@ -23,6 +23,12 @@ type Target struct {
 	TLS   *tls.Config
 	H2    bool
 	Size  int // expected body size; 0 skips the check
+	// Host and Header (extra "Name: value\r\n" lines) change the HTTP/1.1 request, for
+	// the front door's name routing and credentials.
+	Host, Header string
+	// KeepAlive reuses one connection per worker (HTTP/1.1), the usual browser and API
+	// client case, instead of one connection per request.
+	KeepAlive bool
 	// Dial, if set, opens the connections (from inside a network namespace).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	h2   *http.Transport
@@ -68,9 +74,16 @@ func Load(ctx context.Context, t Target, concurrency int, warmup, dur time.Durat
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var kc keptConn
+			defer kc.close()
 			for ctx.Err() == nil {
 				addr := t.Addrs[next.Add(1)%uint64(len(t.Addrs))]
-				err := Request(ctx, t, addr)
+				var err error
+				if t.KeepAlive {
+					err = kc.request(ctx, t, addr)
+				} else {
+					err = Request(ctx, t, addr)
+				}
 				if !counting.Load() {
 					continue
 				}
@@ -112,13 +125,36 @@ func Load(ctx context.Context, t Target, concurrency int, warmup, dur time.Durat
 	return r
 }
 
-var reqLine = []byte("GET / HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n")
+// request is the HTTP/1.1 request of t.
+func (t Target) request(keepAlive bool) []byte {
+	host := t.Host
+	if host == "" {
+		host = "lab"
+	}
+	conn := "Connection: close\r\n"
+	if keepAlive {
+		conn = ""
+	}
+	return []byte("GET / HTTP/1.1\r\nHost: " + host + "\r\n" + t.Header + conn + "\r\n")
+}
 
 // Request makes one GET over a new connection and checks the answer.
 func Request(ctx context.Context, t Target, addr string) error {
 	if t.H2 {
 		return h2Request(ctx, t, addr)
 	}
+	c, err := dial(ctx, t, addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	_, err = http1(c, bufio.NewReader(c), t.request(false), t.Size)
+	return err
+}
+
+// dial opens a connection to addr, with TLS (no resumption) when t says so.
+func dial(ctx context.Context, t Target, addr string) (net.Conn, error) {
 	var c net.Conn
 	var err error
 	if t.Dial != nil {
@@ -127,21 +163,46 @@ func Request(ctx context.Context, t Target, addr string) error {
 		d := net.Dialer{Timeout: 10 * time.Second}
 		c, err = d.DialContext(ctx, "tcp", addr)
 	}
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	if t.TLS == nil {
-		return http1(c, t.Size)
+	if err != nil || t.TLS == nil {
+		return c, err
 	}
 	cfg := t.TLS.Clone()
 	cfg.NextProtos = []string{"http/1.1"}
 	tc := tls.Client(c, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return err
+		c.Close()
+		return nil, err
 	}
-	return http1(tc, t.Size)
+	return tc, nil
+}
+
+// keptConn is one worker's keep-alive connection, redialled when the server closes it.
+type keptConn struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func (k *keptConn) request(ctx context.Context, t Target, addr string) error {
+	if k.c == nil {
+		c, err := dial(ctx, t, addr)
+		if err != nil {
+			return err
+		}
+		k.c, k.br = c, bufio.NewReader(c)
+	}
+	k.c.SetDeadline(time.Now().Add(30 * time.Second))
+	reusable, err := http1(k.c, k.br, t.request(true), t.Size)
+	if err != nil || !reusable {
+		k.close()
+	}
+	return err
+}
+
+func (k *keptConn) close() {
+	if k.c != nil {
+		k.c.Close()
+		k.c = nil
+	}
 }
 
 func h2Request(ctx context.Context, t Target, addr string) error {
@@ -168,23 +229,25 @@ func h2Request(ctx context.Context, t Target, addr string) error {
 	return nil
 }
 
-func http1(c net.Conn, size int) error {
-	if _, err := c.Write(reqLine); err != nil {
-		return err
+// http1 sends req on c, reads the answer from br and checks it; reusable reports whether
+// the connection may carry another request.
+func http1(c net.Conn, br *bufio.Reader, req []byte, size int) (reusable bool, err error) {
+	if _, err := c.Write(req); err != nil {
+		return false, err
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer resp.Body.Close()
 	n, err := io.Copy(io.Discard, resp.Body)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if resp.StatusCode != 200 || size > 0 && n != int64(size) {
-		return fmt.Errorf("status %d, %d bytes", resp.StatusCode, n)
+		return false, fmt.Errorf("status %d, %d bytes", resp.StatusCode, n)
 	}
-	return nil
+	return !resp.Close, nil
 }
 
 // Body returns the lab's response body of n bytes.

@@ -168,6 +168,9 @@ func Summarize(r *HubResults, o HubOptions) Summary {
 	ratio("iotsafe_over_plain", "iotsafe", "plain")
 	ratio("acl_on_over_off", "iotsafe", "iotsafe_acl_off")
 	ratio("layers_on_over_off", "iotsafe_layers_on", "iotsafe_layers_off")
+	ratio("frontdoor_over_https_go", "frontdoor", "https_go")
+	ratio("frontdoor_ka_over_https_go_ka", "frontdoor_ka", "https_go_ka")
+	cpuRatio("server_cpu_frontdoor_over_https_go", "frontdoor", "https_go")
 	for _, server := range []string{"iotsafe", "openssh", "dropbear"} {
 		m := map[string]float64{}
 		if v, n := r.PerUnitKB(server, "sessions", "established"); n > 0 {

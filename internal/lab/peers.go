@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/credential"
+	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -28,6 +31,7 @@ type SSHServer struct {
 	IoTsafe bool
 	User    string
 	KeyDir  string
+	Front   *FrontdoorInfo // iotsafe with IoTsafeOpts.Frontdoor only
 	dataDir string
 	pool    sockets.Config
 	netns   *Netns
@@ -69,6 +73,7 @@ type IoTsafeOpts struct {
 	Kernel             bool   // the nftables layer: only inside Netns, never on the host
 	Netns              *Netns // run the hub there (nil: the host's namespace)
 	GrantUID           uint32 // if set, this uid may reach every lab device
+	Frontdoor          bool   // also serve the front door, with an account granted every device
 }
 
 // StartIoTsafe enrolls o.Sessions devices with o.Forwards aliases each and starts a hub.
@@ -110,6 +115,13 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 			return nil, err
 		}
 	}
+	var frontToken string
+	if o.Frontdoor {
+		if frontToken, err = frontdoorAccount(ctx, reg); err != nil {
+			reg.Close()
+			return nil, err
+		}
+	}
 	if o.GrantUID != 0 {
 		err := reg.AddGrant(ctx, registry.Grant{Kind: registry.PrincipalUser, Name: fmt.Sprint(o.GrantUID), XID: o.GrantUID, Target: "@lab", Alias: "*"})
 		if err != nil {
@@ -126,6 +138,9 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 	}
 	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '127.0.0.1:0', max_handshakes: 4096}\npool: {cidr: %s}\naccess: {kernel: %s, userspace: %s}\n",
 		pool.CIDR, onOff(o.Kernel), onOff(o.UserSpace))
+	if o.Frontdoor {
+		cfg += "frontdoor: {listen: '127.0.0.1:0', domain: " + FrontdoorDomain + "}\n"
+	}
 	if err := os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
@@ -142,6 +157,14 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	var front string
+	if o.Frontdoor {
+		if front, err = proc.ReadLine(rctx, "front door on "); err != nil {
+			proc.Stop()
+			return nil, err
+		}
+		front = strings.Fields(front)[0]
+	}
 	addr, err := proc.ReadLine(rctx, "hub listening for devices on ")
 	if err != nil {
 		proc.Stop()
@@ -158,7 +181,43 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 		proc.Stop()
 		return nil, err
 	}
-	return &SSHServer{Name: name, Proc: proc, Addr: addr, HostKey: signer.PublicKey(), IoTsafe: true, KeyDir: keys, dataDir: dir, pool: pool, netns: o.Netns}, nil
+	srv := &SSHServer{Name: name, Proc: proc, Addr: addr, HostKey: signer.PublicKey(), IoTsafe: true, KeyDir: keys, dataDir: dir, pool: pool, netns: o.Netns}
+	if o.Frontdoor {
+		caPEM, err := os.ReadFile(filepath.Join(dir, frontdoor.CADir, frontdoor.CACertFile))
+		if err != nil {
+			proc.Stop()
+			return nil, err
+		}
+		srv.Front = &FrontdoorInfo{Addr: front, Token: frontToken, CA: x509.NewCertPool()}
+		srv.Front.CA.AppendCertsFromPEM(caPEM)
+	}
+	return srv, nil
+}
+
+// FrontdoorDomain is the front door's domain in lab hubs.
+const FrontdoorDomain = "lab.test"
+
+// FrontdoorInfo is how the load generator reaches a lab hub's front door.
+type FrontdoorInfo struct {
+	Addr  string
+	Token string         // Bearer token of the lab's account, granted every lab device
+	CA    *x509.CertPool // the hub's local CA
+}
+
+// frontdoorAccount adds the lab's account with a token and a grant on every lab device.
+func frontdoorAccount(ctx context.Context, reg *registry.Registry) (string, error) {
+	a, err := reg.AddAccount(ctx, "lab", "")
+	if err != nil {
+		return "", err
+	}
+	tok, hash, err := credential.NewToken()
+	if err != nil {
+		return "", err
+	}
+	if _, err := reg.AddToken(ctx, "lab", "bench", hash, nil); err != nil {
+		return "", err
+	}
+	return tok, reg.AddGrant(ctx, registry.Grant{Kind: registry.PrincipalAccount, Name: "lab", XID: uint32(a.ID), Target: "@lab", Alias: "*"})
 }
 
 // Sockets lists the protected sockets of the first n devices (iotsafe only).

@@ -46,7 +46,7 @@ func TestBenchHubQuick(t *testing.T) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"iotsafe", "iotsafe_acl_off", "openssh", "dropbear", "https_go", "https_caddy", "https2", "plain"} {
+	for _, p := range []string{"iotsafe", "iotsafe_acl_off", "openssh", "dropbear", "https_go", "https_caddy", "https2", "plain", "frontdoor", "frontdoor_ka", "https_go_ka"} {
 		if _, ok := s.RPS[p]; !ok {
 			t.Errorf("summary has no rps.%s (skipped: %q)", p, s.Skipped[p])
 		}

@@ -1,0 +1,143 @@
+package frontdoor
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLocalCAIssuesVerifiableCertificates(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := LoadOrCreateCA(dir, "devices.example.com", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, CADir, CAKeyFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("CA key mode %v, %v", fi.Mode().Perm(), err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	for _, name := range []string{"devices.example.com", "dev42.devices.example.com", "cam.dev42.devices.example.com", "other.example.org"} {
+		c, err := ca.GetCertificate(&tls.ClientHelloInfo{ServerName: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: name})
+		if name == "other.example.org" {
+			if err == nil {
+				t.Error("certificate valid for a name outside the domain")
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// Same CA on the next start; another domain is refused with a way out.
+	again, err := LoadOrCreateCA(dir, "devices.example.com", slog.New(slog.DiscardHandler))
+	if err != nil || string(again.CertPEM()) != string(ca.CertPEM()) {
+		t.Fatalf("CA not reused: %v", err)
+	}
+	if _, err := LoadOrCreateCA(dir, "other.example.org", slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "limited to devices.example.com") {
+		t.Fatalf("domain change: %v", err)
+	}
+}
+
+// The name constraint means that even a leaf the CA signed for another domain is not
+// trusted: users who trust the CA trust it for the front door's names only.
+func TestLocalCANameConstraint(t *testing.T) {
+	ca, err := LoadOrCreateCA(t.TempDir(), "devices.example.com", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ca.issue([]string{"bank.example.org"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	if _, err := c.Leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "bank.example.org"}); err == nil {
+		t.Fatal("the local CA's signature is trusted outside its domain")
+	}
+}
+
+func writePair(t *testing.T, dir, cn string) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: cn}, DNSNames: []string{cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	kder, _ := x509.MarshalPKCS8PrivateKey(key)
+	os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
+}
+
+func TestOperatorCertificateReloadsOnChange(t *testing.T) {
+	dir := t.TempDir()
+	writePair(t, dir, "*.first.example")
+	fc, err := newFileCert(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn := func() string {
+		c, _ := fc.GetCertificate(nil)
+		return c.Leaf.Subject.CommonName
+	}
+	if cn() != "*.first.example" {
+		t.Fatal(cn())
+	}
+	writePair(t, dir, "*.second.example")
+	os.Chtimes(filepath.Join(dir, "tls.crt"), time.Now().Add(time.Minute), time.Now().Add(time.Minute))
+	fc.checked = time.Time{} // skip the two-second throttle
+	if cn() != "*.second.example" {
+		t.Fatalf("after renewal: %s", cn())
+	}
+	// A broken file (half-written renewal) keeps the working certificate.
+	os.WriteFile(filepath.Join(dir, "tls.crt"), []byte("garbage"), 0o644)
+	fc.checked = time.Time{}
+	if cn() != "*.second.example" {
+		t.Fatalf("after a broken write: %s", cn())
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Listen: "127.0.0.1:8443", Domain: "Devices.Example.com."}
+	ok.ApplyDefaults()
+	if err := ok.Validate(); err != nil || ok.Domain != "devices.example.com" || ok.MaxBody != 10<<20 {
+		t.Fatalf("%+v: %v", ok, err)
+	}
+	for _, bad := range []Config{
+		{Listen: "127.0.0.1:8443"},
+		{Listen: "nonsense", Domain: "d.example"},
+		{Listen: ":1", Domain: "bad_domain.example"},
+		{Listen: ":1", Domain: "d.example", Cert: "x.crt"},
+		{Listen: ":1", Domain: "d.example", Routes: []Route{{Alias: "A"}}},
+		{Listen: ":1", Domain: "d.example", Routes: []Route{{Alias: "a"}, {Alias: "a"}}},
+	} {
+		bad.ApplyDefaults()
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	for in, want := range map[string]Size{"1024": 1024, "1KiB": 1024, "10 MiB": 10 << 20, "2MB": 2e6} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("%q: %d, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"", "-1", "1TiB", "ten", "99999999999GiB"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("%q accepted", in)
+		}
+	}
+}
