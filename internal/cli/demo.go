@@ -11,10 +11,14 @@ import (
 	"github.com/iotsafe/iotsafe/internal/hub"
 )
 
+// demoDomain is the demo front door's domain: *.localhost names resolve to loopback.
+const demoDomain = "devices.localhost"
+
 func demoCmd(g *globals) *cobra.Command {
 	var devices int
 	var duration time.Duration
 	var quiet bool
+	var front string
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a hub with simulated devices on the local data folder",
@@ -26,6 +30,10 @@ func demoCmd(g *globals) *cobra.Command {
 			}
 			if quiet {
 				cfg.Log.Level = "warn"
+			}
+			if !cfg.Frontdoor.Enabled() && front != "" {
+				cfg.Frontdoor.Listen, cfg.Frontdoor.Domain = front, demoDomain
+				cfg.ApplyDefaults()
 			}
 			log, _ := hub.NewLogger(cfg.Log, cmd.ErrOrStderr())
 			ctx := cmd.Context()
@@ -41,5 +49,6 @@ func demoCmd(g *globals) *cobra.Command {
 	c.Flags().IntVar(&devices, "devices", 3, "number of simulated devices")
 	c.Flags().DurationVar(&duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
 	c.Flags().BoolVar(&quiet, "quiet", true, "only warnings and errors in the log")
+	c.Flags().StringVar(&front, "frontdoor", "127.0.0.1:8443", "HTTPS front door address for domain "+demoDomain+" unless the config sets one; \"\" for none")
 	return c
 }

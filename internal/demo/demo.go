@@ -112,8 +112,13 @@ func Run(ctx context.Context, o Options) error {
   %[1]s device show dev1 --data %[2]s
   %[1]s events --data %[2]s
   %[1]s device revoke dev3 --data %[2]s     # dev3's session closes at once
-Press Ctrl-C to stop everything.
 `, o.Binary, data)
+	if fa := h.FrontdoorAddr(); fa != nil {
+		if err := frontdoorDemo(ctx, h, o, fa.String()); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(o.Out, "Press Ctrl-C to stop everything.")
 	if o.Ready != nil {
 		o.Ready <- first
 	}

@@ -16,7 +16,8 @@ import (
 func TestDemo(t *testing.T) {
 	data := t.TempDir()
 	cfg := data + "/demo.yaml"
-	os.WriteFile(cfg, []byte("ssh: {listen: '127.0.0.1:0'}\npool: {cidr: 127.79.250.0/24}\naccess: {kernel: off}\n"), 0o600)
+	os.WriteFile(cfg, []byte("ssh: {listen: '127.0.0.1:0'}\npool: {cidr: 127.79.250.0/24}\naccess: {kernel: off}\n"+
+		"frontdoor: {listen: '127.0.0.1:0', domain: devices.localhost}\n"), 0o600)
 	cmd := exec.Command(iotsafeBin, "demo", "--data", data, "--config", cfg)
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -34,9 +35,25 @@ func TestDemo(t *testing.T) {
 	}
 	go io.Copy(io.Discard, out)
 	s := text.String()
-	for _, want := range []string{"device dev3", `through dev1's SSH session -> {"device":"dev1"`, "connect dev2 http"} {
+	for _, want := range []string{"device dev3", `through dev1's SSH session -> {"device":"dev1"`, "connect dev2 http",
+		`through the front door (HTTPS, account demo) -> {"device":"dev1"`} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, s)
+		}
+	}
+	// The front-door hints work as printed: export the CA, then curl with the token.
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.Contains(line, "frontdoor ca") || strings.HasPrefix(line, "curl ") {
+			line = strings.ReplaceAll(line, "iotsafe-ca.crt", data+"/iotsafe-ca.crt")
+			c := exec.Command("sh", "-c", line+" --config "+cfg)
+			if strings.HasPrefix(line, "curl ") {
+				c = exec.Command("sh", "-c", line)
+			}
+			got, err := c.CombinedOutput()
+			if err != nil || strings.HasPrefix(line, "curl ") && !strings.Contains(string(got), `"device":"dev2"`) {
+				t.Fatalf("hint %q: %v\n%s", line, err, got)
+			}
 		}
 	}
 	// The hint works as printed.

@@ -1,0 +1,96 @@
+package demo
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/credential"
+	"github.com/iotsafe/iotsafe/internal/frontdoor"
+	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// DemoAccount is the front-door account the demo creates and grants every demo device.
+const DemoAccount = "demo"
+
+// frontdoorDemo gives the demo account a fresh token and the demo devices, fetches dev1
+// through the front door (HTTPS, verified against the hub's own CA) and prints how to
+// do the same with curl.
+func frontdoorDemo(ctx context.Context, h *hub.Hub, o Options, addr string) error {
+	reg := h.Registry()
+	a, err := reg.Account(ctx, DemoAccount)
+	if errors.Is(err, registry.ErrNotFound) {
+		a, err = reg.AddAccount(ctx, DemoAccount, "")
+	}
+	if err != nil {
+		return err
+	}
+	for i := 1; i <= o.Devices; i++ {
+		g := registry.Grant{Kind: registry.PrincipalAccount, Name: a.Name, XID: uint32(a.ID), Target: fmt.Sprintf("dev%d", i), Alias: "*"}
+		if err := reg.AddGrant(ctx, g); err != nil {
+			return err
+		}
+	}
+	tok, hash, err := credential.NewToken()
+	if err != nil {
+		return err
+	}
+	exp := time.Now().Add(24 * time.Hour)
+	if _, err := reg.AddToken(ctx, DemoAccount, "demo run", hash, &exp); err != nil {
+		return err
+	}
+	if err := h.ReloadAccess(); err != nil {
+		return err
+	}
+	domain := o.Config.Frontdoor.Domain
+	_, port, _ := net.SplitHostPort(addr)
+	caFile := filepath.Join(o.DataDir, frontdoor.CADir, frontdoor.CACertFile)
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("demo: the front door's CA: %w", err)
+	}
+	body, err := fetchHTTPS(ctx, addr, "dev1."+domain, tok, caPEM)
+	if err != nil {
+		return fmt.Errorf("demo: request through the front door failed: %w", err)
+	}
+	fmt.Fprintf(o.Out, "\nGET https://dev1.%s:%s/ through the front door (HTTPS, account %s) -> %s\n", domain, port, DemoAccount, body)
+	fmt.Fprintf(o.Out, `People reach devices over HTTPS (token valid 24 h, account %[5]s):
+  %[1]s frontdoor ca --data %[2]s > iotsafe-ca.crt
+  curl --cacert iotsafe-ca.crt --resolve dev2.%[3]s:%[4]s:127.0.0.1 -H 'Authorization: Bearer %[6]s' https://dev2.%[3]s:%[4]s/
+  %[1]s account add alice --data %[2]s && %[1]s grant --account alice dev1 http --data %[2]s
+`, o.Binary, o.DataDir, domain, port, DemoAccount, tok)
+	return nil
+}
+
+func fetchHTTPS(ctx context.Context, addr, host, token string, caPEM []byte) (string, error) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+"/", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	return string(b), err
+}
