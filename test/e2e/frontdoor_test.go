@@ -146,6 +146,15 @@ func TestFrontdoor(t *testing.T) {
 			t.Fatalf("account add %s: %v\n%s", name, err, out)
 		}
 	}
+	// Scripts must say where the password comes from; short passwords are refused.
+	if out, err := h.cli("account", "add", "carol"); err == nil || !strings.Contains(out, "use --password-stdin") {
+		t.Fatalf("account add without a terminal: %v %s", err, out)
+	}
+	cmd := exec.Command(iotsafeBin, "account", "add", "carol", "--password-stdin", "--data", h.data)
+	cmd.Stdin = strings.NewReader("short\n")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "password too short") {
+		t.Fatalf("short password: %v %s", err, out)
+	}
 	addAccount("alice", "alice-password-1")
 	addAccount("bob", "bob-password-22")
 	h.mustCLI("grant", "--account", "alice", "dev42", "http")
@@ -164,11 +173,15 @@ func TestFrontdoor(t *testing.T) {
 	dev42 := "dev42." + fdDomain
 
 	t.Run("curl HTTP/1.1 with a password", func(t *testing.T) {
-		body, code, proto := fdCurl(t, h, caFile, dev42, "--http1.1", "-u", "alice:alice-password-1", "-H", "Forwarded: for=6.6.6.6")
+		body, code, proto := fdCurl(t, h, caFile, dev42, "--http1.1", "--tls-max", "1.2", "-u", "alice:alice-password-1",
+			"-H", "Forwarded: for=6.6.6.6", "-H", "Connection: X-Hop", "-H", "X-Hop: secret")
 		if code != 200 || proto != "1.1" || body != "device 42 says hi" {
-			t.Fatalf("got %d HTTP/%s %q", code, proto, body)
+			t.Fatalf("TLS 1.2: got %d HTTP/%s %q", code, proto, body)
 		}
 		hdr := *app.lastHdr.Load()
+		if hdr.Get("X-Hop") != "" {
+			t.Error("a hop-by-hop header reached the device")
+		}
 		if hdr.Get("Authorization") != "" {
 			t.Error("the front door's credentials reached the device")
 		}
