@@ -25,7 +25,6 @@ type route struct {
 	who       principal
 	timeout   time.Duration
 	headerSet chan struct{} // closed when the device's response headers arrived
-	log       *accessEntry
 }
 
 var errResponseTimeout = errors.New("response timeout")
@@ -45,7 +44,6 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 		Rewrite:        rewrite,
 		ModifyResponse: headersArrived,
 		ErrorHandler:   s.proxyError,
-		ErrorLog:       nil,
 	}
 }
 
@@ -170,7 +168,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	rte := &route{target: t, addr: addr, who: who, timeout: timeout, headerSet: make(chan struct{}), log: entry}
+	rte := &route{target: t, addr: addr, who: who, timeout: timeout, headerSet: make(chan struct{})}
 	// The response timeout covers waiting for the device's headers only: bodies (downloads,
 	// server-sent events, WebSocket) may stream for as long as they like.
 	timer := time.AfterFunc(timeout, func() {

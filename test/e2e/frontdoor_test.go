@@ -43,6 +43,7 @@ func newFrontdoorApp(t *testing.T) *frontdoorApp {
 		a.lastHdr.Store(&h)
 		fmt.Fprint(w, "device 42 says hi")
 	})
+	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	mux.HandleFunc("/upload", func(w http.ResponseWriter, r *http.Request) {
 		n, err := io.Copy(io.Discard, r.Body)
 		if err != nil {
@@ -126,6 +127,7 @@ func TestFrontdoor(t *testing.T) {
   max_failed_logins: 3
   routes:
     - {alias: upload, max_body: 1KiB}
+    - {alias: cam, response_timeout: 1s}
 `)
 	if h.front == "" {
 		t.Fatal("hub did not print its front door address")
@@ -222,6 +224,7 @@ func TestFrontdoor(t *testing.T) {
 			{"unknown host", "dev42.example.org", []string{"-k", "-u", "alice:alice-password-1"}, 404, "unknown host name"},
 			{"body too large", "upload." + dev42, []string{"-u", "alice:alice-password-1", "--data-binary", strings.Repeat("x", 2000), "/upload"}, 413, "request body larger than 1024 bytes"},
 			{"chunked body too large", "upload." + dev42, []string{"-u", "alice:alice-password-1", "-H", "Transfer-Encoding: chunked", "--http1.1", "--data-binary", strings.Repeat("x", 5000), "/upload"}, 413, "request body larger than 1024 bytes"},
+			{"device does not answer", "cam." + dev42, []string{"-u", "bob:bob-password-22", "/hang"}, 504, "device dev42 did not answer within 1s"},
 			{"body within limit", "upload." + dev42, []string{"-u", "alice:alice-password-1", "--data-binary", strings.Repeat("x", 1000), "/upload"}, 200, "got 1000 bytes"},
 		} {
 			body, code, _ := fdCurl(t, h, caFile, c.host, c.args...)
