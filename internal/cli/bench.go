@@ -24,7 +24,7 @@ func benchCmd() *cobra.Command {
 
 func benchHubCmd() *cobra.Command {
 	var o lab.HubOptions
-	var out, only, profile string
+	var out, only, profile, servers string
 	var size int
 	c := &cobra.Command{
 		Use:   "hub",
@@ -52,6 +52,17 @@ under two minutes; its figures are not measurements.`,
 						o.Only = map[string]bool{}
 					}
 					o.Only[s] = true
+				}
+			}
+			for _, s := range strings.Split(servers, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					if s != "iotsafe" && s != "openssh" && s != "dropbear" {
+						return fmt.Errorf("--servers: %q is not one of iotsafe, openssh, dropbear", s)
+					}
+					if o.Servers == nil {
+						o.Servers = map[string]bool{}
+					}
+					o.Servers[s] = true
 				}
 			}
 			bin, err := os.Executable()
@@ -102,6 +113,9 @@ under two minutes; its figures are not measurements.`,
 	fl.DurationVar(&o.Duration, "duration", 0, "measured length of each run (default 5s, 2s with --quick)")
 	fl.IntSliceVar(&o.RAMSizes, "ram-n", nil, "N for the memory scenario (default 100,1000; 20 with --quick)")
 	fl.IntVar(&size, "size", 1024, "response body bytes")
+	fl.StringVar(&servers, "servers", "", "comma-separated SSH servers for ram, inactive, ps: iotsafe, openssh, dropbear; default all (10,000 OpenSSH sessions need ~16 GB)")
+	fl.IntSliceVar(&o.Payloads, "payloads", nil, "response sizes in bytes of the memory-vs-payload sweep (default 1024,4096,16384,65536,262144)")
+	fl.IntVar(&o.PayloadN, "payload-n", 0, "device sessions of the memory-vs-payload sweep (default 100, 10 with --quick)")
 	fl.StringVar(&profile, "profile", "", "write a CPU profile of every hub under test into DIR (go tool pprof)")
 	return c
 }

@@ -28,7 +28,14 @@ type HubOptions struct {
 	PSSessions []int
 	// BatchConcurrency bounds the parallel requests of one timed batch; 0 means 256.
 	BatchConcurrency int
-	Progress         *Progress
+	// Servers limits the ram, inactive and ps parts to these SSH servers (iotsafe, openssh,
+	// dropbear); empty means all. 10,000 OpenSSH sessions need about 16 GB.
+	Servers map[string]bool
+	// Payloads are the response sizes of the memory-vs-payload sweep (figs. 15/16 against
+	// payload), at PayloadN device sessions; nil means 1K..256K (1K and 64K with Quick).
+	Payloads []int
+	PayloadN int
+	Progress *Progress
 }
 
 func (o *HubOptions) defaults() {
@@ -84,6 +91,34 @@ func (o *HubOptions) defaults() {
 	if o.BatchConcurrency == 0 {
 		o.BatchConcurrency = 256
 	}
+	if o.Payloads == nil {
+		o.Payloads = []int{1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10}
+		if o.Quick {
+			o.Payloads = []int{1 << 10, 64 << 10}
+		}
+	}
+	if o.PayloadN == 0 {
+		o.PayloadN = 100
+		if o.Quick {
+			o.PayloadN = 10
+		}
+	}
+}
+
+// sshServers are the SSH servers of the ram, inactive and ps parts.
+var sshServers = []string{"iotsafe", "openssh", "dropbear"}
+
+func (o *HubOptions) server(name string) bool { return len(o.Servers) == 0 || o.Servers[name] }
+
+// nServers is how many SSH servers the selection runs.
+func (o *HubOptions) nServers() int {
+	n := 0
+	for _, s := range sshServers {
+		if o.server(s) {
+			n++
+		}
+	}
+	return n
 }
 
 func (o *HubOptions) want(s string) bool { return len(o.Only) == 0 || o.Only[s] }
@@ -108,11 +143,14 @@ type RPSRow struct {
 
 // RAMRow is one memory reading of a server's process tree.
 type RAMRow struct {
-	Server string
-	Mode   string // "sessions": S=N,P=1; "forwards": S=1,P=N
-	N      int
-	Phase  string // before, established, during
-	Mem    Memory
+	Server  string
+	Mode    string // "sessions": S=N,P=1; "forwards": S=1,P=N; "payload": S=N,P=1 at Payload bytes
+	N       int
+	Payload int    // response bytes of the "during" phase
+	Phase   string // before, established, during
+	Mem     Memory
+	// Served and Failed count the requests of the "during" phase: one through every forward.
+	Served, Failed int
 }
 
 // HubResults is everything one run measured.
@@ -132,14 +170,15 @@ func RunHub(ctx context.Context, b *Bench, o HubOptions) (*HubResults, error) {
 		steps += o.Reps * len(rpsPaths)
 	}
 	if o.want("ram") {
-		steps += 2 * 3 * len(o.RAMSizes)
+		steps += o.nServers() * (2*len(o.RAMSizes) + len(o.Payloads))
 	}
 	if o.want("inactive") {
-		steps += len(sweepServers) * len(o.InactiveK)
+		steps += o.nServers() * len(o.InactiveK)
 	}
 	if o.want("ps") {
-		steps += len(sweepServers) * len(o.PSSessions)
+		steps += o.nServers() * len(o.PSSessions)
 	}
+	raiseFileLimit(o.Progress)
 	o.Progress.Start(steps)
 	defer o.Progress.Done()
 	if o.want("rps") {
@@ -350,10 +389,13 @@ func frontdoorTargets(ctx context.Context, b *Bench, appAddr string, targets map
 }
 
 func runRAM(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAddr string) error {
-	for _, server := range []string{"iotsafe", "openssh", "dropbear"} {
+	for _, server := range sshServers {
+		if !o.server(server) {
+			continue
+		}
 		for _, mode := range []string{"sessions", "forwards"} {
 			for _, n := range o.RAMSizes {
-				if err := ramOne(ctx, b, o, res, appAddr, server, mode, n); err != nil {
+				if err := ramOne(ctx, b, o, res, appAddr, server, mode, n, b.Size); err != nil {
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
@@ -362,37 +404,50 @@ func runRAM(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAd
 				o.Progress.Step(fmt.Sprintf("ram %-8s %-8s N=%d", server, mode, n))
 			}
 		}
+		// Memory against payload size: one application per size.
+		for _, size := range o.Payloads {
+			err := func() error {
+				app, err := StartProc("app-payload", nil, b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(size))
+				if err != nil {
+					return err
+				}
+				defer app.Stop()
+				addr, err := app.ReadLine(ctx, "listening ")
+				if err != nil {
+					return err
+				}
+				return ramOne(ctx, b, o, res, addr, server, "payload", o.PayloadN, size)
+			}()
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				res.Skipped[fmt.Sprintf("ram %s payload %d", server, size)] = err.Error()
+			}
+			o.Progress.Step(fmt.Sprintf("ram %-8s payload %d B, N=%d", server, size, o.PayloadN))
+		}
 	}
 	return nil
 }
 
-func ramOne(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAddr, server, mode string, n int) error {
+func ramOne(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAddr, server, mode string, n, size int) error {
 	s, p := n, 1
 	if mode == "forwards" {
 		s, p = 1, n
 	}
-	var srv *SSHServer
-	var err error
-	switch server {
-	case "iotsafe":
-		srv, err = b.StartIoTsafe(ctx, fmt.Sprintf("ram-iotsafe-%s-%d", mode, n), IoTsafeOpts{Sessions: s, Forwards: p, UserSpace: true})
-	case "openssh":
-		srv, err = b.StartOpenSSH(ctx)
-	case "dropbear":
-		srv, err = b.StartDropbear(ctx)
-	}
+	srv, err := b.startSSH(ctx, server, fmt.Sprintf("ram-%s-%s-%d-%d", server, mode, n, size), s, p)
 	if err != nil {
 		return err
 	}
 	defer srv.Proc.Stop()
-	record := func(phase string, m Memory) {
-		res.RAM = append(res.RAM, RAMRow{Server: server, Mode: mode, N: n, Phase: phase, Mem: m})
+	record := func(phase string, m Memory, served, failed int) {
+		res.RAM = append(res.RAM, RAMRow{Server: server, Mode: mode, N: n, Payload: size, Phase: phase, Mem: m, Served: served, Failed: failed})
 	}
 	before, err := TreeMemory(srv.Proc.PID())
 	if err != nil {
 		return err
 	}
-	record("before", before)
+	record("before", before, 0, 0)
 	fleet, addrs, err := b.StartFleet(ctx, srv, appAddr, s, p)
 	if err != nil {
 		return err
@@ -402,20 +457,22 @@ func ramOne(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAd
 	if err != nil {
 		return err
 	}
-	record("established", est)
-	// During: every forward busy at once; the peak of the samples is recorded.
+	record("established", est, 0, 0)
+	// During: one request through every forward, up to 512 at once; the peak of the
+	// memory samples is recorded, and how many forwards served.
 	peak := est
-	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan LoadResult)
+	type batchResult struct{ failed int }
+	done := make(chan batchResult)
 	go func() {
-		done <- Load(lctx, Target{Addrs: addrs, Size: b.Size}, min(len(addrs), 512), 0, time.Second, nil)
+		_, failed, _ := Batch(ctx, addrs, size, min(len(addrs), 512))
+		done <- batchResult{failed}
 	}()
-	tick := time.NewTicker(100 * time.Millisecond)
-	var lr LoadResult
+	tick := time.NewTicker(50 * time.Millisecond)
+	var br batchResult
 sample:
 	for {
 		select {
-		case lr = <-done:
+		case br = <-done:
 			break sample
 		case <-tick.C:
 			if m, err := TreeMemory(srv.Proc.PID()); err == nil && m.PSS > peak.PSS {
@@ -424,10 +481,13 @@ sample:
 		}
 	}
 	tick.Stop()
-	cancel()
-	record("during", peak)
-	if lr.Requests == 0 {
-		return fmt.Errorf("no request succeeded through %d forwards: %s", len(addrs), lr.FirstErr)
+	// A short batch can end between two samples; the memory it used is still held now.
+	if m, err := TreeMemory(srv.Proc.PID()); err == nil && m.PSS > peak.PSS {
+		peak = m
+	}
+	record("during", peak, len(addrs)-br.failed, br.failed)
+	if br.failed == len(addrs) {
+		return fmt.Errorf("no request succeeded through %d forwards", len(addrs))
 	}
 	return nil
 }
@@ -468,31 +528,52 @@ func (r *HubResults) Median(path string) (float64, int) {
 // PerUnitKB returns the PSS growth per session (mode "sessions") or per forward
 // ("forwards") from before to the phase, at the largest N measured.
 func (r *HubResults) PerUnitKB(server, mode, phase string) (float64, int) {
+	kb, n, _ := r.perUnit(func(row RAMRow) bool { return row.Server == server && row.Mode == mode }, phase)
+	return kb, n
+}
+
+// PayloadKB is PerUnitKB of the busy phase of the payload sweep at size bytes.
+func (r *HubResults) PayloadKB(server string, size int) (float64, int) {
+	kb, n, _ := r.perUnit(func(row RAMRow) bool { return row.Server == server && row.Mode == "payload" && row.Payload == size }, "during")
+	return kb, n
+}
+
+// Served returns how many forwards served a request in the busy phase at the largest N
+// of server/mode, and that N.
+func (r *HubResults) Served(server, mode string) (served, n int) {
+	_, n, row := r.perUnit(func(row RAMRow) bool { return row.Server == server && row.Mode == mode }, "during")
+	return row.Served, n
+}
+
+// perUnit finds the largest N among rows that match, and returns the PSS growth per
+// unit from "before" to phase, N, and the phase's row.
+func (r *HubResults) perUnit(match func(RAMRow) bool, phase string) (float64, int, RAMRow) {
 	var ns []int
 	for _, row := range r.RAM {
-		if row.Server == server && row.Mode == mode && !slices.Contains(ns, row.N) {
+		if match(row) && !slices.Contains(ns, row.N) {
 			ns = append(ns, row.N)
 		}
 	}
 	if len(ns) == 0 {
-		return 0, 0
+		return 0, 0, RAMRow{}
 	}
 	n := slices.Max(ns)
-	var before, after int64 = -1, -1
-	for _, row := range r.RAM {
-		if row.Server == server && row.Mode == mode && row.N == n {
+	var before int64 = -1
+	var at *RAMRow
+	for i, row := range r.RAM {
+		if match(row) && row.N == n {
 			switch row.Phase {
 			case "before":
 				before = row.Mem.PSS
 			case phase:
-				after = row.Mem.PSS
+				at = &r.RAM[i]
 			}
 		}
 	}
-	if before < 0 || after < 0 {
-		return 0, 0
+	if before < 0 || at == nil {
+		return 0, 0, RAMRow{}
 	}
-	return float64(after-before) / float64(n), n
+	return float64(at.Mem.PSS-before) / float64(n), n, *at
 }
 
 // Progress reports long runs on a terminal (a bar) or a log (a line per step).
@@ -523,6 +604,17 @@ func (p *Progress) Step(msg string) {
 		return
 	}
 	fmt.Fprintf(p.W, "[%d/%d %s] %s\n", p.done, p.total, time.Since(p.start).Round(time.Second), msg)
+}
+
+// Note prints a line that is not a step (on a terminal, above the bar).
+func (p *Progress) Note(msg string) {
+	if p == nil || p.W == nil {
+		return
+	}
+	if p.TTY {
+		fmt.Fprint(p.W, "\r\033[K")
+	}
+	fmt.Fprintln(p.W, msg)
 }
 
 func (p *Progress) Done() {

@@ -89,10 +89,12 @@ type Summary struct {
 	Inactive map[string]map[string]float64 `json:"inactive_penalty"`
 	// PS is fig. 19: batch time per sessions count over the best of that server; BestPS
 	// is P/S at the best.
-	PS      map[string]map[string]float64 `json:"ps_normalized"`
-	BestPS  map[string]float64            `json:"best_ps"`
-	Paper   map[string]float64            `json:"paper_rps"`
-	Skipped map[string]string             `json:"skipped,omitempty"`
+	PS map[string]map[string]float64 `json:"ps_normalized"`
+	// RAMPayload is the busy PSS growth per device session by response size (bytes).
+	RAMPayload map[string]map[string]float64 `json:"ram_payload_kb"`
+	BestPS     map[string]float64            `json:"best_ps"`
+	Paper      map[string]float64            `json:"paper_rps"`
+	Skipped    map[string]string             `json:"skipped,omitempty"`
 }
 
 // Summarize computes medians, ratios against the peers of the same run, and memory per unit.
@@ -185,6 +187,24 @@ func Summarize(r *HubResults, o HubOptions) Summary {
 		if v, n := r.PerUnitKB(server, "forwards", "during"); n > 0 {
 			m["per_forward_busy"] = v
 		}
+		if served, n := r.Served(server, "sessions"); n > 0 {
+			m["sessions_served"] = float64(served)
+		}
+		if served, n := r.Served(server, "forwards"); n > 0 {
+			m["forwards_served"] = float64(served)
+		}
+		pm := map[string]float64{}
+		for _, size := range o.Payloads {
+			if v, n := r.PayloadKB(server, size); n > 0 {
+				pm[fmt.Sprint(size)] = v
+			}
+		}
+		if len(pm) > 0 {
+			if s.RAMPayload == nil {
+				s.RAMPayload = map[string]map[string]float64{}
+			}
+			s.RAMPayload[server] = pm
+		}
 		if len(m) > 0 {
 			s.RAM[server] = m
 		}
@@ -208,9 +228,10 @@ func WriteHub(dir string, env Environment, r *HubResults, s Summary) error {
 	}); err != nil {
 		return err
 	}
-	if err := writeCSV(filepath.Join(dir, "ram.csv"), []string{"server", "mode", "n", "phase", "rss_kb", "pss_kb", "processes"}, func(w func(...string)) {
+	if err := writeCSV(filepath.Join(dir, "ram.csv"), []string{"server", "mode", "n", "payload_bytes", "phase", "rss_kb", "pss_kb", "processes", "served", "failed"}, func(w func(...string)) {
 		for _, row := range r.RAM {
-			w(row.Server, row.Mode, fmt.Sprint(row.N), row.Phase, fmt.Sprint(row.Mem.RSS), fmt.Sprint(row.Mem.PSS), fmt.Sprint(row.Mem.Procs))
+			w(row.Server, row.Mode, fmt.Sprint(row.N), fmt.Sprint(row.Payload), row.Phase, fmt.Sprint(row.Mem.RSS), fmt.Sprint(row.Mem.PSS), fmt.Sprint(row.Mem.Procs),
+				fmt.Sprint(row.Served), fmt.Sprint(row.Failed))
 		}
 	}); err != nil {
 		return err
@@ -277,9 +298,20 @@ func PrintHub(w io.Writer, s Summary) {
 		fmt.Fprintln(w, "\nmemory (PSS growth, KiB per unit, at the largest N):")
 		for _, server := range []string{"iotsafe", "openssh", "dropbear"} {
 			if m, ok := s.RAM[server]; ok {
-				fmt.Fprintf(w, "  %-9s per session idle %7.1f busy %7.1f | per forward idle %7.1f busy %7.1f\n", server,
-					m["per_session_idle"], m["per_session_busy"], m["per_forward_idle"], m["per_forward_busy"])
+				fmt.Fprintf(w, "  %-9s per session idle %7.1f busy %7.1f | per forward idle %7.1f busy %7.1f | served %.0f/%.0f sessions, %.0f/%.0f forwards\n", server,
+					m["per_session_idle"], m["per_session_busy"], m["per_forward_idle"], m["per_forward_busy"],
+					m["sessions_served"], m["sessions_n"], m["forwards_served"], m["forwards_n"])
 			}
+		}
+	}
+	if len(s.RAMPayload) > 0 {
+		fmt.Fprintln(w, "\nmemory against payload (busy PSS growth, KiB per device session):")
+		for _, server := range sortedKeys(s.RAMPayload) {
+			fmt.Fprintf(w, "  %-9s", server)
+			for _, k := range sortedNumKeys(s.RAMPayload[server]) {
+				fmt.Fprintf(w, "  %s B: %.1f", k, s.RAMPayload[server][k])
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	if len(s.Inactive) > 0 {
@@ -382,6 +414,7 @@ Peers: {{range $k, $v := .Env.Versions}}{{$k}}: {{$v}}; {{end}}</p>
 {{if .RAMRows}}<table><tr><th>server</th><th>per session idle, KiB</th><th>per session busy</th><th>per forward idle</th><th>per forward busy</th></tr>
 {{range .RAMRows}}<tr><td>{{.Server}}</td><td>{{printf "%.1f" .SI}}</td><td>{{printf "%.1f" .SB}}</td><td>{{printf "%.1f" .FI}}</td><td>{{printf "%.1f" .FB}}</td></tr>{{end}}</table>
 {{else}}<p><b>Not measured in this run</b> (run without <code>--only rps</code>).</p>{{end}}
+{{range .RAMCharts}}{{.}}{{end}}
 <p class="note">Paper 000 anchors: OpenSSH about 1.6 MB PSS per idle device session on this kind of machine (FACTS.md); the paper saw Dropbear above OpenSSH with a static debug build.</p>
 <h2>Inactive forwards (fig. 17) and the P/S sweep (fig. 19)</h2>
 {{if .Inactive}}<p class="note">One session with the active forwards plus k inactive ones; time of one request through every active forward, in parallel, over the same at k=0 (the paper saw 2.9–4× at k=8000 with OpenSSH).</p>
@@ -390,6 +423,7 @@ Peers: {{range $k, $v := .Env.Versions}}{{$k}}: {{$v}}; {{end}}</p>
 {{if .PSRows}}<p class="note">The same number of active forwards spread over S sessions; batch time over the best of each server.</p>
 <table><tr><th>server</th>{{range .PSSessions}}<th>S={{.}}</th>{{end}}<th>best P/S</th></tr>
 {{range .PSRows}}<tr><td>{{.Name}}</td>{{range .Vals}}<td>{{.}}</td>{{end}}</tr>{{end}}</table>{{else}}<p>P/S sweep: not measured in this run.</p>{{end}}
+{{range .Charts}}{{.}}{{end}}
 {{if .Skipped}}<h2>Skipped</h2><ul>{{range $k, $v := .Skipped}}<li>{{$k}}: {{$v}}</li>{{end}}</ul>{{end}}
 <p class="note">Raw data: rps.csv, ram.csv; summary.json (schema in docs/bench.md); environment.json.</p>
 </body></html>
@@ -437,7 +471,18 @@ func writeReport(w io.Writer, env Environment, r *HubResults, s Summary) error {
 		InactiveRows []valRow
 		PSSessions   []string
 		PSRows       []valRow
+		Charts       []template.HTML
+		RAMCharts    []template.HTML
 	}{Env: env, Conc: s.Concurrency, Skipped: s.Skipped, Inactive: len(s.Inactive) > 0}
+	data.RAMCharts = slices.DeleteFunc([]template.HTML{
+		lineChart("Fig. 15: one session per device (S=N, P=1)", "device sessions N", "PSS growth, MiB", ramSeries(r, "sessions"), true),
+		lineChart("Fig. 16: one gateway session (S=1, P=N)", "forwards N", "PSS growth, MiB", ramSeries(r, "forwards"), true),
+		lineChart("Busy memory against payload", "response bytes", "KiB per device session", mapSeries(s.RAMPayload), true),
+	}, func(h template.HTML) bool { return h == "" })
+	data.Charts = slices.DeleteFunc([]template.HTML{
+		lineChart("Fig. 17: inactive forwards", "inactive forwards k", "batch time over k=0", mapSeries(s.Inactive), false),
+		lineChart("Fig. 19: P/S sweep", "sessions S", "batch time over the best", mapSeries(s.PS), true),
+	}, func(h template.HTML) bool { return h == "" })
 	cols := func(m map[string]map[string]float64) []string {
 		seen := map[string]float64{}
 		for _, inner := range m {

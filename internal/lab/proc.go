@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Proc is a peer process started by the lab, in its own process group so that it and
@@ -265,3 +267,37 @@ func (t *tailBuffer) String() string {
 }
 
 var _ io.Writer = (*tailBuffer)(nil)
+
+// raiseFileLimit lifts this process's open-file limit, and so its children's (servers,
+// fleets): 10,000 sessions hold tens of thousands of descriptors. Root may raise the hard
+// limit up to fs.nr_open; others only the soft one. The new limit is reported.
+func raiseFileLimit(p *Progress) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return
+	}
+	want := lim.Max
+	if os.Geteuid() == 0 {
+		if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
+			if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && n > want {
+				want = n
+			}
+		}
+	}
+	if lim.Cur >= want {
+		return
+	}
+	old, hard := lim.Cur, lim.Max
+	lim.Cur, lim.Max = want, max(lim.Max, want)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err == nil {
+		p.Note(fmt.Sprintf("open-file limit raised from %d to %d for the bench and its servers", old, want))
+		return
+	}
+	// Without CAP_SYS_RESOURCE (containers) only the soft limit can rise.
+	lim.Cur, lim.Max = hard, hard
+	if old < hard && unix.Setrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
+		lim.Cur = old
+	}
+	p.Note(fmt.Sprintf("open-file limit %d, the hard limit (raising it needs CAP_SYS_RESOURCE): "+
+		"a hub holds about two descriptors per device session (connection and protected socket)", lim.Cur))
+}

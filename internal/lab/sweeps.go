@@ -106,6 +106,9 @@ func (b *Bench) timed(ctx context.Context, o *HubOptions, appAddr, server, tag s
 // runInactive is fig. 17: one session with Active active forwards plus K inactive ones.
 func runInactive(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAddr string) {
 	for _, sv := range sweepServers {
+		if !o.server(sv.name) {
+			continue
+		}
 		for _, k := range o.InactiveK {
 			p := o.Active + k
 			key := fmt.Sprintf("inactive %s k=%d", sv.name, k)
@@ -122,6 +125,9 @@ func runInactive(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, 
 // runPS is fig. 19: Total active forwards spread over S sessions.
 func runPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAddr string) {
 	for _, sv := range sweepServers {
+		if !o.server(sv.name) {
+			continue
+		}
 		for _, s := range o.PSSessions {
 			p := o.Total / s
 			key := fmt.Sprintf("ps %s S=%d P=%d", sv.name, s, p)
