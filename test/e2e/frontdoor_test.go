@@ -424,3 +424,40 @@ func portOf(hostport string) string {
 	_, p, _ := net.SplitHostPort(hostport)
 	return p
 }
+
+// With the kernel layer on, the front door still reaches the device (it dials as the hub)
+// and opens no way around the local rules: a local user without a grant who holds a
+// front-door account gets the device through the front door, with the account's
+// permission, and is still refused by the kernel on the protected socket itself.
+func TestFrontdoorWithKernelLayer(t *testing.T) {
+	ns := netns(t)
+	h := startHubWith(t, "", "access: {kernel: on}\nfrontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n", func(h *hubProc) {
+		inUserDB(testPasswd, testGroup)(h)
+		h.wrap = append([]string{"ip", "netns", "exec", ns}, h.wrap...)
+	})
+	reachable(t, h.data)
+	h.log.wait(t, "kernel layer on")
+	key := h.addDevice("dev42")
+	app := serveIn(t, ns, "sensor 42 behind the front door")
+	a := startProc(t, "ip", "netns", "exec", ns, iotsafeBin, "agent", "--hub", h.addr, "--key", key, "--hub-key", h.hostFP,
+		"--log-format", "json", "--expose", "http="+app)
+	a.stderr.wait(t, "session up")
+	cmd := exec.Command(iotsafeBin, "account", "add", "alice", "--password-stdin", "--data", h.data)
+	cmd.Stdin = strings.NewReader("alice-password-1\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	h.mustCLI("grant", "--account", "alice", "dev42", "http")
+	caFile := filepath.Join(h.data, "ca.crt")
+	os.WriteFile(caFile, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	host := "dev42." + fdDomain
+	out, err := exec.Command("ip", "netns", "exec", ns, "setpriv", "--reuid=1003", "--regid=1003", "--clear-groups",
+		"curl", "-sS", "--fail", "--max-time", "20", "--cacert", caFile, "--resolve", host+":"+portOf(h.front)+":127.0.0.1",
+		"-u", "alice:alice-password-1", "https://"+host+":"+portOf(h.front)+"/").CombinedOutput()
+	if err != nil || string(out) != "sensor 42 behind the front door" {
+		t.Fatalf("through the front door with the kernel layer on: %v %s", err, out)
+	}
+	if out, err := curlIn(t, ns, 1003, 1003, "", "http://"+h.socket("dev42", "http")+"/"); err == nil || !strings.Contains(out, "Failed to connect") {
+		t.Fatalf("the same uid straight to the protected socket: want refused by the kernel, got %v %s", err, out)
+	}
+}
