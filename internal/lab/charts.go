@@ -85,7 +85,7 @@ func compact(v float64) string {
 		return fmt.Sprintf("%.3gM", v/1e6)
 	case v >= 1e3:
 		return fmt.Sprintf("%.3gk", v/1e3)
-	case v == math.Trunc(v):
+	case v >= 10 || v == math.Trunc(v):
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.2g", v)

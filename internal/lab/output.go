@@ -377,7 +377,7 @@ func bars(labels []string, values map[string]float64, format string) ([]barRow, 
 		if mx > 0 {
 			w = 440 * v / mx
 		}
-		out = append(out, barRow{Label: l, Value: v, Text: fmt.Sprintf(format, v), Width: w, Y: 10 + 26*len(out), Ours: strings.HasPrefix(l, "iotsafe")})
+		out = append(out, barRow{Label: l, Value: v, Text: fmt.Sprintf(format, v), Width: w, Y: 10 + 26*len(out), Ours: strings.HasPrefix(l, "iotsafe") || strings.HasPrefix(l, "frontdoor")})
 	}
 	return out, 20 + 26*len(out)
 }
