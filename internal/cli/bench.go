@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +20,8 @@ import (
 
 func benchCmd() *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "The lab: reproduce the papers' experiments on this machine with real peers"}
-	c.AddCommand(benchHubCmd(), benchLinkCmd(), benchServeAppCmd(), benchServeHTTPSCmd(), benchFleetCmd())
+	c.AddCommand(benchHubCmd(), benchDeviceCmd(), benchLinkCmd(), benchServeAppCmd(), benchServeHTTPSCmd(), benchFleetCmd(),
+		benchServeFilesCmd(), benchDeviceClientCmd())
 	return c
 }
 
@@ -118,6 +120,116 @@ under two minutes; its figures are not measurements.`,
 	fl.IntSliceVar(&o.Payloads, "payloads", nil, "response sizes in bytes of the memory-vs-payload sweep (default 1024,4096,16384,65536,262144)")
 	fl.IntVar(&o.PayloadN, "payload-n", 0, "device sessions of the memory-vs-payload sweep (default 100, 10 with --quick)")
 	fl.StringVar(&profile, "profile", "", "write a CPU profile of every hub under test into DIR (go tool pprof)")
+	return c
+}
+
+func benchDeviceCmd() *cobra.Command {
+	var o lab.DeviceOptions
+	var out, link, schemes, protos string
+	c := &cobra.Command{
+		Use:   "device",
+		Short: "Device benchmark (paper 000 section VI): HTTP over plain, HTTPS, iotsafe and OpenSSH on an emulated 802.15.4 link",
+		Long: `Reproduce paper 000's device benchmark: HTTP GETs of random text files (4 B to 262 KB)
+from a device namespace to a gateway's server, over the lab's emulated link (default
+IEEE 802.15.4 with 6LoWPAN, see 'iotsafe bench link'), by each scheme: plain HTTP, HTTPS
+with TLS 1.2 (ECDHE-ECDSA-AES256-GCM-SHA384) and TLS 1.3, iotsafe's SSH forward, and
+OpenSSH with and without compression (-C); each over HTTP/1.1 (a new connection per
+request) and HTTP/2 (one connection per series; h2c through the forwards).
+
+Results go to --out (default ./bench-results/device-TIMESTAMP/): device.csv,
+environment.json, summary.json (schema: docs/bench.md), report.html with figs. 11-14.
+Needs root (network namespaces, sshd). --quick checks the harness in a few minutes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			prof, err := linkemu.Lookup(link)
+			if err != nil {
+				return err
+			}
+			o.Link = prof
+			if schemes != "" {
+				for _, s := range strings.Split(schemes, ",") {
+					if !slices.Contains(lab.DeviceSchemes, s) {
+						return fmt.Errorf("--schemes: %q is not one of %s", s, strings.Join(lab.DeviceSchemes, ", "))
+					}
+					o.Schemes = append(o.Schemes, s)
+				}
+			}
+			if protos != "" {
+				for _, p := range strings.Split(protos, ",") {
+					if p != "h1" && p != "h2" {
+						return fmt.Errorf("--protos: %q is not h1 or h2", p)
+					}
+					o.Protos = append(o.Protos, p)
+				}
+			}
+			if out == "" {
+				out = filepath.Join("bench-results", "device-"+time.Now().Format("20060102-150405"))
+			}
+			bin, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			scratch, err := os.MkdirTemp("", "iotsafe-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(scratch)
+			stderr := cmd.ErrOrStderr()
+			f, isFile := stderr.(*os.File)
+			o.Progress = &lab.Progress{W: stderr, TTY: isFile && term.IsTerminal(int(f.Fd()))}
+			fmt.Fprintf(cmd.OutOrStdout(), "bench device: results in %s\n", out)
+			res, err := lab.RunDevice(cmd.Context(), &lab.Bench{Bin: bin, Dir: scratch}, o)
+			if res == nil {
+				return err
+			}
+			s := lab.SummarizeDevice(res, o)
+			if werr := lab.WriteDevice(out, lab.ReadEnvironment(o.Quick), res, s); werr != nil {
+				return werr
+			}
+			lab.PrintDevice(cmd.OutOrStdout(), s)
+			fmt.Fprintf(cmd.OutOrStdout(), "\nreport: %s\n", filepath.Join(out, "report.html"))
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		},
+	}
+	fl := c.Flags()
+	fl.BoolVar(&o.Quick, "quick", false, "three sizes, five requests each: checks the harness")
+	fl.StringVar(&out, "out", "", "results folder (default ./bench-results/device-TIMESTAMP)")
+	fl.StringVar(&link, "link", "802154", "link profile: 802154, wifi, lte, ethernet")
+	fl.StringVar(&schemes, "schemes", "", "comma-separated: "+strings.Join(lab.DeviceSchemes, ", ")+" (default all)")
+	fl.StringVar(&protos, "protos", "", "h1, h2 (default both)")
+	fl.IntSliceVar(&o.Sizes, "sizes", nil, "file sizes in bytes (default the paper's 4 B to 262144 B)")
+	fl.IntVar(&o.Requests, "requests", 0, "sequential requests per size (default 100, as the paper; 5 with --quick)")
+	fl.IntVar(&o.MaxBytes, "max-bytes", 0, "cap on one series' bytes: fewer requests (at least 3) for big files (default 2 MiB)")
+	return c
+}
+
+func benchServeFilesCmd() *cobra.Command {
+	var listen, tlsListen, cert, key string
+	c := &cobra.Command{
+		Use: "serve-files", Hidden: true, Short: "lab helper: the gateway's file server of the device bench", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return lab.ServeFiles(cmd.Context(), listen, tlsListen, cert, key, cmd.OutOrStdout())
+		},
+	}
+	c.Flags().StringVar(&listen, "listen", "[::]:8080", "HTTP/1.1 and h2c address")
+	c.Flags().StringVar(&tlsListen, "tls-listen", "[::]:8443", "HTTPS address")
+	c.Flags().StringVar(&cert, "cert", "", "certificate PEM file")
+	c.Flags().StringVar(&key, "key", "", "key PEM file")
+	return c
+}
+
+func benchDeviceClientCmd() *cobra.Command {
+	var ca string
+	c := &cobra.Command{
+		Use: "device-client", Hidden: true, Short: "lab helper: the device's HTTP client (commands on standard input)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return lab.DeviceClient(cmd.Context(), ca, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	c.Flags().StringVar(&ca, "ca", "", "CA certificate PEM file for HTTPS")
 	return c
 }
 

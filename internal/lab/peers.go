@@ -274,7 +274,28 @@ func (b *Bench) StartOpenSSH(ctx context.Context) (*SSHServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := fmt.Sprintf(`ListenAddress 127.0.0.1:%d
+	cfg := sshdConfig(fmt.Sprintf("127.0.0.1:%d", port), dir, ak)
+	cfgFile := filepath.Join(dir, "sshd_config")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
+	proc, err := StartProc("openssh", nil, "/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if err := WaitTCP(ctx, proc, addr); err != nil {
+		proc.Stop()
+		return nil, err
+	}
+	return &SSHServer{Name: "openssh", Proc: proc, Addr: addr, HostKey: hostPub, User: "root", KeyDir: keys}, nil
+}
+
+// sshdConfig is the lab's sshd configuration: keys in dir, only public-key logins,
+// forwarding on, nothing else.
+func sshdConfig(listen, dir, authorizedKeys string) string {
+	return fmt.Sprintf(`ListenAddress %s
 HostKey %s
 PidFile %s
 AuthorizedKeysFile %s
@@ -291,22 +312,7 @@ UseDNS no
 MaxStartups 4096
 MaxAuthTries 3
 LogLevel ERROR
-`, port, filepath.Join(dir, "host_key"), filepath.Join(dir, "sshd.pid"), ak)
-	cfgFile := filepath.Join(dir, "sshd_config")
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
-		return nil, err
-	}
-	os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
-	proc, err := StartProc("openssh", nil, "/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)
-	if err != nil {
-		return nil, err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	if err := WaitTCP(ctx, proc, addr); err != nil {
-		proc.Stop()
-		return nil, err
-	}
-	return &SSHServer{Name: "openssh", Proc: proc, Addr: addr, HostKey: hostPub, User: "root", KeyDir: keys}, nil
+`, listen, filepath.Join(dir, "host_key"), filepath.Join(dir, "sshd.pid"), authorizedKeys)
 }
 
 // StartDropbear runs dropbear on a free loopback port. Dropbear reads authorized keys only

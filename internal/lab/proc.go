@@ -113,10 +113,15 @@ func (p *Proc) Stop() {
 
 // WaitTCP waits until addr accepts connections: for peers that print no readiness line.
 func WaitTCP(ctx context.Context, p *Proc, addr string) error {
+	return WaitTCPWith(ctx, p, addr, func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) })
+}
+
+// WaitTCPWith is WaitTCP with a dialer of the caller's (one inside a namespace).
+func WaitTCPWith(ctx context.Context, p *Proc, addr string, dial func(string) (net.Conn, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for delay := 5 * time.Millisecond; ; delay = min(delay*2, 200*time.Millisecond) {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		c, err := dial(addr)
 		if err == nil {
 			c.Close()
 			return nil

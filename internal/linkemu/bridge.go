@@ -17,7 +17,10 @@ import (
 )
 
 // InNetns runs fn on an OS thread that entered the named network namespace; sockets and
-// devices fn creates stay in that namespace. The thread is discarded afterwards.
+// devices fn creates stay in that namespace. The thread returns to its own namespace
+// afterwards and lives on: a thread that ended would take with it every child process it
+// had started with a parent-death signal (the lab's peers), and any thread may have.
+// Only if it cannot return is it discarded.
 func InNetns(ns string, fn func() error) error {
 	f, err := os.Open("/var/run/netns/" + ns)
 	if err != nil {
@@ -26,12 +29,24 @@ func InNetns(ns string, fn func() error) error {
 	defer f.Close()
 	done := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		runtime.LockOSThread()
+		home, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("linkemu: own namespace: %w", err)
+			return
+		}
+		defer home.Close()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			done <- fmt.Errorf("linkemu: entering %s: %w", ns, err)
 			return
 		}
-		done <- fn()
+		err = fn()
+		if unix.Setns(int(home.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		} // else: stays locked, and the thread ends with this goroutine
+		done <- err
 	}()
 	return <-done
 }

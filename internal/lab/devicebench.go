@@ -1,0 +1,394 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/linkemu"
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/sockets"
+)
+
+// Device-bench schemes (paper 000 section VI): how the device's HTTP GETs reach the
+// gateway's file server.
+var DeviceSchemes = []string{"plain", "https12", "https13", "iotsafe", "openssh", "openssh_c"}
+
+// PaperSizes are the file sizes of paper 000 figs. 11-14 (4 B to 262 KB).
+var PaperSizes = []int{4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144}
+
+// Energy model of the device (docs/bench.md). The paper reports energy relative to
+// plain HTTP, so the absolute constants cancel in its figures; they are here so the
+// joules are meaningful.
+const (
+	// AT86RF233 datasheet (Atmel 8351), typical at 3.0 V: BUSY_TX at +4 dBm 13.8 mA,
+	// RX_ON 11.8 mA.
+	radioVolts = 3.0
+	radioTXmA  = 13.8
+	radioRXmA  = 11.8
+	// cpuWatts: power of one busy core of a Raspberry Pi 3 class device above idle
+	// (an assumption of this lab; the paper turns CPU time into energy proportionally).
+	cpuWatts = 0.35
+)
+
+// DeviceOptions configures 'iotsafe bench device'.
+type DeviceOptions struct {
+	Quick    bool
+	Link     linkemu.Profile
+	Schemes  []string // nil: all
+	Protos   []string // "h1" (new connection per request), "h2" (one connection); nil: both
+	Sizes    []int    // nil: PaperSizes (4, 256, 4096 with Quick)
+	Requests int      // per size; 0: 100 (5 with Quick)
+	// MaxBytes caps the bytes of one series: fewer requests (at least 3) for big files,
+	// so a full run over 802.15.4 ends in hours, not days. 0: 2 MiB.
+	MaxBytes int
+	Progress *Progress
+}
+
+func (o *DeviceOptions) defaults() {
+	if o.Schemes == nil {
+		o.Schemes = DeviceSchemes
+	}
+	if o.Protos == nil {
+		o.Protos = []string{"h1", "h2"}
+	}
+	if o.Sizes == nil {
+		o.Sizes = PaperSizes
+		if o.Quick {
+			o.Sizes = []int{4, 256, 4096}
+		}
+	}
+	if o.Requests == 0 {
+		o.Requests = 100
+		if o.Quick {
+			o.Requests = 5
+		}
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = 2 << 20
+	}
+}
+
+// DeviceRow is one series: Requests sequential GETs of Size bytes by Scheme over Proto.
+type DeviceRow struct {
+	Scheme, Proto    string
+	Size, Requests   int
+	Seconds          float64
+	LinkBytes        int64 // on the air: PHY and MAC overhead, ACKs, retransmissions
+	IPBytes          int64 // IP packets carried, both directions
+	Frames           int64
+	AirTX, AirRX     time.Duration // device sending / receiving
+	CPU              time.Duration // device-side processes: client, and agent or ssh
+	Err              string
+	Goodput          float64 // bit/s of file content
+	Efficiency       float64 // file bytes over link bytes (goodput over link throughput)
+	EfficiencyIP     float64 // file bytes over IP bytes (what interface counters would show)
+	CPUJ, RadioJoule float64
+}
+
+// DeviceResults is a whole run.
+type DeviceResults struct {
+	Link    string
+	Rows    []DeviceRow
+	Skipped map[string]string
+}
+
+// devicePair is the emulated link with its two namespaces.
+type devicePair struct {
+	dev, gw string
+	br      *linkemu.Bridge
+}
+
+func newDevicePair(prof linkemu.Profile, tag string) (*devicePair, error) {
+	p := &devicePair{dev: fmt.Sprintf("iotsafe-%s-dev-%d", tag, os.Getpid()), gw: fmt.Sprintf("iotsafe-%s-gw-%d", tag, os.Getpid())}
+	for _, ns := range []string{p.dev, p.gw} {
+		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("lab: ip netns add %s: %v: %s (needs root)", ns, err, out)
+		}
+		exec.Command("ip", "-n", ns, "link", "set", "lo", "up").Run()
+	}
+	br, err := linkemu.Open(prof, linkemu.End{Netns: p.dev, Device: "lowpan0", Addr: netip.MustParsePrefix("fd77::1/64")},
+		linkemu.End{Netns: p.gw, Device: "lowpan0", Addr: netip.MustParsePrefix("fd77::2/64")}, uint64(time.Now().UnixNano()))
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.br = br
+	return p, nil
+}
+
+func (p *devicePair) Close() {
+	if p.br != nil {
+		p.br.Close()
+	}
+	for _, ns := range []string{p.dev, p.gw} {
+		exec.Command("ip", "netns", "del", ns).Run()
+	}
+}
+
+func (p *devicePair) dialIn(ns string) func(string) (net.Conn, error) {
+	return func(addr string) (c net.Conn, err error) {
+		err = linkemu.InNetns(ns, func() error {
+			c, err = net.DialTimeout("tcp", addr, 2*time.Second)
+			return err
+		})
+		return c, err
+	}
+}
+
+type linkSnap struct {
+	bytes, ipBytes, frames int64
+	tx, rx                 time.Duration
+}
+
+func (p *devicePair) snap() linkSnap {
+	s0, s1 := &p.br.Stats[0], &p.br.Stats[1] // 0: device to gateway
+	return linkSnap{bytes: s0.LinkBytes.Load() + s1.LinkBytes.Load(), ipBytes: s0.IPBytes.Load() + s1.IPBytes.Load(), frames: s0.Frames.Load() + s1.Frames.Load(),
+		tx: time.Duration(s0.Airtime.Load()), rx: time.Duration(s1.Airtime.Load())}
+}
+
+// RunDevice is paper 000 section VI on an emulated link.
+func RunDevice(ctx context.Context, b *Bench, o DeviceOptions) (*DeviceResults, error) {
+	o.defaults()
+	res := &DeviceResults{Link: o.Link.Name, Skipped: map[string]string{}}
+	o.Progress.Start(len(o.Schemes) * len(o.Protos) * len(o.Sizes))
+	defer o.Progress.Done()
+	pair, err := newDevicePair(o.Link, "dev")
+	if err != nil {
+		return res, err
+	}
+	defer pair.Close()
+	certFile, keyFile, _, err := WriteCert(b.Dir)
+	if err != nil {
+		return res, err
+	}
+	files, err := StartProc("files", nil, "ip", "netns", "exec", pair.gw, b.Bin, "bench", "serve-files",
+		"--listen", "[::]:8080", "--tls-listen", "[::]:8443", "--cert", certFile, "--key", keyFile)
+	if err != nil {
+		return res, err
+	}
+	defer files.Stop()
+	if err := WaitTCPWith(ctx, files, "[fd77::2]:8443", pair.dialIn(pair.dev)); err != nil {
+		return res, err
+	}
+	client := exec.CommandContext(ctx, "ip", "netns", "exec", pair.dev, b.Bin, "bench", "device-client", "--ca", certFile)
+	stdin, _ := client.StdinPipe()
+	stdout, _ := client.StdoutPipe()
+	client.Stderr = os.Stderr
+	if err := client.Start(); err != nil {
+		return res, err
+	}
+	defer func() { stdin.Close(); client.Wait() }()
+	answers := bufio.NewScanner(stdout)
+	for _, scheme := range o.Schemes {
+		base, tlsMode, helper, stop, err := b.startScheme(ctx, pair, scheme)
+		if err != nil {
+			res.Skipped[scheme] = err.Error()
+			for range len(o.Protos) * len(o.Sizes) {
+				o.Progress.Step(scheme + " skipped")
+			}
+			continue
+		}
+		for _, proto := range o.Protos {
+			for _, size := range o.Sizes {
+				n := max(3, min(o.Requests, o.MaxBytes/max(size, 1)))
+				row := DeviceRow{Scheme: scheme, Proto: proto, Size: size, Requests: n}
+				pids := []int{client.Process.Pid}
+				if helper != nil {
+					pids = append(pids, helper.PID())
+				}
+				cpu0 := cpuOf(pids)
+				l0 := pair.snap()
+				fmt.Fprintf(stdin, "%s %s %s %d %d\n", base, proto, tlsMode, n, size)
+				if !answers.Scan() {
+					stop()
+					return res, fmt.Errorf("lab: the device client stopped")
+				}
+				l1, cpu1 := pair.snap(), cpuOf(pids)
+				var ns int64
+				if _, err := fmt.Sscanf(answers.Text(), "ok %d", &ns); err != nil {
+					row.Err = strings.TrimPrefix(answers.Text(), "err ")
+				}
+				row.Seconds = time.Duration(ns).Seconds()
+				row.LinkBytes, row.IPBytes, row.Frames = l1.bytes-l0.bytes, l1.ipBytes-l0.ipBytes, l1.frames-l0.frames
+				row.AirTX, row.AirRX, row.CPU = l1.tx-l0.tx, l1.rx-l0.rx, cpu1-cpu0
+				if row.Err == "" && row.Seconds > 0 {
+					payload := float64(n * size)
+					row.Goodput = payload * 8 / row.Seconds
+					if row.LinkBytes > 0 {
+						row.Efficiency = payload / float64(row.LinkBytes)
+					}
+					if row.IPBytes > 0 {
+						row.EfficiencyIP = payload / float64(row.IPBytes)
+					}
+				}
+				row.CPUJ = row.CPU.Seconds() * cpuWatts
+				row.RadioJoule = radioVolts * (row.AirTX.Seconds()*radioTXmA + row.AirRX.Seconds()*radioRXmA) / 1000
+				res.Rows = append(res.Rows, row)
+				o.Progress.Step(fmt.Sprintf("%-9s %s %6d B x %3d: efficiency %.3f, goodput %.0f bit/s %s", scheme, proto, size, n, row.Efficiency, row.Goodput, row.Err))
+				if ctx.Err() != nil {
+					stop()
+					return res, ctx.Err()
+				}
+			}
+		}
+		stop()
+	}
+	return res, nil
+}
+
+func cpuOf(pids []int) time.Duration {
+	var t time.Duration
+	for _, p := range pids {
+		if c, err := TreeCPU(p); err == nil {
+			t += c
+		}
+	}
+	return t
+}
+
+// startScheme prepares a scheme and returns the URL base the device client uses, its TLS
+// mode, the device-side helper process (agent or ssh) whose CPU counts, and a stop.
+func (b *Bench) startScheme(ctx context.Context, p *devicePair, scheme string) (base, tlsMode string, helper *Proc, stop func(), err error) {
+	nop := func() {}
+	switch scheme {
+	case "plain":
+		return "http://[fd77::2]:8080", "none", nil, nop, nil
+	case "https12":
+		return "https://[fd77::2]:8443", "12", nil, nop, nil
+	case "https13":
+		return "https://[fd77::2]:8443", "13", nil, nop, nil
+	case "iotsafe":
+		return b.startIoTsafeDevice(ctx, p)
+	case "openssh", "openssh_c":
+		return b.startOpenSSHDevice(ctx, p, scheme == "openssh_c")
+	}
+	return "", "", nil, nil, fmt.Errorf("lab: unknown scheme %q", scheme)
+}
+
+// The paper's SSH algorithms: curve25519-sha256 and aes256-gcm (section V-A).
+const (
+	paperKex    = "curve25519-sha256"
+	paperCipher = "aes256-gcm@openssh.com"
+)
+
+func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair) (string, string, *Proc, func(), error) {
+	dir, err := b.scratch("device-iotsafe")
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	pool := sockets.Config{CIDR: "127.88.0.0/16"}
+	sp, _ := sockets.NewPool(pool)
+	reg, err := registry.Open(ctx, dir, sp)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	prof := &profile.Profile{Name: "lab-device", Reverse: map[string]int{}, Direct: map[string]string{"web": "127.0.0.1:8080"}}
+	keys := filepath.Join(dir, "keys")
+	os.MkdirAll(keys, 0o700)
+	pub, err := newKey(filepath.Join(keys, "dev0"), "dev0")
+	if err == nil {
+		err = reg.PutProfile(ctx, prof)
+	}
+	if err == nil {
+		_, err = reg.AddDevice(ctx, "dev0", "lab-device", pub)
+	}
+	reg.Close()
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '[fd77::2]:2222', kex: [%s], ciphers: [%s]}\npool: {cidr: %s}\naccess: {kernel: off}\n", paperKex, paperCipher, pool.CIDR)
+	if err := os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600); err != nil {
+		return "", "", nil, nil, err
+	}
+	hub, err := StartProc("device-hub", nil, "ip", "netns", "exec", p.gw, b.Bin, "hub", "--data", dir)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := hub.ReadLine(rctx, "hub listening for devices on "); err != nil {
+		hub.Stop()
+		return "", "", nil, nil, err
+	}
+	hk, err := os.ReadFile(filepath.Join(dir, "host_ed25519_key"))
+	var signer ssh.Signer
+	if err == nil {
+		signer, err = ssh.ParsePrivateKey(hk)
+	}
+	if err != nil {
+		hub.Stop()
+		return "", "", nil, nil, err
+	}
+	agent, err := StartProc("device-agent", nil, "ip", "netns", "exec", p.dev, b.Bin, "agent", "--hub", "[fd77::2]:2222",
+		"--key", filepath.Join(keys, "dev0"), "--hub-key", ssh.FingerprintSHA256(signer.PublicKey()), "--forward", "127.0.0.1:18080=web", "--log-level", "error")
+	if err != nil {
+		hub.Stop()
+		return "", "", nil, nil, err
+	}
+	stop := func() { agent.Stop(); hub.Stop() }
+	if err := WaitTCPWith(ctx, agent, "127.0.0.1:18080", p.dialIn(p.dev)); err != nil {
+		stop()
+		return "", "", nil, nil, err
+	}
+	return "http://127.0.0.1:18080", "none", agent, stop, nil
+}
+
+func (b *Bench) startOpenSSHDevice(ctx context.Context, p *devicePair, compress bool) (string, string, *Proc, func(), error) {
+	dir, err := b.scratch("device-openssh")
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	pub, keys, err := clientKey(dir)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	ak := filepath.Join(dir, "authorized_keys")
+	os.WriteFile(ak, ssh.MarshalAuthorizedKey(pub), 0o600)
+	if _, err := newKey(filepath.Join(dir, "host_key"), "lab-host"); err != nil {
+		return "", "", nil, nil, err
+	}
+	cfg := sshdConfig("[fd77::2]:2200", dir, ak) + "KexAlgorithms " + paperKex + "\nCiphers " + paperCipher + "\n"
+	cfgFile := filepath.Join(dir, "sshd_config")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		return "", "", nil, nil, err
+	}
+	os.MkdirAll("/run/sshd", 0o755)
+	sshd, err := StartProc("device-sshd", nil, "ip", "netns", "exec", p.gw, "/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	if err := WaitTCPWith(ctx, sshd, "[fd77::2]:2200", p.dialIn(p.dev)); err != nil {
+		sshd.Stop()
+		return "", "", nil, nil, err
+	}
+	comp := "no"
+	if compress {
+		comp = "yes"
+	}
+	cl, err := StartProc("device-ssh", nil, "ip", "netns", "exec", p.dev, "ssh", "-N", "-F", "/dev/null",
+		"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+		"-o", "Compression="+comp, "-o", "KexAlgorithms="+paperKex, "-c", paperCipher,
+		"-i", filepath.Join(keys, "client"), "-p", "2200", "-L", "127.0.0.1:18081:127.0.0.1:8080", "root@fd77::2")
+	if err != nil {
+		sshd.Stop()
+		return "", "", nil, nil, err
+	}
+	stop := func() { cl.Stop(); sshd.Stop() }
+	if err := WaitTCPWith(ctx, cl, "127.0.0.1:18081", p.dialIn(p.dev)); err != nil {
+		stop()
+		return "", "", nil, nil, err
+	}
+	return "http://127.0.0.1:18081", "none", cl, stop, nil
+}
