@@ -37,6 +37,11 @@ type Config struct {
 	ConnectWait time.Duration
 	// HandshakeTimeout bounds TCP connect plus SSH handshake; 0 means 15s.
 	HandshakeTimeout time.Duration
+	// Coalesce lets TCP merge small SSH packets (Nagle's algorithm, on the session to the
+	// hub), as OpenSSH does for sessions without a terminal: fewer, fuller frames on slow
+	// radio links, at the cost of up to a round trip of latency for small writes. Off by
+	// default (Go's TCP_NODELAY).
+	Coalesce bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Sandbox, if set, is installed before the first connection and removed when Run
@@ -174,6 +179,9 @@ func (a *Agent) session(ctx context.Context) error {
 	tc, err := d.DialContext(ctx, "tcp", a.cfg.Hub)
 	if err != nil {
 		return fmt.Errorf("agent: connect: %w", err)
+	}
+	if t, ok := tc.(*net.TCPConn); ok && a.cfg.Coalesce {
+		t.SetNoDelay(false)
 	}
 	var hostKeyErr error
 	cc := &ssh.ClientConfig{

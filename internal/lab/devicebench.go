@@ -283,6 +283,8 @@ const (
 	paperCipher = "aes256-gcm@openssh.com"
 )
 
+// startIoTsafeDevice runs a hub in the gateway namespace and the agent, configured as
+// recommended for radio links (--coalesce), in the device namespace.
 func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair) (string, string, *Proc, func(), error) {
 	dir, err := b.scratch("device-iotsafe")
 	if err != nil {
@@ -332,7 +334,7 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair) (string, 
 		return "", "", nil, nil, err
 	}
 	agent, err := StartProc("device-agent", nil, "ip", "netns", "exec", p.dev, b.Bin, "agent", "--hub", "[fd77::2]:2222",
-		"--key", filepath.Join(keys, "dev0"), "--hub-key", ssh.FingerprintSHA256(signer.PublicKey()), "--forward", "127.0.0.1:18080=web", "--log-level", "error")
+		"--key", filepath.Join(keys, "dev0"), "--hub-key", ssh.FingerprintSHA256(signer.PublicKey()), "--forward", "127.0.0.1:18080=web", "--log-level", "error", "--coalesce")
 	if err != nil {
 		hub.Stop()
 		return "", "", nil, nil, err
