@@ -46,7 +46,8 @@ func TestBenchDeviceQuick(t *testing.T) {
 			}
 		}
 	}
-	if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), "iotsafe-dev-") {
+	// Only this run's namespaces (named after its pid): other benches may be running.
+	if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), fmt.Sprintf("-%d", cmd.Process.Pid)) {
 		t.Fatalf("namespaces left behind:\n%s", ns)
 	}
 	if left := processesWithEnv(tag); len(left) > 0 {

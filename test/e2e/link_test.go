@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -13,7 +14,8 @@ import (
 func TestLinkEmulation802154(t *testing.T) {
 	needRoot(t)
 	needTool(t, "ip")
-	out, err := exec.Command(iotsafeBin, "bench", "link", "--link", "802154", "--bytes", "16384", "--json").Output()
+	cmd := exec.Command(iotsafeBin, "bench", "link", "--link", "802154", "--bytes", "16384", "--json")
+	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("bench link: %v\n%s", err, out)
 	}
@@ -32,7 +34,8 @@ func TestLinkEmulation802154(t *testing.T) {
 	if r.Bytes != 16384 || r.Goodput <= 0 || r.Ceiling <= 0 || r.Frames < 16384/96 || r.LinkBytes <= 16384 || r.Efficiency <= 0 || r.Efficiency >= 1 {
 		t.Fatalf("result %+v", r)
 	}
-	if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), "iotsafe-link-") {
+	// Only this run's namespaces (named after its pid): other benches may be running.
+	if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), fmt.Sprintf("iotsafe-link-dev-%d", cmd.Process.Pid)) {
 		t.Fatalf("namespaces left behind:\n%s", ns)
 	}
 	if _, err := exec.Command(iotsafeBin, "bench", "link", "--link", "carrier-pigeon").CombinedOutput(); err == nil {
