@@ -47,7 +47,7 @@ func TestBenchDeviceQuick(t *testing.T) {
 		}
 	}
 	// Only this run's namespaces (named after its pid): other benches may be running.
-	if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), fmt.Sprintf("-%d", cmd.Process.Pid)) {
+	if ns, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(ns), fmt.Sprintf("iotsafe-dev-gw-%d", cmd.Process.Pid)) {
 		t.Fatalf("namespaces left behind:\n%s", ns)
 	}
 	if left := processesWithEnv(tag); len(left) > 0 {
