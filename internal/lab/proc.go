@@ -155,8 +155,12 @@ type Memory struct {
 // TreeCPU returns the CPU time (user + system) used so far by pid and its live
 // descendants, plus what their exited children used (cutime, cstime): sshd's
 // per-connection processes count once they are reaped.
+//
+// Live processes are measured in nanoseconds from their threads' schedstat (on-CPU
+// time), since utime/stime come in 10 ms ticks, too coarse for a short series of
+// requests; reaped children only exist as ticks. Without schedstat, ticks are used.
 func TreeCPU(pid int) (time.Duration, error) {
-	var ticks int64
+	var total time.Duration
 	found := false
 	for _, p := range treePIDs(pid) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
@@ -166,18 +170,50 @@ func TreeCPU(pid int) (time.Duration, error) {
 		s := string(b)
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 		// After the command: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14).
-		if len(f) > 14 {
-			for _, i := range []int{11, 12, 13, 14} {
-				v, _ := strconv.ParseInt(f[i], 10, 64)
-				ticks += v
-			}
-			found = true
+		if len(f) <= 14 {
+			continue
 		}
+		tick := func(i int) time.Duration {
+			v, _ := strconv.ParseInt(f[i], 10, 64)
+			return time.Duration(v) * time.Second / 100 // USER_HZ is 100 on Linux
+		}
+		own, ok := threadsOnCPU(p)
+		if !ok {
+			own = tick(11) + tick(12)
+		}
+		total += own + tick(13) + tick(14)
+		found = true
 	}
 	if !found {
 		return 0, errors.New("lab: process gone")
 	}
-	return time.Duration(ticks) * time.Second / 100, nil // USER_HZ is 100 on Linux
+	return total, nil
+}
+
+// threadsOnCPU sums the on-CPU nanoseconds of pid's live threads (/proc/PID/task/*/schedstat);
+// threads that already exited are not counted (Go runtimes and sshd keep theirs).
+func threadsOnCPU(pid int) (time.Duration, bool) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, false
+	}
+	var ns int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, false
+		}
+		v, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		ns += v
+	}
+	return time.Duration(ns), true
 }
 
 // treePIDs lists pid and all its descendants.

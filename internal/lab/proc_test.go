@@ -39,3 +39,23 @@ func TestProcExitBeforeReady(t *testing.T) {
 		t.Fatal("no error for a process that exited without saying ready")
 	}
 }
+
+// TreeCPU sees the CPU time a process burnt, with better than tick resolution where the
+// kernel has schedstat.
+func TestTreeCPUCountsAChildsWork(t *testing.T) {
+	p, err := StartProc("busy", nil, "sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo done; exec sleep 60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	if _, err := p.ReadLine(context.Background(), "done"); err != nil {
+		t.Fatal(err)
+	}
+	cpu, err := TreeCPU(p.PID())
+	if err != nil || cpu <= 0 {
+		t.Fatalf("cpu %v, %v", cpu, err)
+	}
+	if cpu%(10*time.Millisecond) == 0 {
+		t.Logf("cpu %v is a whole number of ticks: schedstat may be unavailable here", cpu)
+	}
+}
