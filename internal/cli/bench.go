@@ -125,7 +125,7 @@ under two minutes; its figures are not measurements.`,
 
 func benchDeviceCmd() *cobra.Command {
 	var o lab.DeviceOptions
-	var out, link, schemes, protos string
+	var out, link, schemes, protos, trace string
 	c := &cobra.Command{
 		Use:   "device",
 		Short: "Device benchmark (paper 000 section VI): HTTP over plain, HTTPS, iotsafe and OpenSSH on an emulated 802.15.4 link",
@@ -177,6 +177,14 @@ Needs root (network namespaces, sshd). --quick checks the harness in a few minut
 			stderr := cmd.ErrOrStderr()
 			f, isFile := stderr.(*os.File)
 			o.Progress = &lab.Progress{W: stderr, TTY: isFile && term.IsTerminal(int(f.Fd()))}
+			if trace != "" {
+				tf, err := os.Create(trace)
+				if err != nil {
+					return err
+				}
+				defer tf.Close()
+				o.Trace = tf
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "bench device: results in %s\n", out)
 			res, err := lab.RunDevice(cmd.Context(), &lab.Bench{Bin: bin, Dir: scratch}, o)
 			if res == nil {
@@ -202,6 +210,7 @@ Needs root (network namespaces, sshd). --quick checks the harness in a few minut
 	fl.StringVar(&protos, "protos", "", "h1, h2 (default both)")
 	fl.IntSliceVar(&o.Sizes, "sizes", nil, "file sizes in bytes (default the paper's 4 B to 262144 B)")
 	fl.IntVar(&o.Requests, "requests", 0, "sequential requests per size (default 100, as the paper; 5 with --quick)")
+	fl.StringVar(&trace, "trace", "", "write a line per packet on the link to FILE (time, direction, bytes, frames, TCP flags, payload)")
 	fl.IntVar(&o.MaxBytes, "max-bytes", 0, "cap on one series' bytes: fewer requests (at least 3) for big files (default 2 MiB)")
 	return c
 }

@@ -41,7 +41,7 @@ func RunLink(ctx context.Context, prof linkemu.Profile, n int) (LinkResult, erro
 		exec.Command("ip", "-n", ns, "link", "set", "lo", "up").Run()
 	}
 	devAddr, gwAddr := netip.MustParsePrefix("fd77::1/64"), netip.MustParsePrefix("fd77::2/64")
-	br, err := linkemu.Open(prof, linkemu.End{Netns: dev, Device: "lowpan0", Addr: devAddr}, linkemu.End{Netns: gw, Device: "lowpan0", Addr: gwAddr}, uint64(time.Now().UnixNano()))
+	br, err := linkemu.Open(prof, linkemu.End{Netns: dev, Device: "lowpan0", Addr: devAddr}, linkemu.End{Netns: gw, Device: "lowpan0", Addr: gwAddr}, uint64(time.Now().UnixNano()), nil)
 	if err != nil {
 		return res, err
 	}

@@ -66,15 +66,20 @@ type Stats struct {
 
 // Bridge carries IP packets between two TUN devices at the pace of a Profile.
 type Bridge struct {
-	prof   Profile
-	tun    [2]*os.File
-	Stats  [2]Stats // [0]: a to b, [1]: b to a
-	mu     sync.Mutex
-	rng    *rand.Rand
-	busy   [2]time.Time // medium busy until, per direction (both the same when half duplex)
-	queues [2]chan delivery
-	wg     sync.WaitGroup
+	prof     Profile
+	tun      [2]*os.File
+	Stats    [2]Stats // [0]: a to b, [1]: b to a
+	mu       sync.Mutex
+	rng      *rand.Rand
+	busy     [2]time.Time // medium busy until, per direction (both the same when half duplex)
+	queues   [2]chan delivery
+	wg       sync.WaitGroup
+	onPacket func(dir int, pkt []byte, c Cost)
 }
+
+// PacketFunc sees every packet the bridge carries, with its direction (0: a to b) and
+// cost; it runs on the bridge's reading goroutines, so it must be quick.
+type PacketFunc func(dir int, pkt []byte, c Cost)
 
 type delivery struct {
 	at  time.Time
@@ -87,8 +92,9 @@ const maxBacklog = 3 * time.Second
 
 // Open creates the two TUN devices (MTU from the profile, addresses without duplicate
 // address detection, so the link is usable at once) and starts carrying packets.
-func Open(prof Profile, a, b End, seed uint64) (*Bridge, error) {
-	br := &Bridge{prof: prof, rng: rand.New(rand.NewPCG(seed, seed^0x5eed))}
+// onPacket may be nil.
+func Open(prof Profile, a, b End, seed uint64, onPacket PacketFunc) (*Bridge, error) {
+	br := &Bridge{prof: prof, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), onPacket: onPacket}
 	for i, e := range []End{a, b} {
 		f, err := openTUN(e, prof.MTU)
 		if err != nil {
@@ -187,6 +193,9 @@ func (br *Bridge) read(dir int) {
 			at = at.Add(time.Duration(br.rng.Int64N(int64(br.prof.Jitter))))
 		}
 		br.mu.Unlock()
+		if br.onPacket != nil {
+			br.onPacket(dir, pkt, cost)
+		}
 		st.Packets.Add(1)
 		st.IPBytes.Add(int64(n))
 		st.LinkBytes.Add(int64(cost.LinkBytes))
