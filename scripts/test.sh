@@ -26,7 +26,11 @@ for target in \
   ./internal/frontdoor:FuzzParseHost \
   ./internal/frontdoor:FuzzStripSessionCookie; do
   pkg=${target%%:*}; fn=${target##*:}
-  go test "$pkg" -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" >/dev/null
+  log=$(mktemp)
+  if ! go test "$pkg" -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" >"$log" 2>&1; then
+    echo "fuzzing $fn failed:"; tail -n 40 "$log"; rm -f "$log"; exit 1
+  fi
+  rm -f "$log"
   echo "fuzzed $fn for $FUZZTIME"
 done
 
