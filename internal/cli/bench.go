@@ -25,6 +25,20 @@ func benchCmd() *cobra.Command {
 	return c
 }
 
+// benchSetup finds the iotsafe binary the lab runs as peers, makes a scratch folder (the
+// caller removes it) and a progress reporter on standard error.
+func benchSetup(cmd *cobra.Command) (bin, scratch string, p *lab.Progress, err error) {
+	if bin, err = os.Executable(); err != nil {
+		return "", "", nil, err
+	}
+	if scratch, err = os.MkdirTemp("", "iotsafe-bench-"); err != nil {
+		return "", "", nil, err
+	}
+	stderr := cmd.ErrOrStderr()
+	f, isFile := stderr.(*os.File)
+	return bin, scratch, &lab.Progress{W: stderr, TTY: isFile && term.IsTerminal(int(f.Fd()))}, nil
+}
+
 func benchHubCmd() *cobra.Command {
 	var o lab.HubOptions
 	var out, only, profile, servers string
@@ -68,18 +82,12 @@ under two minutes; its figures are not measurements.`,
 					o.Servers[s] = true
 				}
 			}
-			bin, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			scratch, err := os.MkdirTemp("", "iotsafe-bench-")
+			bin, scratch, progress, err := benchSetup(cmd)
 			if err != nil {
 				return err
 			}
 			defer os.RemoveAll(scratch)
-			stderr := cmd.ErrOrStderr()
-			f, isFile := stderr.(*os.File)
-			o.Progress = &lab.Progress{W: stderr, TTY: isFile && term.IsTerminal(int(f.Fd()))}
+			o.Progress = progress
 			b := &lab.Bench{Bin: bin, Dir: scratch, Size: size}
 			if profile != "" {
 				if b.ProfileDir, err = filepath.Abs(profile); err == nil {
@@ -165,18 +173,12 @@ Needs root (network namespaces, sshd). --quick checks the harness in a few minut
 			if out == "" {
 				out = filepath.Join("bench-results", "device-"+time.Now().Format("20060102-150405"))
 			}
-			bin, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			scratch, err := os.MkdirTemp("", "iotsafe-bench-")
+			bin, scratch, progress, err := benchSetup(cmd)
 			if err != nil {
 				return err
 			}
 			defer os.RemoveAll(scratch)
-			stderr := cmd.ErrOrStderr()
-			f, isFile := stderr.(*os.File)
-			o.Progress = &lab.Progress{W: stderr, TTY: isFile && term.IsTerminal(int(f.Fd()))}
+			o.Progress = progress
 			if trace != "" {
 				tf, err := os.Create(trace)
 				if err != nil {

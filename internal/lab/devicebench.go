@@ -418,21 +418,10 @@ func (b *Bench) startOpenSSHDevice(ctx context.Context, p *devicePair, compress 
 	if err != nil {
 		return "", "", nil, nil, err
 	}
-	pub, keys, err := clientKey(dir)
+	cfgFile, keys, _, err := prepareSSHD(dir, "[fd77::2]:2200", "KexAlgorithms "+paperKex+"\nCiphers "+paperCipher+"\n")
 	if err != nil {
 		return "", "", nil, nil, err
 	}
-	ak := filepath.Join(dir, "authorized_keys")
-	os.WriteFile(ak, ssh.MarshalAuthorizedKey(pub), 0o600)
-	if _, err := newKey(filepath.Join(dir, "host_key"), "lab-host"); err != nil {
-		return "", "", nil, nil, err
-	}
-	cfg := sshdConfig("[fd77::2]:2200", dir, ak) + "KexAlgorithms " + paperKex + "\nCiphers " + paperCipher + "\n"
-	cfgFile := filepath.Join(dir, "sshd_config")
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
-		return "", "", nil, nil, err
-	}
-	os.MkdirAll("/run/sshd", 0o755)
 	sshd, err := StartProc("device-sshd", nil, "ip", "netns", "exec", p.gw, "/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)
 	if err != nil {
 		return "", "", nil, nil, err

@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
@@ -101,13 +100,7 @@ func WriteDevice(dir string, env Environment, r *DeviceResults, s DeviceSummary)
 	}); err != nil {
 		return err
 	}
-	for name, v := range map[string]any{"environment.json": env, "summary.json": s} {
-		b, _ := json.MarshalIndent(v, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	f, err := os.Create(filepath.Join(dir, "report.html"))
+	f, err := writeRunFiles(dir, env, s)
 	if err != nil {
 		return err
 	}

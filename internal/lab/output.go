@@ -243,18 +243,24 @@ func WriteHub(dir string, env Environment, r *HubResults, s Summary) error {
 	}); err != nil {
 		return err
 	}
-	for name, v := range map[string]any{"environment.json": env, "summary.json": s} {
-		b, _ := json.MarshalIndent(v, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	f, err := os.Create(filepath.Join(dir, "report.html"))
+	f, err := writeRunFiles(dir, env, s)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	return writeReport(f, env, r, s)
+}
+
+// writeRunFiles writes environment.json and summary.json, and creates report.html for
+// the caller to fill.
+func writeRunFiles(dir string, env Environment, summary any) (*os.File, error) {
+	for name, v := range map[string]any{"environment.json": env, "summary.json": summary} {
+		b, _ := json.MarshalIndent(v, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return os.Create(filepath.Join(dir, "report.html"))
 }
 
 func writeCSV(path string, header []string, rows func(func(...string))) error {
@@ -304,38 +310,32 @@ func PrintHub(w io.Writer, s Summary) {
 			}
 		}
 	}
-	if len(s.RAMPayload) > 0 {
-		fmt.Fprintln(w, "\nmemory against payload (busy PSS growth, KiB per device session):")
-		for _, server := range sortedKeys(s.RAMPayload) {
-			fmt.Fprintf(w, "  %-9s", server)
-			for _, k := range sortedNumKeys(s.RAMPayload[server]) {
-				fmt.Fprintf(w, "  %s B: %.1f", k, s.RAMPayload[server][k])
-			}
-			fmt.Fprintln(w)
-		}
-	}
-	if len(s.Inactive) > 0 {
-		fmt.Fprintln(w, "\ninactive forwards (fig. 17): batch time over k=0")
-		for _, server := range sortedKeys(s.Inactive) {
-			fmt.Fprintf(w, "  %-9s", server)
-			for _, k := range sortedNumKeys(s.Inactive[server]) {
-				fmt.Fprintf(w, "  k=%s: %.2f", k, s.Inactive[server][k])
-			}
-			fmt.Fprintln(w)
-		}
-	}
-	if len(s.PS) > 0 {
-		fmt.Fprintln(w, "\nP/S sweep (fig. 19): batch time over the best, by sessions")
-		for _, server := range sortedKeys(s.PS) {
-			fmt.Fprintf(w, "  %-9s", server)
-			for _, n := range sortedNumKeys(s.PS[server]) {
-				fmt.Fprintf(w, "  S=%s: %.2f", n, s.PS[server][n])
-			}
-			fmt.Fprintf(w, "   best P/S %.3g\n", s.BestPS[server])
-		}
-	}
+	printGrid(w, "memory against payload (busy PSS growth, KiB per device session):", s.RAMPayload, "%s B: %.1f", nil)
+	printGrid(w, "inactive forwards (fig. 17): batch time over k=0", s.Inactive, "k=%s: %.2f", nil)
+	printGrid(w, "P/S sweep (fig. 19): batch time over the best, by sessions", s.PS, "S=%s: %.2f", func(server string) string {
+		return fmt.Sprintf("   best P/S %.3g", s.BestPS[server])
+	})
 	for _, k := range sortedKeys(s.Skipped) {
 		fmt.Fprintf(w, "skipped %s: %s\n", k, s.Skipped[k])
+	}
+}
+
+// printGrid prints server -> (numeric key -> value) as one line per server; tail, if
+// set, adds to each line.
+func printGrid(w io.Writer, title string, m map[string]map[string]float64, cell string, tail func(string) string) {
+	if len(m) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\n"+title)
+	for _, server := range sortedKeys(m) {
+		fmt.Fprintf(w, "  %-9s", server)
+		for _, k := range sortedNumKeys(m[server]) {
+			fmt.Fprintf(w, "  "+cell, k, m[server][k])
+		}
+		if tail != nil {
+			fmt.Fprint(w, tail(server))
+		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -260,26 +260,14 @@ func (b *Bench) StartOpenSSH(ctx context.Context) (*SSHServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	pub, keys, err := clientKey(dir)
-	if err != nil {
-		return nil, err
-	}
-	ak := filepath.Join(dir, "authorized_keys")
-	os.WriteFile(ak, ssh.MarshalAuthorizedKey(pub), 0o600)
-	hostPub, err := newKey(filepath.Join(dir, "host_key"), "lab-host")
-	if err != nil {
-		return nil, err
-	}
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	cfg := sshdConfig(fmt.Sprintf("127.0.0.1:%d", port), dir, ak)
-	cfgFile := filepath.Join(dir, "sshd_config")
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+	cfgFile, keys, hostPub, err := prepareSSHD(dir, fmt.Sprintf("127.0.0.1:%d", port), "")
+	if err != nil {
 		return nil, err
 	}
-	os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
 	proc, err := StartProc("openssh", nil, "/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)
 	if err != nil {
 		return nil, err
@@ -290,6 +278,29 @@ func (b *Bench) StartOpenSSH(ctx context.Context) (*SSHServer, error) {
 		return nil, err
 	}
 	return &SSHServer{Name: "openssh", Proc: proc, Addr: addr, HostKey: hostPub, User: "root", KeyDir: keys}, nil
+}
+
+// prepareSSHD writes what the lab's sshd needs into dir: a client key pair (in KEYS, for
+// the fleet or ssh), its authorized_keys, a host key, and sshd_config listening on listen
+// with extra lines appended.
+func prepareSSHD(dir, listen, extra string) (cfgFile, keys string, hostPub ssh.PublicKey, err error) {
+	pub, keys, err := clientKey(dir)
+	if err != nil {
+		return "", "", nil, err
+	}
+	ak := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(ak, ssh.MarshalAuthorizedKey(pub), 0o600); err != nil {
+		return "", "", nil, err
+	}
+	if hostPub, err = newKey(filepath.Join(dir, "host_key"), "lab-host"); err != nil {
+		return "", "", nil, err
+	}
+	cfgFile = filepath.Join(dir, "sshd_config")
+	if err := os.WriteFile(cfgFile, []byte(sshdConfig(listen, dir, ak)+extra), 0o600); err != nil {
+		return "", "", nil, err
+	}
+	os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
+	return cfgFile, keys, hostPub, nil
 }
 
 // sshdConfig is the lab's sshd configuration: keys in dir, only public-key logins,
