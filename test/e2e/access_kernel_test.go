@@ -74,6 +74,26 @@ func serveIn(t *testing.T, ns, body string) string {
 	return ln.Addr().String()
 }
 
+// inNetnsWithUserDB runs the hub inside namespace ns with the test user database.
+func inNetnsWithUserDB(ns string) func(*hubProc) {
+	return func(h *hubProc) {
+		inUserDB(testPasswd, testGroup)(h)
+		h.wrap = append([]string{"ip", "netns", "exec", ns}, h.wrap...)
+	}
+}
+
+// deviceInNetns enrolls a device whose application and agent run inside namespace ns,
+// waits until its session is up, and returns the agent.
+func deviceInNetns(t *testing.T, h *hubProc, ns, name, body string, addArgs ...string) *proc {
+	t.Helper()
+	key := h.addDevice(name, addArgs...)
+	app := serveIn(t, ns, body)
+	a := startProc(t, "ip", "netns", "exec", ns, iotsafeBin, "agent", "--hub", h.addr, "--key", key, "--hub-key", h.hostFP,
+		"--log-format", "json", "--expose", "http="+app)
+	a.stderr.wait(t, "session up")
+	return a
+}
+
 // curlIn fetches from inside the namespace as uid/gid (with extra groups, comma-separated).
 func curlIn(t *testing.T, ns string, uid, gid int, groups, url string) (string, error) {
 	t.Helper()
@@ -95,17 +115,10 @@ func TestAccessControlKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := startHubWith(t, "", "access: {kernel: on}\n", func(h *hubProc) {
-		inUserDB(testPasswd, testGroup)(h)
-		h.wrap = append([]string{"ip", "netns", "exec", ns}, h.wrap...)
-	})
+	h := startHubWith(t, "", "access: {kernel: on}\n", inNetnsWithUserDB(ns))
 	reachable(t, h.data)
 	h.log.wait(t, "kernel layer on")
-	key := h.addDevice("dev42", "--group", "sensors")
-	app := serveIn(t, ns, "sensor 42 in a namespace")
-	a := startProc(t, "ip", "netns", "exec", ns, iotsafeBin, "agent", "--hub", h.addr, "--key", key, "--hub-key", h.hostFP,
-		"--log-format", "json", "--expose", "http="+app)
-	a.stderr.wait(t, "session up")
+	deviceInNetns(t, h, ns, "dev42", "sensor 42 in a namespace", "--group", "sensors")
 	url := "http://" + h.socket("dev42", "http") + "/"
 
 	h.mustCLI("grant", "--user", "1001", "dev42", "http")
@@ -229,16 +242,11 @@ func TestIPv6PoolWithBothLayers(t *testing.T) {
 	}
 	h := startHubWith(t, "", "access: {kernel: on}\n", func(h *hubProc) {
 		os.WriteFile(h.config, []byte("log: {level: debug, format: json}\naccess: {kernel: on}\npool: {cidr: 'fd77:1::/64'}\nssh: {listen: '127.0.0.1:0'}\n"), 0o600)
-		inUserDB(testPasswd, testGroup)(h)
-		h.wrap = append([]string{"ip", "netns", "exec", ns}, h.wrap...)
+		inNetnsWithUserDB(ns)(h)
 	})
 	reachable(t, h.data)
 	h.log.wait(t, "kernel layer on")
-	key := h.addDevice("dev6")
-	app := serveIn(t, ns, "over IPv6")
-	a := startProc(t, "ip", "netns", "exec", ns, iotsafeBin, "agent", "--hub", h.addr, "--key", key, "--hub-key", h.hostFP,
-		"--log-format", "json", "--expose", "http="+app)
-	a.stderr.wait(t, "session up")
+	a := deviceInNetns(t, h, ns, "dev6", "over IPv6")
 	sock := h.socket("dev6", "http")
 	if !strings.HasPrefix(sock, "[fd77:1::") {
 		t.Fatalf("socket %s is not from the IPv6 pool", sock)

@@ -141,13 +141,6 @@ func TestFrontdoor(t *testing.T) {
 	agent := startAgent(t, h, key, "--expose", "http="+hostPortOf(app.srv), "--expose", "upload="+hostPortOf(app.srv), "--expose", "cam="+hostPortOf(app.srv))
 	agent.stderr.wait(t, "session up")
 
-	addAccount := func(name, pw string) {
-		cmd := exec.Command(iotsafeBin, "account", "add", name, "--password-stdin", "--data", h.data)
-		cmd.Stdin = strings.NewReader(pw + "\n")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("account add %s: %v\n%s", name, err, out)
-		}
-	}
 	// Scripts must say where the password comes from; short passwords are refused.
 	if out, err := h.cli("account", "add", "carol"); err == nil || !strings.Contains(out, "use --password-stdin") {
 		t.Fatalf("account add without a terminal: %v %s", err, out)
@@ -157,8 +150,8 @@ func TestFrontdoor(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "password too short") {
 		t.Fatalf("short password: %v %s", err, out)
 	}
-	addAccount("alice", "alice-password-1")
-	addAccount("bob", "bob-password-22")
+	h.addAccount("alice", "alice-password-1")
+	h.addAccount("bob", "bob-password-22")
 	h.mustCLI("grant", "--account", "alice", "dev42", "http")
 	h.mustCLI("grant", "--account", "alice", "dev42", "upload")
 	h.mustCLI("grant", "--account", "alice", "@lab", "*")
@@ -401,6 +394,16 @@ func TestFrontdoor(t *testing.T) {
 	})
 }
 
+// addAccount creates a front-door account with a password given on standard input.
+func (h *hubProc) addAccount(name, pw string) {
+	h.t.Helper()
+	cmd := exec.Command(iotsafeBin, "account", "add", name, "--password-stdin", "--data", h.data)
+	cmd.Stdin = strings.NewReader(pw + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		h.t.Fatalf("account add %s: %v\n%s", name, err, out)
+	}
+}
+
 func do(t *testing.T, c *http.Client, req *http.Request) *http.Response {
 	t.Helper()
 	resp, err := c.Do(req)
@@ -431,22 +434,11 @@ func portOf(hostport string) string {
 // permission, and is still refused by the kernel on the protected socket itself.
 func TestFrontdoorWithKernelLayer(t *testing.T) {
 	ns := netns(t)
-	h := startHubWith(t, "", "access: {kernel: on}\nfrontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n", func(h *hubProc) {
-		inUserDB(testPasswd, testGroup)(h)
-		h.wrap = append([]string{"ip", "netns", "exec", ns}, h.wrap...)
-	})
+	h := startHubWith(t, "", "access: {kernel: on}\nfrontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n", inNetnsWithUserDB(ns))
 	reachable(t, h.data)
 	h.log.wait(t, "kernel layer on")
-	key := h.addDevice("dev42")
-	app := serveIn(t, ns, "sensor 42 behind the front door")
-	a := startProc(t, "ip", "netns", "exec", ns, iotsafeBin, "agent", "--hub", h.addr, "--key", key, "--hub-key", h.hostFP,
-		"--log-format", "json", "--expose", "http="+app)
-	a.stderr.wait(t, "session up")
-	cmd := exec.Command(iotsafeBin, "account", "add", "alice", "--password-stdin", "--data", h.data)
-	cmd.Stdin = strings.NewReader("alice-password-1\n")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
+	deviceInNetns(t, h, ns, "dev42", "sensor 42 behind the front door")
+	h.addAccount("alice", "alice-password-1")
 	h.mustCLI("grant", "--account", "alice", "dev42", "http")
 	caFile := filepath.Join(h.data, "ca.crt")
 	os.WriteFile(caFile, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
