@@ -1,0 +1,330 @@
+package zmux
+
+import (
+	"bufio"
+	"compress/flate"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Level is the deflate level used by both ends: zlib's default, as OpenSSH uses for -C.
+// Go's compressor keeps the whole 32 KiB window at levels 2 and above; level 1 matches
+// only against the previous flush, which would lose headers of earlier requests.
+const Level = 6
+
+const (
+	// maxQueued bounds encoded frames waiting for the writer; writers wait beyond it.
+	maxQueued = 64 << 10
+	// acceptBacklog bounds streams opened by the peer and not yet taken by Accept.
+	acceptBacklog = 128
+	// openDelay is how long an open frame may wait for the stream's first data, so both
+	// go in one flush (one SSH packet, one radio frame train). Clients speak first in
+	// HTTP and MQTT and their data arrives within microseconds; a protocol where the
+	// server speaks first pays this once per connection.
+	openDelay = 2 * time.Millisecond
+)
+
+// ErrClosed is returned by operations on a closed session or stream.
+var ErrClosed = errors.New("zmux: closed")
+
+// ResetError is returned by a stream the peer reset (or refused) with a reason.
+type ResetError struct{ Reason string }
+
+func (e *ResetError) Error() string {
+	if e.Reason == "" {
+		return "zmux: stream reset by peer"
+	}
+	return "zmux: stream reset by peer: " + e.Reason
+}
+
+// Stats are a session's byte counts: Raw is what the streams' frames took before
+// compression, Wire what crossed the channel.
+type Stats struct {
+	RawOut, WireOut, RawIn, WireIn int64
+}
+
+// Session multiplexes streams over one reliable byte stream (an SSH channel).
+type Session struct {
+	rw   io.ReadWriteCloser
+	odd  bool // this side opens odd stream ids (the device side)
+	done chan struct{}
+
+	mu       sync.Mutex
+	err      error // set once the session ends
+	streams  map[uint64]*Stream
+	nextID   uint64 // next id this side opens
+	lastPeer uint64 // highest id the peer opened
+	out      []byte // encoded frames waiting for the writer
+	outReady *sync.Cond
+	outSpace *sync.Cond
+
+	accept chan *Stream
+
+	rawOut, wireOut, rawIn, wireIn atomic.Int64
+}
+
+// New starts a session over rw. The device side passes device=true (it opens odd
+// stream ids, the hub even ones). The session owns rw and closes it when it ends.
+func New(rw io.ReadWriteCloser, device bool) *Session {
+	s := &Session{
+		rw: rw, odd: device, done: make(chan struct{}),
+		streams: map[uint64]*Stream{},
+		accept:  make(chan *Stream, acceptBacklog),
+	}
+	s.nextID = 2
+	if device {
+		s.nextID = 1
+	}
+	s.outReady = sync.NewCond(&s.mu)
+	s.outSpace = sync.NewCond(&s.mu)
+	go s.writeLoop()
+	go s.readLoop()
+	return s
+}
+
+// Open starts a stream to the peer. It does not wait for the peer: data may be written
+// at once, and a refusal shows as a *ResetError from Read or Write.
+func (s *Session) Open(t Target) (*Stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	st := newStream(s, s.nextID, t)
+	s.nextID += 2
+	s.streams[st.id] = st
+	// Queued without waking the writer: the stream's first data, or any other frame,
+	// takes it along; the timer sends it alone if nothing comes.
+	s.out = appendOpen(s.out, st.id, t)
+	time.AfterFunc(openDelay, s.wake)
+	return st, nil
+}
+
+// Accept returns the next stream the peer opened. The caller must serve it (read,
+// write, close) or refuse it with Reset.
+func (s *Session) Accept() (*Stream, error) {
+	select {
+	case st := <-s.accept:
+		return st, nil
+	case <-s.done:
+		// Streams queued before the end are of no use any more.
+		return nil, s.Err()
+	}
+}
+
+// Close ends the session: frames already queued are still sent, then the channel is
+// closed and every stream fails.
+func (s *Session) Close() error {
+	s.shutdown(ErrClosed, false)
+	return nil
+}
+
+// Done is closed when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err is why the session ended (ErrClosed after Close, io.EOF when the peer closed the
+// channel, an ErrProtocol error when the peer broke the protocol), nil while it runs.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Stats returns the byte counts so far.
+func (s *Session) Stats() Stats {
+	return Stats{RawOut: s.rawOut.Load(), WireOut: s.wireOut.Load(), RawIn: s.rawIn.Load(), WireIn: s.wireIn.Load()}
+}
+
+// shutdown records why the session ends and wakes everyone. With hard set the channel
+// is closed at once (the reader failed; nothing useful can be sent); otherwise the
+// writer flushes what is queued and closes it.
+func (s *Session) shutdown(err error, hard bool) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = err
+	close(s.done)
+	for _, st := range s.streams {
+		st.cond.Broadcast()
+	}
+	s.outReady.Broadcast()
+	s.outSpace.Broadcast()
+	s.mu.Unlock()
+	if hard {
+		s.rw.Close()
+	}
+}
+
+// wake starts the writer if frames are waiting.
+func (s *Session) wake() {
+	s.mu.Lock()
+	if len(s.out) > 0 {
+		s.outReady.Signal()
+	}
+	s.mu.Unlock()
+}
+
+// queue takes s.out with a frame appended and wakes the writer. s.mu is held.
+func (s *Session) queue(out []byte) {
+	s.out = out
+	s.outReady.Signal()
+}
+
+// writeLoop compresses and sends queued frames. Everything queued while the previous
+// batch was being written goes out in one flush: one SSH packet where the channel's
+// window allows.
+func (s *Session) writeLoop() {
+	cw := &countWriter{w: s.rw, n: &s.wireOut}
+	// The flate writer emits many small writes per flush; the buffer turns a flush into
+	// one channel write.
+	bw := bufio.NewWriterSize(cw, 32<<10)
+	zw, _ := flate.NewWriter(bw, Level)
+	var spare []byte
+	for {
+		s.mu.Lock()
+		for len(s.out) == 0 && s.err == nil {
+			s.outReady.Wait()
+		}
+		batch := s.out
+		s.out = spare[:0]
+		s.outSpace.Broadcast()
+		ended := s.err != nil
+		s.mu.Unlock()
+		if len(batch) > 0 {
+			s.rawOut.Add(int64(len(batch)))
+			_, err := zw.Write(batch)
+			if err == nil {
+				err = zw.Flush()
+			}
+			if err == nil {
+				err = bw.Flush()
+			}
+			if err != nil {
+				s.shutdown(fmt.Errorf("zmux: write: %w", err), true)
+				return
+			}
+		}
+		spare = batch
+		if ended {
+			s.mu.Lock()
+			rest := len(s.out)
+			s.mu.Unlock()
+			if rest == 0 {
+				s.rw.Close()
+				return
+			}
+		}
+	}
+}
+
+// readLoop decompresses the peer's frames and hands them to their streams. It never
+// blocks on a stream: each stream's buffer is bounded by its window.
+func (s *Session) readLoop() {
+	cr := &countReader{r: s.rw, n: &s.wireIn}
+	// Small read buffers: a data frame's payload is read past them in one go.
+	zr := flate.NewReader(bufio.NewReaderSize(cr, 4<<10))
+	br := bufio.NewReaderSize(&countReader{r: zr, n: &s.rawIn}, 4<<10)
+	buf := make([]byte, MaxData)
+	for {
+		f, err := readFrame(br, buf)
+		if err == nil {
+			err = s.dispatch(f)
+		}
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				err = protoErr("channel ended inside a frame")
+			}
+			s.shutdown(err, true)
+			return
+		}
+	}
+}
+
+// known reports whether id was opened at some point (by either side), so late frames
+// for streams already gone are ignored rather than treated as errors. s.mu is held.
+func (s *Session) known(id uint64) bool {
+	if (id%2 == 1) == s.odd {
+		return id < s.nextID
+	}
+	return id <= s.lastPeer
+}
+
+func (s *Session) dispatch(f frame) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.typ == frameOpen {
+		if (f.id%2 == 1) == s.odd || f.id <= s.lastPeer {
+			return protoErr("open of stream %d: not a new id of the peer", f.id)
+		}
+		s.lastPeer = f.id
+		st := newStream(s, f.id, f.target)
+		select {
+		case s.accept <- st:
+			s.streams[f.id] = st
+		default:
+			s.queue(appendReset(s.out, f.id, fmt.Sprintf("more than %d streams waiting to be served", acceptBacklog)))
+		}
+		return nil
+	}
+	st := s.streams[f.id]
+	if st == nil {
+		if s.known(f.id) {
+			return nil // the stream is gone here; the peer has not heard yet
+		}
+		return protoErr("frame type %d for stream %d that was never opened", f.typ, f.id)
+	}
+	switch f.typ {
+	case frameData:
+		if st.recvEOF {
+			return protoErr("data on stream %d after its end", f.id)
+		}
+		if uint64(len(f.data)) > st.credit {
+			return protoErr("stream %d: %d bytes over a window of %d", f.id, len(f.data), st.credit)
+		}
+		st.credit -= uint64(len(f.data))
+		if !st.closed {
+			st.rbuf = append(st.rbuf, f.data...)
+		}
+	case frameWindow:
+		st.window += f.incr
+		if st.window > Window {
+			return protoErr("stream %d: window grown to %d, over %d", f.id, st.window, Window)
+		}
+	case frameEOF:
+		st.recvEOF = true
+		st.maybeForget()
+	case frameReset:
+		st.reset = &ResetError{Reason: f.reason}
+		delete(s.streams, st.id)
+	}
+	st.cond.Broadcast()
+	return nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+type countReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
