@@ -13,7 +13,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/sshext"
 	"github.com/iotsafe/iotsafe/internal/tunnel"
+	"github.com/iotsafe/iotsafe/internal/zmux"
 )
 
 // Config of the agent. Hub, Device, Signer and HostKey are required.
@@ -42,6 +44,12 @@ type Config struct {
 	// radio links, at the cost of up to a round trip of latency for small writes. Off by
 	// default (Go's TCP_NODELAY).
 	Coalesce bool
+	// Compress asks the hub to compress the session's forwarded connections with one
+	// shared deflate context (see package zmux). The hub agrees only if the device's
+	// profile allows compression; otherwise the agent goes on uncompressed. Off by
+	// default: compression can leak secrets that share a context with attacker-chosen
+	// data (CRIME-like attacks; docs/security-model.md).
+	Compress bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Sandbox, if set, is installed before the first connection and removed when Run
@@ -87,6 +95,7 @@ type Agent struct {
 
 	mu      sync.Mutex
 	conn    ssh.Conn      // current session, nil while disconnected
+	mux     *zmux.Session // its compressed channel, nil if not negotiated
 	up      chan struct{} // closed when conn becomes non-nil
 	exposed map[string]Expose
 }
@@ -216,6 +225,14 @@ func (a *Agent) session(ctx context.Context) error {
 	done := make(chan struct{})
 	defer close(done)
 	go a.serveForwarded(chans)
+	if a.cfg.Coalesce {
+		// Ask the hub to coalesce its side too (an iotsafe hub does; others ignore it).
+		conn.SendRequest(sshext.CoalesceRequest, false, nil)
+	}
+	mux := a.negotiateCompression(conn)
+	if mux != nil {
+		defer mux.Close()
+	}
 
 	for _, e := range a.cfg.Expose {
 		// Port 0: the alias names the service; the hub reports the protected socket's port.
@@ -233,8 +250,8 @@ func (a *Agent) session(ctx context.Context) error {
 		}
 		a.log.Info("exposed", "alias", e.Alias, "target", e.Target)
 	}
-	a.setConn(conn)
-	defer a.setConn(nil)
+	a.setConn(conn, mux)
+	defer a.setConn(nil, nil)
 	a.log.Info("session up")
 	if a.cfg.OnReady != nil {
 		a.cfg.OnReady()
@@ -286,10 +303,72 @@ func (a *Agent) keepalive(conn ssh.Conn, done <-chan struct{}) {
 	}
 }
 
-func (a *Agent) setConn(c ssh.Conn) {
+// negotiateCompression opens the compressed channel if configured. Before any reverse
+// forward is registered, so the hub's connections to exposed aliases use it from the
+// first one. A refusal leaves the session uncompressed.
+func (a *Agent) negotiateCompression(conn ssh.Conn) *zmux.Session {
+	if !a.cfg.Compress {
+		return nil
+	}
+	ch, reqs, err := conn.OpenChannel(sshext.CompressChannel, nil)
+	if err != nil {
+		a.log.Warn("hub declined compression; going on without it", "reason", err)
+		return nil
+	}
+	go ssh.DiscardRequests(reqs)
+	m := zmux.New(ch, true)
+	go a.serveMux(m, conn)
+	a.log.Info("compression on", "level", zmux.Level)
+	return m
+}
+
+// serveMux connects each stream the hub opens in the compressed channel to the exposed
+// service. If the channel breaks, the session is dropped and comes back negotiated
+// afresh rather than limping on with half its connections gone.
+func (a *Agent) serveMux(m *zmux.Session, conn ssh.Conn) {
+	for {
+		st, err := m.Accept()
+		if err != nil {
+			break
+		}
+		t := st.Target()
+		e, ok := a.exposed[t.Host]
+		if t.Kind != zmux.Forwarded || !ok {
+			st.Reset("alias not exposed by this agent")
+			continue
+		}
+		go func() {
+			c, err := a.dialExposed(e)
+			if err != nil {
+				st.Reset("device service unreachable: " + err.Error())
+				return
+			}
+			tunnel.Pipe(st, c, nil)
+		}()
+	}
+	switch err := m.Err(); {
+	case err == zmux.ErrClosed: // the session is ending anyway
+	case errors.Is(err, zmux.ErrProtocol):
+		a.log.Warn("compressed channel broken; reconnecting", "err", err)
+		conn.Close()
+	default: // the hub closed it, most likely with the whole session
+		a.log.Debug("compressed channel ended", "err", err)
+		conn.Close()
+	}
+}
+
+func (a *Agent) dialExposed(e Expose) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", e.Target, a.cfg.HandshakeTimeout)
+	if err != nil {
+		a.log.Warn("exposed service unreachable", "alias", e.Alias, "target", e.Target, "err", err)
+	}
+	return c, err
+}
+
+func (a *Agent) setConn(c ssh.Conn, m *zmux.Session) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.conn = c
+	a.conn, a.mux = c, m
 	if c != nil {
 		close(a.up)
 	} else {
@@ -297,23 +376,24 @@ func (a *Agent) setConn(c ssh.Conn) {
 	}
 }
 
-// current returns the live session, waiting up to ConnectWait for one.
-func (a *Agent) current(ctx context.Context) ssh.Conn {
+// current returns the live session and its compressed channel (nil if none), waiting
+// up to ConnectWait for a session.
+func (a *Agent) current(ctx context.Context) (ssh.Conn, *zmux.Session) {
 	a.mu.Lock()
-	c, up := a.conn, a.up
+	c, m, up := a.conn, a.mux, a.up
 	a.mu.Unlock()
 	if c != nil {
-		return c
+		return c, m
 	}
 	select {
 	case <-up:
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		return a.conn
+		return a.conn, a.mux
 	case <-ctx.Done():
 	case <-time.After(a.cfg.ConnectWait):
 	}
-	return nil
+	return nil, nil
 }
 
 // serveForwarded connects each forwarded-tcpip channel from the hub to the exposed service.
@@ -339,9 +419,8 @@ func (a *Agent) serveForwarded(chans <-chan ssh.NewChannel) {
 			continue
 		}
 		go func() {
-			c, err := net.DialTimeout("tcp", e.Target, a.cfg.HandshakeTimeout)
+			c, err := a.dialExposed(e)
 			if err != nil {
-				a.log.Warn("exposed service unreachable", "alias", e.Alias, "target", e.Target, "err", err)
 				nc.Reject(ssh.ConnectionFailed, "device service unreachable: "+err.Error())
 				return
 			}
@@ -363,7 +442,7 @@ func (a *Agent) acceptDirect(ctx context.Context, ln net.Listener, f Forward) {
 			return
 		}
 		go func() {
-			conn := a.current(ctx)
+			conn, mux := a.current(ctx)
 			if conn == nil {
 				a.log.Warn("no session to the hub; dropping local connection", "alias", f.Alias)
 				c.Close()
@@ -373,6 +452,15 @@ func (a *Agent) acceptDirect(ctx context.Context, ln net.Listener, f Forward) {
 			oport, _ := strconv.Atoi(portS)
 			_, lportS, _ := net.SplitHostPort(f.Listen)
 			lport, _ := strconv.Atoi(lportS)
+			if mux != nil {
+				// Not confirmed: the request goes out with the open; a refusal resets the
+				// stream and closes c.
+				st, err := mux.Open(zmux.Target{Kind: zmux.Direct, Host: f.Alias, Port: uint32(lport), OriginHost: host, OriginPort: uint32(oport)})
+				if err == nil {
+					tunnel.Pipe(st, c, nil)
+					return
+				}
+			}
 			ch, reqs, err := conn.OpenChannel("direct-tcpip", ssh.Marshal(struct {
 				Host       string
 				Port       uint32

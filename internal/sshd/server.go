@@ -222,5 +222,6 @@ func (s *Server) handleConn(c net.Conn) {
 		conn.Close()
 		return
 	}
+	sess.tcp = c
 	sess.run(chans, reqs)
 }

@@ -8,11 +8,12 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/iotsafe/iotsafe/internal/tunnel"
-
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sshext"
+	"github.com/iotsafe/iotsafe/internal/tunnel"
+	"github.com/iotsafe/iotsafe/internal/zmux"
 )
 
 // Wire formats of RFC 4254 section 7.
@@ -71,6 +72,17 @@ func (ss *session) serveRequests(reqs <-chan *ssh.Request) {
 				continue
 			}
 			req.Reply(ss.cancelForward(fr.Addr), nil)
+		case sshext.CoalesceRequest:
+			// The device trades latency for fewer packets on its link (agent --coalesce):
+			// let TCP merge the hub's small SSH packets too (Nagle), as sshd does for
+			// sessions without a terminal.
+			if tc, ok := ss.tcp.(*net.TCPConn); ok {
+				tc.SetNoDelay(false)
+				ss.log.Debug("coalescing small packets to the device")
+			}
+			if req.WantReply {
+				req.Reply(true, nil)
+			}
 		case "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
 			// ssh -R /path:...: Unix-socket forwards are outside every profile.
 			ss.violate("Unix-socket forward requested (" + req.Type + ")")
@@ -218,6 +230,16 @@ func (f *forward) serve(c net.Conn) {
 	if origin != nil {
 		p.OriginAddr, p.OriginPort = origin.IP.String(), uint32(origin.Port)
 	}
+	if m := ss.mux.Load(); m != nil {
+		// The device asked for compression: the connection rides the shared context. The
+		// open is not confirmed; a device that cannot serve it resets the stream, which
+		// closes c just as a refused channel would.
+		st, err := m.Open(zmux.Target{Kind: zmux.Forwarded, Host: p.Addr, Port: p.Port, OriginHost: p.OriginAddr, OriginPort: p.OriginPort})
+		if err == nil {
+			ss.pipe("forwarded-tcpip", st, c, release)
+			return
+		}
+	}
 	ch, reqs, err := ss.conn.OpenChannel("forwarded-tcpip", ssh.Marshal(p))
 	if err != nil {
 		ss.log.Info("device refused forwarded connection", "alias", f.alias, "err", err)
@@ -225,10 +247,15 @@ func (f *forward) serve(c net.Conn) {
 		return
 	}
 	go ssh.DiscardRequests(reqs)
-	ss.srv.metrics.ChannelOpened("forwarded-tcpip")
-	down, up := tunnel.Pipe(ch, c, release)
+	ss.pipe("forwarded-tcpip", ch, c, release)
+}
+
+// pipe carries one forwarded connection until both ends are done, counting it.
+func (ss *session) pipe(kind string, st tunnel.Stream, c net.Conn, done func()) {
+	ss.srv.metrics.ChannelOpened(kind)
+	down, up := tunnel.Pipe(st, c, done)
 	ss.srv.metrics.Bytes(up, down)
-	ss.srv.metrics.ChannelClosed("forwarded-tcpip")
+	ss.srv.metrics.ChannelClosed(kind)
 }
 
 func (ss *session) acquireChannel() bool {
@@ -247,6 +274,8 @@ func (ss *session) handleChannel(nc ssh.NewChannel) {
 	switch nc.ChannelType() {
 	case "direct-tcpip":
 		ss.openDirect(nc)
+	case sshext.CompressChannel:
+		ss.openMux(nc)
 	case "session":
 		ss.reject(nc, ssh.Prohibited, "sessions (shell, exec, subsystem) are not available on an iotsafe hub; use ssh -N", "session channel requested (shell/exec/subsystem)")
 	default:
@@ -287,13 +316,9 @@ func (ss *session) openDirect(nc ssh.NewChannel) {
 }
 
 func (ss *session) dialDirect(nc ssh.NewChannel, alias, target string) {
-	// Bind the source to the device's own pool address so the target can tell devices
-	// apart and no device can pose as another.
-	c, err := sockets.Dialer(ss.device.Address, ss.srv.cfg.DialTimeout).Dial("tcp", target)
+	c, err := ss.dialTarget(alias, target)
 	if err != nil {
-		ss.log.Warn("direct forward target unreachable", "alias", alias, "target", target, "err", err)
-		ss.releaseChannel()
-		nc.Reject(ssh.ConnectionFailed, fmt.Sprintf("iotsafe: %s (%s) is unreachable", alias, target))
+		nc.Reject(ssh.ConnectionFailed, "iotsafe: "+err.Error())
 		return
 	}
 	ch, reqs, err := nc.Accept()
@@ -303,10 +328,21 @@ func (ss *session) dialDirect(nc ssh.NewChannel, alias, target string) {
 		return
 	}
 	go ssh.DiscardRequests(reqs)
-	ss.srv.metrics.ChannelOpened("direct-tcpip")
-	down, up := tunnel.Pipe(ch, c, ss.releaseChannel)
-	ss.srv.metrics.Bytes(up, down)
-	ss.srv.metrics.ChannelClosed("direct-tcpip")
+	ss.pipe("direct-tcpip", ch, c, ss.releaseChannel)
+}
+
+// dialTarget connects a direct forward to its target. On failure it releases the
+// channel slot and returns the text for the device.
+func (ss *session) dialTarget(alias, target string) (net.Conn, error) {
+	// Bind the source to the device's own pool address so the target can tell devices
+	// apart and no device can pose as another.
+	c, err := sockets.Dialer(ss.device.Address, ss.srv.cfg.DialTimeout).Dial("tcp", target)
+	if err != nil {
+		ss.log.Warn("direct forward target unreachable", "alias", alias, "target", target, "err", err)
+		ss.releaseChannel()
+		return nil, fmt.Errorf("%s (%s) is unreachable", alias, target)
+	}
+	return c, nil
 }
 
 // checkReverse decides a tcpip-forward request against the profile; the error text is
@@ -329,9 +365,15 @@ func checkDirect(p *profile.Profile, payload []byte) (directTCPPayload, string, 
 	if err := ssh.Unmarshal(payload, &d); err != nil {
 		return d, "", fmt.Errorf("malformed direct-tcpip request")
 	}
-	target, ok := p.Direct[d.Host]
+	target, err := directTarget(p, d.Host, d.Port)
+	return d, target, err
+}
+
+// directTarget is the profile's target for a direct alias.
+func directTarget(p *profile.Profile, alias string, port uint32) (string, error) {
+	target, ok := p.Direct[alias]
 	if !ok {
-		return d, "", fmt.Errorf("direct forward to %q:%d: not a direct alias of profile %q", d.Host, d.Port, p.Name)
+		return "", fmt.Errorf("direct forward to %q:%d: not a direct alias of profile %q", alias, port, p.Name)
 	}
-	return d, target, nil
+	return target, nil
 }

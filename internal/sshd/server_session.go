@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/zmux"
 )
 
 // session is one authenticated SSH connection of a device.
@@ -22,10 +24,12 @@ type session struct {
 	remote string
 	log    *slog.Logger
 
-	conn     *ssh.ServerConn // nil while pending
-	ready    chan struct{}   // closed once conn is set
-	channels atomic.Int32    // open channels, both directions
-	rejected atomic.Int32    // refused channel opens (bounded: CVE-2026-39827)
+	conn     *ssh.ServerConn              // nil while pending
+	tcp      net.Conn                     // the connection under conn, set before run
+	ready    chan struct{}                // closed once conn is set
+	channels atomic.Int32                 // open channels, both directions
+	rejected atomic.Int32                 // refused channel opens (bounded: CVE-2026-39827)
+	mux      atomic.Pointer[zmux.Session] // the device's compressed channel, if it asked
 
 	closeOnce sync.Once
 	done      chan struct{}

@@ -4,18 +4,23 @@ import (
 	"io"
 	"net"
 	"sync"
-
-	"golang.org/x/crypto/ssh"
 )
+
+// Stream is the device side of a forwarded connection: an SSH channel, or a stream of
+// the session's compressed multiplexer.
+type Stream interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+}
 
 // 32 KiB matches the SSH maximum packet, so one read fills at most one packet.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
 
-// Pipe copies both ways between an SSH channel and a TCP connection, propagating
+// Pipe copies both ways between a device stream and a TCP connection, propagating
 // half-closes, and returns the bytes carried each way once both directions are done.
 // It closes both ends; done, if not nil, runs after copying and before the channel is
 // closed, so the peer never sees the close before the caller's bookkeeping is done.
-func Pipe(ch ssh.Channel, conn net.Conn, done func()) (toChannel, fromChannel int64) {
+func Pipe(ch Stream, conn net.Conn, done func()) (toChannel, fromChannel int64) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Chmod(dir, 0o755) // tests run the binary under other uids too
+	// The race runtime sleeps 1 s at every exit (atexit_sleep_ms) so that other threads can
+	// finish their reports; each CLI call of the tests paid it. Reports still print.
+	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	iotsafeBin = filepath.Join(dir, "iotsafe")
 	build := exec.Command("go", "build", "-race", "-o", iotsafeBin, "../../cmd/iotsafe")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
@@ -111,6 +114,18 @@ func (w *logWatch) count(msg string, kv ...string) int {
 		}
 	}
 	return n
+}
+
+// last returns the fields of the last line that matches, nil if none does.
+func (w *logWatch) last(msg string, kv ...string) map[string]any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := len(w.lines) - 1; i >= 0; i-- {
+		if matches(w.lines[i], msg, kv) {
+			return w.lines[i]
+		}
+	}
+	return nil
 }
 
 // waitUntil blocks until cond (called with the lock held) holds or the process output

@@ -1,0 +1,85 @@
+package sshd
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/zmux"
+)
+
+// openMux accepts an iotsafe agent's request for compression: one channel that carries
+// every forwarded connection of the session under one deflate context per direction.
+// The profile must allow it; a refused request is not a violation (the agent goes on
+// with plain channels).
+func (ss *session) openMux(nc ssh.NewChannel) {
+	if !ss.prof.Compression {
+		ss.reject(nc, ssh.Prohibited, fmt.Sprintf("compression is off in profile %q (compression: true allows it)", ss.prof.Name), "")
+		return
+	}
+	if ss.mux.Load() != nil {
+		ss.reject(nc, ssh.Prohibited, "one compressed channel per session", "second compressed channel requested")
+		return
+	}
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		return
+	}
+	go ssh.DiscardRequests(reqs)
+	m := zmux.New(ch, false)
+	if !ss.mux.CompareAndSwap(nil, m) {
+		m.Close() // a concurrent request won
+		return
+	}
+	ss.log.Info("compression on", "level", zmux.Level)
+	go ss.serveMux(m)
+}
+
+// serveMux serves the streams the device opens in its compressed channel: direct
+// forwards, decided exactly as direct-tcpip channels are.
+func (ss *session) serveMux(m *zmux.Session) {
+	for {
+		st, err := m.Accept()
+		if err != nil {
+			break
+		}
+		ss.openMuxStream(st)
+	}
+	ss.mux.CompareAndSwap(m, nil)
+	stats := m.Stats()
+	ss.log.Info("compression off", "why", m.Err(), "raw_out", stats.RawOut, "wire_out", stats.WireOut, "raw_in", stats.RawIn, "wire_in", stats.WireIn)
+	if err := m.Err(); errors.Is(err, zmux.ErrProtocol) {
+		ss.violate("compressed channel: " + err.Error())
+		ss.close("broken compressed channel")
+	}
+}
+
+func (ss *session) openMuxStream(st *zmux.Stream) {
+	t := st.Target()
+	if t.Kind != zmux.Direct {
+		msg := "only direct forwards may be opened by the device"
+		st.Reset(msg)
+		ss.violate("compressed channel: " + msg)
+		return
+	}
+	target, err := directTarget(ss.prof, t.Host, t.Port)
+	if err != nil {
+		st.Reset("iotsafe: " + err.Error())
+		ss.violate(err.Error())
+		return
+	}
+	if !ss.acquireChannel() {
+		st.Reset(fmt.Sprintf("iotsafe: channel limit %d reached", ss.prof.MaxChannels))
+		ss.violate(fmt.Sprintf("direct forward %q: over the limit of %d open channels", t.Host, ss.prof.MaxChannels))
+		return
+	}
+	go func() {
+		c, err := ss.dialTarget(t.Host, target)
+		if err != nil {
+			st.Reset("iotsafe: " + err.Error())
+			return
+		}
+		ss.pipe("direct-tcpip", st, c, ss.releaseChannel)
+	}()
+}

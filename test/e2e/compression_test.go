@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// With a profile that allows it, the agent and the hub compress every forwarded
+// connection of the session in one shared context: repeated requests shrink, both
+// forward directions work, the device's source address is kept, and the hub's policy
+// still decides each stream.
+func TestCompressedSession(t *testing.T) {
+	h := startHub(t, "", "")
+	target := echoSource(t)
+	prof := writeProfile(t, t.TempDir(), fmt.Sprintf("name: zipped\nreverse: {http: 0}\ndirect: {broker: %q}\ncompression: true\n", target))
+	key := h.addDevice("dev1", "--profile", prof)
+	app := deviceApp(t, "sensor reading 21.5")
+	fwd, bad := freePort(t), freePort(t)
+	a := startAgent(t, h, key, "--compress", "--expose", "http="+hostPortOf(app), "--forward", fwd+"=broker", "--forward", bad+"=database")
+	a.stderr.wait(t, "session up")
+	a.stderr.wait(t, "compression on")
+	h.log.wait(t, "compression on", "device", "dev1")
+
+	// Reverse: curl through the protected socket, many times (same headers each time).
+	for range 20 {
+		mustGet(t, h.socket("dev1", "http"), "sensor reading 21.5")
+	}
+	// Direct: the target sees the device's own pool address, as without compression.
+	if got, want := readLine(t, fwd), h.device("dev1").Address; got != want {
+		t.Fatalf("direct forward: target saw source %s, want %s", got, want)
+	}
+	// A direct alias outside the profile is refused inside the compressed channel too:
+	// the local connection is closed and the violation recorded.
+	c, err := net.Dial("tcp", bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if n, err := c.Read(buf); err == nil {
+		t.Fatalf("forward to an alias outside the profile read %d bytes", n)
+	}
+	c.Close()
+	h.log.wait(t, "profile violation", "device", "dev1")
+	if ev := h.events("dev1", "violation"); len(ev) == 0 || !strings.Contains(ev[len(ev)-1].Detail, `"database"`) {
+		t.Fatalf("violation events: %+v", ev)
+	}
+	// The session survives the refusal.
+	mustGet(t, h.socket("dev1", "http"), "sensor reading 21.5")
+
+	// At the end the hub reports what the context saved: twenty curl requests with the
+	// same headers went to the device in far fewer bytes than they had.
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	a.waitExit(t)
+	h.log.wait(t, "compression off", "device", "dev1")
+	m := h.log.last("compression off", "device", "dev1")
+	raw, wire := m["raw_out"].(float64), m["wire_out"].(float64)
+	if raw == 0 || wire*2 > raw {
+		t.Fatalf("hub to device: %v raw bytes sent as %v: the shared context did not compress repeated requests", raw, wire)
+	}
+}
+
+// A profile without compression declines the agent's request; the session goes on
+// uncompressed. Stock OpenSSH with -C keeps working against a profile that allows it
+// (x/crypto negotiates no SSH compression; nothing breaks).
+func TestCompressionDeclinedAndStockClients(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "plain session")
+	a := startAgent(t, h, key, "--compress", "--expose", "http="+hostPortOf(app))
+	a.stderr.wait(t, "hub declined compression; going on without it")
+	a.stderr.wait(t, "session up")
+	mustGet(t, h.socket("dev1", "http"), "plain session")
+	if n := h.log.count("profile violation"); n != 0 {
+		t.Fatalf("declined compression counted as %d violation(s)", n)
+	}
+
+	prof := writeProfile(t, t.TempDir(), "name: zipped\nreverse: {http: 0}\ncompression: true\n")
+	key2 := h.addDevice("dev2", "--profile", prof)
+	app2 := deviceApp(t, "stock ssh -C")
+	_, port, _ := net.SplitHostPort(hostPortOf(app2))
+	startProc(t, "ssh", append(sshArgs(h, key2), "-C", "-R", "http:0:127.0.0.1:"+port, "dev2@127.0.0.1")...)
+	h.log.wait(t, "reverse forward open", "device", "dev2")
+	mustGet(t, h.socket("dev2", "http"), "stock ssh -C")
+}
