@@ -25,7 +25,7 @@ import (
 
 // Device-bench schemes (paper 000 section VI): how the device's HTTP GETs reach the
 // gateway's file server.
-var DeviceSchemes = []string{"plain", "https12", "https13", "iotsafe", "openssh", "openssh_c"}
+var DeviceSchemes = []string{"plain", "https12", "https13", "iotsafe", "iotsafe_c", "openssh", "openssh_c"}
 
 // PaperSizes are the file sizes of paper 000 figs. 11-14 (4 B to 262 KB).
 var PaperSizes = []int{4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144}
@@ -329,8 +329,8 @@ func (b *Bench) startScheme(ctx context.Context, p *devicePair, scheme string) (
 		return "https://[fd77::2]:8443", "12", nil, nop, nil
 	case "https13":
 		return "https://[fd77::2]:8443", "13", nil, nop, nil
-	case "iotsafe":
-		return b.startIoTsafeDevice(ctx, p)
+	case "iotsafe", "iotsafe_c":
+		return b.startIoTsafeDevice(ctx, p, scheme == "iotsafe_c")
 	case "openssh", "openssh_c":
 		return b.startOpenSSHDevice(ctx, p, scheme == "openssh_c")
 	}
@@ -344,8 +344,9 @@ const (
 )
 
 // startIoTsafeDevice runs a hub in the gateway namespace and the agent, configured as
-// recommended for radio links (--coalesce), in the device namespace.
-func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair) (string, string, *Proc, func(), error) {
+// recommended for radio links (--coalesce), in the device namespace; with compress the
+// profile allows compression and the agent asks for it (--compress).
+func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress bool) (string, string, *Proc, func(), error) {
 	dir, err := b.scratch("device-iotsafe")
 	if err != nil {
 		return "", "", nil, nil, err
@@ -356,7 +357,7 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair) (string, 
 	if err != nil {
 		return "", "", nil, nil, err
 	}
-	prof := &profile.Profile{Name: "lab-device", Reverse: map[string]int{}, Direct: map[string]string{"web": "127.0.0.1:8080"}}
+	prof := &profile.Profile{Name: "lab-device", Reverse: map[string]int{}, Direct: map[string]string{"web": "127.0.0.1:8080"}, Compression: compress}
 	keys := filepath.Join(dir, "keys")
 	os.MkdirAll(keys, 0o700)
 	pub, err := newKey(filepath.Join(keys, "dev0"), "dev0")
@@ -393,8 +394,12 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair) (string, 
 		hub.Stop()
 		return "", "", nil, nil, err
 	}
-	agent, err := StartProc("device-agent", nil, "ip", "netns", "exec", p.dev, b.Bin, "agent", "--hub", "[fd77::2]:2222",
-		"--key", filepath.Join(keys, "dev0"), "--hub-key", ssh.FingerprintSHA256(signer.PublicKey()), "--forward", "127.0.0.1:18080=web", "--log-level", "error", "--coalesce")
+	args := []string{"netns", "exec", p.dev, b.Bin, "agent", "--hub", "[fd77::2]:2222",
+		"--key", filepath.Join(keys, "dev0"), "--hub-key", ssh.FingerprintSHA256(signer.PublicKey()), "--forward", "127.0.0.1:18080=web", "--log-level", "info", "--coalesce"}
+	if compress {
+		args = append(args, "--compress")
+	}
+	agent, err := StartProc("device-agent", nil, append([]string{"ip"}, args...)...)
 	if err != nil {
 		hub.Stop()
 		return "", "", nil, nil, err
@@ -409,6 +414,12 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair) (string, 
 	if err := p.getIn(ctx, p.dev, "http://127.0.0.1:18080/1"); err != nil {
 		stop()
 		return "", "", nil, nil, fmt.Errorf("lab: first request through the agent: %w", err)
+	}
+	// The agent says so once the hub agreed; a scheme measured uncompressed by mistake
+	// would be worse than none.
+	if compress && !strings.Contains(agent.StderrTail(), `msg="compression on"`) {
+		stop()
+		return "", "", nil, nil, fmt.Errorf("lab: the agent did not negotiate compression:\n%s", agent.StderrTail())
 	}
 	return "http://127.0.0.1:18080", "none", agent, stop, nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"text/tabwriter"
 )
 
@@ -64,25 +65,37 @@ func SummarizeDevice(r *DeviceResults, o DeviceOptions) DeviceSummary {
 			put(s.RadioEnergy, k, row.Size, (row.RadioJoule/float64(row.Requests))/(p.RadioJoule/float64(p.Requests)))
 		}
 	}
-	// Targets: iotsafe at least as efficient as OpenSSH at every size (worst ratio), and
-	// at 256 B at least 2x HTTPS.
+	// Targets: iotsafe at least as efficient as OpenSSH at every size (worst ratio),
+	// compressed iotsafe as OpenSSH -C up to 4 KiB, and at 256 B at least 2x HTTPS.
 	for _, proto := range o.Protos {
-		worst := 0.0
-		for size, v := range s.Efficiency["iotsafe_"+proto] {
-			if o := s.Efficiency["openssh_"+proto][size]; o > 0 {
-				if r := v / o; worst == 0 || r < worst {
-					worst = r
-				}
-			}
+		if w := worstRatio(s.Efficiency["iotsafe_"+proto], s.Efficiency["openssh_"+proto], 0); w > 0 {
+			s.Ratios["iotsafe_over_openssh_worst_size_"+proto] = w
 		}
-		if worst > 0 {
-			s.Ratios["iotsafe_over_openssh_worst_size_"+proto] = worst
+		if w := worstRatio(s.Efficiency["iotsafe_c_"+proto], s.Efficiency["openssh_c_"+proto], 4096); w > 0 {
+			s.Ratios["iotsafe_c_over_openssh_c_worst_size_to_4k_"+proto] = w
 		}
 		if a, b := s.Efficiency["iotsafe_"+proto]["256"], s.Efficiency["https12_"+proto]["256"]; a > 0 && b > 0 {
 			s.Ratios["iotsafe_over_https12_at_256_"+proto] = a / b
 		}
 	}
 	return s
+}
+
+// worstRatio is the smallest a[size]/b[size] over the sizes both have (up to maxSize
+// bytes, if not 0); 0 if there are none.
+func worstRatio(a, b map[string]float64, maxSize int) float64 {
+	worst := 0.0
+	for size, v := range a {
+		if n, err := strconv.Atoi(size); err != nil || (maxSize > 0 && n > maxSize) {
+			continue
+		}
+		if o := b[size]; o > 0 {
+			if r := v / o; worst == 0 || r < worst {
+				worst = r
+			}
+		}
+	}
+	return worst
 }
 
 // WriteDevice writes device.csv, environment.json, summary.json and report.html.

@@ -58,6 +58,9 @@ func StartProc(name string, env []string, argv ...string) (*Proc, error) {
 	return p, nil
 }
 
+// StderrTail is the last few KiB the process wrote to standard error.
+func (p *Proc) StderrTail() string { return p.stderr.String() }
+
 // PID of the process (the group leader).
 func (p *Proc) PID() int { return p.cmd.Process.Pid }
 
