@@ -31,6 +31,7 @@ type agentFile struct {
 	SandboxUID        int           `yaml:"sandbox_uid"`
 	Coalesce          bool          `yaml:"coalesce"`
 	Compress          bool          `yaml:"compress"`
+	Multiplex         bool          `yaml:"multiplex"`
 	Log               hub.LogConfig `yaml:"log"`
 }
 
@@ -92,6 +93,7 @@ Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1
 	fl.DurationVar(&f.KeepaliveInterval, "keepalive", 15*time.Second, "keepalive interval; the session is dropped after 3 missed answers")
 	fl.BoolVar(&f.Coalesce, "coalesce", false, "let TCP merge small SSH packets (Nagle), as OpenSSH does without a terminal: fewer frames on slow radio links (802.15.4), up to a round trip more latency")
 	fl.BoolVar(&f.Compress, "compress", false, "ask the hub to compress forwarded connections with one context for the whole session (the device's profile must allow it; see docs/security-model.md on compression side channels)")
+	fl.BoolVar(&f.Multiplex, "multiplex", false, "carry forwarded connections in one channel, uncompressed: no round trip to open one, no close messages (fewer packets on slow links); with --compress, the fallback if the hub declines compression")
 	fl.IntVar(&f.SandboxUID, "sandbox-uid", -1, "confine the device application running as this uid to loopback while the agent runs (nftables, needs root)")
 	fl.StringVar(&f.Log.Level, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.Log.Format, "log-format", "text", "text or json")
@@ -138,6 +140,9 @@ func mergeAgentFile(path string, f *agentFile, cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("compress") && fileCfg.Compress {
 		f.Compress = true
 	}
+	if !cmd.Flags().Changed("multiplex") && fileCfg.Multiplex {
+		f.Multiplex = true
+	}
 	if !cmd.Flags().Changed("keepalive") && fileCfg.KeepaliveInterval != 0 {
 		f.KeepaliveInterval = fileCfg.KeepaliveInterval
 	}
@@ -152,7 +157,8 @@ func (f *agentFile) build() (agent.Config, error) {
 	if f.Key == "" {
 		return cfg, errors.New("--key FILE is required")
 	}
-	cfg.Hub, cfg.Device, cfg.KeepaliveInterval, cfg.Coalesce, cfg.Compress = f.Hub, f.Device, f.KeepaliveInterval, f.Coalesce, f.Compress
+	cfg.Hub, cfg.Device, cfg.KeepaliveInterval = f.Hub, f.Device, f.KeepaliveInterval
+	cfg.Coalesce, cfg.Compress, cfg.Multiplex = f.Coalesce, f.Compress, f.Multiplex
 	if cfg.Device == "" {
 		cfg.Device = strings.TrimSuffix(filepath.Base(f.Key), filepath.Ext(f.Key))
 	}

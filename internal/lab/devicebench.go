@@ -344,8 +344,8 @@ const (
 )
 
 // startIoTsafeDevice runs a hub in the gateway namespace and the agent, configured as
-// recommended for radio links (--coalesce), in the device namespace; with compress the
-// profile allows compression and the agent asks for it (--compress).
+// recommended for radio links (--coalesce --multiplex), in the device namespace; with
+// compress the profile allows compression and the agent asks for it (--compress).
 func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress bool) (string, string, *Proc, func(), error) {
 	dir, err := b.scratch("device-iotsafe")
 	if err != nil {
@@ -398,6 +398,8 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress 
 		"--key", filepath.Join(keys, "dev0"), "--hub-key", ssh.FingerprintSHA256(signer.PublicKey()), "--forward", "127.0.0.1:18080=web", "--log-level", "info", "--coalesce"}
 	if compress {
 		args = append(args, "--compress")
+	} else {
+		args = append(args, "--multiplex")
 	}
 	agent, err := StartProc("device-agent", nil, append([]string{"ip"}, args...)...)
 	if err != nil {
@@ -415,11 +417,15 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress 
 		stop()
 		return "", "", nil, nil, fmt.Errorf("lab: first request through the agent: %w", err)
 	}
-	// The agent says so once the hub agreed; a scheme measured uncompressed by mistake
-	// would be worse than none.
-	if compress && !strings.Contains(agent.StderrTail(), `msg="compression on"`) {
+	// The agent says so once the hub agreed; a scheme measured in the wrong mode by
+	// mistake would be worse than none.
+	want := `msg="multiplexing on"`
+	if compress {
+		want = `msg="compression on"`
+	}
+	if !strings.Contains(agent.StderrTail(), want) {
 		stop()
-		return "", "", nil, nil, fmt.Errorf("lab: the agent did not negotiate compression:\n%s", agent.StderrTail())
+		return "", "", nil, nil, fmt.Errorf("lab: the agent did not negotiate its mode (%s):\n%s", want, agent.StderrTail())
 	}
 	return "http://127.0.0.1:18080", "none", agent, stop, nil
 }

@@ -231,7 +231,7 @@ func (f *forward) serve(c net.Conn) {
 		p.OriginAddr, p.OriginPort = origin.IP.String(), uint32(origin.Port)
 	}
 	if m := ss.mux.Load(); m != nil {
-		// The device asked for compression: the connection rides the shared context. The
+		// The device multiplexes (and maybe compresses) its connections in one channel. The
 		// open is not confirmed; a device that cannot serve it resets the stream, which
 		// closes c just as a refused channel would.
 		st, err := m.Open(zmux.Target{Kind: zmux.Forwarded, Host: p.Addr, Port: p.Port, OriginHost: p.OriginAddr, OriginPort: p.OriginPort})
@@ -274,7 +274,7 @@ func (ss *session) handleChannel(nc ssh.NewChannel) {
 	switch nc.ChannelType() {
 	case "direct-tcpip":
 		ss.openDirect(nc)
-	case sshext.CompressChannel:
+	case sshext.MuxChannel:
 		ss.openMux(nc)
 	case "session":
 		ss.reject(nc, ssh.Prohibited, "sessions (shell, exec, subsystem) are not available on an iotsafe hub; use ssh -N", "session channel requested (shell/exec/subsystem)")

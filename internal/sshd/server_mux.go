@@ -6,20 +6,27 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/sshext"
 	"github.com/iotsafe/iotsafe/internal/zmux"
 )
 
-// openMux accepts an iotsafe agent's request for compression: one channel that carries
-// every forwarded connection of the session under one deflate context per direction.
-// The profile must allow it; a refused request is not a violation (the agent goes on
-// with plain channels).
+// openMux accepts an iotsafe agent's multiplexed channel: one channel that carries
+// every forwarded connection of the session, compressed with one deflate context per
+// direction if the agent asks and the profile allows it. A refused request is not a
+// violation: the agent goes on with plain channels.
 func (ss *session) openMux(nc ssh.NewChannel) {
-	if !ss.prof.Compression {
+	var req sshext.MuxOpen
+	if err := ssh.Unmarshal(nc.ExtraData(), &req); err != nil || (req.Mode != sshext.MuxDeflate && req.Mode != sshext.MuxPlain) {
+		ss.reject(nc, ssh.UnknownChannelType, fmt.Sprintf("multiplexed channel: unknown mode %q (this hub knows %q and %q)", req.Mode, sshext.MuxDeflate, sshext.MuxPlain), "")
+		return
+	}
+	compress := req.Mode == sshext.MuxDeflate
+	if compress && !ss.prof.Compression {
 		ss.reject(nc, ssh.Prohibited, fmt.Sprintf("compression is off in profile %q (compression: true allows it)", ss.prof.Name), "")
 		return
 	}
 	if ss.mux.Load() != nil {
-		ss.reject(nc, ssh.Prohibited, "one compressed channel per session", "second compressed channel requested")
+		ss.reject(nc, ssh.Prohibited, "one multiplexed channel per session", "second multiplexed channel requested")
 		return
 	}
 	ch, reqs, err := nc.Accept()
@@ -27,16 +34,20 @@ func (ss *session) openMux(nc ssh.NewChannel) {
 		return
 	}
 	go ssh.DiscardRequests(reqs)
-	m := zmux.New(ch, false)
+	o := zmux.Options{Compress: compress}
+	if req.Coalesce {
+		o.FlushDelay = sshext.CoalesceDelay
+	}
+	m := zmux.New(ch, o)
 	if !ss.mux.CompareAndSwap(nil, m) {
 		m.Close() // a concurrent request won
 		return
 	}
-	ss.log.Info("compression on", "level", zmux.Level)
+	ss.log.Info("multiplexed channel open", "mode", req.Mode, "coalesce", req.Coalesce)
 	go ss.serveMux(m)
 }
 
-// serveMux serves the streams the device opens in its compressed channel: direct
+// serveMux serves the streams the device opens in its multiplexed channel: direct
 // forwards, decided exactly as direct-tcpip channels are.
 func (ss *session) serveMux(m *zmux.Session) {
 	for {
@@ -48,10 +59,10 @@ func (ss *session) serveMux(m *zmux.Session) {
 	}
 	ss.mux.CompareAndSwap(m, nil)
 	stats := m.Stats()
-	ss.log.Info("compression off", "why", m.Err(), "raw_out", stats.RawOut, "wire_out", stats.WireOut, "raw_in", stats.RawIn, "wire_in", stats.WireIn)
+	ss.log.Info("multiplexed channel closed", "why", m.Err(), "raw_out", stats.RawOut, "wire_out", stats.WireOut, "raw_in", stats.RawIn, "wire_in", stats.WireIn)
 	if err := m.Err(); errors.Is(err, zmux.ErrProtocol) {
-		ss.violate("compressed channel: " + err.Error())
-		ss.close("broken compressed channel")
+		ss.violate("multiplexed channel: " + err.Error())
+		ss.close("broken multiplexed channel")
 	}
 }
 
@@ -60,7 +71,7 @@ func (ss *session) openMuxStream(st *zmux.Stream) {
 	if t.Kind != zmux.Direct {
 		msg := "only direct forwards may be opened by the device"
 		st.Reset(msg)
-		ss.violate("compressed channel: " + msg)
+		ss.violate("multiplexed channel: " + msg)
 		return
 	}
 	target, err := directTarget(ss.prof, t.Host, t.Port)

@@ -29,7 +29,7 @@ type session struct {
 	ready    chan struct{}                // closed once conn is set
 	channels atomic.Int32                 // open channels, both directions
 	rejected atomic.Int32                 // refused channel opens (bounded: CVE-2026-39827)
-	mux      atomic.Pointer[zmux.Session] // the device's compressed channel, if it asked
+	mux      atomic.Pointer[zmux.Session] // the device's multiplexed channel, if it opened one
 
 	closeOnce sync.Once
 	done      chan struct{}

@@ -9,7 +9,6 @@
 // own credit-based flow control, so a stream whose reader stalls never blocks the others.
 //
 // Streams are opened optimistically: the opener may send data at once, and the other
-// side either serves the stream or resets it with a reason. The open waits up to 2 ms
-// for the stream's first data so that both leave in one SSH packet; on a radio link an
-// extra packet costs a frame train and an acknowledgement.
+// side either serves the stream or resets it with a reason. With a flush delay (agents
+// on radio links) an open and its first data leave in one SSH packet.
 package zmux

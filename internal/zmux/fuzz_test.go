@@ -46,7 +46,7 @@ func FuzzSession(f *testing.F) {
 	f.Add(appendWindow(appendOpen(nil, 3, Target{Kind: Forwarded}), 3, 100))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		a, b := net.Pipe()
-		hub := New(b, false)
+		hub := New(b, Options{Compress: true})
 		defer hub.Close()
 		go io.Copy(io.Discard, a)
 		go func() {

@@ -21,11 +21,8 @@ const (
 	maxQueued = 64 << 10
 	// acceptBacklog bounds streams opened by the peer and not yet taken by Accept.
 	acceptBacklog = 128
-	// openDelay is how long an open frame may wait for the stream's first data, so both
-	// go in one flush (one SSH packet, one radio frame train). Clients speak first in
-	// HTTP and MQTT and their data arrives within microseconds; a protocol where the
-	// server speaks first pays this once per connection.
-	openDelay = 2 * time.Millisecond
+	// smallBatch is the size under which a batch waits Options.FlushDelay for more.
+	smallBatch = 1024
 )
 
 // ErrClosed is returned by operations on a closed session or stream.
@@ -47,11 +44,29 @@ type Stats struct {
 	RawOut, WireOut, RawIn, WireIn int64
 }
 
+// Options of a session; both ends must agree on Compress.
+type Options struct {
+	// Device is set on the device side, which opens odd stream ids (the hub even ones).
+	Device bool
+	// Compress deflates the byte stream with one context per direction. Without it the
+	// session only multiplexes: connections open without a round trip and close without
+	// close messages, which already saves packets on slow links.
+	Compress bool
+	// FlushDelay is how long a small batch of frames waits for more before it is sent,
+	// so an open and its first data, or an application's header and body written
+	// separately, leave in one SSH packet instead of two (on a radio link, one frame
+	// train and one acknowledgement fewer; with Nagle on, no small segment left waiting
+	// for an ACK). 0 sends at once. Agents with --coalesce use 2 ms.
+	FlushDelay time.Duration
+}
+
 // Session multiplexes streams over one reliable byte stream (an SSH channel).
 type Session struct {
-	rw   io.ReadWriteCloser
-	odd  bool // this side opens odd stream ids (the device side)
-	done chan struct{}
+	rw       io.ReadWriteCloser
+	odd      bool // this side opens odd stream ids (the device side)
+	compress bool
+	delay    time.Duration
+	done     chan struct{}
 
 	mu       sync.Mutex
 	err      error // set once the session ends
@@ -67,16 +82,15 @@ type Session struct {
 	rawOut, wireOut, rawIn, wireIn atomic.Int64
 }
 
-// New starts a session over rw. The device side passes device=true (it opens odd
-// stream ids, the hub even ones). The session owns rw and closes it when it ends.
-func New(rw io.ReadWriteCloser, device bool) *Session {
+// New starts a session over rw. The session owns rw and closes it when it ends.
+func New(rw io.ReadWriteCloser, o Options) *Session {
 	s := &Session{
-		rw: rw, odd: device, done: make(chan struct{}),
+		rw: rw, odd: o.Device, compress: o.Compress, delay: o.FlushDelay, done: make(chan struct{}),
 		streams: map[uint64]*Stream{},
 		accept:  make(chan *Stream, acceptBacklog),
 	}
 	s.nextID = 2
-	if device {
+	if o.Device {
 		s.nextID = 1
 	}
 	s.outReady = sync.NewCond(&s.mu)
@@ -97,10 +111,7 @@ func (s *Session) Open(t Target) (*Stream, error) {
 	st := newStream(s, s.nextID, t)
 	s.nextID += 2
 	s.streams[st.id] = st
-	// Queued without waking the writer: the stream's first data, or any other frame,
-	// takes it along; the timer sends it alone if nothing comes.
-	s.out = appendOpen(s.out, st.id, t)
-	time.AfterFunc(openDelay, s.wake)
+	s.queue(appendOpen(s.out, st.id, t))
 	return st, nil
 }
 
@@ -161,15 +172,6 @@ func (s *Session) shutdown(err error, hard bool) {
 	}
 }
 
-// wake starts the writer if frames are waiting.
-func (s *Session) wake() {
-	s.mu.Lock()
-	if len(s.out) > 0 {
-		s.outReady.Signal()
-	}
-	s.mu.Unlock()
-}
-
 // queue takes s.out with a frame appended and wakes the writer. s.mu is held.
 func (s *Session) queue(out []byte) {
 	s.out = out
@@ -181,15 +183,35 @@ func (s *Session) queue(out []byte) {
 // window allows.
 func (s *Session) writeLoop() {
 	cw := &countWriter{w: s.rw, n: &s.wireOut}
-	// The flate writer emits many small writes per flush; the buffer turns a flush into
-	// one channel write.
-	bw := bufio.NewWriterSize(cw, 32<<10)
-	zw, _ := flate.NewWriter(bw, Level)
+	send := func(batch []byte) error { _, err := cw.Write(batch); return err }
+	if s.compress {
+		// The flate writer emits many small writes per flush; the buffer turns a flush
+		// into one channel write.
+		bw := bufio.NewWriterSize(cw, 32<<10)
+		zw, _ := flate.NewWriter(bw, Level)
+		send = func(batch []byte) error {
+			_, err := zw.Write(batch)
+			if err == nil {
+				err = zw.Flush()
+			}
+			if err == nil {
+				err = bw.Flush()
+			}
+			return err
+		}
+	}
 	var spare []byte
 	for {
 		s.mu.Lock()
 		for len(s.out) == 0 && s.err == nil {
 			s.outReady.Wait()
+		}
+		if s.err == nil && s.delay > 0 && len(s.out) < smallBatch {
+			// Frames about to be queued (a request after its open, a body after its
+			// header) join this batch.
+			s.mu.Unlock()
+			time.Sleep(s.delay)
+			s.mu.Lock()
 		}
 		batch := s.out
 		s.out = spare[:0]
@@ -198,14 +220,7 @@ func (s *Session) writeLoop() {
 		s.mu.Unlock()
 		if len(batch) > 0 {
 			s.rawOut.Add(int64(len(batch)))
-			_, err := zw.Write(batch)
-			if err == nil {
-				err = zw.Flush()
-			}
-			if err == nil {
-				err = bw.Flush()
-			}
-			if err != nil {
+			if err := send(batch); err != nil {
 				s.shutdown(fmt.Errorf("zmux: write: %w", err), true)
 				return
 			}
@@ -228,8 +243,11 @@ func (s *Session) writeLoop() {
 func (s *Session) readLoop() {
 	cr := &countReader{r: s.rw, n: &s.wireIn}
 	// Small read buffers: a data frame's payload is read past them in one go.
-	zr := flate.NewReader(bufio.NewReaderSize(cr, 4<<10))
-	br := bufio.NewReaderSize(&countReader{r: zr, n: &s.rawIn}, 4<<10)
+	var plain io.Reader = cr
+	if s.compress {
+		plain = flate.NewReader(bufio.NewReaderSize(cr, 4<<10))
+	}
+	br := bufio.NewReaderSize(&countReader{r: plain, n: &s.rawIn}, 4<<10)
 	buf := make([]byte, MaxData)
 	for {
 		f, err := readFrame(br, buf)

@@ -12,16 +12,32 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // pair returns a device-side and a hub-side session over a loopback TCP connection (the
 // tests of the SSH layer run them over real SSH channels).
-func pair(t *testing.T) (device, hub *Session) {
+func pair(t *testing.T) (device, hub *Session) { return pairMode(t, Options{Compress: true}) }
+
+func pairMode(t *testing.T, o Options) (device, hub *Session) {
 	t.Helper()
 	a, b := tcpPair(t)
-	device, hub = New(a, true), New(b, false)
+	hub = New(b, o)
+	o.Device = true
+	device = New(a, o)
 	t.Cleanup(func() { device.Close(); hub.Close() })
 	return device, hub
+}
+
+// bothModes runs f with and without compression, and with a flush delay: multiplexing
+// must not depend on either.
+func bothModes(t *testing.T, f func(t *testing.T, dev, hub *Session)) {
+	for _, o := range []Options{{Compress: true}, {}, {Compress: true, FlushDelay: time.Millisecond}} {
+		t.Run(fmt.Sprintf("compress=%v,delay=%v", o.Compress, o.FlushDelay), func(t *testing.T) {
+			dev, hub := pairMode(t, o)
+			f(t, dev, hub)
+		})
+	}
 }
 
 func tcpPair(t *testing.T) (net.Conn, net.Conn) {
@@ -99,23 +115,24 @@ func random(n int) []byte {
 }
 
 func TestStreamsBothWaysCarryDataIntact(t *testing.T) {
-	dev, hub := pair(t)
-	go echo(hub)
-	go echo(dev)
-	var wg sync.WaitGroup
-	// Sizes around the frame size and well over the window, so flow control works.
-	for i, n := range []int{1, MaxData - 1, MaxData + 1, Window, 3*Window + 7, 1 << 20} {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			roundTrip(t, dev, Target{Kind: Direct, Host: "broker", Port: 1883}, random(n))
-		}()
-		go func() {
-			defer wg.Done()
-			roundTrip(t, hub, Target{Kind: Forwarded, Host: "http", Port: 80, OriginHost: "127.0.0.1", OriginPort: uint32(40000 + i)}, random(n))
-		}()
-	}
-	wg.Wait()
+	bothModes(t, func(t *testing.T, dev, hub *Session) {
+		go echo(hub)
+		go echo(dev)
+		var wg sync.WaitGroup
+		// Sizes around the frame size and well over the window, so flow control works.
+		for i, n := range []int{1, MaxData - 1, MaxData + 1, Window, 3*Window + 7, 1 << 20} {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				roundTrip(t, dev, Target{Kind: Direct, Host: "broker", Port: 1883}, random(n))
+			}()
+			go func() {
+				defer wg.Done()
+				roundTrip(t, hub, Target{Kind: Forwarded, Host: "http", Port: 80, OriginHost: "127.0.0.1", OriginPort: uint32(40000 + i)}, random(n))
+			}()
+		}
+		wg.Wait()
+	})
 }
 
 func TestTargetReachesAcceptor(t *testing.T) {
@@ -134,68 +151,71 @@ func TestTargetReachesAcceptor(t *testing.T) {
 }
 
 func TestHalfCloseThenReply(t *testing.T) {
-	dev, hub := pair(t)
-	go func() {
-		st, err := hub.Accept()
-		if err != nil {
-			return
-		}
-		req, _ := io.ReadAll(st) // returns only at the device's CloseWrite
-		st.Write([]byte("got " + string(req)))
+	bothModes(t, func(t *testing.T, dev, hub *Session) {
+		go func() {
+			st, err := hub.Accept()
+			if err != nil {
+				return
+			}
+			req, _ := io.ReadAll(st) // returns only at the device's CloseWrite
+			st.Write([]byte("got " + string(req)))
+			st.CloseWrite()
+		}()
+		st, _ := dev.Open(Target{Kind: Direct, Host: "api"})
+		st.Write([]byte("GET /"))
 		st.CloseWrite()
-	}()
-	st, _ := dev.Open(Target{Kind: Direct, Host: "api"})
-	st.Write([]byte("GET /"))
-	st.CloseWrite()
-	got, err := io.ReadAll(st)
-	if err != nil || string(got) != "got GET /" {
-		t.Fatalf("reply %q, %v", got, err)
-	}
+		got, err := io.ReadAll(st)
+		if err != nil || string(got) != "got GET /" {
+			t.Fatalf("reply %q, %v", got, err)
+		}
+	})
 }
 
 func TestRefusedStreamShowsReason(t *testing.T) {
-	dev, hub := pair(t)
-	go func() {
-		st, err := hub.Accept()
-		if err == nil {
-			st.Reset(`direct forward to "db": not a direct alias of profile "sensor"`)
+	bothModes(t, func(t *testing.T, dev, hub *Session) {
+		go func() {
+			st, err := hub.Accept()
+			if err == nil {
+				st.Reset(`direct forward to "db": not a direct alias of profile "sensor"`)
+			}
+		}()
+		st, _ := dev.Open(Target{Kind: Direct, Host: "db"})
+		st.Write([]byte("sent before the refusal arrives: discarded"))
+		_, err := io.ReadAll(st)
+		var re *ResetError
+		if !errors.As(err, &re) || !strings.Contains(re.Reason, "not a direct alias") {
+			t.Fatalf("read error %v, want the refusal's reason", err)
 		}
-	}()
-	st, _ := dev.Open(Target{Kind: Direct, Host: "db"})
-	st.Write([]byte("sent before the refusal arrives: discarded"))
-	_, err := io.ReadAll(st)
-	var re *ResetError
-	if !errors.As(err, &re) || !strings.Contains(re.Reason, "not a direct alias") {
-		t.Fatalf("read error %v, want the refusal's reason", err)
-	}
-	// The session stays usable for other streams.
-	go echo(hub)
-	roundTrip(t, dev, Target{Kind: Direct, Host: "broker"}, []byte("still works"))
+		// The session stays usable for other streams.
+		go echo(hub)
+		roundTrip(t, dev, Target{Kind: Direct, Host: "broker"}, []byte("still works"))
+	})
 }
 
 func TestStalledStreamDoesNotBlockOthers(t *testing.T) {
-	dev, hub := pair(t)
-	stalled := make(chan *Stream, 1)
-	go func() {
-		st, _ := hub.Accept() // never read
-		stalled <- st
-		echo(hub)
-	}()
-	a, _ := dev.Open(Target{Kind: Direct, Host: "slow"})
-	// Fill the stalled stream's window entirely; the next write would wait.
-	if _, err := a.Write(random(Window)); err != nil {
-		t.Fatal(err)
-	}
-	<-stalled
-	blocked := make(chan error, 1)
-	go func() { _, err := a.Write([]byte("x")); blocked <- err }()
-	// Another stream still flows both ways.
-	roundTrip(t, dev, Target{Kind: Direct, Host: "fast"}, random(2*Window))
-	// Closing the stalled stream releases its writer with an error.
-	a.Close()
-	if err := <-blocked; err == nil {
-		t.Fatal("write on a closed stream succeeded")
-	}
+	bothModes(t, func(t *testing.T, dev, hub *Session) {
+		stalled := make(chan *Stream, 1)
+		go func() {
+			st, _ := hub.Accept() // never read
+			stalled <- st
+			echo(hub)
+		}()
+		a, _ := dev.Open(Target{Kind: Direct, Host: "slow"})
+		// Fill the stalled stream's window entirely; the next write would wait.
+		if _, err := a.Write(random(Window)); err != nil {
+			t.Fatal(err)
+		}
+		<-stalled
+		blocked := make(chan error, 1)
+		go func() { _, err := a.Write([]byte("x")); blocked <- err }()
+		// Another stream still flows both ways.
+		roundTrip(t, dev, Target{Kind: Direct, Host: "fast"}, random(2*Window))
+		// Closing the stalled stream releases its writer with an error.
+		a.Close()
+		if err := <-blocked; err == nil {
+			t.Fatal("write on a closed stream succeeded")
+		}
+	})
 }
 
 // Headers repeated across connections must compress against each other: the context is
@@ -217,9 +237,18 @@ func TestCompressionSpansStreams(t *testing.T) {
 	}
 }
 
+func TestWithoutCompressionBytesGoAsTheyAre(t *testing.T) {
+	dev, hub := pairMode(t, Options{})
+	go echo(hub)
+	roundTrip(t, dev, Target{Kind: Direct, Host: "api"}, bytes.Repeat([]byte("same "), 1000))
+	if st := dev.Stats(); st.WireOut != st.RawOut || st.RawOut < 5000 {
+		t.Fatalf("uncompressed session sent %d raw bytes as %d", st.RawOut, st.WireOut)
+	}
+}
+
 func TestPeerClosingChannelFailsStreams(t *testing.T) {
 	a, b := tcpPair(t)
-	dev := New(a, true)
+	dev := New(a, Options{Device: true, Compress: true})
 	defer dev.Close()
 	st, _ := dev.Open(Target{Kind: Direct, Host: "api"})
 	b.Close()
@@ -240,7 +269,7 @@ type rawPeer struct {
 
 func newRawPeer(t *testing.T) (*rawPeer, *Session) {
 	a, b := tcpPair(t)
-	hub := New(b, false)
+	hub := New(b, Options{Compress: true})
 	t.Cleanup(func() { hub.Close(); a.Close() })
 	zw, _ := flate.NewWriter(a, Level)
 	go io.Copy(io.Discard, a)

@@ -22,7 +22,7 @@ func TestCompressedSession(t *testing.T) {
 	a := startAgent(t, h, key, "--compress", "--expose", "http="+hostPortOf(app), "--forward", fwd+"=broker", "--forward", bad+"=database")
 	a.stderr.wait(t, "session up")
 	a.stderr.wait(t, "compression on")
-	h.log.wait(t, "compression on", "device", "dev1")
+	h.log.wait(t, "multiplexed channel open", "device", "dev1", "mode", "deflate")
 
 	// Reverse: curl through the protected socket, many times (same headers each time).
 	for range 20 {
@@ -54,8 +54,8 @@ func TestCompressedSession(t *testing.T) {
 	// same headers went to the device in far fewer bytes than they had.
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	a.waitExit(t)
-	h.log.wait(t, "compression off", "device", "dev1")
-	m := h.log.last("compression off", "device", "dev1")
+	h.log.wait(t, "multiplexed channel closed", "device", "dev1")
+	m := h.log.last("multiplexed channel closed", "device", "dev1")
 	raw, wire := m["raw_out"].(float64), m["wire_out"].(float64)
 	if raw == 0 || wire*2 > raw {
 		t.Fatalf("hub to device: %v raw bytes sent as %v: the shared context did not compress repeated requests", raw, wire)
@@ -63,8 +63,9 @@ func TestCompressedSession(t *testing.T) {
 }
 
 // A profile without compression declines the agent's request; the session goes on
-// uncompressed. Stock OpenSSH with -C keeps working against a profile that allows it
-// (x/crypto negotiates no SSH compression; nothing breaks).
+// uncompressed, multiplexed if the agent also asked for that (--multiplex), with plain
+// channels otherwise. Stock OpenSSH with -C keeps working against a profile that
+// allows compression (x/crypto negotiates no SSH compression; nothing breaks).
 func TestCompressionDeclinedAndStockClients(t *testing.T) {
 	h := startHub(t, "", "")
 	key := h.addDevice("dev1")
@@ -73,12 +74,29 @@ func TestCompressionDeclinedAndStockClients(t *testing.T) {
 	a.stderr.wait(t, "hub declined compression; going on without it")
 	a.stderr.wait(t, "session up")
 	mustGet(t, h.socket("dev1", "http"), "plain session")
+	if n := h.log.count("multiplexed channel open"); n != 0 {
+		t.Fatal("a declined compression request still opened a multiplexed channel")
+	}
+
+	target := echoSource(t)
+	prof := writeProfile(t, t.TempDir(), fmt.Sprintf("name: muxed\nreverse: {http: 0}\ndirect: {broker: %q}\n", target))
+	key3 := h.addDevice("dev3", "--profile", prof)
+	fwd := freePort(t)
+	a3 := startAgent(t, h, key3, "--compress", "--multiplex", "--expose", "http="+hostPortOf(app), "--forward", fwd+"=broker")
+	a3.stderr.wait(t, "hub declined compression; going on without it")
+	a3.stderr.wait(t, "multiplexing on")
+	a3.stderr.wait(t, "session up")
+	h.log.wait(t, "multiplexed channel open", "device", "dev3", "mode", "none")
+	mustGet(t, h.socket("dev3", "http"), "plain session")
+	if got, want := readLine(t, fwd), h.device("dev3").Address; got != want {
+		t.Fatalf("multiplexed direct forward: target saw source %s, want %s", got, want)
+	}
 	if n := h.log.count("profile violation"); n != 0 {
 		t.Fatalf("declined compression counted as %d violation(s)", n)
 	}
 
-	prof := writeProfile(t, t.TempDir(), "name: zipped\nreverse: {http: 0}\ncompression: true\n")
-	key2 := h.addDevice("dev2", "--profile", prof)
+	prof2 := writeProfile(t, t.TempDir(), "name: zipped\nreverse: {http: 0}\ncompression: true\n")
+	key2 := h.addDevice("dev2", "--profile", prof2)
 	app2 := deviceApp(t, "stock ssh -C")
 	_, port, _ := net.SplitHostPort(hostPortOf(app2))
 	startProc(t, "ssh", append(sshArgs(h, key2), "-C", "-R", "http:0:127.0.0.1:"+port, "dev2@127.0.0.1")...)
