@@ -287,6 +287,12 @@ func (ss *session) handleChannel(nc ssh.NewChannel) {
 // trying (each rejected open costs the server memory).
 func (ss *session) reject(nc ssh.NewChannel, why ssh.RejectionReason, msg, violation string) {
 	nc.Reject(why, "iotsafe: "+msg)
+	ss.refused(violation)
+}
+
+// refused records a refused channel or stream open and closes connections that keep
+// trying: each refusal costs the hub work and a registry write.
+func (ss *session) refused(violation string) {
 	if violation != "" {
 		ss.violate(violation)
 	}

@@ -71,18 +71,18 @@ func (ss *session) openMuxStream(st *zmux.Stream) {
 	if t.Kind != zmux.Direct {
 		msg := "only direct forwards may be opened by the device"
 		st.Reset(msg)
-		ss.violate("multiplexed channel: " + msg)
+		ss.refused("multiplexed channel: " + msg)
 		return
 	}
 	target, err := directTarget(ss.prof, t.Host, t.Port)
 	if err != nil {
 		st.Reset("iotsafe: " + err.Error())
-		ss.violate(err.Error())
+		ss.refused(err.Error())
 		return
 	}
 	if !ss.acquireChannel() {
 		st.Reset(fmt.Sprintf("iotsafe: channel limit %d reached", ss.prof.MaxChannels))
-		ss.violate(fmt.Sprintf("direct forward %q: over the limit of %d open channels", t.Host, ss.prof.MaxChannels))
+		ss.refused(fmt.Sprintf("direct forward %q: over the limit of %d open channels", t.Host, ss.prof.MaxChannels))
 		return
 	}
 	go func() {

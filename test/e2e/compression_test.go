@@ -103,3 +103,67 @@ func TestCompressionDeclinedAndStockClients(t *testing.T) {
 	h.log.wait(t, "reverse forward open", "device", "dev2")
 	mustGet(t, h.socket("dev2", "http"), "stock ssh -C")
 }
+
+// Streams in the multiplexed channel obey the profile's limits like channels: one over
+// max_channels is refused and recorded, and a device that keeps opening refused streams
+// loses its session, as with refused channel opens.
+func TestMultiplexedLimits(t *testing.T) {
+	h := startHub(t, "", "")
+	held := make(chan net.Conn, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // kept open: the stream stays
+		}
+	}()
+	prof := writeProfile(t, t.TempDir(), fmt.Sprintf("name: one\nreverse: {http: 0}\ndirect: {broker: %q}\nmax_channels: 1\n", ln.Addr().String()))
+	key := h.addDevice("dev1", "--profile", prof)
+	fwd, bad := freePort(t), freePort(t)
+	a := startAgent(t, h, key, "--multiplex", "--forward", fwd+"=broker", "--forward", bad+"=nowhere")
+	a.stderr.wait(t, "multiplexing on")
+	a.stderr.wait(t, "session up")
+
+	first, err := net.Dial("tcp", fwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	first.Write([]byte("hello")) // the stream opens with its first data
+	c := <-held
+	defer c.Close()
+
+	second, err := net.Dial("tcp", fwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := second.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("a stream over max_channels read %d bytes", n)
+	}
+	second.Close()
+	h.log.wait(t, "profile violation", "device", "dev1")
+	if ev := h.events("dev1", "violation"); len(ev) == 0 || !strings.Contains(ev[0].Detail, "over the limit of 1 open channels") {
+		t.Fatalf("violation events: %+v", ev)
+	}
+
+	// Refused streams, over and over: the hub ends the session (32 by default).
+	for range 40 {
+		c, err := net.Dial("tcp", bad)
+		if err != nil {
+			break // the agent is between sessions
+		}
+		c.Read(make([]byte, 1))
+		c.Close()
+		if h.log.count("session closed", "device", "dev1", "why", "too many refused channel opens") > 0 {
+			break
+		}
+	}
+	h.log.wait(t, "session closed", "device", "dev1", "why", "too many refused channel opens")
+}
