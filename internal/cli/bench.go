@@ -41,7 +41,7 @@ func benchSetup(cmd *cobra.Command) (bin, scratch string, p *lab.Progress, err e
 
 func benchHubCmd() *cobra.Command {
 	var o lab.HubOptions
-	var out, only, profile, servers string
+	var out, only, profile, servers, paths string
 	var size int
 	c := &cobra.Command{
 		Use:   "hub",
@@ -80,6 +80,17 @@ under two minutes; its figures are not measurements.`,
 						o.Servers = map[string]bool{}
 					}
 					o.Servers[s] = true
+				}
+			}
+			for _, p := range strings.Split(paths, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					if !slices.Contains(lab.RPSPaths, p) {
+						return fmt.Errorf("--paths: %q is not one of %s", p, strings.Join(lab.RPSPaths, ", "))
+					}
+					if o.Paths == nil {
+						o.Paths = map[string]bool{}
+					}
+					o.Paths[p] = true
 				}
 			}
 			bin, scratch, progress, err := benchSetup(cmd)
@@ -124,6 +135,7 @@ under two minutes; its figures are not measurements.`,
 	fl.DurationVar(&o.Duration, "duration", 0, "measured length of each run (default 5s, 2s with --quick)")
 	fl.IntSliceVar(&o.RAMSizes, "ram-n", nil, "N for the memory scenario (default 100,1000; 20 with --quick)")
 	fl.IntVar(&size, "size", 1024, "response body bytes")
+	fl.StringVar(&paths, "paths", "", "comma-separated rps paths to measure: "+strings.Join(lab.RPSPaths, ", ")+"; default all")
 	fl.StringVar(&servers, "servers", "", "comma-separated SSH servers for ram, inactive, ps: iotsafe, openssh, dropbear; default all (10,000 OpenSSH sessions need ~16 GB)")
 	fl.IntSliceVar(&o.Payloads, "payloads", nil, "response sizes in bytes of the memory-vs-payload sweep (default 1024,4096,16384,65536,262144)")
 	fl.IntVar(&o.PayloadN, "payload-n", 0, "device sessions of the memory-vs-payload sweep (default 100, 10 with --quick)")
@@ -345,6 +357,7 @@ func benchFleetCmd() *cobra.Command {
 	fl.IntVar(&fc.Sessions, "sessions", 1, "sessions")
 	fl.IntVar(&fc.Forwards, "forwards", 1, "reverse forwards per session")
 	fl.BoolVar(&fc.IoTsafe, "iotsafe", false, "log in as dev0..devN-1 and forward aliases f0..fP-1")
+	fl.BoolVar(&fc.Multiplex, "multiplex", false, "with --iotsafe: carry the forwards in one multiplexed channel (agent --multiplex)")
 	fl.StringVar(&fc.User, "user", "root", "user for other servers")
 	fl.StringVar(&fc.KeyDir, "key-dir", "", "folder of the keys")
 	fl.IntVar(&fc.Parallel, "parallel", 32, "concurrent handshakes")

@@ -12,7 +12,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/sshext"
 	"github.com/iotsafe/iotsafe/internal/tunnel"
+	"github.com/iotsafe/iotsafe/internal/zmux"
 )
 
 // FleetConfig describes the device side of a benchmark: Sessions SSH sessions, each with
@@ -26,8 +28,11 @@ type FleetConfig struct {
 	// IoTsafe: log in as dev0..devN-1 with keys KeyDir/devI and ask for aliases f0..fP-1.
 	// Otherwise: log in as User with KeyDir/client and ask for 127.0.0.1 port 0.
 	IoTsafe bool
-	User    string
-	KeyDir  string
+	// Multiplex (with IoTsafe) carries the forwards in one multiplexed channel, as the
+	// agent's --multiplex does.
+	Multiplex bool
+	User      string
+	KeyDir    string
 	// Parallel bounds concurrent handshakes; 0 means 32.
 	Parallel int
 }
@@ -131,6 +136,15 @@ func (c FleetConfig) session(i int) (ssh.Conn, []string, error) {
 			}()
 		}
 	}()
+	if c.Multiplex {
+		ch, mreqs, err := conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: sshext.MuxPlain}))
+		if err != nil {
+			conn.Close()
+			return nil, nil, fmt.Errorf("multiplexed channel: %w", err)
+		}
+		go ssh.DiscardRequests(mreqs)
+		go c.serveMux(zmux.New(ch, zmux.Options{Device: true}))
+	}
 	var addrs []string
 	for p := range c.Forwards {
 		host := "127.0.0.1"
@@ -154,4 +168,22 @@ func (c FleetConfig) session(i int) (ssh.Conn, []string, error) {
 		}
 	}
 	return conn, addrs, nil
+}
+
+// serveMux connects each stream the hub opens to the target.
+func (c FleetConfig) serveMux(m *zmux.Session) {
+	for {
+		st, err := m.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			t, err := net.Dial("tcp", c.Target)
+			if err != nil {
+				st.Reset(err.Error())
+				return
+			}
+			tunnel.Pipe(st, t, nil)
+		}()
+	}
 }

@@ -31,6 +31,8 @@ type HubOptions struct {
 	// Servers limits the ram, inactive and ps parts to these SSH servers (iotsafe, openssh,
 	// dropbear); empty means all. 10,000 OpenSSH sessions need about 16 GB.
 	Servers map[string]bool
+	// Paths limits the rps part to these paths (RPSPaths); empty means all.
+	Paths map[string]bool
 	// Payloads are the response sizes of the memory-vs-payload sweep (figs. 15/16 against
 	// payload), at PayloadN device sessions; nil means 1K..256K (1K and 64K with Quick).
 	Payloads []int
@@ -121,10 +123,21 @@ func (o *HubOptions) nServers() int {
 	return n
 }
 
+// rpsPaths are the selected rps paths, in report order.
+func (o *HubOptions) rpsPaths() []string {
+	var ps []string
+	for _, p := range RPSPaths {
+		if len(o.Paths) == 0 || o.Paths[p] {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
 func (o *HubOptions) want(s string) bool { return len(o.Only) == 0 || o.Only[s] }
 
-// RPS paths, in report order.
-var rpsPaths = []string{"plain", "iotsafe", "iotsafe_acl_off", "iotsafe_layers_on", "iotsafe_layers_off", "openssh", "dropbear", "https_go", "https2", "https_caddy",
+// RPSPaths are the paths of the rps part, in report order.
+var RPSPaths = []string{"plain", "iotsafe", "iotsafe_mux", "iotsafe_acl_off", "iotsafe_layers_on", "iotsafe_layers_off", "openssh", "dropbear", "https_go", "https2", "https_caddy",
 	"frontdoor", "frontdoor_ka", "https_go_ka"}
 
 // labUID is the uid the load generator takes for the namespace paths: a platform user
@@ -167,7 +180,7 @@ func RunHub(ctx context.Context, b *Bench, o HubOptions) (*HubResults, error) {
 	res := &HubResults{Skipped: map[string]string{}}
 	steps := 0
 	if o.want("rps") {
-		steps += o.Reps * len(rpsPaths)
+		steps += o.Reps * len(o.rpsPaths())
 	}
 	if o.want("ram") {
 		steps += o.nServers() * (2*len(o.RAMSizes) + len(o.Payloads))
@@ -251,6 +264,15 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 	sshTarget("iotsafe", func() (*SSHServer, error) {
 		return b.StartIoTsafe(ctx, "iotsafe", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true})
 	})
+	// The same hub with the device's forwards multiplexed in one channel (agent
+	// --multiplex): no channel open round trip or close messages per connection.
+	sshTarget("iotsafe_mux", func() (*SSHServer, error) {
+		s, err := b.StartIoTsafe(ctx, "iotsafe_mux", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true})
+		if s != nil {
+			s.Multiplex = true
+		}
+		return s, err
+	})
 	sshTarget("iotsafe_acl_off", func() (*SSHServer, error) {
 		return b.StartIoTsafe(ctx, "iotsafe_acl_off", IoTsafeOpts{Sessions: 1, Forwards: 1})
 	})
@@ -324,7 +346,7 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 		servers["https_caddy"] = caddy
 	}
 	// Sanity: one request per path before measuring, so a broken path fails loudly.
-	for _, p := range rpsPaths {
+	for _, p := range o.rpsPaths() {
 		t, ok := targets[p]
 		if !ok {
 			continue
@@ -336,7 +358,7 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 	}
 	// Repetitions interleave the paths so slow drifts of a shared machine hit all alike.
 	for rep := 1; rep <= o.Reps; rep++ {
-		for _, p := range rpsPaths {
+		for _, p := range o.rpsPaths() {
 			t, ok := targets[p]
 			if !ok {
 				o.Progress.Step(fmt.Sprintf("rps %s skipped", p))

@@ -142,7 +142,7 @@ func Summarize(r *HubResults, o HubOptions) Summary {
 			s.Ratios[fmt.Sprintf("inactive_penalty_openssh_k%d", k)] = v
 		}
 	}
-	for _, p := range rpsPaths {
+	for _, p := range RPSPaths {
 		if m, n := r.Median(p); n > 0 {
 			s.RPS[p], s.RPSRuns[p] = m, n
 		}
@@ -158,6 +158,7 @@ func Summarize(r *HubResults, o HubOptions) Summary {
 	cpuRatio("server_cpu_iotsafe_over_openssh", "iotsafe", "openssh")
 	cpuRatio("server_cpu_iotsafe_over_dropbear", "iotsafe", "dropbear")
 	cpuRatio("server_cpu_iotsafe_over_https_go", "iotsafe", "https_go")
+	cpuRatio("server_cpu_iotsafe_mux_over_openssh", "iotsafe_mux", "openssh")
 	ratio := func(name, a, b string) {
 		if s.RPS[a] > 0 && s.RPS[b] > 0 {
 			s.Ratios[name] = s.RPS[a] / s.RPS[b]
@@ -168,6 +169,9 @@ func Summarize(r *HubResults, o HubOptions) Summary {
 	ratio("iotsafe_over_https_go", "iotsafe", "https_go")
 	ratio("iotsafe_over_https_caddy", "iotsafe", "https_caddy")
 	ratio("iotsafe_over_plain", "iotsafe", "plain")
+	ratio("iotsafe_mux_over_openssh", "iotsafe_mux", "openssh")
+	ratio("iotsafe_mux_over_https_go", "iotsafe_mux", "https_go")
+	ratio("iotsafe_mux_over_plain", "iotsafe_mux", "plain")
 	ratio("acl_on_over_off", "iotsafe", "iotsafe_acl_off")
 	ratio("layers_on_over_off", "iotsafe_layers_on", "iotsafe_layers_off")
 	ratio("frontdoor_over_https_go", "frontdoor", "https_go")
@@ -280,7 +284,7 @@ func writeCSV(path string, header []string, rows func(func(...string))) error {
 func PrintHub(w io.Writer, s Summary) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "path\treq/s (median)\tserver CPU µs/req\truns\tpaper 000 (6 vCPU)\t")
-	for _, p := range rpsPaths {
+	for _, p := range RPSPaths {
 		if v, ok := s.RPS[p]; ok {
 			paper := ""
 			if pv, ok := paperRPS[p]; ok {
@@ -508,8 +512,8 @@ func writeReport(w io.Writer, env Environment, r *HubResults, s Summary) error {
 		row.Vals = append(row.Vals, fmt.Sprintf("%.3g", s.BestPS[server]))
 		data.PSRows = append(data.PSRows, row)
 	}
-	data.RPSBars, data.RPSHeight = bars(rpsPaths, s.RPS, "%.0f req/s")
-	for _, p := range rpsPaths {
+	data.RPSBars, data.RPSHeight = bars(RPSPaths, s.RPS, "%.0f req/s")
+	for _, p := range RPSPaths {
 		if v, ok := s.RPS[p]; ok {
 			paper := "–"
 			if pv, ok := paperRPS[p]; ok {

@@ -29,12 +29,14 @@ type SSHServer struct {
 	Addr    string
 	HostKey ssh.PublicKey
 	IoTsafe bool
-	User    string
-	KeyDir  string
-	Front   *FrontdoorInfo // iotsafe with IoTsafeOpts.Frontdoor only
-	dataDir string
-	pool    sockets.Config
-	netns   *Netns
+	// Multiplex: the fleet carries its forwards in one multiplexed channel (iotsafe only).
+	Multiplex bool
+	User      string
+	KeyDir    string
+	Front     *FrontdoorInfo // iotsafe with IoTsafeOpts.Frontdoor only
+	dataDir   string
+	pool      sockets.Config
+	netns     *Netns
 }
 
 // Bench knows where the iotsafe binary is and where to put scratch files.
@@ -396,6 +398,9 @@ func (b *Bench) StartFleet(ctx context.Context, s *SSHServer, target string, ses
 		"--forwards", fmt.Sprint(forwards), "--key-dir", s.KeyDir, "--parallel", parallel}
 	if s.IoTsafe {
 		args = append(args, "--iotsafe")
+		if s.Multiplex {
+			args = append(args, "--multiplex")
+		}
 	} else {
 		args = append(args, "--user", s.User)
 	}

@@ -26,9 +26,10 @@ func freebind(network, address string, c syscall.RawConn) error {
 	return serr
 }
 
-// Listen binds a protected socket.
+// Listen binds a protected socket. Its clients are local processes, so accepted
+// connections get no TCP keepalive (Go would set it with four system calls each).
 func Listen(ctx context.Context, a netip.AddrPort) (net.Listener, error) {
-	lc := net.ListenConfig{Control: freebind}
+	lc := net.ListenConfig{Control: freebind, KeepAlive: -1}
 	return lc.Listen(ctx, "tcp", a.String())
 }
 
