@@ -383,7 +383,11 @@ func (a *Agent) serveMux(m *zmux.Session, conn ssh.Conn) {
 }
 
 func (a *Agent) dialExposed(e Expose) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", e.Target, a.cfg.HandshakeTimeout)
+	d := net.Dialer{Timeout: a.cfg.HandshakeTimeout}
+	if host, _, _ := net.SplitHostPort(e.Target); host == "localhost" || net.ParseIP(host).IsLoopback() {
+		d.KeepAlive = -1 // a service on the device itself: TCP keepalive would only cost system calls
+	}
+	c, err := d.Dial("tcp", e.Target)
 	if err != nil {
 		a.log.Warn("exposed service unreachable", "alias", e.Alias, "target", e.Target, "err", err)
 	}

@@ -121,7 +121,7 @@ func (c FleetConfig) session(i int) (ssh.Conn, []string, error) {
 	go func() {
 		for nc := range chans {
 			go func() {
-				t, err := net.Dial("tcp", c.Target)
+				t, err := localDial(c.Target)
 				if err != nil {
 					nc.Reject(ssh.ConnectionFailed, err.Error())
 					return
@@ -170,6 +170,13 @@ func (c FleetConfig) session(i int) (ssh.Conn, []string, error) {
 	return conn, addrs, nil
 }
 
+// localDial connects to the device application, as an agent does for a service on the
+// device itself: no TCP keepalive.
+func localDial(addr string) (net.Conn, error) {
+	d := net.Dialer{KeepAlive: -1}
+	return d.Dial("tcp", addr)
+}
+
 // serveMux connects each stream the hub opens to the target.
 func (c FleetConfig) serveMux(m *zmux.Session) {
 	for {
@@ -178,7 +185,7 @@ func (c FleetConfig) serveMux(m *zmux.Session) {
 			return
 		}
 		go func() {
-			t, err := net.Dial("tcp", c.Target)
+			t, err := localDial(c.Target)
 			if err != nil {
 				st.Reset(err.Error())
 				return

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,11 +207,16 @@ func (s *Session) writeLoop() {
 		for len(s.out) == 0 && s.err == nil {
 			s.outReady.Wait()
 		}
-		if s.err == nil && s.delay > 0 && len(s.out) < smallBatch {
+		if s.err == nil && len(s.out) < smallBatch {
 			// Frames about to be queued (a request after its open, a body after its
-			// header) join this batch.
+			// header) join this batch: after the flush delay if there is one, else after
+			// letting runnable goroutines go first (no added latency).
 			s.mu.Unlock()
-			time.Sleep(s.delay)
+			if s.delay > 0 {
+				time.Sleep(s.delay)
+			} else {
+				runtime.Gosched()
+			}
 			s.mu.Lock()
 		}
 		batch := s.out
