@@ -54,44 +54,43 @@ func (f *forward) stop() {
 	f.sess.srv.metrics.ForwardClosed()
 }
 
-func (ss *session) serveRequests(reqs <-chan *ssh.Request) {
-	for req := range reqs {
-		switch req.Type {
-		case "tcpip-forward":
-			port, err := ss.startForward(req.Payload)
-			if err != nil {
-				ss.log.Warn("reverse forward refused", "err", err)
-				req.Reply(false, nil)
-				continue
-			}
-			req.Reply(true, ssh.Marshal(forwardReply{Port: port}))
-		case "cancel-tcpip-forward":
-			var fr forwardRequest
-			if ssh.Unmarshal(req.Payload, &fr) != nil {
-				req.Reply(false, nil)
-				continue
-			}
-			req.Reply(ss.cancelForward(fr.Addr), nil)
-		case sshext.CoalesceRequest:
-			// The device trades latency for fewer packets on its link (agent --coalesce):
-			// let TCP merge the hub's small SSH packets too (Nagle), as sshd does for
-			// sessions without a terminal.
-			if tc, ok := ss.tcp.(*net.TCPConn); ok {
-				tc.SetNoDelay(false)
-				ss.log.Debug("coalescing small packets to the device")
-			}
-			if req.WantReply {
-				req.Reply(true, nil)
-			}
-		case "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
-			// ssh -R /path:...: Unix-socket forwards are outside every profile.
-			ss.violate("Unix-socket forward requested (" + req.Type + ")")
+// handleRequest answers one global request of the device.
+func (ss *session) handleRequest(req *ssh.Request) {
+	switch req.Type {
+	case "tcpip-forward":
+		port, err := ss.startForward(req.Payload)
+		if err != nil {
+			ss.log.Warn("reverse forward refused", "err", err)
 			req.Reply(false, nil)
-		default:
-			// keepalive@openssh.com, no-more-sessions@openssh.com and anything else.
-			if req.WantReply {
-				req.Reply(false, nil)
-			}
+			return
+		}
+		req.Reply(true, ssh.Marshal(forwardReply{Port: port}))
+	case "cancel-tcpip-forward":
+		var fr forwardRequest
+		if ssh.Unmarshal(req.Payload, &fr) != nil {
+			req.Reply(false, nil)
+			return
+		}
+		req.Reply(ss.cancelForward(fr.Addr), nil)
+	case sshext.CoalesceRequest:
+		// The device trades latency for fewer packets on its link (agent --coalesce):
+		// let TCP merge the hub's small SSH packets too (Nagle), as sshd does for
+		// sessions without a terminal.
+		if tc, ok := ss.tcp.(*net.TCPConn); ok {
+			tc.SetNoDelay(false)
+			ss.log.Debug("coalescing small packets to the device")
+		}
+		if req.WantReply {
+			req.Reply(true, nil)
+		}
+	case "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
+		// ssh -R /path:...: Unix-socket forwards are outside every profile.
+		ss.violate("Unix-socket forward requested (" + req.Type + ")")
+		req.Reply(false, nil)
+	default:
+		// keepalive@openssh.com, no-more-sessions@openssh.com and anything else.
+		if req.WantReply {
+			req.Reply(false, nil)
 		}
 	}
 }

@@ -211,10 +211,24 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	ss.log.Info("session open", "client", algos.Client, "kex", algos.KeyExchange, "cipher", algos.Cipher)
 	s.metrics.SessionOpened(ss.device.Name)
 
-	go ss.keepalive()
-	go ss.serveRequests(reqs)
-	for nc := range chans {
-		ss.handleChannel(nc)
+	ss.keepalive()
+	// One goroutine serves both the session's channel opens and its global requests
+	// (neither handler blocks on this connection), which saves a goroutine per device.
+	for chans != nil || reqs != nil {
+		select {
+		case nc, ok := <-chans:
+			if !ok {
+				chans = nil
+				continue
+			}
+			ss.handleChannel(nc)
+		case req, ok := <-reqs:
+			if !ok {
+				reqs = nil
+				continue
+			}
+			ss.handleRequest(req)
+		}
 	}
 	ss.close("connection ended")
 	ctx, cancel = context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
@@ -231,17 +245,22 @@ func keyType(p *ssh.Permissions) string {
 	return p.Extensions[extKeyType]
 }
 
-// keepalive drops the session when it stops answering.
+// keepalive drops the session when it stops answering. It runs from a timer, so an
+// idle session holds no goroutine for it (each costs the hub at least 8 KiB of stack,
+// and goroutines are most of an idle session's memory).
 func (ss *session) keepalive() {
-	for {
-		ss.srv.mu.Lock()
-		interval, timeout := ss.srv.cfg.KeepaliveInterval, ss.srv.cfg.KeepaliveTimeout
-		ss.srv.mu.Unlock()
+	ss.srv.mu.Lock()
+	interval := ss.srv.cfg.KeepaliveInterval
+	ss.srv.mu.Unlock()
+	time.AfterFunc(interval, func() {
 		select {
 		case <-ss.done:
 			return
-		case <-time.After(interval):
+		default:
 		}
+		ss.srv.mu.Lock()
+		timeout := ss.srv.cfg.KeepaliveTimeout
+		ss.srv.mu.Unlock()
 		if !ss.alive(timeout) {
 			select {
 			case <-ss.done:
@@ -250,7 +269,8 @@ func (ss *session) keepalive() {
 			}
 			return
 		}
-	}
+		ss.keepalive()
+	})
 }
 
 // Kick closes every live session of a device (after a revoke or removal). It reports

@@ -123,7 +123,8 @@ func TestTakeoverOfDeadAndFrozenSessions(t *testing.T) {
 	sock := ""
 	for i, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP} {
 		p := startProc(t, "ssh", append(sshArgs(h, key), "-R", "http:80:"+hostPortOf(app), "dev1@127.0.0.1")...)
-		h.log.waitN(t, i+1, "reverse forward open", "device", "dev1")
+		// Each round opens the forward twice (ssh, then the agent taking over).
+		h.log.waitN(t, 2*i+1, "reverse forward open", "device", "dev1")
 		sock = h.socket("dev1", "http")
 		mustGet(t, sock, "ok")
 		p.cmd.Process.Signal(sig)
