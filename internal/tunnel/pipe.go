@@ -18,22 +18,35 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b 
 
 // Pipe copies both ways between a device stream and a TCP connection, propagating
 // half-closes, and returns the bytes carried each way once both directions are done.
-// It closes both ends; done, if not nil, runs after copying and before the channel is
-// closed, so the peer never sees the close before the caller's bookkeeping is done.
+// A direction that ends in an error rather than a clean end (the device's session was
+// lost, the local client reset) aborts the other end too: the local client gets a TCP
+// reset, not a FIN it would take for a complete answer. Pipe closes both ends; done, if
+// not nil, runs after copying and before the stream is closed, so the peer never sees
+// the close before the caller's bookkeeping is done.
 func Pipe(ch Stream, conn net.Conn, done func()) (toChannel, fromChannel int64) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		fromChannel = copyBuf(conn, ch)
-		if tc, ok := conn.(interface{ CloseWrite() error }); ok {
+		var err error
+		fromChannel, err = copyBuf(conn, ch)
+		switch tc, ok := conn.(interface{ CloseWrite() error }); {
+		case err != nil:
+			abort(conn)
+			ch.Close()
+		case ok:
 			tc.CloseWrite()
-		} else {
+		default:
 			conn.Close()
 		}
 	}()
-	toChannel = copyBuf(ch, conn)
-	ch.CloseWrite()
+	var err error
+	toChannel, err = copyBuf(ch, conn)
+	if err != nil {
+		ch.Close() // the reader above then fails and aborts conn
+	} else {
+		ch.CloseWrite()
+	}
 	wg.Wait()
 	if done != nil {
 		done()
@@ -43,10 +56,17 @@ func Pipe(ch Stream, conn net.Conn, done func()) (toChannel, fromChannel int64) 
 	return toChannel, fromChannel
 }
 
-func copyBuf(dst io.Writer, src io.Reader) int64 {
+// abort closes c with a reset where it is TCP.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+func copyBuf(dst io.Writer, src io.Reader) (int64, error) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	// Hide ReaderFrom/WriterTo so the pooled buffer is always the one used.
-	n, _ := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
-	return n
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
 }

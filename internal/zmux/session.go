@@ -29,6 +29,10 @@ const (
 // ErrClosed is returned by operations on a closed session or stream.
 var ErrClosed = errors.New("zmux: closed")
 
+// ErrChannelEnded is what streams return once the channel under their session ended:
+// never io.EOF, so a connection cut short is not taken for one that ended normally.
+var ErrChannelEnded = errors.New("zmux: the multiplexed channel ended")
+
 // ResetError is returned by a stream the peer reset (or refused) with a reason.
 type ResetError struct{ Reason string }
 
@@ -146,6 +150,14 @@ func (s *Session) Err() error {
 	return s.err
 }
 
+// streamErr is the error streams report once the session has ended. s.mu is held.
+func (s *Session) streamErr() error {
+	if s.err == io.EOF {
+		return ErrChannelEnded
+	}
+	return s.err
+}
+
 // Stats returns the byte counts so far.
 func (s *Session) Stats() Stats {
 	return Stats{RawOut: s.rawOut.Load(), WireOut: s.wireOut.Load(), RawIn: s.rawIn.Load(), WireIn: s.wireIn.Load()}
@@ -231,7 +243,12 @@ func (s *Session) writeLoop() {
 				return
 			}
 		}
-		spare = batch
+		// Keep a small buffer for the next batch; a big one (after a bulk transfer)
+		// goes back to the heap rather than staying with an idle session.
+		spare = nil
+		if cap(batch) <= 16<<10 {
+			spare = batch
+		}
 		if ended {
 			s.mu.Lock()
 			rest := len(s.out)
@@ -261,8 +278,15 @@ func (s *Session) readLoop() {
 			err = s.dispatch(f)
 		}
 		if err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				err = protoErr("channel ended inside a frame")
+			var corrupt flate.CorruptInputError
+			switch {
+			case cr.err != nil:
+				// The channel ended (the device disconnected, the session closed). The
+				// deflate stream has no final block then, and the last frame may be cut
+				// short: neither is the peer breaking the protocol.
+				err = io.EOF
+			case errors.As(err, &corrupt):
+				err = protoErr("deflate: %v", err)
 			}
 			s.shutdown(err, true)
 			return
@@ -343,12 +367,16 @@ func (c *countWriter) Write(p []byte) (int, error) {
 }
 
 type countReader struct {
-	r io.Reader
-	n *atomic.Int64
+	r   io.Reader
+	n   *atomic.Int64
+	err error // the first error the reader returned; used by the read loop only
 }
 
 func (c *countReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
+	if err != nil && c.err == nil {
+		c.err = err
+	}
 	return n, err
 }

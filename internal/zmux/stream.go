@@ -47,14 +47,18 @@ func (st *Stream) Read(p []byte) (int, error) {
 		case st.closed:
 			return 0, ErrClosed
 		case s.err != nil:
-			return 0, s.err
+			return 0, s.streamErr()
 		}
 		st.cond.Wait()
 	}
 	n := copy(p, st.rbuf[st.rstart:])
 	st.rstart += n
 	if st.rstart == len(st.rbuf) {
+		// Drained: reuse a small buffer, let a big one (after a burst) go.
 		st.rbuf, st.rstart = st.rbuf[:0], 0
+		if cap(st.rbuf) > 16<<10 {
+			st.rbuf = nil
+		}
 	}
 	// Return credit once half the window is used: small exchanges need no window frames.
 	st.unacked += uint64(n)
@@ -79,7 +83,7 @@ func (st *Stream) Write(p []byte) (int, error) {
 		case st.sentEOF || st.closed:
 			return written, ErrClosed
 		case s.err != nil:
-			return written, s.err
+			return written, s.streamErr()
 		case len(s.out) >= maxQueued:
 			s.outSpace.Wait()
 			continue

@@ -248,16 +248,23 @@ func TestWithoutCompressionBytesGoAsTheyAre(t *testing.T) {
 
 func TestPeerClosingChannelFailsStreams(t *testing.T) {
 	a, b := tcpPair(t)
-	dev := New(a, Options{Device: true, Compress: true})
+	dev, hub := New(a, Options{Device: true, Compress: true}), New(b, Options{Compress: true})
 	defer dev.Close()
+	go echo(hub)
+	roundTrip(t, dev, Target{Kind: Direct, Host: "api"}, []byte("some traffic first"))
 	st, _ := dev.Open(Target{Kind: Direct, Host: "api"})
-	b.Close()
+	b.Close() // the hub side's connection drops under its session
 	if _, err := io.ReadAll(st); err == nil {
 		t.Fatal("read on a stream of a dead session returned no error")
 	}
 	<-dev.Done()
 	if _, err := dev.Open(Target{Kind: Direct, Host: "api"}); err == nil {
 		t.Fatal("open on a dead session succeeded")
+	}
+	// A peer that goes away is not a peer breaking the protocol, even though the deflate
+	// stream ends without its final block.
+	if err := dev.Err(); err != io.EOF {
+		t.Fatalf("session ended with %v, want io.EOF", err)
 	}
 }
 

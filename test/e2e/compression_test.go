@@ -51,10 +51,16 @@ func TestCompressedSession(t *testing.T) {
 	mustGet(t, h.socket("dev1", "http"), "sensor reading 21.5")
 
 	// At the end the hub reports what the context saved: twenty curl requests with the
-	// same headers went to the device in far fewer bytes than they had.
+	// same headers went to the device in far fewer bytes than they had. The device going
+	// away is not a violation (its deflate stream simply stops).
+	violations := len(h.events("dev1", "violation"))
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	a.waitExit(t)
 	h.log.wait(t, "multiplexed channel closed", "device", "dev1")
+	h.log.wait(t, "session closed", "device", "dev1")
+	if n := len(h.events("dev1", "violation")); n != violations {
+		t.Fatalf("the device disconnecting recorded %d violation(s)", n-violations)
+	}
 	m := h.log.last("multiplexed channel closed", "device", "dev1")
 	raw, wire := m["raw_out"].(float64), m["wire_out"].(float64)
 	if raw == 0 || wire*2 > raw {
