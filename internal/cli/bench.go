@@ -60,38 +60,15 @@ under two minutes; its figures are not measurements.`,
 			if out == "" {
 				out = filepath.Join("bench-results", "hub-"+time.Now().Format("20060102-150405"))
 			}
-			for _, s := range strings.Split(only, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					if s != "rps" && s != "ram" && s != "inactive" && s != "ps" {
-						return fmt.Errorf("--only: %q is not one of rps, ram, inactive, ps", s)
-					}
-					if o.Only == nil {
-						o.Only = map[string]bool{}
-					}
-					o.Only[s] = true
-				}
+			var err error
+			if o.Only, err = choices("--only", only, []string{"rps", "ram", "inactive", "ps"}); err != nil {
+				return err
 			}
-			for _, s := range strings.Split(servers, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					if s != "iotsafe" && s != "openssh" && s != "dropbear" {
-						return fmt.Errorf("--servers: %q is not one of iotsafe, openssh, dropbear", s)
-					}
-					if o.Servers == nil {
-						o.Servers = map[string]bool{}
-					}
-					o.Servers[s] = true
-				}
+			if o.Servers, err = choices("--servers", servers, []string{"iotsafe", "openssh", "dropbear"}); err != nil {
+				return err
 			}
-			for _, p := range strings.Split(paths, ",") {
-				if p = strings.TrimSpace(p); p != "" {
-					if !slices.Contains(lab.RPSPaths, p) {
-						return fmt.Errorf("--paths: %q is not one of %s", p, strings.Join(lab.RPSPaths, ", "))
-					}
-					if o.Paths == nil {
-						o.Paths = map[string]bool{}
-					}
-					o.Paths[p] = true
-				}
+			if o.Paths, err = choices("--paths", paths, lab.RPSPaths); err != nil {
+				return err
 			}
 			bin, scratch, progress, err := benchSetup(cmd)
 			if err != nil {
@@ -332,6 +309,25 @@ func benchServeHTTPSCmd() *cobra.Command {
 	c.Flags().StringVar(&cert, "cert", "", "certificate PEM file")
 	c.Flags().StringVar(&key, "key", "", "key PEM file")
 	return c
+}
+
+// choices parses a comma-separated flag whose values must come from allowed; nil if
+// the flag is empty (meaning all).
+func choices(flag, list string, allowed []string) (map[string]bool, error) {
+	var set map[string]bool
+	for _, v := range strings.Split(list, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		if !slices.Contains(allowed, v) {
+			return nil, fmt.Errorf("%s: %q is not one of %s", flag, v, strings.Join(allowed, ", "))
+		}
+		if set == nil {
+			set = map[string]bool{}
+		}
+		set[v] = true
+	}
+	return set, nil
 }
 
 func benchFleetCmd() *cobra.Command {

@@ -40,7 +40,7 @@ func (ss *session) openMux(nc ssh.NewChannel) {
 	}
 	m := zmux.New(ch, o)
 	if !ss.mux.CompareAndSwap(nil, m) {
-		m.Close() // a concurrent request won
+		m.Close() // defensive: opens are served one at a time, so only a bug gets here
 		return
 	}
 	ss.log.Info("multiplexed channel open", "mode", req.Mode, "coalesce", req.Coalesce)
