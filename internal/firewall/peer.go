@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"sync/atomic"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,33 +37,42 @@ const (
 	noCookie         = 0xffffffff
 )
 
-// diagSockets keeps bound sock_diag sockets for reuse: a lookup is then one send and one
-// receive instead of five system calls. A socket whose exchange failed is closed, not
-// returned, so a stray answer can never be read by the next lookup.
-var diagSockets = make(chan int, 32)
+// diagConn is a bound sock_diag socket with its buffers. Pooled connections make a
+// lookup one write and one read, with no allocation.
+type diagConn struct {
+	fd  int
+	req [unix.NLMSG_HDRLEN + reqLen]byte
+	// The answer to an exact request is one inet_diag_msg with a few attributes (the
+	// kernel sizes its reply from the socket's receive buffer, never beyond 8 KiB here).
+	buf [8192]byte
+}
 
-func getDiagSocket() (int, error) {
+// diagSockets keeps sock_diag connections for reuse. One whose exchange failed is closed,
+// not returned, so a stray answer can never be read by the next lookup.
+var diagSockets = make(chan *diagConn, 32)
+
+func getDiagSocket() (*diagConn, error) {
 	select {
-	case fd := <-diagSockets:
-		return fd, nil
+	case d := <-diagSockets:
+		return d, nil
 	default:
 	}
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
 	if err != nil {
-		return -1, fmt.Errorf("firewall: sock_diag socket: %w", err)
+		return nil, fmt.Errorf("firewall: sock_diag socket: %w", err)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("firewall: sock_diag bind: %w", err)
+		return nil, fmt.Errorf("firewall: sock_diag bind: %w", err)
 	}
-	return fd, nil
+	return &diagConn{fd: fd}, nil
 }
 
-func putDiagSocket(fd int) {
+func putDiagSocket(d *diagConn) {
 	select {
-	case diagSockets <- fd:
+	case diagSockets <- d:
 	default:
-		unix.Close(fd)
+		unix.Close(d.fd)
 	}
 }
 
@@ -73,20 +81,21 @@ func socketUID(src, dst *net.TCPAddr) (uid uint32, err error) {
 	if src.IP.To4() == nil || dst.IP.To4() == nil {
 		family = unix.AF_INET6
 	}
-	fd, err := getDiagSocket()
+	d, err := getDiagSocket()
 	if err != nil {
 		return 0, err
 	}
 	clean := false // the answer to our request was read completely
 	defer func() {
 		if clean {
-			putDiagSocket(fd)
+			putDiagSocket(d)
 		} else {
-			unix.Close(fd)
+			unix.Close(d.fd)
 		}
 	}()
 
-	msg := make([]byte, unix.NLMSG_HDRLEN+reqLen)
+	msg := d.req[:]
+	clear(msg)
 	s := seq.Add(1)
 	binary.NativeEndian.PutUint32(msg[0:], uint32(len(msg)))
 	binary.NativeEndian.PutUint16(msg[4:], sockDiagByFamily)
@@ -102,46 +111,61 @@ func socketUID(src, dst *net.TCPAddr) (uid uint32, err error) {
 	putAddr(id[20:36], dst.IP, family)
 	binary.NativeEndian.PutUint32(id[40:], noCookie)
 	binary.NativeEndian.PutUint32(id[44:], noCookie)
-	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	// An unconnected netlink socket sends to the kernel: write needs no address.
+	if _, err := unix.Write(d.fd, msg); err != nil {
 		return 0, fmt.Errorf("firewall: sock_diag send: %w", err)
 	}
-
-	var buf [4096]byte
 	for {
-		n, _, err := unix.Recvfrom(fd, buf[:], 0)
+		n, err := unix.Read(d.fd, d.buf[:])
 		if err != nil {
 			return 0, fmt.Errorf("firewall: sock_diag receive: %w", err)
 		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return 0, fmt.Errorf("firewall: sock_diag parse: %w", err)
+		uid, done, err := parseDiagAnswer(d.buf[:n], s)
+		if done {
+			clean = true
 		}
-		for _, m := range msgs {
-			if m.Header.Seq != s {
-				continue
-			}
-			switch m.Header.Type {
-			case unix.NLMSG_ERROR:
-				clean = true
-				if len(m.Data) >= 4 {
-					if errno := int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
-						if unix.Errno(-errno) == unix.ENOENT {
-							return 0, ErrPeerNotFound
-						}
-						return 0, fmt.Errorf("firewall: sock_diag: %w", unix.Errno(-errno))
-					}
-				}
-				return 0, ErrPeerNotFound
-			case sockDiagByFamily:
-				if len(m.Data) < msgUIDOffset+4 {
-					return 0, errors.New("firewall: sock_diag: short answer")
-				}
-				// An exact request gets exactly one answer message: the socket is clean.
-				clean = true
-				return binary.NativeEndian.Uint32(m.Data[msgUIDOffset:]), nil
-			}
+		if done || err != nil {
+			return uid, err
 		}
 	}
+}
+
+// parseDiagAnswer reads the netlink messages of one datagram and finds the answer to
+// request seq: the owner's uid, or ErrPeerNotFound. done is false if the datagram held
+// no answer to seq (an earlier request's, which a failed exchange could leave behind).
+func parseDiagAnswer(b []byte, seq uint32) (uid uint32, done bool, err error) {
+	for len(b) >= unix.NLMSG_HDRLEN {
+		l := int(binary.NativeEndian.Uint32(b[0:]))
+		if l < unix.NLMSG_HDRLEN || l > len(b) {
+			return 0, false, errors.New("firewall: sock_diag: malformed answer")
+		}
+		typ := binary.NativeEndian.Uint16(b[4:])
+		data := b[unix.NLMSG_HDRLEN:l]
+		if binary.NativeEndian.Uint32(b[8:]) == seq {
+			switch typ {
+			case unix.NLMSG_ERROR:
+				if len(data) >= 4 {
+					if errno := int32(binary.NativeEndian.Uint32(data)); errno != 0 && unix.Errno(-errno) != unix.ENOENT {
+						return 0, true, fmt.Errorf("firewall: sock_diag: %w", unix.Errno(-errno))
+					}
+				}
+				return 0, true, ErrPeerNotFound
+			case sockDiagByFamily:
+				if len(data) < msgUIDOffset+4 {
+					return 0, true, errors.New("firewall: sock_diag: short answer")
+				}
+				// An exact request gets exactly one answer message: the socket is clean.
+				return binary.NativeEndian.Uint32(data[msgUIDOffset:]), true, nil
+			}
+		}
+		// Messages are aligned to 4 bytes.
+		l = (l + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1)
+		if l >= len(b) {
+			break
+		}
+		b = b[l:]
+	}
+	return 0, false, nil
 }
 
 func putAddr(dst []byte, ip net.IP, family uint8) {

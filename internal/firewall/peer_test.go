@@ -1,12 +1,15 @@
 package firewall
 
 import (
+	"encoding/binary"
 	"errors"
 	"net"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestPeerUIDOfOwnConnection(t *testing.T) {
@@ -91,6 +94,77 @@ func TestPeerUIDReusesSockets(t *testing.T) {
 		}
 		if uid, err := PeerUID(s); err != nil || uid != uint32(os.Getuid()) {
 			t.Fatalf("lookup %d: %d %v", i, uid, err)
+		}
+	}
+}
+
+// BenchmarkPeerUID is the user-space layer's cost per accepted connection.
+func BenchmarkPeerUID(b *testing.B) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	c, _ := net.Dial("tcp", ln.Addr().String())
+	defer c.Close()
+	s, _ := ln.Accept()
+	defer s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := PeerUID(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// diagMessage builds one netlink message as the kernel sends it.
+func diagMessage(typ uint16, seq uint32, data []byte) []byte {
+	m := make([]byte, unix.NLMSG_HDRLEN, unix.NLMSG_HDRLEN+len(data)+4)
+	binary.NativeEndian.PutUint32(m[0:], uint32(unix.NLMSG_HDRLEN+len(data)))
+	binary.NativeEndian.PutUint16(m[4:], typ)
+	binary.NativeEndian.PutUint32(m[8:], seq)
+	m = append(m, data...)
+	for len(m)%unix.NLMSG_ALIGNTO != 0 {
+		m = append(m, 0)
+	}
+	return m
+}
+
+func TestParseDiagAnswer(t *testing.T) {
+	answer := make([]byte, msgUIDOffset+8)
+	binary.NativeEndian.PutUint32(answer[msgUIDOffset:], 1005)
+	errno := func(e unix.Errno) []byte {
+		b := make([]byte, 4)
+		binary.NativeEndian.PutUint32(b, uint32(-int32(e)))
+		return b
+	}
+	cases := []struct {
+		name    string
+		in      []byte
+		uid     uint32
+		done    bool
+		wantErr error
+		anyErr  bool
+	}{
+		{"answer", diagMessage(sockDiagByFamily, 7, answer), 1005, true, nil, false},
+		{"stale answer first", append(diagMessage(sockDiagByFamily, 6, make([]byte, 3)), diagMessage(sockDiagByFamily, 7, answer)...), 1005, true, nil, false},
+		{"only a stale answer", diagMessage(sockDiagByFamily, 6, answer), 0, false, nil, false},
+		{"no such socket", diagMessage(unix.NLMSG_ERROR, 7, errno(unix.ENOENT)), 0, true, ErrPeerNotFound, false},
+		{"kernel error", diagMessage(unix.NLMSG_ERROR, 7, errno(unix.EPERM)), 0, true, unix.EPERM, false},
+		{"short answer", diagMessage(sockDiagByFamily, 7, answer[:msgUIDOffset]), 0, true, nil, true},
+		{"length past the datagram", diagMessage(sockDiagByFamily, 7, answer)[:40], 0, false, nil, true},
+		{"length below a header", []byte{4, 0, 0, 0, 20, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0}, 0, false, nil, true},
+		{"empty", nil, 0, false, nil, false},
+	}
+	for _, c := range cases {
+		uid, done, err := parseDiagAnswer(c.in, 7)
+		if uid != c.uid || done != c.done {
+			t.Errorf("%s: uid %d done %v, want %d %v", c.name, uid, done, c.uid, c.done)
+		}
+		switch {
+		case c.wantErr != nil && !errors.Is(err, c.wantErr):
+			t.Errorf("%s: err %v, want %v", c.name, err, c.wantErr)
+		case c.anyErr && err == nil:
+			t.Errorf("%s: no error", c.name)
+		case c.wantErr == nil && !c.anyErr && err != nil:
+			t.Errorf("%s: %v", c.name, err)
 		}
 	}
 }
