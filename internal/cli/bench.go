@@ -19,7 +19,25 @@ import (
 )
 
 func benchCmd() *cobra.Command {
-	c := &cobra.Command{Use: "bench", Short: "The lab: reproduce the papers' experiments on this machine with real peers"}
+	var cpuProfile string
+	var stopProfile func()
+	c := &cobra.Command{Use: "bench", Short: "The lab: reproduce the papers' experiments on this machine with real peers",
+		// Every lab process (the load generator, fleets, applications) can profile itself,
+		// so a path's whole cost can be read, not only the server's.
+		PersistentPreRunE: func(*cobra.Command, []string) (err error) {
+			if cpuProfile != "" {
+				stopProfile, err = startCPUProfile(cpuProfile)
+			}
+			return err
+		},
+		PersistentPostRun: func(*cobra.Command, []string) {
+			if stopProfile != nil {
+				stopProfile()
+			}
+		},
+	}
+	c.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of this process to FILE")
+	_ = c.PersistentFlags().MarkHidden("cpuprofile")
 	c.AddCommand(benchHubCmd(), benchDeviceCmd(), benchLinkCmd(), benchServeAppCmd(), benchServeHTTPSCmd(), benchFleetCmd(),
 		benchServeFilesCmd(), benchDeviceClientCmd())
 	return c
@@ -84,6 +102,12 @@ under two minutes; its figures are not measurements.`,
 				if err != nil {
 					return fmt.Errorf("--profile: %w", err)
 				}
+				// This process is the load generator during the rps part.
+				stop, err := startCPUProfile(filepath.Join(b.ProfileDir, "bench.pprof"))
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "bench hub: results in %s\n", out)
 			res, err := lab.RunHub(cmd.Context(), b, o)
@@ -116,7 +140,7 @@ under two minutes; its figures are not measurements.`,
 	fl.StringVar(&servers, "servers", "", "comma-separated SSH servers for ram, inactive, ps: iotsafe, openssh, dropbear; default all (10,000 OpenSSH sessions need ~16 GB)")
 	fl.IntSliceVar(&o.Payloads, "payloads", nil, "response sizes in bytes of the memory-vs-payload sweep (default 1024,4096,16384,65536,262144)")
 	fl.IntVar(&o.PayloadN, "payload-n", 0, "device sessions of the memory-vs-payload sweep (default 100, 10 with --quick)")
-	fl.StringVar(&profile, "profile", "", "write a CPU profile of every hub under test into DIR (go tool pprof)")
+	fl.StringVar(&profile, "profile", "", "write CPU profiles into DIR (go tool pprof): every hub under test, fleet and application, and this process (the load generator)")
 	return c
 }
 

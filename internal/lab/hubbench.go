@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"sort"
@@ -134,6 +135,17 @@ func (o *HubOptions) rpsPaths() []string {
 	return ps
 }
 
+// measures reports whether any of paths is selected; runRPS starts only the servers
+// that selected paths need.
+func (o *HubOptions) measures(paths ...string) bool {
+	for _, p := range paths {
+		if len(o.Paths) == 0 || o.Paths[p] {
+			return true
+		}
+	}
+	return false
+}
+
 func (o *HubOptions) want(s string) bool { return len(o.Only) == 0 || o.Only[s] }
 
 // RPSPaths are the paths of the rps part, in report order.
@@ -152,6 +164,8 @@ type RPSRow struct {
 	// ServerCPU is the CPU time the server under test (its whole process tree) spent
 	// during the measured part; 0 if unknown.
 	ServerCPU time.Duration
+	// DeviceCPU is the same for the device side (the fleet) of SSH paths; 0 otherwise.
+	DeviceCPU time.Duration
 }
 
 // RAMRow is one memory reading of a server's process tree.
@@ -225,101 +239,193 @@ func RunHub(ctx context.Context, b *Bench, o HubOptions) (*HubResults, error) {
 	return res, ctx.Err()
 }
 
-func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error {
-	var stops []func()
-	defer func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}()
-	app, err := StartProc("app", nil, b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size))
-	if err != nil {
-		return err
-	}
-	stops = append(stops, app.Stop)
-	appAddr, err := app.ReadLine(ctx, "listening ")
-	if err != nil {
-		return err
-	}
-	targets := map[string]Target{"plain": {Name: "plain", Addrs: []string{appAddr}, Size: b.Size}}
-	// servers maps each path to the process whose CPU time is the path's cost.
-	servers := map[string]*Proc{"plain": app}
+// rpsRun holds what runRPS started: a target per path, the process whose CPU time is the
+// path's server cost, and (for SSH paths) the device side's fleet.
+type rpsRun struct {
+	ctx     context.Context
+	b       *Bench
+	o       *HubOptions
+	res     *HubResults
+	stops   []func()
+	targets map[string]Target
+	servers map[string]*Proc
+	devices map[string]*Proc
+}
 
-	sshTarget := func(name string, start func() (*SSHServer, error)) {
-		s, err := start()
-		if err != nil {
-			res.Skipped[name] = err.Error()
-			return
-		}
-		stops = append(stops, s.Proc.Stop)
-		fleet, addrs, err := b.StartFleet(ctx, s, appAddr, 1, 1)
-		if err != nil {
-			res.Skipped[name] = err.Error()
-			return
-		}
-		stops = append(stops, fleet.Stop)
-		targets[name] = Target{Name: name, Addrs: addrs, Size: b.Size}
-		servers[name] = s.Proc
+func (r *rpsRun) stop() {
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		r.stops[i]()
 	}
-	sshTarget("iotsafe", func() (*SSHServer, error) {
-		return b.StartIoTsafe(ctx, "iotsafe", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true})
-	})
+}
+
+// skip records why paths cannot be measured.
+func (r *rpsRun) skip(err error, paths ...string) {
+	for _, p := range paths {
+		r.res.Skipped[p] = err.Error()
+	}
+}
+
+// app starts the device application, in ns if set, and returns its address.
+func (r *rpsRun) app(name string, ns *Netns) (*Proc, string, error) {
+	argv := append([]string{r.b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(r.b.Size)}, r.b.profileArgs(name)...)
+	if ns != nil {
+		argv = ns.Exec(argv...)
+	}
+	p, err := StartProc(name, nil, argv...)
+	if err != nil {
+		return nil, "", err
+	}
+	r.stops = append(r.stops, p.Stop)
+	addr, err := p.ReadLine(r.ctx, "listening ")
+	return p, addr, err
+}
+
+// ssh starts an SSH server for path name with its one-session, one-forward fleet
+// towards appAddr; a failure skips the path.
+func (r *rpsRun) ssh(name, appAddr string, dial func(context.Context, string) (net.Conn, error), start func() (*SSHServer, error)) {
+	if !r.o.measures(name) {
+		return
+	}
+	s, err := start()
+	if err != nil {
+		r.skip(err, name)
+		return
+	}
+	r.stops = append(r.stops, s.Proc.Stop)
+	fleet, addrs, err := r.b.StartFleet(r.ctx, s, appAddr, 1, 1)
+	if err != nil {
+		r.skip(err, name)
+		return
+	}
+	r.stops = append(r.stops, fleet.Stop)
+	r.targets[name] = Target{Name: name, Addrs: addrs, Size: r.b.Size, Dial: dial}
+	r.servers[name], r.devices[name] = s.Proc, fleet
+}
+
+func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error {
+	r := &rpsRun{ctx: ctx, b: b, o: o, res: res,
+		targets: map[string]Target{}, servers: map[string]*Proc{}, devices: map[string]*Proc{}}
+	defer r.stop()
+	app, appAddr, err := r.app("app", nil)
+	if err != nil {
+		return err
+	}
+	r.targets["plain"] = Target{Name: "plain", Addrs: []string{appAddr}, Size: b.Size}
+	r.servers["plain"] = app
+
+	iotsafe := func(name string, opts IoTsafeOpts, multiplex bool) func() (*SSHServer, error) {
+		return func() (*SSHServer, error) {
+			s, err := b.StartIoTsafe(ctx, name, opts)
+			if s != nil {
+				s.Multiplex = multiplex
+			}
+			return s, err
+		}
+	}
+	r.ssh("iotsafe", appAddr, nil, iotsafe("iotsafe", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true}, false))
 	// The same hub with the device's forwards multiplexed in one channel (agent
 	// --multiplex): no channel open round trip or close messages per connection.
-	sshTarget("iotsafe_mux", func() (*SSHServer, error) {
-		s, err := b.StartIoTsafe(ctx, "iotsafe_mux", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true})
-		if s != nil {
-			s.Multiplex = true
-		}
-		return s, err
-	})
-	sshTarget("iotsafe_acl_off", func() (*SSHServer, error) {
-		return b.StartIoTsafe(ctx, "iotsafe_acl_off", IoTsafeOpts{Sessions: 1, Forwards: 1})
-	})
-	// Both access layers on, against both off, in a namespace of the lab's: the kernel
-	// layer's table lives there, never in the host's ruleset.
-	if ns, err := NewNetns(fmt.Sprintf("iotsafe-bench-%d", os.Getpid()), o.Concurrency, labUID); err != nil {
-		res.Skipped["iotsafe_layers_on"] = err.Error()
-		res.Skipped["iotsafe_layers_off"] = err.Error()
-	} else {
-		stops = append(stops, ns.Close)
-		nsApp, err := StartProc("app-ns", nil, ns.Exec(b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size))...)
-		if err != nil {
+	r.ssh("iotsafe_mux", appAddr, nil, iotsafe("iotsafe_mux", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true}, true))
+	r.ssh("iotsafe_acl_off", appAddr, nil, iotsafe("iotsafe_acl_off", IoTsafeOpts{Sessions: 1, Forwards: 1}, false))
+	if o.measures("iotsafe_layers_on", "iotsafe_layers_off") {
+		if err := r.layers(); err != nil {
 			return err
-		}
-		stops = append(stops, nsApp.Stop)
-		nsAppAddr, err := nsApp.ReadLine(ctx, "listening ")
-		if err != nil {
-			return err
-		}
-		for _, v := range []struct {
-			name string
-			on   bool
-		}{{"iotsafe_layers_on", true}, {"iotsafe_layers_off", false}} {
-			s, err := b.StartIoTsafe(ctx, v.name, IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: v.on, Kernel: v.on, Netns: ns, GrantUID: labUID})
-			if err != nil {
-				res.Skipped[v.name] = err.Error()
-				continue
-			}
-			stops = append(stops, s.Proc.Stop)
-			fleet, addrs, err := b.StartFleet(ctx, s, nsAppAddr, 1, 1)
-			if err != nil {
-				res.Skipped[v.name] = err.Error()
-				continue
-			}
-			stops = append(stops, fleet.Stop)
-			targets[v.name] = Target{Name: v.name, Addrs: addrs, Size: b.Size, Dial: ns.Dial}
-			servers[v.name] = s.Proc
 		}
 	}
 	// People through the front door (issue: TesPX): TLS to the hub, a token, the grant
 	// check, then the same protected socket and SSH forward as the iotsafe path.
-	if err := frontdoorTargets(ctx, b, appAddr, targets, servers, &stops); err != nil {
-		res.Skipped["frontdoor"], res.Skipped["frontdoor_ka"] = err.Error(), err.Error()
+	if o.measures("frontdoor", "frontdoor_ka") {
+		if err := frontdoorTargets(ctx, b, appAddr, r.targets, r.servers, &r.stops); err != nil {
+			r.skip(err, "frontdoor", "frontdoor_ka")
+		}
 	}
-	sshTarget("openssh", func() (*SSHServer, error) { return b.StartOpenSSH(ctx) })
-	sshTarget("dropbear", func() (*SSHServer, error) { return b.StartDropbear(ctx) })
+	r.ssh("openssh", appAddr, nil, func() (*SSHServer, error) { return b.StartOpenSSH(ctx) })
+	r.ssh("dropbear", appAddr, nil, func() (*SSHServer, error) { return b.StartDropbear(ctx) })
+	if o.measures("https_go", "https_go_ka", "https2", "https_caddy") {
+		if err := r.https(); err != nil {
+			return err
+		}
+	}
+	// Sanity: one request per path before measuring, so a broken path fails loudly.
+	for _, p := range o.rpsPaths() {
+		t, ok := r.targets[p]
+		if !ok {
+			continue
+		}
+		if err := Request(ctx, t, t.Addrs[0]); err != nil {
+			res.Skipped[p] = "first request failed: " + err.Error()
+			delete(r.targets, p)
+		}
+	}
+	// Repetitions interleave the paths so slow drifts of a shared machine hit all alike.
+	for rep := 1; rep <= o.Reps; rep++ {
+		for _, p := range o.rpsPaths() {
+			t, ok := r.targets[p]
+			if !ok {
+				o.Progress.Step(fmt.Sprintf("rps %s skipped", p))
+				continue
+			}
+			var server, device cpuWindow
+			l := Load(ctx, t, o.Concurrency, o.Warmup, o.Duration, func(measuring bool) {
+				// CPU over exactly the measured part.
+				server.mark(r.servers[p], measuring)
+				device.mark(r.devices[p], measuring)
+			})
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			res.RPS = append(res.RPS, RPSRow{Path: p, Rep: rep, Result: l, ServerCPU: server.d, DeviceCPU: device.d})
+			o.Progress.Step(fmt.Sprintf("rps %-16s rep %d: %8.0f req/s, %d errors", p, rep, l.RPS(), l.Errors))
+		}
+	}
+	return nil
+}
 
+// cpuWindow is the CPU time a process tree spent between two marks; 0 if unknown.
+type cpuWindow struct{ d time.Duration }
+
+func (w *cpuWindow) mark(p *Proc, start bool) {
+	if p == nil {
+		return
+	}
+	c, err := TreeCPU(p.PID())
+	switch {
+	case err != nil:
+		w.d = 0
+	case start:
+		w.d = -c
+	default:
+		w.d += c
+	}
+}
+
+// layers measures both access layers on against both off, in a namespace of the lab's:
+// the kernel layer's table lives there, never in the host's ruleset.
+func (r *rpsRun) layers() error {
+	names := []string{"iotsafe_layers_on", "iotsafe_layers_off"}
+	ns, err := NewNetns(fmt.Sprintf("iotsafe-bench-%d", os.Getpid()), r.o.Concurrency, labUID)
+	if err != nil {
+		r.skip(err, names...)
+		return nil
+	}
+	r.stops = append(r.stops, ns.Close)
+	_, nsAppAddr, err := r.app("app-ns", ns)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		on := name == "iotsafe_layers_on"
+		r.ssh(name, nsAppAddr, ns.Dial, func() (*SSHServer, error) {
+			return r.b.StartIoTsafe(r.ctx, name, IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: on, Kernel: on, Netns: ns, GrantUID: labUID})
+		})
+	}
+	return nil
+}
+
+// https starts the HTTPS baselines: Go's server (new connection per request, keep-alive,
+// HTTP/2) and Caddy.
+func (r *rpsRun) https() error {
+	b := r.b
 	certFile, keyFile, clientTLS, err := WriteCert(b.Dir)
 	if err != nil {
 		return err
@@ -328,60 +434,26 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 	if err != nil {
 		return err
 	}
-	stops = append(stops, httpsProc.Stop)
-	httpsAddr, err := httpsProc.ReadLine(ctx, "listening ")
+	r.stops = append(r.stops, httpsProc.Stop)
+	httpsAddr, err := httpsProc.ReadLine(r.ctx, "listening ")
 	if err != nil {
 		return err
 	}
-	targets["https_go"] = Target{Name: "https_go", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size}
-	targets["https_go_ka"] = Target{Name: "https_go_ka", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size, KeepAlive: true}
-	servers["https_go_ka"] = httpsProc
-	targets["https2"] = NewH2Target("https2", []string{httpsAddr}, clientTLS, b.Size)
-	servers["https_go"], servers["https2"] = httpsProc, httpsProc
-	if caddy, addr, err := b.StartCaddy(ctx, certFile, keyFile); err != nil {
-		res.Skipped["https_caddy"] = err.Error()
-	} else {
-		stops = append(stops, caddy.Stop)
-		targets["https_caddy"] = Target{Name: "https_caddy", Addrs: []string{addr}, TLS: clientTLS, Size: b.Size}
-		servers["https_caddy"] = caddy
+	r.targets["https_go"] = Target{Name: "https_go", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size}
+	r.targets["https_go_ka"] = Target{Name: "https_go_ka", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size, KeepAlive: true}
+	r.targets["https2"] = NewH2Target("https2", []string{httpsAddr}, clientTLS, b.Size)
+	r.servers["https_go"], r.servers["https_go_ka"], r.servers["https2"] = httpsProc, httpsProc, httpsProc
+	if !r.o.measures("https_caddy") {
+		return nil
 	}
-	// Sanity: one request per path before measuring, so a broken path fails loudly.
-	for _, p := range o.rpsPaths() {
-		t, ok := targets[p]
-		if !ok {
-			continue
-		}
-		if err := Request(ctx, t, t.Addrs[0]); err != nil {
-			res.Skipped[p] = "first request failed: " + err.Error()
-			delete(targets, p)
-		}
+	caddy, addr, err := b.StartCaddy(r.ctx, certFile, keyFile)
+	if err != nil {
+		r.skip(err, "https_caddy")
+		return nil
 	}
-	// Repetitions interleave the paths so slow drifts of a shared machine hit all alike.
-	for rep := 1; rep <= o.Reps; rep++ {
-		for _, p := range o.rpsPaths() {
-			t, ok := targets[p]
-			if !ok {
-				o.Progress.Step(fmt.Sprintf("rps %s skipped", p))
-				continue
-			}
-			var cpu time.Duration
-			r := Load(ctx, t, o.Concurrency, o.Warmup, o.Duration, func(measuring bool) {
-				// Server CPU over exactly the measured part.
-				if c, err := TreeCPU(servers[p].PID()); err == nil {
-					if measuring {
-						cpu = -c
-					} else {
-						cpu += c
-					}
-				}
-			})
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			res.RPS = append(res.RPS, RPSRow{Path: p, Rep: rep, Result: r, ServerCPU: cpu})
-			o.Progress.Step(fmt.Sprintf("rps %-16s rep %d: %8.0f req/s, %d errors", p, rep, r.RPS(), r.Errors))
-		}
-	}
+	r.stops = append(r.stops, caddy.Stop)
+	r.targets["https_caddy"] = Target{Name: "https_caddy", Addrs: []string{addr}, TLS: clientTLS, Size: b.Size}
+	r.servers["https_caddy"] = caddy
 	return nil
 }
 
@@ -516,10 +588,19 @@ sample:
 
 // MedianCPU returns the median server CPU microseconds per request of path.
 func (r *HubResults) MedianCPU(path string) (float64, bool) {
+	return r.medianCPU(path, func(row RPSRow) time.Duration { return row.ServerCPU })
+}
+
+// MedianDeviceCPU is MedianCPU for the device side (the fleet) of an SSH path.
+func (r *HubResults) MedianDeviceCPU(path string) (float64, bool) {
+	return r.medianCPU(path, func(row RPSRow) time.Duration { return row.DeviceCPU })
+}
+
+func (r *HubResults) medianCPU(path string, cpu func(RPSRow) time.Duration) (float64, bool) {
 	var v []float64
 	for _, row := range r.RPS {
-		if row.Path == path && row.ServerCPU > 0 && row.Result.Requests > 0 {
-			v = append(v, float64(row.ServerCPU.Microseconds())/float64(row.Result.Requests))
+		if c := cpu(row); row.Path == path && c > 0 && row.Result.Requests > 0 {
+			v = append(v, float64(c.Microseconds())/float64(row.Result.Requests))
 		}
 	}
 	if len(v) == 0 {

@@ -82,9 +82,12 @@ type Summary struct {
 	RPSRuns     map[string]int     `json:"rps_runs"`
 	// CPUPerReq is the server's CPU time per request, in microseconds (its whole process
 	// tree, median of the runs): the server's own cost, whatever the shared machine did.
-	CPUPerReq map[string]float64            `json:"server_cpu_us_per_req"`
-	Ratios    map[string]float64            `json:"ratios"`
-	RAM       map[string]map[string]float64 `json:"ram_kb"`
+	CPUPerReq map[string]float64 `json:"server_cpu_us_per_req"`
+	// DeviceCPUPerReq is the same for the device side of SSH paths (the fleet, which
+	// speaks as an agent does): where the rest of a path's cost goes.
+	DeviceCPUPerReq map[string]float64            `json:"device_cpu_us_per_req"`
+	Ratios          map[string]float64            `json:"ratios"`
+	RAM             map[string]map[string]float64 `json:"ram_kb"`
 	// Inactive is fig. 17: time of the active batch with K inactive forwards over K=0.
 	Inactive map[string]map[string]float64 `json:"inactive_penalty"`
 	// PS is fig. 19: batch time per sessions count over the best of that server; BestPS
@@ -101,8 +104,8 @@ type Summary struct {
 func Summarize(r *HubResults, o HubOptions) Summary {
 	o.defaults()
 	s := Summary{Scenario: "hub", Quick: o.Quick, Concurrency: o.Concurrency, RPS: map[string]float64{}, RPSRuns: map[string]int{}, Ratios: map[string]float64{},
-		CPUPerReq: map[string]float64{},
-		RAM:       map[string]map[string]float64{}, Paper: paperRPS, Skipped: r.Skipped,
+		CPUPerReq: map[string]float64{}, DeviceCPUPerReq: map[string]float64{},
+		RAM: map[string]map[string]float64{}, Paper: paperRPS, Skipped: r.Skipped,
 		Inactive: map[string]map[string]float64{}, PS: map[string]map[string]float64{}, BestPS: map[string]float64{}}
 	for _, sv := range sweepServers {
 		base, ok := medianSeconds(r.Sweeps, func(x SweepRow) bool { return x.Part == "inactive" && x.Server == sv.name && x.K == 0 })
@@ -148,6 +151,9 @@ func Summarize(r *HubResults, o HubOptions) Summary {
 		}
 		if c, ok := r.MedianCPU(p); ok {
 			s.CPUPerReq[p] = c
+		}
+		if c, ok := r.MedianDeviceCPU(p); ok {
+			s.DeviceCPUPerReq[p] = c
 		}
 	}
 	cpuRatio := func(name, a, b string) {
@@ -224,10 +230,10 @@ func WriteHub(dir string, env Environment, r *HubResults, s Summary) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeCSV(filepath.Join(dir, "rps.csv"), []string{"path", "rep", "requests", "errors", "seconds", "rps", "server_cpu_seconds", "first_error"}, func(w func(...string)) {
+	if err := writeCSV(filepath.Join(dir, "rps.csv"), []string{"path", "rep", "requests", "errors", "seconds", "rps", "server_cpu_seconds", "device_cpu_seconds", "first_error"}, func(w func(...string)) {
 		for _, row := range r.RPS {
 			w(row.Path, fmt.Sprint(row.Rep), fmt.Sprint(row.Result.Requests), fmt.Sprint(row.Result.Errors),
-				fmt.Sprintf("%.3f", row.Result.Elapsed.Seconds()), fmt.Sprintf("%.1f", row.Result.RPS()), fmt.Sprintf("%.2f", row.ServerCPU.Seconds()), row.Result.FirstErr)
+				fmt.Sprintf("%.3f", row.Result.Elapsed.Seconds()), fmt.Sprintf("%.1f", row.Result.RPS()), fmt.Sprintf("%.2f", row.ServerCPU.Seconds()), fmt.Sprintf("%.2f", row.DeviceCPU.Seconds()), row.Result.FirstErr)
 		}
 	}); err != nil {
 		return err
@@ -283,18 +289,20 @@ func writeCSV(path string, header []string, rows func(func(...string))) error {
 // PrintHub prints the summary as a table.
 func PrintHub(w io.Writer, s Summary) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\treq/s (median)\tserver CPU µs/req\truns\tpaper 000 (6 vCPU)\t")
+	fmt.Fprintln(tw, "path\treq/s (median)\tserver CPU µs/req\tdevice CPU µs/req\truns\tpaper 000 (6 vCPU)\t")
 	for _, p := range RPSPaths {
 		if v, ok := s.RPS[p]; ok {
 			paper := ""
 			if pv, ok := paperRPS[p]; ok {
 				paper = fmt.Sprintf("%.0f", pv)
 			}
-			cpu := "–"
-			if c, ok := s.CPUPerReq[p]; ok {
-				cpu = fmt.Sprintf("%.0f", c)
+			us := func(m map[string]float64) string {
+				if c, ok := m[p]; ok {
+					return fmt.Sprintf("%.0f", c)
+				}
+				return "–"
 			}
-			fmt.Fprintf(tw, "%s\t%.0f\t%s\t%d\t%s\t\n", p, v, cpu, s.RPSRuns[p], paper)
+			fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%d\t%s\t\n", p, v, us(s.CPUPerReq), us(s.DeviceCPUPerReq), s.RPSRuns[p], paper)
 		}
 	}
 	tw.Flush()
@@ -399,15 +407,15 @@ svg text{font-size:12px}
 Peers: {{range $k, $v := .Env.Versions}}{{$k}}: {{$v}}; {{end}}</p>
 
 {{if .RPSRows}}<h2>Requests per second (table 3)</h2>
-<p class="note">Server CPU is the CPU time of the server under test (its whole process tree: one hub; sshd and every per-connection sshd) per request: its own cost, which the shared two cores of the load generator, the fleet and the application do not blur as they blur req/s.</p>
+<p class="note">Server CPU is the CPU time of the server under test (its whole process tree: one hub; sshd and every per-connection sshd) per request: its own cost, which the shared two cores of the load generator, the fleet and the application do not blur as they blur req/s. Device side CPU is the same for the fleet that holds an SSH path's reverse forwards (it speaks as <code>iotsafe agent</code> does, for every SSH server).</p>
 <p class="note">1 KB responses, a new TCP connection per request (and a new TLS handshake for HTTPS), {{.Conc}} concurrent clients, median of the runs. Servers in the server role, a device-side fleet holding the reverse forwards, requests from the hub side, as in the paper's fig. 10.</p>
 <svg width="720" height="{{.RPSHeight}}" role="img" aria-label="requests per second">
 {{range .RPSBars}}<text x="150" y="{{.Y}}" dy="14" text-anchor="end">{{.Label}}</text>
 <rect x="160" y="{{.Y}}" width="{{.Width}}" height="20" fill="{{if .Ours}}#2a7{{else}}#79b{{end}}"/>
 <text x="{{printf "%.0f" .Width}}" dx="166" y="{{.Y}}" dy="14">{{.Text}}</text>
 {{end}}</svg>
-<table><tr><th>path</th><th>this machine, req/s</th><th>server CPU, µs per request</th><th>runs</th><th>paper 000, req/s (6 vCPU)</th></tr>
-{{range .RPSRows}}<tr><td>{{.Path}}</td><td>{{printf "%.0f" .Value}}</td><td>{{.CPU}}</td><td>{{.Runs}}</td><td>{{.Paper}}</td></tr>
+<table><tr><th>path</th><th>this machine, req/s</th><th>server CPU, µs per request</th><th>device side CPU</th><th>runs</th><th>paper 000, req/s (6 vCPU)</th></tr>
+{{range .RPSRows}}<tr><td>{{.Path}}</td><td>{{printf "%.0f" .Value}}</td><td>{{.CPU}}</td><td>{{.DeviceCPU}}</td><td>{{.Runs}}</td><td>{{.Paper}}</td></tr>
 {{end}}</table>
 <table><tr><th>ratio (same run)</th><th>value</th></tr>
 {{range .Ratios}}<tr><td>{{.K}}</td><td>{{printf "%.2f" .V}}</td></tr>{{end}}</table>
@@ -447,11 +455,12 @@ func fmtOpt(m map[string]float64, k string) string {
 
 func writeReport(w io.Writer, env Environment, r *HubResults, s Summary) error {
 	type rpsRow struct {
-		Path  string
-		Value float64
-		CPU   string
-		Runs  int
-		Paper string
+		Path      string
+		Value     float64
+		CPU       string
+		DeviceCPU string
+		Runs      int
+		Paper     string
 	}
 	type kv struct {
 		K string
@@ -519,7 +528,7 @@ func writeReport(w io.Writer, env Environment, r *HubResults, s Summary) error {
 			if pv, ok := paperRPS[p]; ok {
 				paper = fmt.Sprintf("%.0f", pv)
 			}
-			data.RPSRows = append(data.RPSRows, rpsRow{p, v, fmtOpt(s.CPUPerReq, p), s.RPSRuns[p], paper})
+			data.RPSRows = append(data.RPSRows, rpsRow{p, v, fmtOpt(s.CPUPerReq, p), fmtOpt(s.DeviceCPUPerReq, p), s.RPSRuns[p], paper})
 		}
 	}
 	for _, k := range sortedKeys(s.Ratios) {

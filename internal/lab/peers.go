@@ -44,7 +44,8 @@ type Bench struct {
 	Bin  string // the iotsafe binary (for hub, fleet and helper servers)
 	Dir  string // scratch folder of this run
 	Size int    // response body size
-	// ProfileDir, if set, makes every hub under test write a CPU profile there.
+	// ProfileDir, if set, makes every hub under test, fleet and application write a CPU
+	// profile there (NAME.pprof).
 	ProfileDir string
 	runs       int // peers started so far: each gets its own folder (and pool)
 }
@@ -146,10 +147,7 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 	if err := os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	argv := []string{b.Bin, "hub", "--data", dir}
-	if b.ProfileDir != "" {
-		argv = append(argv, "--cpuprofile", filepath.Join(b.ProfileDir, name+".pprof"))
-	}
+	argv := append([]string{b.Bin, "hub", "--data", dir}, b.profileArgs(name)...)
 	if o.Netns != nil {
 		argv = o.Netns.Exec(argv...)
 	}
@@ -383,6 +381,14 @@ func (b *Bench) StartDropbear(ctx context.Context) (*SSHServer, error) {
 	return &SSHServer{Name: "dropbear", Proc: proc, Addr: addr, HostKey: hostPub, User: "root", KeyDir: keys}, nil
 }
 
+// profileArgs asks a lab process to profile itself as NAME when profiling is on.
+func (b *Bench) profileArgs(name string) []string {
+	if b.ProfileDir == "" {
+		return nil
+	}
+	return []string{"--cpuprofile", filepath.Join(b.ProfileDir, name+".pprof")}
+}
+
 // StartFleet connects sessions x forwards to the server and returns the addresses the
 // load generator should use.
 func (b *Bench) StartFleet(ctx context.Context, s *SSHServer, target string, sessions, forwards int) (*Proc, []string, error) {
@@ -396,6 +402,7 @@ func (b *Bench) StartFleet(ctx context.Context, s *SSHServer, target string, ses
 	}
 	args := []string{b.Bin, "bench", "fleet", "--server", s.Addr, "--host-key", hk, "--target", target, "--sessions", fmt.Sprint(sessions),
 		"--forwards", fmt.Sprint(forwards), "--key-dir", s.KeyDir, "--parallel", parallel}
+	args = append(args, b.profileArgs(s.Name+"-fleet")...)
 	if s.IoTsafe {
 		args = append(args, "--iotsafe")
 		if s.Multiplex {
