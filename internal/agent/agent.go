@@ -50,11 +50,14 @@ type Config struct {
 	// default: compression can leak secrets that share a context with attacker-chosen
 	// data (CRIME-like attacks; docs/security-model.md).
 	Compress bool
-	// Multiplex carries the session's forwarded connections in one channel without
-	// compressing them (see package zmux): connections open without a round trip and
-	// end without close messages, fewer packets on slow links, no side channel. With
-	// Compress it is the fallback when the hub declines compression. Off by default.
-	Multiplex bool
+	// ChannelPerConnection opens one SSH channel per forwarded connection, as stock
+	// clients do, instead of carrying every connection of the session in one
+	// multiplexed channel (see package zmux), the default: there a connection opens
+	// without a round trip and ends without close messages (fewer packets on slow
+	// links), and the hub spends about half the CPU per connection. A hub that does not
+	// know the multiplexed channel gets plain channels anyway. With Compress set, the
+	// multiplexed channel is still used when compression is granted.
+	ChannelPerConnection bool
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Sandbox, if set, is installed before the first connection and removed when Run
@@ -308,8 +311,8 @@ func (a *Agent) keepalive(conn ssh.Conn, done <-chan struct{}) {
 	}
 }
 
-// negotiateMux opens the multiplexed channel if configured, compressed if asked (and,
-// if the hub declines compression and Multiplex is set, plain). Before any reverse
+// negotiateMux opens the multiplexed channel, compressed if asked (and, if the hub
+// declines compression, plain unless ChannelPerConnection is set). Before any reverse
 // forward is registered, so the hub's connections to exposed aliases use it from the
 // first one. A refusal leaves the session with plain channels.
 func (a *Agent) negotiateMux(conn ssh.Conn) *zmux.Session {
@@ -317,7 +320,7 @@ func (a *Agent) negotiateMux(conn ssh.Conn) *zmux.Session {
 	if a.cfg.Compress {
 		modes = append(modes, sshext.MuxDeflate)
 	}
-	if a.cfg.Multiplex {
+	if !a.cfg.ChannelPerConnection {
 		modes = append(modes, sshext.MuxPlain)
 	}
 	for _, mode := range modes {
@@ -326,7 +329,7 @@ func (a *Agent) negotiateMux(conn ssh.Conn) *zmux.Session {
 			if mode == sshext.MuxDeflate {
 				a.log.Warn("hub declined compression; going on without it", "reason", err)
 			} else {
-				a.log.Warn("hub declined multiplexing; going on with plain channels", "reason", err)
+				a.log.Info("hub does not multiplex; one channel per connection", "reason", err)
 			}
 			continue
 		}

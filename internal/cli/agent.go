@@ -31,7 +31,7 @@ type agentFile struct {
 	SandboxUID        int           `yaml:"sandbox_uid"`
 	Coalesce          bool          `yaml:"coalesce"`
 	Compress          bool          `yaml:"compress"`
-	Multiplex         bool          `yaml:"multiplex"`
+	Multiplex         *bool         `yaml:"multiplex"` // nil: on
 	Log               hub.LogConfig `yaml:"log"`
 }
 
@@ -48,6 +48,8 @@ func (s uidSandbox) String() string { return fmt.Sprintf("uid %d may reach loopb
 func agentCmd(_ *globals) *cobra.Command {
 	var f agentFile
 	var file string
+	multiplex := true
+	f.Multiplex = &multiplex
 	c := &cobra.Command{
 		Use:   "agent",
 		Short: "Run on a device: keep one SSH session to the hub and carry local services over it",
@@ -93,7 +95,7 @@ Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1
 	fl.DurationVar(&f.KeepaliveInterval, "keepalive", 15*time.Second, "keepalive interval; the session is dropped after 3 missed answers")
 	fl.BoolVar(&f.Coalesce, "coalesce", false, "let TCP merge small SSH packets (Nagle), as OpenSSH does without a terminal: fewer frames on slow radio links (802.15.4), up to a round trip more latency")
 	fl.BoolVar(&f.Compress, "compress", false, "ask the hub to compress forwarded connections with one context for the whole session (the device's profile must allow it; see docs/security-model.md on compression side channels)")
-	fl.BoolVar(&f.Multiplex, "multiplex", false, "carry forwarded connections in one channel, uncompressed: no round trip to open one, no close messages (fewer packets on slow links); with --compress, the fallback if the hub declines compression")
+	fl.BoolVar(&multiplex, "multiplex", true, "carry forwarded connections in one channel: no round trip to open one, no close messages, about half the hub's CPU per connection; --multiplex=false opens one SSH channel per connection, as stock clients do")
 	fl.IntVar(&f.SandboxUID, "sandbox-uid", -1, "confine the device application running as this uid to loopback while the agent runs (nftables, needs root)")
 	fl.StringVar(&f.Log.Level, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.Log.Format, "log-format", "text", "text or json")
@@ -140,8 +142,8 @@ func mergeAgentFile(path string, f *agentFile, cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("compress") && fileCfg.Compress {
 		f.Compress = true
 	}
-	if !cmd.Flags().Changed("multiplex") && fileCfg.Multiplex {
-		f.Multiplex = true
+	if !cmd.Flags().Changed("multiplex") && fileCfg.Multiplex != nil {
+		*f.Multiplex = *fileCfg.Multiplex
 	}
 	if !cmd.Flags().Changed("keepalive") && fileCfg.KeepaliveInterval != 0 {
 		f.KeepaliveInterval = fileCfg.KeepaliveInterval
@@ -158,7 +160,8 @@ func (f *agentFile) build() (agent.Config, error) {
 		return cfg, errors.New("--key FILE is required")
 	}
 	cfg.Hub, cfg.Device, cfg.KeepaliveInterval = f.Hub, f.Device, f.KeepaliveInterval
-	cfg.Coalesce, cfg.Compress, cfg.Multiplex = f.Coalesce, f.Compress, f.Multiplex
+	cfg.Coalesce, cfg.Compress = f.Coalesce, f.Compress
+	cfg.ChannelPerConnection = f.Multiplex != nil && !*f.Multiplex
 	if cfg.Device == "" {
 		cfg.Device = strings.TrimSuffix(filepath.Base(f.Key), filepath.Ext(f.Key))
 	}

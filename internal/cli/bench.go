@@ -377,7 +377,7 @@ func benchFleetCmd() *cobra.Command {
 	fl.IntVar(&fc.Sessions, "sessions", 1, "sessions")
 	fl.IntVar(&fc.Forwards, "forwards", 1, "reverse forwards per session")
 	fl.BoolVar(&fc.IoTsafe, "iotsafe", false, "log in as dev0..devN-1 and forward aliases f0..fP-1")
-	fl.BoolVar(&fc.Multiplex, "multiplex", false, "with --iotsafe: carry the forwards in one multiplexed channel (agent --multiplex)")
+	fl.BoolVar(&fc.Multiplex, "multiplex", false, "with --iotsafe: carry the forwards in one multiplexed channel (as the agent does by default)")
 	fl.StringVar(&fc.User, "user", "root", "user for other servers")
 	fl.StringVar(&fc.KeyDir, "key-dir", "", "folder of the keys")
 	fl.IntVar(&fc.Parallel, "parallel", 32, "concurrent handshakes")

@@ -20,6 +20,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/sshext"
 )
 
 func deviceCmd(g *globals) *cobra.Command {
@@ -273,8 +274,22 @@ func printDevice(w io.Writer, d *registry.Device, online map[string]bool) {
 			fmt.Fprintf(tw, ", mac %s", a.MAC)
 		}
 		fmt.Fprintln(tw)
+		fmt.Fprintf(tw, "forwarding\t%s\n", forwardingMode(a.Multiplexed))
 	}
 	tw.Flush()
+}
+
+// forwardingMode says how a session carries its forwarded connections.
+func forwardingMode(mux string) string {
+	switch mux {
+	case "":
+		return "one SSH channel per connection"
+	case sshext.MuxDeflate:
+		return "one multiplexed channel, compressed (deflate)"
+	case sshext.MuxPlain:
+		return "one multiplexed channel, uncompressed"
+	}
+	return "one multiplexed channel, mode " + mux
 }
 
 func deviceRevokeCmd(g *globals) *cobra.Command {

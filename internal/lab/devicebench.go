@@ -344,7 +344,7 @@ const (
 )
 
 // startIoTsafeDevice runs a hub in the gateway namespace and the agent, configured as
-// recommended for radio links (--coalesce --multiplex), in the device namespace; with
+// recommended for radio links (--coalesce, multiplexed by default), in the device namespace; with
 // compress the profile allows compression and the agent asks for it (--compress).
 func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress bool) (string, string, *Proc, func(), error) {
 	dir, err := b.scratch("device-iotsafe")
@@ -398,8 +398,6 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress 
 		"--key", filepath.Join(keys, "dev0"), "--hub-key", ssh.FingerprintSHA256(signer.PublicKey()), "--forward", "127.0.0.1:18080=web", "--log-level", "info", "--coalesce"}
 	if compress {
 		args = append(args, "--compress")
-	} else {
-		args = append(args, "--multiplex")
 	}
 	agent, err := StartProc("device-agent", nil, append([]string{"ip"}, args...)...)
 	if err != nil {

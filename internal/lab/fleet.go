@@ -29,7 +29,7 @@ type FleetConfig struct {
 	// Otherwise: log in as User with KeyDir/client and ask for 127.0.0.1 port 0.
 	IoTsafe bool
 	// Multiplex (with IoTsafe) carries the forwards in one multiplexed channel, as the
-	// agent's --multiplex does.
+	// agent does by default.
 	Multiplex bool
 	User      string
 	KeyDir    string

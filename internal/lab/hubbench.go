@@ -149,7 +149,7 @@ func (o *HubOptions) measures(paths ...string) bool {
 func (o *HubOptions) want(s string) bool { return len(o.Only) == 0 || o.Only[s] }
 
 // RPSPaths are the paths of the rps part, in report order.
-var RPSPaths = []string{"plain", "iotsafe", "iotsafe_mux", "iotsafe_acl_off", "iotsafe_layers_on", "iotsafe_layers_off", "openssh", "dropbear", "https_go", "https2", "https_caddy",
+var RPSPaths = []string{"plain", "iotsafe", "iotsafe_channels", "iotsafe_acl_off", "iotsafe_layers_on", "iotsafe_layers_off", "openssh", "dropbear", "https_go", "https2", "https_caddy",
 	"frontdoor", "frontdoor_ka", "https_go_ka"}
 
 // labUID is the uid the load generator takes for the namespace paths: a platform user
@@ -313,19 +313,21 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 	r.targets["plain"] = Target{Name: "plain", Addrs: []string{appAddr}, Size: b.Size}
 	r.servers["plain"] = app
 
-	iotsafe := func(name string, opts IoTsafeOpts, multiplex bool) func() (*SSHServer, error) {
+	iotsafe := func(name string, opts IoTsafeOpts, channels bool) func() (*SSHServer, error) {
 		return func() (*SSHServer, error) {
 			s, err := b.StartIoTsafe(ctx, name, opts)
 			if s != nil {
-				s.Multiplex = multiplex
+				s.ChannelPerConnection = channels
 			}
 			return s, err
 		}
 	}
+	// The device side as the agent runs by default: its connections multiplexed in one
+	// channel.
 	r.ssh("iotsafe", appAddr, nil, iotsafe("iotsafe", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true}, false))
-	// The same hub with the device's forwards multiplexed in one channel (agent
-	// --multiplex): no channel open round trip or close messages per connection.
-	r.ssh("iotsafe_mux", appAddr, nil, iotsafe("iotsafe_mux", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true}, true))
+	// The same hub with one SSH channel per connection, as stock clients (and the agent
+	// with --multiplex=false) do: a channel open round trip and close messages each.
+	r.ssh("iotsafe_channels", appAddr, nil, iotsafe("iotsafe_channels", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true}, true))
 	r.ssh("iotsafe_acl_off", appAddr, nil, iotsafe("iotsafe_acl_off", IoTsafeOpts{Sessions: 1, Forwards: 1}, false))
 	if o.measures("iotsafe_layers_on", "iotsafe_layers_off") {
 		if err := r.layers(); err != nil {

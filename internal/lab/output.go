@@ -164,7 +164,7 @@ func Summarize(r *HubResults, o HubOptions) Summary {
 	cpuRatio("server_cpu_iotsafe_over_openssh", "iotsafe", "openssh")
 	cpuRatio("server_cpu_iotsafe_over_dropbear", "iotsafe", "dropbear")
 	cpuRatio("server_cpu_iotsafe_over_https_go", "iotsafe", "https_go")
-	cpuRatio("server_cpu_iotsafe_mux_over_openssh", "iotsafe_mux", "openssh")
+	cpuRatio("server_cpu_iotsafe_channels_over_openssh", "iotsafe_channels", "openssh")
 	ratio := func(name, a, b string) {
 		if s.RPS[a] > 0 && s.RPS[b] > 0 {
 			s.Ratios[name] = s.RPS[a] / s.RPS[b]
@@ -175,9 +175,8 @@ func Summarize(r *HubResults, o HubOptions) Summary {
 	ratio("iotsafe_over_https_go", "iotsafe", "https_go")
 	ratio("iotsafe_over_https_caddy", "iotsafe", "https_caddy")
 	ratio("iotsafe_over_plain", "iotsafe", "plain")
-	ratio("iotsafe_mux_over_openssh", "iotsafe_mux", "openssh")
-	ratio("iotsafe_mux_over_https_go", "iotsafe_mux", "https_go")
-	ratio("iotsafe_mux_over_plain", "iotsafe_mux", "plain")
+	ratio("iotsafe_channels_over_openssh", "iotsafe_channels", "openssh")
+	ratio("iotsafe_over_iotsafe_channels", "iotsafe", "iotsafe_channels")
 	ratio("acl_on_over_off", "iotsafe", "iotsafe_acl_off")
 	ratio("layers_on_over_off", "iotsafe_layers_on", "iotsafe_layers_off")
 	ratio("frontdoor_over_https_go", "frontdoor", "https_go")

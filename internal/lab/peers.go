@@ -29,14 +29,15 @@ type SSHServer struct {
 	Addr    string
 	HostKey ssh.PublicKey
 	IoTsafe bool
-	// Multiplex: the fleet carries its forwards in one multiplexed channel (iotsafe only).
-	Multiplex bool
-	User      string
-	KeyDir    string
-	Front     *FrontdoorInfo // iotsafe with IoTsafeOpts.Frontdoor only
-	dataDir   string
-	pool      sockets.Config
-	netns     *Netns
+	// ChannelPerConnection: the fleet of an iotsafe hub opens one SSH channel per
+	// connection instead of multiplexing them in one, as agents do by default.
+	ChannelPerConnection bool
+	User                 string
+	KeyDir               string
+	Front                *FrontdoorInfo // iotsafe with IoTsafeOpts.Frontdoor only
+	dataDir              string
+	pool                 sockets.Config
+	netns                *Netns
 }
 
 // Bench knows where the iotsafe binary is and where to put scratch files.
@@ -405,7 +406,7 @@ func (b *Bench) StartFleet(ctx context.Context, s *SSHServer, target string, ses
 	args = append(args, b.profileArgs(s.Name+"-fleet")...)
 	if s.IoTsafe {
 		args = append(args, "--iotsafe")
-		if s.Multiplex {
+		if !s.ChannelPerConnection {
 			args = append(args, "--multiplex")
 		}
 	} else {

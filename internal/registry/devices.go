@@ -57,6 +57,9 @@ type Algorithms struct {
 	MAC         string `json:"mac,omitempty"`
 	KeyType     string `json:"device_key"`
 	Client      string `json:"client_version"`
+	// Multiplexed is the mode of the session's multiplexed channel ("none": uncompressed,
+	// "deflate"); empty if the device opened one SSH channel per connection.
+	Multiplexed string `json:"multiplexed,omitempty"`
 }
 
 // AddDevice enrolls a device with one key and its device groups, allocates its pool

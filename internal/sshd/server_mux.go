@@ -43,8 +43,10 @@ func (ss *session) openMux(nc ssh.NewChannel) {
 		m.Close() // defensive: opens are served one at a time, so only a bug gets here
 		return
 	}
-	ss.log.Info("multiplexed channel open", "mode", req.Mode, "coalesce", req.Coalesce)
 	go ss.serveMux(m)
+	ss.algos.Multiplexed = req.Mode
+	ss.record()
+	ss.log.Info("multiplexed channel open", "mode", req.Mode, "coalesce", req.Coalesce)
 }
 
 // serveMux serves the streams the device opens in its multiplexed channel: direct

@@ -30,6 +30,7 @@ type session struct {
 	channels atomic.Int32                 // open channels, both directions
 	rejected atomic.Int32                 // refused channel opens (bounded: CVE-2026-39827)
 	mux      atomic.Pointer[zmux.Session] // the device's multiplexed channel, if it opened one
+	algos    registry.Algorithms          // as recorded; touched only by run's goroutine
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -193,6 +194,15 @@ func (ss *session) close(why string) {
 	})
 }
 
+// record stores what the session negotiated, for 'iotsafe device show'.
+func (ss *session) record() {
+	ctx, cancel := context.WithTimeout(context.Background(), ss.srv.cfg.HandshakeTimeout)
+	defer cancel()
+	if err := ss.srv.store.RecordSession(ctx, ss.device.Name, ss.remote, ss.algos); err != nil {
+		ss.log.Error("recording session failed", "err", err)
+	}
+}
+
 // run serves an attached session until it ends.
 func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	s := ss.srv
@@ -201,11 +211,8 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 		KeyExchange: a.KeyExchange, HostKey: a.HostKey, Cipher: a.Read.Cipher, MAC: a.Read.MAC,
 		KeyType: keyType(ss.conn.Permissions), Client: string(ss.conn.ClientVersion()),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
-	if err := s.store.RecordSession(ctx, ss.device.Name, ss.remote, algos); err != nil {
-		ss.log.Error("recording session failed", "err", err)
-	}
-	cancel()
+	ss.algos = algos
+	ss.record()
 	s.event(registry.Event{Device: ss.device.Name, Kind: registry.EventSessionOpen, Remote: ss.remote,
 		Detail: fmt.Sprintf("%s, %s, %s", algos.Client, algos.KeyExchange, algos.Cipher)})
 	ss.log.Info("session open", "client", algos.Client, "kex", algos.KeyExchange, "cipher", algos.Cipher)
@@ -231,7 +238,7 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 		}
 	}
 	ss.close("connection ended")
-	ctx, cancel = context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	s.store.TouchDevice(ctx, ss.device.Name)
 	cancel()
 	s.event(registry.Event{Device: ss.device.Name, Kind: registry.EventSessionClose, Remote: ss.remote})

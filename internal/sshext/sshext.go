@@ -4,7 +4,7 @@ import "time"
 
 const (
 	// MuxChannel is the channel an agent opens to carry every forwarded connection of
-	// the session as a stream of package zmux (agent --multiplex or --compress). Its
+	// the session as a stream of package zmux (the agent's default, and --compress). Its
 	// extra data is a MuxOpen.
 	MuxChannel = "zmux@iotsafe.dev"
 	// CoalesceRequest is the global request an agent with --coalesce sends so that the

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +24,9 @@ func TestCompressedSession(t *testing.T) {
 	a.stderr.wait(t, "session up")
 	a.stderr.wait(t, "compression on")
 	h.log.wait(t, "multiplexed channel open", "device", "dev1", "mode", "deflate")
+	if out := h.mustCLI("device", "show", "dev1"); !strings.Contains(out, "one multiplexed channel, compressed (deflate)") {
+		t.Fatalf("device show does not say the session is compressed:\n%s", out)
+	}
 
 	// Reverse: curl through the protected socket, many times (same headers each time).
 	for range 20 {
@@ -69,30 +73,36 @@ func TestCompressedSession(t *testing.T) {
 }
 
 // A profile without compression declines the agent's request; the session goes on
-// uncompressed, multiplexed if the agent also asked for that (--multiplex), with plain
-// channels otherwise. Stock OpenSSH with -C keeps working against a profile that
+// uncompressed, multiplexed (the agent's default), or with plain channels when the agent
+// was told --multiplex=false. Stock OpenSSH with -C keeps working against a profile that
 // allows compression (x/crypto negotiates no SSH compression; nothing breaks).
 func TestCompressionDeclinedAndStockClients(t *testing.T) {
 	h := startHub(t, "", "")
 	key := h.addDevice("dev1")
 	app := deviceApp(t, "plain session")
-	a := startAgent(t, h, key, "--compress", "--expose", "http="+hostPortOf(app))
+	a := startAgent(t, h, key, "--compress", "--multiplex=false", "--expose", "http="+hostPortOf(app))
 	a.stderr.wait(t, "hub declined compression; going on without it")
 	a.stderr.wait(t, "session up")
 	mustGet(t, h.socket("dev1", "http"), "plain session")
 	if n := h.log.count("multiplexed channel open"); n != 0 {
 		t.Fatal("a declined compression request still opened a multiplexed channel")
 	}
+	if out := h.mustCLI("device", "show", "dev1"); !regexp.MustCompile(`forwarding +one SSH channel per connection`).MatchString(out) {
+		t.Fatalf("device show does not say the session uses a channel per connection:\n%s", out)
+	}
 
 	target := echoSource(t)
 	prof := writeProfile(t, t.TempDir(), fmt.Sprintf("name: muxed\nreverse: {http: 0}\ndirect: {broker: %q}\n", target))
 	key3 := h.addDevice("dev3", "--profile", prof)
 	fwd := freePort(t)
-	a3 := startAgent(t, h, key3, "--compress", "--multiplex", "--expose", "http="+hostPortOf(app), "--forward", fwd+"=broker")
+	a3 := startAgent(t, h, key3, "--compress", "--expose", "http="+hostPortOf(app), "--forward", fwd+"=broker")
 	a3.stderr.wait(t, "hub declined compression; going on without it")
 	a3.stderr.wait(t, "multiplexing on")
 	a3.stderr.wait(t, "session up")
 	h.log.wait(t, "multiplexed channel open", "device", "dev3", "mode", "none")
+	if out := h.mustCLI("device", "show", "dev3"); !regexp.MustCompile(`forwarding +one multiplexed channel, uncompressed`).MatchString(out) {
+		t.Fatalf("device show does not say the session is multiplexed:\n%s", out)
+	}
 	mustGet(t, h.socket("dev3", "http"), "plain session")
 	if got, want := readLine(t, fwd), h.device("dev3").Address; got != want {
 		t.Fatalf("multiplexed direct forward: target saw source %s, want %s", got, want)
@@ -133,7 +143,7 @@ func TestMultiplexedLimits(t *testing.T) {
 	prof := writeProfile(t, t.TempDir(), fmt.Sprintf("name: one\nreverse: {http: 0}\ndirect: {broker: %q}\nmax_channels: 1\n", ln.Addr().String()))
 	key := h.addDevice("dev1", "--profile", prof)
 	fwd, bad := freePort(t), freePort(t)
-	a := startAgent(t, h, key, "--multiplex", "--forward", fwd+"=broker", "--forward", bad+"=nowhere")
+	a := startAgent(t, h, key, "--forward", fwd+"=broker", "--forward", bad+"=nowhere")
 	a.stderr.wait(t, "multiplexing on")
 	a.stderr.wait(t, "session up")
 

@@ -102,8 +102,8 @@ func writeProfile(t *testing.T, dir, yaml string) string {
 	return p
 }
 
-// A direct forward reaches the hub-side target from the device's own pool address, with
-// the iotsafe agent and with stock ssh -L.
+// Direct forwards reach their target from the device's pool address: through the agent
+// (multiplexed by default, and with a channel per connection) and through stock ssh -L.
 func TestDirectForwardUsesDeviceSourceAddress(t *testing.T) {
 	h := startHub(t, "", "")
 	target := echoSource(t)
@@ -116,6 +116,18 @@ func TestDirectForwardUsesDeviceSourceAddress(t *testing.T) {
 	a.stderr.wait(t, "session up")
 	if got, want := readLine(t, l1), h.device("dev1").Address; got != want {
 		t.Fatalf("agent: target saw source %s, want dev1's address %s", got, want)
+	}
+
+	// The same with one SSH channel per connection instead of the multiplexed channel.
+	k3 := h.addDevice("dev3", "--profile", "sensor")
+	l3 := freePort(t)
+	a3 := startAgent(t, h, k3, "--multiplex=false", "--forward", l3+"=broker")
+	a3.stderr.wait(t, "session up")
+	if got, want := readLine(t, l3), h.device("dev3").Address; got != want {
+		t.Fatalf("agent --multiplex=false: target saw source %s, want dev3's address %s", got, want)
+	}
+	if n := h.log.count("multiplexed channel open", "device", "dev3"); n != 0 {
+		t.Fatal("agent --multiplex=false opened a multiplexed channel")
 	}
 
 	l2 := freePort(t)
