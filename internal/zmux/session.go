@@ -20,7 +20,8 @@ const Level = 6
 const (
 	// maxQueued bounds encoded frames waiting for the writer; writers wait beyond it.
 	maxQueued = 64 << 10
-	// acceptBacklog bounds streams opened by the peer and not yet taken by Accept.
+	// acceptBacklog is how many streams opened by the peer may wait for Accept before
+	// the session stops reading.
 	acceptBacklog = 128
 	// smallBatch is the size under which a batch waits Options.FlushDelay for more.
 	smallBatch = 1024
@@ -121,7 +122,8 @@ func (s *Session) Open(t Target) (*Stream, error) {
 }
 
 // Accept returns the next stream the peer opened. The caller must serve it (read,
-// write, close) or refuse it with Reset.
+// write, close) or refuse it with Reset, and call Accept again promptly: while
+// acceptBacklog opened streams wait, the session reads nothing more.
 func (s *Session) Accept() (*Stream, error) {
 	select {
 	case st := <-s.accept:
@@ -303,23 +305,32 @@ func (s *Session) known(id uint64) bool {
 	return id <= s.lastPeer
 }
 
+// open registers a stream the peer opened and hands it to Accept. When acceptBacklog
+// streams already wait, it stops the reader until Accept takes one, as x/crypto/ssh does
+// for channel opens: a burst of opens is served late rather than refused.
+func (s *Session) open(f frame) error {
+	s.mu.Lock()
+	if (f.id%2 == 1) == s.odd || f.id <= s.lastPeer {
+		s.mu.Unlock()
+		return protoErr("open of stream %d: not a new id of the peer", f.id)
+	}
+	s.lastPeer = f.id
+	st := newStream(s, f.id, f.target)
+	s.streams[f.id] = st
+	s.mu.Unlock()
+	select {
+	case s.accept <- st:
+	case <-s.done:
+	}
+	return nil
+}
+
 func (s *Session) dispatch(f frame) error {
+	if f.typ == frameOpen {
+		return s.open(f)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if f.typ == frameOpen {
-		if (f.id%2 == 1) == s.odd || f.id <= s.lastPeer {
-			return protoErr("open of stream %d: not a new id of the peer", f.id)
-		}
-		s.lastPeer = f.id
-		st := newStream(s, f.id, f.target)
-		select {
-		case s.accept <- st:
-			s.streams[f.id] = st
-		default:
-			s.queue(appendReset(s.out, f.id, fmt.Sprintf("more than %d streams waiting to be served", acceptBacklog)))
-		}
-		return nil
-	}
 	st := s.streams[f.id]
 	if st == nil {
 		if s.known(f.id) {

@@ -150,6 +150,48 @@ func TestTargetReachesAcceptor(t *testing.T) {
 	}
 }
 
+// A burst of opens larger than the accept backlog, all sent before the other side
+// accepts any, is served in full: the reader waits for Accept instead of refusing.
+func TestBurstBeyondBacklogIsServed(t *testing.T) {
+	bothModes(t, func(t *testing.T, dev, hub *Session) {
+		const n = 3 * acceptBacklog
+		streams := make([]*Stream, n)
+		for i := range streams {
+			st, err := dev.Open(Target{Kind: Direct, Host: "broker", Port: 1883})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fmt.Fprintf(st, "ping %d\n", i); err != nil {
+				t.Fatal(err)
+			}
+			st.CloseWrite()
+			streams[i] = st
+		}
+		go func() {
+			for {
+				st, err := hub.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer st.Close()
+					line, err := bufio.NewReader(st).ReadString('\n')
+					if err == nil {
+						io.WriteString(st, "re "+line)
+						st.CloseWrite()
+					}
+				}()
+			}
+		}()
+		for i, st := range streams {
+			b, err := io.ReadAll(st)
+			if want := fmt.Sprintf("re ping %d\n", i); err != nil || string(b) != want {
+				t.Fatalf("stream %d: %q %v, want %q", i, b, err, want)
+			}
+		}
+	})
+}
+
 func TestHalfCloseThenReply(t *testing.T) {
 	bothModes(t, func(t *testing.T, dev, hub *Session) {
 		go func() {
