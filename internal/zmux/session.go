@@ -245,10 +245,11 @@ func (s *Session) writeLoop() {
 				return
 			}
 		}
-		// Keep a small buffer for the next batch; a big one (after a bulk transfer)
-		// goes back to the heap rather than staying with an idle session.
+		// Keep a small buffer for the next batch (requests and answers of a few KiB); a
+		// bigger one (after a bulk transfer) goes back to the heap rather than staying
+		// with an idle session.
 		spare = nil
-		if cap(batch) <= 16<<10 {
+		if cap(batch) <= 4<<10 {
 			spare = batch
 		}
 		if ended {
@@ -263,6 +264,9 @@ func (s *Session) writeLoop() {
 	}
 }
 
+// dataBufs hold one data frame's payload while it is dispatched.
+var dataBufs = sync.Pool{New: func() any { b := make([]byte, MaxData); return &b }}
+
 // readLoop decompresses the peer's frames and hands them to their streams. It never
 // blocks on a stream: each stream's buffer is bounded by its window.
 func (s *Session) readLoop() {
@@ -273,11 +277,16 @@ func (s *Session) readLoop() {
 		plain = flate.NewReader(bufio.NewReaderSize(cr, 4<<10))
 	}
 	br := bufio.NewReaderSize(&countReader{r: plain, n: &s.rawIn}, 4<<10)
-	buf := make([]byte, MaxData)
 	for {
-		f, err := readFrame(br, buf)
+		// Wait for a frame without holding a payload buffer: an idle session keeps none.
+		_, err := br.Peek(1)
 		if err == nil {
-			err = s.dispatch(f)
+			bp := dataBufs.Get().(*[]byte)
+			var f frame
+			if f, err = readFrame(br, *bp); err == nil {
+				err = s.dispatch(f) // copies the payload into its stream
+			}
+			dataBufs.Put(bp)
 		}
 		if err != nil {
 			var corrupt flate.CorruptInputError
