@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -171,6 +172,24 @@ func TestAgentConfigFile(t *testing.T) {
 	a := startProc(t, iotsafeBin, "agent", "--agent-config", cfg)
 	a.stderr.wait(t, "session up")
 	mustGet(t, h.socket("dev1", "http"), "from config file")
+	h.log.wait(t, "multiplexed channel open", "device", "dev1") // the default
+
+	// multiplex: false in the file turns the default off; the flag overrides the file.
+	key2 := h.addDevice("dev2")
+	cfg2 := filepath.Join(t.TempDir(), "agent.yaml")
+	os.WriteFile(cfg2, []byte(fmt.Sprintf("hub: %s\nkey: %s\nhub_key: %s\nexpose: [\"http=%s\"]\nmultiplex: false\nlog: {format: json}\n", h.addr, key2, h.hostFP, hostPortOf(app))), 0o600)
+	a2 := startProc(t, iotsafeBin, "agent", "--agent-config", cfg2)
+	a2.stderr.wait(t, "session up")
+	mustGet(t, h.socket("dev2", "http"), "from config file")
+	if n := h.log.count("multiplexed channel open", "device", "dev2"); n != 0 {
+		t.Fatal("multiplex: false in the agent's config file still multiplexed")
+	}
+	a2.cmd.Process.Signal(syscall.SIGTERM)
+	a2.waitExit(t)
+	h.log.wait(t, "session closed", "device", "dev2")
+	a3 := startProc(t, iotsafeBin, "agent", "--agent-config", cfg2, "--multiplex")
+	a3.stderr.wait(t, "session up")
+	h.log.wait(t, "multiplexed channel open", "device", "dev2")
 
 	os.WriteFile(cfg, []byte("hub: x\nexpsoe: []\n"), 0o600)
 	out, err := exec.Command(iotsafeBin, "agent", "--agent-config", cfg).CombinedOutput()
