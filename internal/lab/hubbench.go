@@ -313,6 +313,7 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 	r.targets["plain"] = Target{Name: "plain", Addrs: []string{appAddr}, Size: b.Size}
 	r.servers["plain"] = app
 
+	perDevice := rpsMaxChannels(o)
 	iotsafe := func(name string, opts IoTsafeOpts, channels bool) func() (*SSHServer, error) {
 		return func() (*SSHServer, error) {
 			s, err := b.StartIoTsafe(ctx, name, opts)
@@ -324,11 +325,11 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 	}
 	// The device side as the agent runs by default: its connections multiplexed in one
 	// channel.
-	r.ssh("iotsafe", appAddr, nil, iotsafe("iotsafe", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true}, false))
+	r.ssh("iotsafe", appAddr, nil, iotsafe("iotsafe", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, MaxChannels: perDevice}, false))
 	// The same hub with one SSH channel per connection, as stock clients (and the agent
 	// with --multiplex=false) do: a channel open round trip and close messages each.
-	r.ssh("iotsafe_channels", appAddr, nil, iotsafe("iotsafe_channels", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true}, true))
-	r.ssh("iotsafe_acl_off", appAddr, nil, iotsafe("iotsafe_acl_off", IoTsafeOpts{Sessions: 1, Forwards: 1}, false))
+	r.ssh("iotsafe_channels", appAddr, nil, iotsafe("iotsafe_channels", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, MaxChannels: perDevice}, true))
+	r.ssh("iotsafe_acl_off", appAddr, nil, iotsafe("iotsafe_acl_off", IoTsafeOpts{Sessions: 1, Forwards: 1, MaxChannels: perDevice}, false))
 	if o.measures("iotsafe_layers_on", "iotsafe_layers_off") {
 		if err := r.layers(); err != nil {
 			return err
@@ -337,7 +338,7 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 	// People through the front door (issue: TesPX): TLS to the hub, a token, the grant
 	// check, then the same protected socket and SSH forward as the iotsafe path.
 	if o.measures("frontdoor", "frontdoor_ka") {
-		if err := frontdoorTargets(ctx, b, appAddr, r.targets, r.servers, &r.stops); err != nil {
+		if err := frontdoorTargets(ctx, b, perDevice, appAddr, r.targets, r.servers, &r.stops); err != nil {
 			r.skip(err, "frontdoor", "frontdoor_ka")
 		}
 	}
@@ -383,6 +384,10 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 	return nil
 }
 
+// rpsMaxChannels is the lab device's connection limit for the rps part: one device
+// serves all of the load generator's clients at once.
+func rpsMaxChannels(o *HubOptions) int { return 2*o.Concurrency + 64 }
+
 // cpuWindow is the CPU time a process tree spent between two marks; 0 if unknown.
 type cpuWindow struct{ d time.Duration }
 
@@ -418,7 +423,7 @@ func (r *rpsRun) layers() error {
 	for _, name := range names {
 		on := name == "iotsafe_layers_on"
 		r.ssh(name, nsAppAddr, ns.Dial, func() (*SSHServer, error) {
-			return r.b.StartIoTsafe(r.ctx, name, IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: on, Kernel: on, Netns: ns, GrantUID: labUID})
+			return r.b.StartIoTsafe(r.ctx, name, IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: on, Kernel: on, Netns: ns, GrantUID: labUID, MaxChannels: rpsMaxChannels(r.o)})
 		})
 	}
 	return nil
@@ -459,8 +464,8 @@ func (r *rpsRun) https() error {
 	return nil
 }
 
-func frontdoorTargets(ctx context.Context, b *Bench, appAddr string, targets map[string]Target, servers map[string]*Proc, stops *[]func()) error {
-	s, err := b.StartIoTsafe(ctx, "iotsafe_frontdoor", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, Frontdoor: true})
+func frontdoorTargets(ctx context.Context, b *Bench, maxChannels int, appAddr string, targets map[string]Target, servers map[string]*Proc, stops *[]func()) error {
+	s, err := b.StartIoTsafe(ctx, "iotsafe_frontdoor", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, Frontdoor: true, MaxChannels: maxChannels})
 	if err != nil {
 		return err
 	}

@@ -80,6 +80,10 @@ type Summary struct {
 	Concurrency int                `json:"concurrency"`
 	RPS         map[string]float64 `json:"rps"`
 	RPSRuns     map[string]int     `json:"rps_runs"`
+	// RPSErrors counts failed requests per path over all its runs, with the first error
+	// seen: req/s counts successes only, so a path with errors is not comparable.
+	RPSErrors   map[string]int64  `json:"rps_errors,omitempty"`
+	RPSFirstErr map[string]string `json:"rps_first_error,omitempty"`
 	// CPUPerReq is the server's CPU time per request, in microseconds (its whole process
 	// tree, median of the runs): the server's own cost, whatever the shared machine did.
 	CPUPerReq map[string]float64 `json:"server_cpu_us_per_req"`
@@ -154,6 +158,18 @@ func Summarize(r *HubResults, o HubOptions) Summary {
 		}
 		if c, ok := r.MedianDeviceCPU(p); ok {
 			s.DeviceCPUPerReq[p] = c
+		}
+		for _, row := range r.RPS {
+			if row.Path != p || row.Result.Errors == 0 {
+				continue
+			}
+			if s.RPSErrors == nil {
+				s.RPSErrors, s.RPSFirstErr = map[string]int64{}, map[string]string{}
+			}
+			s.RPSErrors[p] += row.Result.Errors
+			if s.RPSFirstErr[p] == "" {
+				s.RPSFirstErr[p] = row.Result.FirstErr
+			}
 		}
 	}
 	cpuRatio := func(name, a, b string) {
@@ -305,6 +321,11 @@ func PrintHub(w io.Writer, s Summary) {
 		}
 	}
 	tw.Flush()
+	for _, p := range RPSPaths {
+		if n := s.RPSErrors[p]; n > 0 {
+			fmt.Fprintf(w, "WARNING: %s had %d failed requests (first: %s); its req/s counts successes only\n", p, n, s.RPSFirstErr[p])
+		}
+	}
 	if len(s.Ratios) > 0 {
 		fmt.Fprintln(w, "\nratios (same run):")
 		for _, k := range sortedKeys(s.Ratios) {
@@ -413,7 +434,8 @@ Peers: {{range $k, $v := .Env.Versions}}{{$k}}: {{$v}}; {{end}}</p>
 <rect x="160" y="{{.Y}}" width="{{.Width}}" height="20" fill="{{if .Ours}}#2a7{{else}}#79b{{end}}"/>
 <text x="{{printf "%.0f" .Width}}" dx="166" y="{{.Y}}" dy="14">{{.Text}}</text>
 {{end}}</svg>
-<table><tr><th>path</th><th>this machine, req/s</th><th>server CPU, µs per request</th><th>device side CPU</th><th>runs</th><th>paper 000, req/s (6 vCPU)</th></tr>
+{{range $k, $v := .Errors}}<p><b>Warning: {{$k}} had {{$v}} failed requests</b> (first: {{index $.FirstErr $k}}); its req/s counts successes only.</p>
+{{end}}<table><tr><th>path</th><th>this machine, req/s</th><th>server CPU, µs per request</th><th>device side CPU</th><th>runs</th><th>paper 000, req/s (6 vCPU)</th></tr>
 {{range .RPSRows}}<tr><td>{{.Path}}</td><td>{{printf "%.0f" .Value}}</td><td>{{.CPU}}</td><td>{{.DeviceCPU}}</td><td>{{.Runs}}</td><td>{{.Paper}}</td></tr>
 {{end}}</table>
 <table><tr><th>ratio (same run)</th><th>value</th></tr>
@@ -478,6 +500,8 @@ func writeReport(w io.Writer, env Environment, r *HubResults, s Summary) error {
 		Ratios       []kv
 		RAMRows      []ramRow
 		Skipped      map[string]string
+		Errors       map[string]int64
+		FirstErr     map[string]string
 		Inactive     bool
 		InactiveK    []string
 		InactiveRows []valRow
@@ -485,7 +509,7 @@ func writeReport(w io.Writer, env Environment, r *HubResults, s Summary) error {
 		PSRows       []valRow
 		Charts       []template.HTML
 		RAMCharts    []template.HTML
-	}{Env: env, Conc: s.Concurrency, Skipped: s.Skipped, Inactive: len(s.Inactive) > 0}
+	}{Env: env, Conc: s.Concurrency, Skipped: s.Skipped, Errors: s.RPSErrors, FirstErr: s.RPSFirstErr, Inactive: len(s.Inactive) > 0}
 	data.RAMCharts = slices.DeleteFunc([]template.HTML{
 		lineChart("Fig. 15: one session per device (S=N, P=1)", "device sessions N", "PSS growth, MiB", ramSeries(r, "sessions"), true),
 		lineChart("Fig. 16: one gateway session (S=1, P=N)", "forwards N", "PSS growth, MiB", ramSeries(r, "forwards"), true),

@@ -78,6 +78,10 @@ type IoTsafeOpts struct {
 	Netns              *Netns // run the hub there (nil: the host's namespace)
 	GrantUID           uint32 // if set, this uid may reach every lab device
 	Frontdoor          bool   // also serve the front door, with an account granted every device
+	// MaxChannels is the lab profile's limit of concurrent connections per device
+	// session; 0 means 4 per forward plus 64. The rps part raises it above the load
+	// generator's concurrency: there one device serves every client.
+	MaxChannels int
 }
 
 // StartIoTsafe enrolls o.Sessions devices with o.Forwards aliases each and starts a hub.
@@ -99,7 +103,11 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 	if err != nil {
 		return nil, err
 	}
-	prof := &profile.Profile{Name: "lab", Reverse: map[string]int{}, MaxForwards: forwards, MaxChannels: 4*forwards + 64}
+	maxChannels := o.MaxChannels
+	if maxChannels == 0 {
+		maxChannels = 4*forwards + 64
+	}
+	prof := &profile.Profile{Name: "lab", Reverse: map[string]int{}, MaxForwards: forwards, MaxChannels: maxChannels}
 	for i := range forwards {
 		prof.Reverse[fmt.Sprintf("f%d", i)] = 0
 	}
