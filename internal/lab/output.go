@@ -190,6 +190,7 @@ func Summarize(r *HubResults, o HubOptions) Summary {
 	ratio("iotsafe_over_dropbear", "iotsafe", "dropbear")
 	ratio("iotsafe_over_https_go", "iotsafe", "https_go")
 	ratio("iotsafe_over_https_caddy", "iotsafe", "https_caddy")
+	ratio("iotsafe_over_https2", "iotsafe", "https2")
 	ratio("iotsafe_over_plain", "iotsafe", "plain")
 	ratio("iotsafe_channels_over_openssh", "iotsafe_channels", "openssh")
 	ratio("iotsafe_over_iotsafe_channels", "iotsafe", "iotsafe_channels")

@@ -25,7 +25,7 @@ func Batch(ctx context.Context, addrs []string, size, concurrency int) (time.Dur
 			defer func() { <-sem }()
 			if err := Request(ctx, Target{Size: size}, a); err != nil {
 				bad.Add(1)
-				first.CompareAndSwap(nil, err)
+				first.CompareAndSwap(nil, fmt.Errorf("through %s: %w", a, err))
 			}
 		}()
 	}
