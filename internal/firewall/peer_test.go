@@ -79,15 +79,10 @@ func TestPeerNotFound(t *testing.T) {
 // Pooled sock_diag sockets stay in step: many lookups, found and not found in turn, each
 // get their own answer.
 func TestPeerUIDReusesSockets(t *testing.T) {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	defer ln.Close()
-	c, _ := net.Dial("tcp", ln.Addr().String())
-	defer c.Close()
-	s, _ := ln.Accept()
-	defer s.Close()
+	s := acceptedLoopback(t)
 	for i := range 300 {
 		if i%3 == 2 {
-			if _, err := socketUID(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, ln.Addr().(*net.TCPAddr)); !errors.Is(err, ErrPeerNotFound) {
+			if _, err := socketUID(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, s.LocalAddr().(*net.TCPAddr)); !errors.Is(err, ErrPeerNotFound) {
 				t.Fatalf("lookup %d: want ErrPeerNotFound, got %v", i, err)
 			}
 			continue
@@ -98,14 +93,30 @@ func TestPeerUIDReusesSockets(t *testing.T) {
 	}
 }
 
+// acceptedLoopback is the server side of a loopback TCP connection of this process.
+func acceptedLoopback(tb testing.TB) net.Conn {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	s, err := ln.Accept()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
 // BenchmarkPeerUID is the user-space layer's cost per accepted connection.
 func BenchmarkPeerUID(b *testing.B) {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	defer ln.Close()
-	c, _ := net.Dial("tcp", ln.Addr().String())
-	defer c.Close()
-	s, _ := ln.Accept()
-	defer s.Close()
+	s := acceptedLoopback(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := PeerUID(s); err != nil {
