@@ -171,12 +171,12 @@ const forwardAttempts = 3
 // listening port, where requests would reach its SSH banner instead of the forward: such
 // an answer is cancelled and asked again.
 func (c FleetConfig) forward(conn ssh.Conn, host string) (uint32, error) {
+	type request struct {
+		Addr string
+		Port uint32
+	}
 	_, serverPort, _ := net.SplitHostPort(c.Server)
 	for range forwardAttempts {
-		type request struct {
-			Addr string
-			Port uint32
-		}
 		ok, reply, err := conn.SendRequest("tcpip-forward", true, ssh.Marshal(request{host, 0}))
 		if err != nil {
 			return 0, err
