@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,8 +54,21 @@ func benchSetup(cmd *cobra.Command) (bin, scratch string, p *lab.Progress, err e
 		return "", "", nil, err
 	}
 	stderr := cmd.ErrOrStderr()
+	sweepStaleNetns(stderr)
 	f, isFile := stderr.(*os.File)
 	return bin, scratch, &lab.Progress{W: stderr, TTY: isFile && term.IsTerminal(int(f.Fd()))}, nil
+}
+
+// sweepStaleNetns removes the network namespaces of lab runs that were killed before
+// they could clean up, and says so.
+func sweepStaleNetns(w io.Writer) {
+	gone, err := lab.SweepStaleNetns()
+	for _, ns := range gone {
+		fmt.Fprintf(w, "removed network namespace %s: the lab run that made it is gone\n", ns)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "warning: %v\n", err)
+	}
 }
 
 func benchHubCmd() *cobra.Command {
@@ -283,6 +297,7 @@ removed afterwards. Constants and sources: docs/bench.md and internal/linkemu.`,
 					n = 64 << 20
 				}
 			}
+			sweepStaleNetns(cmd.ErrOrStderr())
 			fmt.Fprintf(cmd.ErrOrStderr(), "sending %d bytes over the emulated %s link...\n", n, link)
 			r, err := lab.RunLink(cmd.Context(), prof, n)
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/childproc"
 	"github.com/iotsafe/iotsafe/internal/linkemu"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -115,13 +116,12 @@ type devicePair struct {
 }
 
 func newDevicePair(prof linkemu.Profile, tag string, trace linkemu.PacketFunc) (*devicePair, error) {
-	p := &devicePair{dev: fmt.Sprintf("iotsafe-%s-dev-%d", tag, os.Getpid()), gw: fmt.Sprintf("iotsafe-%s-gw-%d", tag, os.Getpid())}
+	p := &devicePair{dev: netnsName(tag + "-dev"), gw: netnsName(tag + "-gw")}
 	for _, ns := range []string{p.dev, p.gw} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		if err := addNetns(ns); err != nil {
 			p.Close()
-			return nil, fmt.Errorf("lab: ip netns add %s: %v: %s (needs root)", ns, err, out)
+			return nil, err
 		}
-		exec.Command("ip", "-n", ns, "link", "set", "lo", "up").Run()
 	}
 	br, err := linkemu.Open(prof, linkemu.End{Netns: p.dev, Device: "lowpan0", Addr: netip.MustParsePrefix("fd77::1/64")},
 		linkemu.End{Netns: p.gw, Device: "lowpan0", Addr: netip.MustParsePrefix("fd77::2/64")}, uint64(time.Now().UnixNano()), trace)
@@ -138,7 +138,7 @@ func (p *devicePair) Close() {
 		p.br.Close()
 	}
 	for _, ns := range []string{p.dev, p.gw} {
-		exec.Command("ip", "netns", "del", ns).Run()
+		delNetns(ns)
 	}
 }
 
@@ -215,7 +215,7 @@ func RunDevice(ctx context.Context, b *Bench, o DeviceOptions) (*DeviceResults, 
 	stdin, _ := client.StdinPipe()
 	stdout, _ := client.StdoutPipe()
 	client.Stderr = os.Stderr
-	if err := client.Start(); err != nil {
+	if err := childproc.Start(client); err != nil {
 		return res, err
 	}
 	defer func() { stdin.Close(); client.Wait() }()

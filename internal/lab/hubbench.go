@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"sort"
 	"time"
@@ -410,7 +409,7 @@ func (w *cpuWindow) mark(p *Proc, start bool) {
 // the kernel layer's table lives there, never in the host's ruleset.
 func (r *rpsRun) layers() error {
 	names := []string{"iotsafe_layers_on", "iotsafe_layers_off"}
-	ns, err := NewNetns(fmt.Sprintf("iotsafe-bench-%d", os.Getpid()), r.o.Concurrency, labUID)
+	ns, err := NewNetns(netnsName("bench"), r.o.Concurrency, labUID)
 	if err != nil {
 		r.skip(err, names...)
 		return nil

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/linkemu"
@@ -32,13 +30,12 @@ type LinkResult struct {
 // and devices are removed afterwards.
 func RunLink(ctx context.Context, prof linkemu.Profile, n int) (LinkResult, error) {
 	res := LinkResult{Link: prof.Name, Bytes: n, Ceiling: prof.MaxGoodput(prof.MTU - 60)}
-	dev, gw := fmt.Sprintf("iotsafe-link-dev-%d", os.Getpid()), fmt.Sprintf("iotsafe-link-gw-%d", os.Getpid())
+	dev, gw := netnsName("link-dev"), netnsName("link-gw")
 	for _, ns := range []string{dev, gw} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			return res, fmt.Errorf("lab: ip netns add %s: %v: %s (needs root)", ns, err, out)
+		if err := addNetns(ns); err != nil {
+			return res, err
 		}
-		defer exec.Command("ip", "netns", "del", ns).Run()
-		exec.Command("ip", "-n", ns, "link", "set", "lo", "up").Run()
+		defer delNetns(ns)
 	}
 	devAddr, gwAddr := netip.MustParsePrefix("fd77::1/64"), netip.MustParsePrefix("fd77::2/64")
 	br, err := linkemu.Open(prof, linkemu.End{Netns: dev, Device: "lowpan0", Addr: devAddr}, linkemu.End{Netns: gw, Device: "lowpan0", Addr: gwAddr}, uint64(time.Now().UnixNano()), nil)

@@ -1,12 +1,16 @@
 package lab
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -36,14 +40,10 @@ type dialRes struct {
 // > 0 those threads also take that uid, so the sockets they open are owned by it, as a
 // platform process's would be.
 func NewNetns(name string, workers int, uid int) (*Netns, error) {
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("lab: ip netns add %s: %v %s", name, err, out)
+	if err := addNetns(name); err != nil {
+		return nil, err
 	}
 	n := &Netns{Name: name, dial: make(chan dialReq)}
-	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		n.Close()
-		return nil, fmt.Errorf("lab: lo up in %s: %v %s", name, err, out)
-	}
 	f, err := os.Open("/var/run/netns/" + name)
 	if err != nil {
 		n.Close()
@@ -111,5 +111,76 @@ func (n *Netns) Close() {
 	if n.fd != nil {
 		n.fd.Close()
 	}
-	exec.Command("ip", "netns", "del", n.Name).Run()
+	delNetns(n.Name)
+}
+
+// Every namespace the lab makes is named iotsafe-ROLE-PID, PID being the lab's own
+// process: SweepStaleNetns can then tell which ones a killed run left behind.
+var labNetnsName = regexp.MustCompile(`^iotsafe-(bench|dev-dev|dev-gw|link-dev|link-gw)-([0-9]+)$`)
+
+// netnsName is the name of this process's namespace for role (one of labNetnsName's).
+func netnsName(role string) string { return fmt.Sprintf("iotsafe-%s-%d", role, os.Getpid()) }
+
+// addNetns creates a namespace with its loopback up; it is removed again on failure.
+func addNetns(name string) error {
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		return fmt.Errorf("lab: ip netns add %s: %v: %s (needs root)", name, err, bytes.TrimSpace(out))
+	}
+	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		delNetns(name)
+		return fmt.Errorf("lab: lo up in %s: %v: %s", name, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// delNetns deletes a namespace, with the links, addresses and nftables tables in it.
+func delNetns(name string) { exec.Command("ip", "netns", "del", name).Run() }
+
+// processRuns tells whether pid is a process that has not exited. A zombie has: a run
+// killed a moment ago stays one until its parent reaps it.
+func processRuns(pid int) bool {
+	if unix.Kill(pid, 0) == unix.ESRCH {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	// "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return true
+	}
+	state := stat[i+2]
+	return state != 'Z' && state != 'X'
+}
+
+// SweepStaleNetns deletes the lab namespaces whose run no longer exists (a run that was
+// killed cannot clean up; its namespaces would hold routes and tables for nothing) and
+// returns their names. A namespace of a process that still runs is left alone, whoever
+// it is: a reused PID only delays the sweep.
+func SweepStaleNetns() ([]string, error) {
+	entries, err := os.ReadDir("/var/run/netns")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, e := range entries {
+		m := labNetnsName.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		pid, err := strconv.Atoi(m[2])
+		if err != nil || pid <= 0 || processRuns(pid) {
+			continue
+		}
+		if out, err := exec.Command("ip", "netns", "del", e.Name()).CombinedOutput(); err != nil {
+			return gone, fmt.Errorf("lab: removing stale namespace %s: %v: %s", e.Name(), err, bytes.TrimSpace(out))
+		}
+		gone = append(gone, e.Name())
+	}
+	return gone, nil
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/iotsafe/iotsafe/internal/childproc"
 )
 
 // Proc is a peer process started by the lab, in its own process group so that it and
@@ -37,14 +39,14 @@ type Proc struct {
 func StartProc(name string, env []string, argv ...string) (*Proc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &Proc{Name: name, cmd: cmd, stderr: &tailBuffer{max: 8192}, done: make(chan struct{}), more: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if err := childproc.Start(cmd); err != nil { // dies with the lab
 		return nil, fmt.Errorf("lab: start %s: %w", name, err)
 	}
 	go func() {

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/childproc"
 )
 
 var iotsafeBin string
@@ -404,7 +406,8 @@ func startProcEnv(t *testing.T, env []string, name string, args ...string) *proc
 	}
 	stderr, _ := p.cmd.StderrPipe()
 	p.cmd.Stdout = &p.out
-	if err := p.cmd.Start(); err != nil {
+	// Dies with the test binary even when a timeout kills it before the cleanups run.
+	if err := childproc.Start(p.cmd); err != nil {
 		t.Fatal(err)
 	}
 	p.stderr = newLogWatch(stderr)

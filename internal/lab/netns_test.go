@@ -1,0 +1,68 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// A namespace left by a lab run that was killed is removed by the next run; one of a
+// process that still runs, and one that is not the lab's, are left alone. Needs root
+// (ip netns); the test's namespaces are removed whatever happens.
+func TestSweepStaleNetns(t *testing.T) {
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := fmt.Sprintf("iotsafe-bench-%d", gone.Process.Pid) // reaped: that PID runs nothing
+	live := fmt.Sprintf("iotsafe-link-gw-%d", os.Getpid())
+	other := fmt.Sprintf("iotsafe-prod-%d", gone.Process.Pid)
+	for _, ns := range []string{dead, live, other} {
+		if err := addNetns(ns); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { delNetns(ns) })
+	}
+	removed, err := SweepStaleNetns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Other stale namespaces of killed runs on this machine may go too.
+	if !slices.Contains(removed, dead) || slices.Contains(removed, live) || slices.Contains(removed, other) {
+		t.Fatalf("removed %v, want %s and neither %s nor %s", removed, dead, live, other)
+	}
+	for ns, want := range map[string]bool{dead: false, live: true, other: true} {
+		_, err := os.Stat("/var/run/netns/" + ns)
+		if got := err == nil; got != want {
+			t.Errorf("namespace %s exists: %v, want %v", ns, got, want)
+		}
+	}
+}
+
+// A process that has exited but is not reaped yet (a zombie) does not run; one that
+// runs does.
+func TestProcessRuns(t *testing.T) {
+	if !processRuns(os.Getpid()) {
+		t.Fatal("this process does not run")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the exit without reaping: WNOWAIT leaves the zombie.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	if processRuns(cmd.Process.Pid) {
+		t.Fatal("a zombie counts as running")
+	}
+	cmd.Wait()
+	if processRuns(cmd.Process.Pid) {
+		t.Fatal("a reaped process counts as running")
+	}
+}
