@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
@@ -206,11 +207,15 @@ func (l *failLimiter) fail(key string) {
 	w.n++
 }
 
-// sessionStore holds login-page sessions in memory, keyed by the SHA-256 of the cookie
-// (a memory dump does not yield usable cookies). Sessions end when the hub restarts.
+// sessionStore holds login-page sessions: in the registry, so that they outlive a hub
+// restart, and in memory for the check on every request. Both are keyed by the SHA-256
+// of the cookie: neither a copy of the registry nor a memory dump yields usable cookies.
+// The registry is the truth; load replaces the memory copy with it (at start and after
+// account changes, e.g. a password change that ended an account's sessions).
 type sessionStore struct {
 	ttl time.Duration
-	mu  sync.Mutex
+	reg *registry.Registry
+	mu  sync.Mutex // also serialises create and delete with load, so none is lost
 	m   map[[32]byte]session
 }
 
@@ -223,7 +228,31 @@ const maxSessions = 100000
 
 var errSessionsFull = errors.New("too many open sessions: try again later")
 
-func (st *sessionStore) create(accountID int64) (string, error) {
+func newSessionStore(ttl time.Duration, reg *registry.Registry) *sessionStore {
+	return &sessionStore{ttl: ttl, reg: reg, m: map[[32]byte]session{}}
+}
+
+// load replaces the memory copy with the registry's sessions that have not expired.
+func (st *sessionStore) load(ctx context.Context) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	rows, err := st.reg.LoginSessions(ctx, time.Now())
+	if err != nil {
+		return err
+	}
+	m := make(map[[32]byte]session, len(rows))
+	for _, r := range rows {
+		var k [32]byte
+		if b, err := hex.DecodeString(r.Hash); err == nil && len(b) == len(k) {
+			copy(k[:], b)
+			m[k] = session{accountID: r.AccountID, expires: r.ExpiresAt}
+		}
+	}
+	st.m = m
+	return nil
+}
+
+func (st *sessionStore) create(ctx context.Context, accountID int64) (string, error) {
 	id, err := credential.NewSessionID()
 	if err != nil {
 		return "", err
@@ -240,7 +269,12 @@ func (st *sessionStore) create(accountID int64) (string, error) {
 			return "", errSessionsFull
 		}
 	}
-	st.m[sha256.Sum256([]byte(id))] = session{accountID: accountID, expires: time.Now().Add(st.ttl)}
+	k := sha256.Sum256([]byte(id))
+	sess := session{accountID: accountID, expires: time.Now().Add(st.ttl)}
+	if err := st.reg.AddLoginSession(ctx, registry.LoginSession{Hash: hex.EncodeToString(k[:]), AccountID: accountID, ExpiresAt: sess.expires}); err != nil {
+		return "", err
+	}
+	st.m[k] = sess
 	return id, nil
 }
 
@@ -256,8 +290,12 @@ func (st *sessionStore) get(id string) (session, bool) {
 	return s, ok
 }
 
-func (st *sessionStore) delete(id string) {
+// delete ends a session (logout). It is gone from memory even when the registry cannot
+// be written; the error says the session may come back at the next load.
+func (st *sessionStore) delete(ctx context.Context, id string) error {
+	k := sha256.Sum256([]byte(id))
 	st.mu.Lock()
-	delete(st.m, sha256.Sum256([]byte(id)))
-	st.mu.Unlock()
+	defer st.mu.Unlock()
+	delete(st.m, k)
+	return st.reg.RemoveLoginSession(ctx, hex.EncodeToString(k[:]))
 }

@@ -112,7 +112,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.loginPage(w, r, err.Error())
 		return
 	}
-	id, err := s.sessions.create(who.ID)
+	id, err := s.sessions.create(r.Context(), who.ID)
 	if err != nil {
 		s.fail(w, r, http.StatusServiceUnavailable, err.Error())
 		return
@@ -132,7 +132,11 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil {
-		s.sessions.delete(c.Value)
+		if err := s.sessions.delete(r.Context(), c.Value); err != nil {
+			s.log.Error("logout: the session could not be removed from the registry; it ends here until the front door reloads", "err", err)
+			s.fail(w, r, http.StatusServiceUnavailable, "logout could not be recorded: try again")
+			return
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Domain: s.cfg.Domain, Path: "/", MaxAge: -1,
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})

@@ -52,7 +52,7 @@ func New(ctx context.Context, cfg Config, dataDir string, reg *registry.Registry
 	}
 	s := &Server{cfg: cfg, reg: reg, be: be, log: log,
 		auth:     newAuthenticator(newFailLimiter(cfg.MaxFailedLogins, cfg.LoginWindow)),
-		sessions: &sessionStore{ttl: cfg.SessionTTL, m: map[[32]byte]session{}},
+		sessions: newSessionStore(cfg.SessionTTL, reg),
 	}
 	if cfg.Cert != "" {
 		fc, err := newFileCert(cfg.Cert, cfg.Key, log)
@@ -74,10 +74,13 @@ func New(ctx context.Context, cfg Config, dataDir string, reg *registry.Registry
 	return s, nil
 }
 
-// Reload re-reads accounts and tokens (after account and token changes).
+// Reload re-reads accounts, tokens and login sessions (after account and token changes).
 func (s *Server) Reload(ctx context.Context) error {
 	d, err := loadDirectory(ctx, s.reg)
 	if err != nil {
+		return err
+	}
+	if err := s.sessions.load(ctx); err != nil {
 		return err
 	}
 	s.dir.Store(d)

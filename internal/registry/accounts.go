@@ -62,7 +62,8 @@ func (r *Registry) AddAccount(ctx context.Context, name, passwordHash string) (*
 	return r.Account(ctx, name)
 }
 
-// SetPassword replaces an account's password hash.
+// SetPassword replaces an account's password hash and ends its login sessions (a
+// password is changed when it may be known to someone else).
 func (r *Registry) SetPassword(ctx context.Context, name, passwordHash string) error {
 	return r.withTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE accounts SET password=? WHERE name=?`, passwordHash, name)
@@ -72,7 +73,13 @@ func (r *Registry) SetPassword(ctx context.Context, name, passwordHash string) e
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("%w: account %q", ErrNotFound, name)
 		}
-		return addEvent(ctx, tx, Event{Kind: "account_password", Detail: "password changed for account " + name})
+		res, err = tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE account=(SELECT id FROM accounts WHERE name=?)`, name)
+		if err != nil {
+			return fmt.Errorf("registry: end login sessions: %w", err)
+		}
+		ended, _ := res.RowsAffected()
+		return addEvent(ctx, tx, Event{Kind: "account_password",
+			Detail: fmt.Sprintf("password changed for account %s; %d login session(s) ended", name, ended)})
 	})
 }
 

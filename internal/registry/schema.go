@@ -77,4 +77,13 @@ CREATE TABLE IF NOT EXISTS tokens (
 	expires_at TEXT,
 	revoked_at TEXT
 );
+-- Front-door login sessions (the login page's cookie), so a hub restart does not log
+-- everyone out. Only the cookie's SHA-256 is stored, as for tokens.
+CREATE TABLE IF NOT EXISTS login_sessions (
+	hash       TEXT PRIMARY KEY,
+	account    INTEGER NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+	created_at TEXT NOT NULL,
+	expires_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS login_sessions_account ON login_sessions(account);
 `

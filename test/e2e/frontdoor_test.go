@@ -394,6 +394,109 @@ func TestFrontdoor(t *testing.T) {
 	})
 }
 
+// fdSessionCookie is the front door's login session cookie.
+const fdSessionCookie = "iotsafe_session"
+
+// A login-page session outlives a hub restart (it is in the registry, as a hash only);
+// logging out ends it for good, and a password change ends the account's sessions.
+func TestFrontdoorLoginSessionSurvivesRestart(t *testing.T) {
+	h := startHub(t, "", "frontdoor:\n  listen: 127.0.0.1:0\n  domain: "+fdDomain+"\n")
+	h.addAccount("alice", "alice-password-1")
+	ca := h.mustCLI("frontdoor", "ca")
+	jar, _ := cookiejar.New(nil)
+	c := fdClient(t, h, ca, jar)
+	portal := "https://" + fdDomain + "/"
+	// whoAmI asks the portal with cookie (the jar's when ""), and returns the status.
+	whoAmI := func(cookie string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", portal, nil)
+		req.Header.Set("Accept", "application/json")
+		if cookie != "" {
+			req.Header.Set("Cookie", fdSessionCookie+"="+cookie)
+			resp, err := fdClient(t, h, ca, nil).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		resp := do(t, c, req)
+		if body := readBody(t, resp); resp.StatusCode == 200 && !strings.Contains(body, `"account":"alice"`) {
+			t.Fatalf("portal answered for someone else: %s", body)
+		}
+		return resp.StatusCode
+	}
+	login := func() string {
+		t.Helper()
+		resp, err := c.PostForm(portal+"login", url.Values{"user": {"alice"}, "password": {"alice-password-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, ck := range resp.Cookies() {
+			if ck.Name == fdSessionCookie && ck.Value != "" {
+				return ck.Value
+			}
+		}
+		t.Fatalf("login: %d without a session cookie", resp.StatusCode)
+		return ""
+	}
+	restart := func() {
+		t.Helper()
+		h.stop()
+		h.start()
+	}
+
+	cookie := login()
+	if code := whoAmI(""); code != 200 {
+		t.Fatalf("after login: %d", code)
+	}
+	restart()
+	if code := whoAmI(""); code != 200 {
+		t.Fatalf("after a hub restart the login session is gone: %d", code)
+	}
+	// The registry holds a hash of the cookie, never the cookie.
+	files, _ := filepath.Glob(filepath.Join(h.data, "*.db*"))
+	if len(files) == 0 {
+		t.Fatalf("no registry database in %s", h.data)
+	}
+	for _, f := range files {
+		if b, _ := os.ReadFile(f); strings.Contains(string(b), cookie) {
+			t.Fatalf("%s holds the session cookie in the clear", f)
+		}
+	}
+
+	// Logout ends the session, also across a restart.
+	req, _ := http.NewRequest("POST", portal+"logout", nil)
+	if resp := do(t, c, req); resp.StatusCode != 303 {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+	if code := whoAmI(cookie); code != 401 {
+		t.Fatalf("cookie after logout: %d", code)
+	}
+	restart()
+	if code := whoAmI(cookie); code != 401 {
+		t.Fatalf("cookie after logout and a restart: %d", code)
+	}
+
+	// A password change ends the account's sessions at once, with the hub running.
+	cookie = login()
+	if code := whoAmI(cookie); code != 200 {
+		t.Fatalf("second login: %d", code)
+	}
+	cmd := exec.Command(iotsafeBin, "account", "passwd", "alice", "--password-stdin", "--data", h.data)
+	cmd.Stdin = strings.NewReader("alice-password-2\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("account passwd: %v\n%s", err, out)
+	}
+	if code := whoAmI(cookie); code != 401 {
+		t.Fatalf("session after a password change: %d", code)
+	}
+	if out := h.mustCLI("events", "--kind", "account_password"); !strings.Contains(out, "1 login session(s) ended") {
+		t.Fatalf("password change event does not say the session ended:\n%s", out)
+	}
+}
+
 // addAccount creates a front-door account with a password given on standard input.
 func (h *hubProc) addAccount(name, pw string) {
 	h.t.Helper()

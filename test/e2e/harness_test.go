@@ -236,7 +236,7 @@ func (h *hubProc) start() {
 	}
 	stdout, _ := h.cmd.StdoutPipe()
 	stderr, _ := h.cmd.StderrPipe()
-	if err := h.cmd.Start(); err != nil {
+	if err := childproc.Start(h.cmd); err != nil {
 		t.Fatal(err)
 	}
 	h.log = newLogWatch(stderr)

@@ -1,0 +1,68 @@
+package registry
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// LoginSession is a front-door login session. Only the cookie's hash is stored: a copy
+// of the registry does not let anyone log in.
+type LoginSession struct {
+	Hash      string // hex SHA-256 of the session cookie
+	AccountID int64
+	ExpiresAt time.Time
+}
+
+// AddLoginSession stores a session and drops the ones that have expired. A session of an
+// account that no longer exists is refused (ErrNotFound).
+func (r *Registry) AddLoginSession(ctx context.Context, s LoginSession) error {
+	return r.withTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE expires_at<=?`, now()); err != nil {
+			return fmt.Errorf("registry: expire login sessions: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO login_sessions(hash, account, created_at, expires_at)
+			SELECT ?, id, ?, ? FROM accounts WHERE id=?`, s.Hash, now(), s.ExpiresAt.UTC().Format(timeLayout), s.AccountID)
+		if err != nil {
+			return fmt.Errorf("registry: add login session: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: account id %d", ErrNotFound, s.AccountID)
+		}
+		return nil
+	})
+}
+
+// RemoveLoginSession deletes a session (logout); an unknown hash is not an error.
+func (r *Registry) RemoveLoginSession(ctx context.Context, hash string) error {
+	if _, err := r.db.ExecContext(ctx, `DELETE FROM login_sessions WHERE hash=?`, hash); err != nil {
+		return fmt.Errorf("registry: remove login session: %w", err)
+	}
+	return nil
+}
+
+// LoginSessions lists the sessions still valid at the given time.
+func (r *Registry) LoginSessions(ctx context.Context, at time.Time) ([]LoginSession, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT hash, account, expires_at FROM login_sessions WHERE expires_at>? ORDER BY expires_at`,
+		at.UTC().Format(timeLayout))
+	if err != nil {
+		return nil, fmt.Errorf("registry: login sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []LoginSession
+	for rows.Next() {
+		var s LoginSession
+		var exp string
+		if err := rows.Scan(&s.Hash, &s.AccountID, &exp); err != nil {
+			return nil, fmt.Errorf("registry: login sessions: %w", err)
+		}
+		t := parseTime(sql.NullString{String: exp, Valid: true})
+		if t == nil {
+			continue // unreadable: treated as expired
+		}
+		s.ExpiresAt = *t
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
