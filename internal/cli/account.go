@@ -26,7 +26,7 @@ func accountCmd(g *globals) *cobra.Command {
 in with HTTP Basic, a Bearer token, or the login page, and reaches what 'iotsafe grant
 --account NAME ...' allows.`,
 	}
-	c.AddCommand(accountAddCmd(g), accountPasswdCmd(g), accountListCmd(g), accountRemoveCmd(g),
+	c.AddCommand(accountAddCmd(g), accountPasswdCmd(g), accountListCmd(g), accountRemoveCmd(g), accountLogoutCmd(g),
 		accountTokenCmd(g), accountTokensCmd(g), accountRevokeTokenCmd(g))
 	return c
 }
@@ -146,13 +146,13 @@ func accountListCmd(g *globals) *cobra.Command {
 					return printJSON(cmd.OutOrStdout(), as)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ACCOUNT\tPASSWORD\tTOKENS\tCREATED")
+				fmt.Fprintln(tw, "ACCOUNT\tPASSWORD\tTOKENS\tSESSIONS\tCREATED")
 				for _, a := range as {
 					pw := "no"
 					if a.HasPass {
 						pw = "set"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", a.Name, pw, a.Tokens, a.CreatedAt.Format(time.RFC3339))
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", a.Name, pw, a.Tokens, a.Sessions, a.CreatedAt.Format(time.RFC3339))
 				}
 				return tw.Flush()
 			})
@@ -173,6 +173,27 @@ func accountRemoveCmd(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "account %s removed\n", args[0])
+				return g.reloadAccess(cmd, true)
+			})
+		},
+	}
+}
+
+func accountLogoutCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "logout NAME",
+		Short: "End an account's login-page sessions at once (its password and tokens stay)",
+		Long: `Ends every login-page session of the account, on the running hub at once: its browsers
+must log in again. Passwords and API tokens are not touched; 'iotsafe account passwd'
+(which also ends the sessions) and 'iotsafe account revoke-token' handle those.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				n, err := reg.EndLoginSessions(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d login session(s) of %s ended\n", n, args[0])
 				return g.reloadAccess(cmd, true)
 			})
 		},

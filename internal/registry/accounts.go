@@ -21,6 +21,7 @@ type Account struct {
 	HasPass   bool      `json:"password_set"`
 	CreatedAt time.Time `json:"created_at"`
 	Tokens    int       `json:"active_tokens"`
+	Sessions  int       `json:"login_sessions"` // open login-page sessions
 }
 
 // Token is an API token of an account; only its hash is stored.
@@ -73,11 +74,10 @@ func (r *Registry) SetPassword(ctx context.Context, name, passwordHash string) e
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("%w: account %q", ErrNotFound, name)
 		}
-		res, err = tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE account=(SELECT id FROM accounts WHERE name=?)`, name)
+		ended, err := endLoginSessions(ctx, tx, name)
 		if err != nil {
-			return fmt.Errorf("registry: end login sessions: %w", err)
+			return err
 		}
-		ended, _ := res.RowsAffected()
 		return addEvent(ctx, tx, Event{Kind: "account_password",
 			Detail: fmt.Sprintf("password changed for account %s; %d login session(s) ended", name, ended)})
 	})
@@ -102,13 +102,15 @@ func (r *Registry) RemoveAccount(ctx context.Context, name string) error {
 	})
 }
 
+// accountCols reads an account with its counts; ?1 is the current time.
 const accountCols = `a.id, a.name, a.password, a.created_at,
-	(SELECT COUNT(*) FROM tokens t WHERE t.account=a.id AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?))`
+	(SELECT COUNT(*) FROM tokens t WHERE t.account=a.id AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?1)),
+	(SELECT COUNT(*) FROM login_sessions s WHERE s.account=a.id AND s.expires_at > ?1)`
 
 func scanAccount(sc interface{ Scan(...any) error }) (*Account, error) {
 	var a Account
 	var created string
-	if err := sc.Scan(&a.ID, &a.Name, &a.Password, &created, &a.Tokens); err != nil {
+	if err := sc.Scan(&a.ID, &a.Name, &a.Password, &created, &a.Tokens, &a.Sessions); err != nil {
 		return nil, err
 	}
 	a.HasPass = a.Password != ""
@@ -120,7 +122,7 @@ func scanAccount(sc interface{ Scan(...any) error }) (*Account, error) {
 
 // Account returns one account.
 func (r *Registry) Account(ctx context.Context, name string) (*Account, error) {
-	a, err := scanAccount(r.db.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts a WHERE a.name=?`, now(), name))
+	a, err := scanAccount(r.db.QueryRowContext(ctx, `SELECT `+accountCols+` FROM accounts a WHERE a.name=?2`, now(), name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: account %q", ErrNotFound, name)
 	}

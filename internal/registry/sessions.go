@@ -66,3 +66,32 @@ func (r *Registry) LoginSessions(ctx context.Context, at time.Time) ([]LoginSess
 	}
 	return out, rows.Err()
 }
+
+// EndLoginSessions ends every login session of an account (a lost laptop, a person who
+// left) and returns how many there were.
+func (r *Registry) EndLoginSessions(ctx context.Context, account string) (int64, error) {
+	var ended int64
+	err := r.withTx(ctx, func(tx *sql.Tx) error {
+		var exists int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM accounts WHERE name=?`, account).Scan(&exists); err != nil {
+			return fmt.Errorf("registry: end login sessions: %w", err)
+		}
+		if exists == 0 {
+			return fmt.Errorf("%w: account %q", ErrNotFound, account)
+		}
+		var err error
+		if ended, err = endLoginSessions(ctx, tx, account); err != nil {
+			return err
+		}
+		return addEvent(ctx, tx, Event{Kind: "account_logout", Detail: fmt.Sprintf("%d login session(s) of account %s ended by the operator", ended, account)})
+	})
+	return ended, err
+}
+
+func endLoginSessions(ctx context.Context, tx *sql.Tx, account string) (int64, error) {
+	res, err := tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE account=(SELECT id FROM accounts WHERE name=?)`, account)
+	if err != nil {
+		return 0, fmt.Errorf("registry: end login sessions: %w", err)
+	}
+	return res.RowsAffected()
+}

@@ -8,7 +8,8 @@ import (
 )
 
 // Login sessions: listed until they expire, refused for an unknown account, ended by a
-// password change and by removing the account, and kept across a reopen.
+// password change, by the operator and by removing the account, and kept across a
+// reopen.
 func TestLoginSessions(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -51,6 +52,21 @@ func TestLoginSessions(t *testing.T) {
 	r = open(t, dir)
 	if got := hashes(); len(got) != 2 {
 		t.Fatalf("after reopening: %v", got)
+	}
+	if a, _ := r.Account(ctx, "alice"); a.Sessions != 1 {
+		t.Fatalf("alice has %d open sessions, want 1 (one expired)", a.Sessions)
+	}
+	// The operator ends carol's sessions; nobody else's go.
+	carol, _ := r.AddAccount(ctx, "carol", "")
+	r.AddLoginSession(ctx, LoginSession{Hash: "c1", AccountID: carol.ID, ExpiresAt: later})
+	if n, err := r.EndLoginSessions(ctx, "carol"); n != 1 || err != nil {
+		t.Fatalf("ending carol's sessions: %d, %v", n, err)
+	}
+	if _, err := r.EndLoginSessions(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ending an unknown account's sessions: %v", err)
+	}
+	if got := hashes(); len(got) != 2 {
+		t.Fatalf("after ending carol's: %v", got)
 	}
 	if err := r.SetPassword(ctx, "alice", "$argon2id$new"); err != nil {
 		t.Fatal(err)

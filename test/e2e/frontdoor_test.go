@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -494,6 +495,28 @@ func TestFrontdoorLoginSessionSurvivesRestart(t *testing.T) {
 	}
 	if out := h.mustCLI("events", "--kind", "account_password"); !strings.Contains(out, "1 login session(s) ended") {
 		t.Fatalf("password change event does not say the session ended:\n%s", out)
+	}
+
+	// The operator ends a person's sessions without touching the password.
+	resp, err := c.PostForm(portal+"login", url.Values{"user": {"alice"}, "password": {"alice-password-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if code := whoAmI(""); code != 200 {
+		t.Fatalf("login with the new password: %d", code)
+	}
+	if out := h.mustCLI("account", "list"); !regexp.MustCompile(`(?m)^alice +set +0 +1 `).MatchString(out) {
+		t.Fatalf("account list does not show alice's one session:\n%s", out)
+	}
+	if out := h.mustCLI("account", "logout", "alice"); !strings.Contains(out, "1 login session(s) of alice ended") {
+		t.Fatalf("account logout: %s", out)
+	}
+	if code := whoAmI(""); code != 401 {
+		t.Fatalf("session after 'account logout': %d", code)
+	}
+	if out, err := h.cli("account", "logout", "nobody"); err == nil || !strings.Contains(out, `account "nobody"`) {
+		t.Fatalf("logout of an unknown account: %v %s", err, out)
 	}
 }
 
