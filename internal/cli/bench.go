@@ -50,21 +50,28 @@ func benchSetup(cmd *cobra.Command) (bin, scratch string, p *lab.Progress, err e
 	if bin, err = os.Executable(); err != nil {
 		return "", "", nil, err
 	}
-	if scratch, err = os.MkdirTemp("", "iotsafe-bench-"); err != nil {
+	stderr := cmd.ErrOrStderr()
+	sweepStaleRuns(stderr)
+	if scratch, err = lab.NewScratch(); err != nil {
 		return "", "", nil, err
 	}
-	stderr := cmd.ErrOrStderr()
-	sweepStaleNetns(stderr)
 	f, isFile := stderr.(*os.File)
 	return bin, scratch, &lab.Progress{W: stderr, TTY: isFile && term.IsTerminal(int(f.Fd()))}, nil
 }
 
-// sweepStaleNetns removes the network namespaces of lab runs that were killed before
-// they could clean up, and says so.
-func sweepStaleNetns(w io.Writer) {
-	gone, err := lab.SweepStaleNetns()
-	for _, ns := range gone {
+// sweepStaleRuns removes what lab runs killed before they could clean up left behind
+// (network namespaces, scratch folders), and says so.
+func sweepStaleRuns(w io.Writer) {
+	netns, err := lab.SweepStaleNetns()
+	for _, ns := range netns {
 		fmt.Fprintf(w, "removed network namespace %s: the lab run that made it is gone\n", ns)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "warning: %v\n", err)
+	}
+	dirs, err := lab.SweepStaleScratch()
+	for _, d := range dirs {
+		fmt.Fprintf(w, "removed scratch folder %s: the lab run that made it is gone\n", d)
 	}
 	if err != nil {
 		fmt.Fprintf(w, "warning: %v\n", err)
@@ -297,7 +304,7 @@ removed afterwards. Constants and sources: docs/bench.md and internal/linkemu.`,
 					n = 64 << 20
 				}
 			}
-			sweepStaleNetns(cmd.ErrOrStderr())
+			sweepStaleRuns(cmd.ErrOrStderr())
 			fmt.Fprintf(cmd.ErrOrStderr(), "sending %d bytes over the emulated %s link...\n", n, link)
 			r, err := lab.RunLink(cmd.Context(), prof, n)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -181,6 +182,48 @@ func SweepStaleNetns() ([]string, error) {
 			return gone, fmt.Errorf("lab: removing stale namespace %s: %v: %s", e.Name(), err, bytes.TrimSpace(out))
 		}
 		gone = append(gone, e.Name())
+	}
+	return gone, nil
+}
+
+// scratchName matches the scratch folders NewScratch makes: iotsafe-bench-PID-RANDOM.
+var scratchName = regexp.MustCompile(`^iotsafe-bench-([0-9]+)-[0-9]+$`)
+
+// NewScratch makes a run's scratch folder (keys, configurations, peers' files) in the
+// temporary directory, named after this process so SweepStaleScratch can tell whose it
+// is. The caller removes it.
+func NewScratch() (string, error) {
+	return os.MkdirTemp("", fmt.Sprintf("iotsafe-bench-%d-", os.Getpid()))
+}
+
+// SweepStaleScratch removes the scratch folders of runs that no longer exist and returns
+// their paths. Only folders of this user, by NewScratch's name, directly in the
+// temporary directory are considered.
+func SweepStaleScratch() ([]string, error) {
+	tmp := os.TempDir()
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, e := range entries {
+		m := scratchName.FindStringSubmatch(e.Name())
+		if m == nil || !e.IsDir() { // IsDir is false for a symbolic link
+			continue
+		}
+		pid, err := strconv.Atoi(m[1])
+		if err != nil || pid <= 0 || processRuns(pid) {
+			continue
+		}
+		path := filepath.Join(tmp, e.Name())
+		var st unix.Stat_t
+		if unix.Lstat(path, &st) != nil || int(st.Uid) != os.Getuid() {
+			continue
+		}
+		if err := os.RemoveAll(path); err != nil {
+			return gone, fmt.Errorf("lab: removing stale scratch folder %s: %w", path, err)
+		}
+		gone = append(gone, path)
 	}
 	return gone, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -64,5 +65,44 @@ func TestProcessRuns(t *testing.T) {
 	cmd.Wait()
 	if processRuns(cmd.Process.Pid) {
 		t.Fatal("a reaped process counts as running")
+	}
+}
+
+// Scratch folders of killed runs are removed; this run's, a symbolic link and other
+// names are left alone.
+func TestSweepStaleScratch(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	mine, err := NewScratch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(tmp, fmt.Sprintf("iotsafe-bench-%d-123", gone.Process.Pid))
+	os.MkdirAll(filepath.Join(dead, "keys"), 0o700)
+	os.WriteFile(filepath.Join(dead, "keys", "k"), []byte("x"), 0o600)
+	target := t.TempDir()
+	link := filepath.Join(tmp, fmt.Sprintf("iotsafe-bench-%d-456", gone.Process.Pid))
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(tmp, fmt.Sprintf("iotsafe-bench-%d", gone.Process.Pid))
+	os.Mkdir(other, 0o700)
+
+	removed, err := SweepStaleScratch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(removed, []string{dead}) {
+		t.Fatalf("removed %v, want [%s]", removed, dead)
+	}
+	for path, want := range map[string]bool{dead: false, mine: true, link: true, target: true, other: true} {
+		_, err := os.Lstat(path)
+		if got := err == nil; got != want {
+			t.Errorf("%s exists: %v, want %v", path, got, want)
+		}
 	}
 }
