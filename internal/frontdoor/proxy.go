@@ -158,7 +158,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	limit, timeout := s.cfg.limits(t.Alias)
+	limit, timeout := s.limits.Load().limits(t.Alias)
 	if r.ContentLength > limit {
 		s.fail(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes (the limit for %s)", limit, t.Alias))
 		return

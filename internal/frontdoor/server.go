@@ -35,6 +35,7 @@ type Server struct {
 	ca       *CA // nil with an operator's certificate
 	getCert  func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	dir      atomic.Pointer[directory]
+	limits   atomic.Pointer[Config] // body limits, response timeouts, routes: Reconfigure changes them
 	auth     *authenticator
 	sessions *sessionStore
 	routes   routeCache
@@ -70,6 +71,7 @@ func New(ctx context.Context, cfg Config, dataDir string, reg *registry.Registry
 	if err := s.Reload(ctx); err != nil {
 		return nil, err
 	}
+	s.limits.Store(&cfg)
 	s.proxy = s.newProxy()
 	return s, nil
 }
@@ -86,6 +88,38 @@ func (s *Server) Reload(ctx context.Context) error {
 	s.dir.Store(d)
 	s.routes.reset()
 	return nil
+}
+
+// Reconfigure applies what a running front door can change, the request limits
+// (max_body, response_timeout, routes), and returns the settings that differ from the
+// running ones but take effect only at a restart.
+func (s *Server) Reconfigure(cfg Config) (needRestart []string, err error) {
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	old := s.cfg
+	for _, f := range []struct {
+		name string
+		same bool
+	}{
+		{"listen", cfg.Listen == old.Listen},
+		{"domain", cfg.Domain == old.Domain},
+		{"cert", cfg.Cert == old.Cert},
+		{"key", cfg.Key == old.Key},
+		{"read_header_timeout", cfg.ReadHeaderTimeout == old.ReadHeaderTimeout},
+		{"idle_timeout", cfg.IdleTimeout == old.IdleTimeout},
+		{"max_conns", cfg.MaxConns == old.MaxConns},
+		{"session_ttl", cfg.SessionTTL == old.SessionTTL},
+		{"max_failed_logins", cfg.MaxFailedLogins == old.MaxFailedLogins},
+		{"login_window", cfg.LoginWindow == old.LoginWindow},
+	} {
+		if !f.same {
+			needRestart = append(needRestart, f.name)
+		}
+	}
+	s.limits.Store(&cfg)
+	return needRestart, nil
 }
 
 // CA is the local CA, or nil when the operator gave a certificate.

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -211,10 +212,26 @@ func (h *Hub) OnlineDevices() map[string]bool {
 	return out
 }
 
-// Reload applies what can change without a restart: log level and keepalive timings.
+// Reload applies what can change without a restart: log level, keepalive timings and
+// the front door's request limits. Other front-door changes are named in a warning.
 func (h *Hub) Reload(cfg Config) error {
 	if _, err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	switch {
+	case h.front != nil && cfg.Frontdoor.Enabled():
+		restart, err := h.front.Reconfigure(cfg.Frontdoor)
+		if err != nil {
+			return fmt.Errorf("%w: frontdoor: %v", ErrConfig, err)
+		}
+		h.log.Info("front door limits reloaded (max_body, response_timeout, routes)")
+		if len(restart) > 0 {
+			h.log.Warn("front door settings changed that take effect only at a restart; the running ones stay", "settings", strings.Join(restart, ", "))
+		}
+	case h.front != nil:
+		h.log.Warn("the front door stays on until the hub restarts (frontdoor.listen was removed)")
+	case cfg.Frontdoor.Enabled():
+		h.log.Warn("the front door starts only when the hub restarts (frontdoor.listen was added)")
 	}
 	if h.level != nil {
 		h.level.Set(parseLevel(cfg.Log.Level))

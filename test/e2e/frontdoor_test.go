@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -393,6 +394,49 @@ func TestFrontdoor(t *testing.T) {
 			t.Fatal("a password or token reached the hub's log")
 		}
 	})
+}
+
+// SIGHUP changes the front door's request limits on the running hub; settings that need
+// a restart are named in a warning and the running ones stay.
+func TestFrontdoorReloadsLimits(t *testing.T) {
+	h := startHub(t, "", "frontdoor:\n  listen: 127.0.0.1:0\n  domain: "+fdDomain+"\n  routes:\n    - {alias: upload, max_body: 1KiB}\n")
+	prof := filepath.Join(h.data, "web.yaml")
+	os.WriteFile(prof, []byte("name: web\nreverse: {upload: 81}\n"), 0o600)
+	key := h.addDevice("dev42", "--profile", prof)
+	app := newFrontdoorApp(t)
+	a := startAgent(t, h, key, "--expose", "upload="+hostPortOf(app.srv))
+	a.stderr.wait(t, "session up")
+	h.addAccount("alice", "alice-password-1")
+	h.mustCLI("grant", "--account", "alice", "dev42", "upload")
+	caFile := filepath.Join(h.data, "exported-ca.crt")
+	os.WriteFile(caFile, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	upload := func() (string, int) {
+		t.Helper()
+		body, code, _ := fdCurl(t, h, caFile, "upload.dev42."+fdDomain, "-u", "alice:alice-password-1", "--data-binary", strings.Repeat("x", 2000), "/upload")
+		return body, code
+	}
+	if body, code := upload(); code != 413 {
+		t.Fatalf("2000 bytes over a 1 KiB limit: %d %q", code, body)
+	}
+
+	cfg, _ := os.ReadFile(h.config)
+	changed := strings.Replace(string(cfg), "max_body: 1KiB", "max_body: 4KiB", 1)
+	changed = strings.Replace(changed, "  domain: ", "  session_ttl: 1h\n  domain: ", 1)
+	os.WriteFile(h.config, []byte(changed), 0o600)
+	h.cmd.Process.Signal(syscall.SIGHUP)
+	h.log.wait(t, "front door limits reloaded (max_body, response_timeout, routes)")
+	h.log.wait(t, "front door settings changed that take effect only at a restart; the running ones stay", "settings", "session_ttl")
+	if body, code := upload(); code != 200 || !strings.Contains(body, "got 2000 bytes") {
+		t.Fatalf("2000 bytes after raising the limit to 4 KiB: %d %q", code, body)
+	}
+
+	// A broken front-door section is refused as a whole; the limits in force stay.
+	os.WriteFile(h.config, []byte(strings.Replace(changed, "max_body: 4KiB", "max_body: lots", 1)), 0o600)
+	h.cmd.Process.Signal(syscall.SIGHUP)
+	h.log.wait(t, "reload refused; keeping the running configuration")
+	if body, code := upload(); code != 200 {
+		t.Fatalf("after a refused reload: %d %q", code, body)
+	}
 }
 
 // fdSessionCookie is the front door's login session cookie.
