@@ -33,6 +33,7 @@ const (
 type Request struct {
 	Op     string `json:"op"`
 	Device string `json:"device,omitempty"`
+	Key    string `json:"key,omitempty"` // kick: only sessions that authenticated with this key (fingerprint)
 	Reason string `json:"reason,omitempty"`
 }
 
@@ -46,7 +47,7 @@ type Reply struct {
 
 // Handler executes requests inside the hub.
 type Handler interface {
-	Kick(device, reason string) int
+	KickKey(device, fingerprint, reason string) int // "" closes all the device's sessions
 	OnlineDevices() map[string]bool
 	ReloadAccess() error
 }
@@ -159,8 +160,8 @@ func (s *Server) do(req Request, cred *unix.Ucred) Reply {
 		if req.Device == "" {
 			return Reply{Error: "kick needs a device"}
 		}
-		n := s.h.Kick(req.Device, req.Reason)
-		s.log.Info("admin kick", "device", req.Device, "reason", req.Reason, "closed", n, "uid", cred.Uid)
+		n := s.h.KickKey(req.Device, req.Key, req.Reason)
+		s.log.Info("admin kick", "device", req.Device, "key", req.Key, "reason", req.Reason, "closed", n, "uid", cred.Uid)
 		return Reply{OK: true, Closed: n}
 	case OpStatus:
 		return Reply{OK: true, Online: s.h.OnlineDevices()}

@@ -13,7 +13,10 @@ import (
 type fakeHub struct{ kicked []string }
 
 // The hub side is a plain recorder: the socket protocol and credential check are real.
-func (f *fakeHub) Kick(device, _ string) int      { f.kicked = append(f.kicked, device); return 1 }
+func (f *fakeHub) KickKey(device, key, _ string) int {
+	f.kicked = append(f.kicked, device+key)
+	return 1
+}
 func (f *fakeHub) OnlineDevices() map[string]bool { return map[string]bool{"dev1": true} }
 func (f *fakeHub) ReloadAccess() error            { return nil }
 

@@ -25,7 +25,8 @@ import (
 
 func deviceCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "device", Short: "Enroll, list, show, revoke and remove devices"}
-	c.AddCommand(deviceAddCmd(g), deviceListCmd(g), deviceShowCmd(g), deviceRevokeCmd(g), deviceRemoveCmd(g), deviceSetGroupsCmd(g))
+	c.AddCommand(deviceAddCmd(g), deviceListCmd(g), deviceShowCmd(g), deviceRevokeCmd(g), deviceRemoveCmd(g), deviceSetGroupsCmd(g),
+		deviceKeyCmd(g))
 	return c
 }
 
@@ -61,15 +62,14 @@ func deviceAddCmd(g *globals) *cobra.Command {
 					return err
 				}
 			} else {
-				if key, keyFile, err = generateDeviceKey(keygen, name); err != nil {
+				if key, keyFile, err = generateDeviceKey(filepath.Join(keygen, name), name); err != nil {
 					return err
 				}
 			}
 			d, err := reg.AddDevice(ctx, name, profName, key, groups...)
 			if err != nil {
 				if keyFile != "" {
-					os.Remove(keyFile)
-					os.Remove(keyFile + ".pub")
+					removeKeyPair(keyFile)
 				}
 				return err
 			}
@@ -137,15 +137,22 @@ func readPublicKey(path string) (ssh.PublicKey, error) {
 	return k, nil
 }
 
-func generateDeviceKey(dir, name string) (ssh.PublicKey, string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// removeKeyPair deletes a key pair generateDeviceKey wrote, when enrolling it failed.
+func removeKeyPair(path string) {
+	os.Remove(path)
+	os.Remove(path + ".pub")
+}
+
+// generateDeviceKey writes a new ed25519 key pair to path (0600) and path.pub, with name
+// as the public key's comment, creating path's folder.
+func generateDeviceKey(path, name string) (ssh.PublicKey, string, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, "", fmt.Errorf("--keygen: %w", err)
 	}
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, "", err
 	}
-	path := filepath.Join(dir, name)
 	if err := hub.WritePrivateKey(path, priv, name); err != nil {
 		return nil, "", fmt.Errorf("--keygen: %w (remove the old key first if you mean to replace it)", err)
 	}
@@ -304,7 +311,7 @@ func deviceRevokeCmd(g *globals) *cobra.Command {
 				if err := reg.RevokeDevice(cmd.Context(), args[0], reason); err != nil {
 					return err
 				}
-				return g.kick(cmd, args[0], "key revoked", "revoked", asJSON)
+				return g.kick(cmd, args[0], "", "key revoked", "revoked", "revoked "+args[0], asJSON)
 			})
 		},
 	}
@@ -327,7 +334,7 @@ func deviceRemoveCmd(g *globals) *cobra.Command {
 				if err := g.reloadAccess(cmd, true); err != nil {
 					return err
 				}
-				return g.kick(cmd, args[0], "device removed", "removed", asJSON)
+				return g.kick(cmd, args[0], "", "device removed", "removed", "removed "+args[0], asJSON)
 			})
 		},
 	}
@@ -335,16 +342,18 @@ func deviceRemoveCmd(g *globals) *cobra.Command {
 	return c
 }
 
-// kick tells a running hub to close the device's sessions now and reports the outcome
-// of the registry change (done) together with it.
-func (g *globals) kick(cmd *cobra.Command, device, why, done string, asJSON bool) error {
+// kick tells a running hub to close the device's sessions now (only those of one key
+// when fingerprint is set) and reports the registry change (action, and headline for
+// people) together with what the hub did.
+func (g *globals) kick(cmd *cobra.Command, device, fingerprint, why, action, headline string, asJSON bool) error {
 	res := struct {
 		Device     string `json:"device"`
+		Key        string `json:"key,omitempty"`
 		Action     string `json:"action"`
 		HubRunning bool   `json:"hub_running"`
 		Closed     int    `json:"closed_sessions"`
-	}{Device: device, Action: done}
-	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpKick, Device: device, Reason: why})
+	}{Device: device, Key: fingerprint, Action: action}
+	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpKick, Device: device, Key: fingerprint, Reason: why})
 	switch {
 	case errors.Is(err, admin.ErrHubNotRunning):
 	case err != nil:
@@ -356,7 +365,7 @@ func (g *globals) kick(cmd *cobra.Command, device, why, done string, asJSON bool
 		return printJSON(cmd.OutOrStdout(), res)
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "%s %s\n", done, device)
+	fmt.Fprintln(w, headline)
 	switch {
 	case !res.HubRunning:
 		fmt.Fprintln(w, "hub not running: the change applies when it starts")

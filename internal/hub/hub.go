@@ -194,8 +194,10 @@ func (h *Hub) HostKeys() []ssh.PublicKey {
 // Registry gives in-process callers (the demo, tests) the hub's registry.
 func (h *Hub) Registry() *registry.Registry { return h.reg }
 
-// Kick implements admin.Handler.
-func (h *Hub) Kick(device, reason string) int { return h.ssh.Kick(device, reason) }
+// KickKey implements admin.Handler.
+func (h *Hub) KickKey(device, fingerprint, reason string) int {
+	return h.ssh.KickKey(device, fingerprint, reason)
+}
 
 // OnlineDevices implements admin.Handler.
 func (h *Hub) OnlineDevices() map[string]bool {

@@ -12,6 +12,8 @@ const (
 	EventDeviceAdded   = "device_added"
 	EventDeviceRemoved = "device_removed"
 	EventRevoked       = "revoked"
+	EventKeyAdded      = "key_added"
+	EventKeyRevoked    = "key_revoked"
 	EventAuthRefused   = "auth_refused"
 	EventSessionOpen   = "session_open"
 	EventSessionClose  = "session_close"

@@ -68,6 +68,7 @@ func (s *Server) admitSession(meta ssh.ConnMetadata, key ssh.PublicKey, perms *s
 		return nil, refuse("device %q has no usable profile %q; ask the operator", name, d.Profile)
 	}
 	sess := newSession(s, d, prof, remote)
+	sess.keyFP = ssh.FingerprintSHA256(key)
 	if err := s.reserve(sess, connKey(meta.RemoteAddr(), meta.LocalAddr())); err != nil {
 		s.violation(sess.device, prof, err.Error(), remote)
 		return nil, refuse("%v", err)

@@ -22,6 +22,7 @@ type session struct {
 	device *registry.Device
 	prof   *profile.Profile
 	remote string
+	keyFP  string // fingerprint of the key the device authenticated with
 	log    *slog.Logger
 
 	conn     *ssh.ServerConn              // nil while pending
@@ -282,12 +283,18 @@ func (ss *session) keepalive() {
 
 // Kick closes every live session of a device (after a revoke or removal). It reports
 // how many sessions it closed.
-func (s *Server) Kick(device, why string) int {
+func (s *Server) Kick(device, why string) int { return s.KickKey(device, "", why) }
+
+// KickKey closes the device's live sessions that authenticated with the key of that
+// fingerprint ("" closes all of them), e.g. after that key alone was revoked.
+func (s *Server) KickKey(device, fingerprint, why string) int {
 	s.mu.Lock()
 	var victims []*session
 	if ds := s.devices[device]; ds != nil {
 		for ss := range ds.sessions {
-			victims = append(victims, ss)
+			if fingerprint == "" || ss.keyFP == fingerprint {
+				victims = append(victims, ss)
+			}
 		}
 	}
 	s.mu.Unlock()

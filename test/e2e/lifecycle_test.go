@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -202,5 +203,64 @@ func TestUnixSocketForwardRefused(t *testing.T) {
 	}
 	if ev := h.events("dev1", "violation"); len(ev) != 1 || !strings.Contains(ev[0].Detail, "Unix-socket") {
 		t.Fatalf("violations: %+v", ev)
+	}
+}
+
+// Key rotation: a second key works beside the first; revoking the first closes only the
+// session that used it and refuses it from then on; the last active key cannot be
+// revoked alone.
+func TestKeyRotation(t *testing.T) {
+	h := startHub(t, "", "")
+	prof := writeProfile(t, t.TempDir(), "name: rot\nreverse: {http: 0, cfg: 0}\nmax_sessions: 2\n")
+	oldKey := h.addDevice("dev1", "--profile", prof)
+	oldApp, newApp := deviceApp(t, "old key"), deviceApp(t, "new key")
+	p := startProc(t, "ssh", append(sshArgs(h, oldKey), "-R", "http:80:"+hostPortOf(oldApp), "dev1@127.0.0.1")...)
+	h.log.wait(t, "reverse forward open", "device", "dev1")
+	mustGet(t, h.socket("dev1", "http"), "old key")
+
+	dir := t.TempDir()
+	out := h.mustCLI("device", "key", "add", "dev1", "--keygen", dir)
+	m := regexp.MustCompile(`key (SHA256:\S+) added to dev1`).FindStringSubmatch(out)
+	f := regexp.MustCompile(`private key written to (\S+) `).FindStringSubmatch(out)
+	if m == nil || f == nil {
+		t.Fatalf("key add:\n%s", out)
+	}
+	newFP, newKey := m[1], f[1]
+	if fi, err := os.Stat(newKey); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("new private key: %v, mode %v", err, fi.Mode().Perm())
+	}
+	a := startAgent(t, h, newKey, "--expose", "cfg="+hostPortOf(newApp))
+	a.stderr.wait(t, "session up")
+	mustGet(t, h.socket("dev1", "cfg"), "new key")
+	show := h.mustCLI("device", "show", "dev1")
+	if n := strings.Count(show, "(active,"); n != 2 {
+		t.Fatalf("device show lists %d active keys, want 2:\n%s", n, show)
+	}
+
+	oldFP := regexp.MustCompile(`key\s+ssh-ed25519 (SHA256:\S+) \(active`).FindStringSubmatch(show)
+	if oldFP == nil || oldFP[1] == newFP {
+		t.Fatalf("old key not found in:\n%s", show)
+	}
+	out = h.mustCLI("device", "key", "revoke", "dev1", oldFP[1])
+	if !strings.Contains(out, "closed 1 live session(s)") {
+		t.Fatalf("key revoke:\n%s", out)
+	}
+	p.waitExit(t) // the old key's session ended
+	mustGet(t, h.socket("dev1", "cfg"), "new key")
+	if n := h.log.count("session closed", "device", "dev1"); n != 1 {
+		t.Fatalf("%d sessions closed, want only the old key's", n)
+	}
+	again := exec.Command("ssh", append(sshArgs(h, oldKey), "-R", "http:80:"+hostPortOf(oldApp), "dev1@127.0.0.1")...)
+	if msg, err := again.CombinedOutput(); err == nil || !strings.Contains(string(msg), `the key of device "dev1" is revoked`) {
+		t.Fatalf("revoked old key: err=%v, client saw:\n%s", err, msg)
+	}
+	if ev := h.events("dev1", "key_revoked"); len(ev) != 1 || !strings.Contains(ev[0].Detail, oldFP[1]) {
+		t.Fatalf("key_revoked events: %+v", ev)
+	}
+	if out, err := h.cli("device", "key", "revoke", "dev1", newFP); err == nil || !strings.Contains(out, "only active key") {
+		t.Fatalf("revoking the last active key: %v\n%s", err, out)
+	}
+	if out, err := h.cli("device", "key", "add", "dev1", "--pubkey", oldKey+".pub"); err == nil || !strings.Contains(out, "belongs to device") {
+		t.Fatalf("adding a key that is already enrolled: %v\n%s", err, out)
 	}
 }
