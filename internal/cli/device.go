@@ -269,6 +269,9 @@ func printDevice(w io.Writer, d *registry.Device, online map[string]bool) {
 		if k.RevokedAt != nil {
 			st = "revoked"
 		}
+		if a := d.LastAlgos; a != nil && a.Key == k.Fingerprint {
+			st += ", used by the last session" // rotation: has the device moved to its new key?
+		}
 		fmt.Fprintf(tw, "key\t%s %s (%s, added %s)\n", k.Type, k.Fingerprint, st, k.CreatedAt.Local().Format(time.DateTime))
 	}
 	for _, s := range d.Sockets {

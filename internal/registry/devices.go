@@ -56,6 +56,7 @@ type Algorithms struct {
 	Cipher      string `json:"cipher"`
 	MAC         string `json:"mac,omitempty"`
 	KeyType     string `json:"device_key"`
+	Key         string `json:"device_key_fingerprint,omitempty"` // which of the device's keys
 	Client      string `json:"client_version"`
 	// Multiplexed is the mode of the session's multiplexed channel ("none": uncompressed,
 	// "deflate"); empty if the device opened one SSH channel per connection.

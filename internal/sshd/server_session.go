@@ -210,13 +210,13 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	a := ss.conn.Conn.(ssh.AlgorithmsConnMetadata).Algorithms()
 	algos := registry.Algorithms{
 		KeyExchange: a.KeyExchange, HostKey: a.HostKey, Cipher: a.Read.Cipher, MAC: a.Read.MAC,
-		KeyType: keyType(ss.conn.Permissions), Client: string(ss.conn.ClientVersion()),
+		KeyType: keyType(ss.conn.Permissions), Key: ss.keyFP, Client: string(ss.conn.ClientVersion()),
 	}
 	ss.algos = algos
 	ss.record()
 	s.event(registry.Event{Device: ss.device.Name, Kind: registry.EventSessionOpen, Remote: ss.remote,
-		Detail: fmt.Sprintf("%s, %s, %s", algos.Client, algos.KeyExchange, algos.Cipher)})
-	ss.log.Info("session open", "client", algos.Client, "kex", algos.KeyExchange, "cipher", algos.Cipher)
+		Detail: fmt.Sprintf("%s, %s, %s, key %s", algos.Client, algos.KeyExchange, algos.Cipher, algos.Key)})
+	ss.log.Info("session open", "client", algos.Client, "kex", algos.KeyExchange, "cipher", algos.Cipher, "key", algos.Key)
 	s.metrics.SessionOpened(ss.device.Name)
 
 	ss.keepalive()

@@ -236,6 +236,10 @@ func TestKeyRotation(t *testing.T) {
 	if n := strings.Count(show, "(active,"); n != 2 {
 		t.Fatalf("device show lists %d active keys, want 2:\n%s", n, show)
 	}
+	// The operator sees that the device has moved to the new key.
+	if !strings.Contains(show, newFP+" (active, used by the last session,") {
+		t.Fatalf("device show does not say the last session used the new key %s:\n%s", newFP, show)
+	}
 
 	oldFP := regexp.MustCompile(`key\s+ssh-ed25519 (SHA256:\S+) \(active`).FindStringSubmatch(show)
 	if oldFP == nil || oldFP[1] == newFP {
