@@ -20,9 +20,12 @@ import (
 
 // Config of the agent. Hub, Device, Signer and HostKey are required.
 type Config struct {
-	Hub     string     // host:port of the hub's SSH server
-	Device  string     // device name (the SSH user)
-	Signer  ssh.Signer // the device key
+	Hub    string     // host:port of the hub's SSH server
+	Device string     // device name (the SSH user)
+	Signer ssh.Signer // the device key
+	// KeyFile, if set, is where Signer came from: it is re-read before a connection
+	// attempt when it changed (key rotation without restarting the agent).
+	KeyFile string
 	HostKey ssh.HostKeyCallback
 	Expose  []Expose
 	Forward []Forward
@@ -106,6 +109,7 @@ type Agent struct {
 	mux     *zmux.Session // its multiplexed channel, nil if not negotiated
 	up      chan struct{} // closed when conn becomes non-nil
 	exposed map[string]Expose
+	key     *keySource // used by Run's goroutine only
 }
 
 // New validates cfg.
@@ -118,6 +122,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	cfg.applyDefaults()
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("hub", cfg.Hub, "device", cfg.Device), up: make(chan struct{}), exposed: map[string]Expose{}}
+	a.key = newKeySource(cfg.KeyFile, cfg.Signer, a.log)
 	for _, e := range cfg.Expose {
 		if _, dup := a.exposed[e.Alias]; dup {
 			return nil, fmt.Errorf("agent: alias %q exposed twice", e.Alias)
@@ -203,7 +208,7 @@ func (a *Agent) session(ctx context.Context) error {
 	var hostKeyErr error
 	cc := &ssh.ClientConfig{
 		User: a.cfg.Device,
-		Auth: []ssh.AuthMethod{ssh.PublicKeys(a.cfg.Signer)},
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(a.key.current())},
 		HostKeyCallback: func(host string, remote net.Addr, key ssh.PublicKey) error {
 			if err := a.cfg.HostKey(host, remote, key); err != nil {
 				hostKeyErr = fmt.Errorf("%w: %s offered %s: %v", ErrHostKey, host, ssh.FingerprintSHA256(key), err)

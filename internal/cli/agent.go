@@ -86,7 +86,7 @@ Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1
 	fl.StringVar(&file, "agent-config", "", "agent config FILE (YAML with the same keys as the flags); flags override it")
 	fl.StringVar(&f.Hub, "hub", "", "hub address HOST:PORT")
 	fl.StringVar(&f.Device, "device", "", "device name (default: base name of --key)")
-	fl.StringVar(&f.Key, "key", "", "device private key FILE (OpenSSH format)")
+	fl.StringVar(&f.Key, "key", "", "device private key FILE (OpenSSH format); re-read before a reconnect when it changed (key rotation)")
 	fl.StringVar(&f.HubKey, "hub-key", "", "pin the hub's host key by fingerprint SHA256:...")
 	fl.StringVar(&f.KnownHosts, "known-hosts", "", "trust hub keys listed in this known_hosts FILE")
 	fl.BoolVar(&f.TrustOnFirstUse, "trust-on-first-use", false, "with --known-hosts: record the hub's key on first connect (a changed key is still refused)")
@@ -172,6 +172,7 @@ func (f *agentFile) build() (agent.Config, error) {
 	if cfg.Signer, err = ssh.ParsePrivateKey(b); err != nil {
 		return cfg, fmt.Errorf("--key %s: %w", f.Key, err)
 	}
+	cfg.KeyFile = f.Key
 	switch {
 	case f.HubKey != "" && f.KnownHosts != "":
 		return cfg, errors.New("give --hub-key or --known-hosts, not both")

@@ -321,7 +321,10 @@ type deviceJSON struct {
 	Revoked    *string `json:"revoked_at"`
 	Online     bool    `json:"online"`
 	Violations int     `json:"violations"`
-	Sockets    []struct {
+	Keys       []struct {
+		Fingerprint string `json:"fingerprint"`
+	} `json:"keys"`
+	Sockets []struct {
 		Alias   string `json:"alias"`
 		Address string `json:"address"`
 	} `json:"sockets"`
@@ -329,6 +332,7 @@ type deviceJSON struct {
 		Kex    string `json:"kex"`
 		Cipher string `json:"cipher"`
 		Client string `json:"client_version"`
+		Key    string `json:"device_key_fingerprint"`
 	} `json:"last_algorithms"`
 }
 

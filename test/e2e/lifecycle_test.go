@@ -268,3 +268,44 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatalf("adding a key that is already enrolled: %v\n%s", err, out)
 	}
 }
+
+// The agent picks up a rotated key installed in place of its key file: once the old key
+// is revoked its session closes and it comes back with the new key, without a restart.
+func TestAgentPicksUpRotatedKey(t *testing.T) {
+	h := startHub(t, "", "")
+	oldKey := h.addDevice("dev1")
+	app := deviceApp(t, "rotated")
+	keyFile := filepath.Join(t.TempDir(), "dev1")
+	install := func(from string) {
+		t.Helper()
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(keyFile+".tmp", b, 0o600)
+		if err := os.Rename(keyFile+".tmp", keyFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install(oldKey)
+	a := startAgent(t, h, keyFile, "--expose", "http="+hostPortOf(app))
+	a.stderr.wait(t, "session up")
+	oldFP := h.device("dev1").Keys[0].Fingerprint
+
+	out := h.mustCLI("device", "key", "add", "dev1", "--keygen", t.TempDir())
+	f := regexp.MustCompile(`private key written to (\S+) `).FindStringSubmatch(out)
+	m := regexp.MustCompile(`key (SHA256:\S+) added`).FindStringSubmatch(out)
+	if f == nil || m == nil {
+		t.Fatalf("key add:\n%s", out)
+	}
+	install(f[1])
+	if out := h.mustCLI("device", "key", "revoke", "dev1", oldFP); !strings.Contains(out, "closed 1 live session(s)") {
+		t.Fatalf("key revoke:\n%s", out)
+	}
+	a.stderr.wait(t, "device key changed on disk; using it from now on", "key", m[1])
+	a.stderr.waitN(t, 2, "session up")
+	mustGet(t, h.socket("dev1", "http"), "rotated")
+	if d := h.device("dev1"); d.LastAlgos == nil || d.LastAlgos.Key != m[1] {
+		t.Fatalf("the hub did not record the new key for the last session: %+v", d.LastAlgos)
+	}
+}

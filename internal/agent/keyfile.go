@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// keySource gives the device key for each connection attempt. With a file it re-reads
+// the file when it changed, so a rotated key installed in place is used at the next
+// reconnect without restarting the agent; contents that do not parse leave the last good
+// key in use.
+type keySource struct {
+	path   string // "" : the key given in Config is the only one
+	signer ssh.Signer
+	stamp  fileStamp
+	log    *slog.Logger
+}
+
+// fileStamp tells whether a file changed: a replaced file (rename) has another inode,
+// an edited one another size or time.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+	ino  uint64
+}
+
+func stampOf(fi os.FileInfo) fileStamp {
+	st := fileStamp{mod: fi.ModTime(), size: fi.Size()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino = sys.Ino
+	}
+	return st
+}
+
+func newKeySource(path string, signer ssh.Signer, log *slog.Logger) *keySource {
+	k := &keySource{path: path, signer: signer, log: log}
+	if path != "" {
+		if fi, err := os.Stat(path); err == nil {
+			k.stamp = stampOf(fi)
+		}
+	}
+	return k
+}
+
+// current returns the key to authenticate with now.
+func (k *keySource) current() ssh.Signer {
+	if k.path == "" {
+		return k.signer
+	}
+	fi, err := os.Stat(k.path)
+	if err != nil {
+		k.log.Warn("cannot read the key file; using the key loaded before", "file", k.path, "err", err)
+		return k.signer
+	}
+	st := stampOf(fi)
+	if st == k.stamp {
+		return k.signer
+	}
+	k.stamp = st
+	b, err := os.ReadFile(k.path)
+	if err != nil {
+		k.log.Warn("cannot read the key file; using the key loaded before", "file", k.path, "err", err)
+		return k.signer
+	}
+	s, err := ssh.ParsePrivateKey(b)
+	if err != nil {
+		k.log.Warn("the key file changed but holds no usable private key; using the key loaded before", "file", k.path, "err", err)
+		return k.signer
+	}
+	if fp := ssh.FingerprintSHA256(s.PublicKey()); fp != ssh.FingerprintSHA256(k.signer.PublicKey()) {
+		k.log.Info("device key changed on disk; using it from now on", "file", k.path, "key", fp)
+		k.signer = s
+	}
+	return k.signer
+}
