@@ -13,6 +13,11 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go')
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
+echo "== go mod tidy"
+# go.mod must name what the code imports directly (not as "// indirect") and nothing more.
+if ! tidy=$(go mod tidy -diff 2>&1); then
+  echo "go.mod or go.sum is not tidy; run 'go mod tidy':"; echo "$tidy"; exit 1
+fi
 echo "== go vet"
 go vet ./...
 echo "== staticcheck"
