@@ -27,8 +27,10 @@ type CryptoPolicy struct {
 var (
 	DefaultKeyExchanges = []string{"mlkem768x25519-sha256", "curve25519-sha256"}
 	DefaultCiphers      = []string{"chacha20-poly1305@openssh.com", "aes256-gcm@openssh.com", "aes128-gcm@openssh.com"}
-	// MACs matter only for non-AEAD ciphers; ETM variants first.
-	DefaultMACs                = []string{"hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com", "hmac-sha2-256", "hmac-sha2-512"}
+	// MACs matter only for non-AEAD ciphers, and none is offered by default; only the
+	// encrypt-then-MAC variants are listed, so an operator who adds aes-ctr gets no
+	// encrypt-and-MAC construction unless they name one (ssh-audit flags those).
+	DefaultMACs                = []string{"hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com"}
 	DefaultHostKeyAlgorithms   = []string{ssh.KeyAlgoED25519}
 	DefaultDeviceKeyAlgorithms = []string{ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSASHA512}
 )
