@@ -45,3 +45,14 @@ if ! staticcheck -version 2>/dev/null | grep -q "${SC_VERSION#v}"; then
   echo "setup: installing staticcheck $SC_VERSION"
   go install "honnef.co/go/tools/cmd/staticcheck@$SC_VERSION"
 fi
+
+# Python tools the tests run as real peers, pinned, in the project's own virtual
+# environment (Debian's Python refuses system-wide pip installs): ssh-audit 3.x audits a
+# default hub in the e2e tests.
+VENV="${IOTSAFE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/iotsafe/venv}"
+PY_TOOLS=(ssh-audit==3.9.0)
+if [ ! -x "$VENV/bin/ssh-audit" ] || ! "$VENV/bin/pip" freeze 2>/dev/null | grep -qx "${PY_TOOLS[0]}"; then
+  echo "setup: installing ${PY_TOOLS[*]} into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "${PY_TOOLS[@]}"
+fi

@@ -50,3 +50,8 @@ done
 
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...
+
+# Tests built only without the race detector (//go:build !race) because it makes them
+# minutes long; what they check is behaviour, not timing.
+echo "== go test (tests too slow under -race)"
+go test -count=1 -timeout 5m -run '^TestFleetBehindOneAddressAllGetIn$' ./internal/sshd/

@@ -28,6 +28,7 @@ type Metrics struct {
 	channelsT  *prometheus.CounterVec
 	bytes      *prometheus.CounterVec
 	handshakes *prometheus.CounterVec
+	throttled  *prometheus.CounterVec
 	violations *prometheus.CounterVec
 	lastSeen   *prometheus.GaugeVec
 	online     *prometheus.GaugeVec
@@ -43,11 +44,12 @@ func New() *Metrics {
 		channelsT:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_channels_total", Help: "Channels opened by type."}, []string{"type"}),
 		bytes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_bytes_total", Help: "Payload bytes carried; up is device to hub."}, []string{"direction"}),
 		handshakes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_handshakes_total", Help: "SSH handshakes by result."}, []string{"result"}),
+		throttled:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_ssh_throttled_total", Help: "Connections that waited for their source's handshake turn (waited) or were dropped for it (dropped)."}, []string{"result"}),
 		violations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_violations_total", Help: "Profile violations per device."}, []string{"device"}),
 		lastSeen:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "iotsafe_device_last_seen_seconds", Help: "Unix time a device's session last opened or closed."}, []string{"device"}),
 		online:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "iotsafe_device_sessions", Help: "Live sessions per device."}, []string{"device"}),
 	}
-	m.reg.MustRegister(m.sessions, m.forwards, m.channels, m.channelsT, m.bytes, m.handshakes, m.violations, m.lastSeen, m.online,
+	m.reg.MustRegister(m.sessions, m.forwards, m.channels, m.channelsT, m.bytes, m.handshakes, m.throttled, m.violations, m.lastSeen, m.online,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -88,6 +90,14 @@ func (m *Metrics) Bytes(up, down int64) {
 }
 
 func (m *Metrics) Violation(d string) { m.violations.WithLabelValues(d).Inc() }
+
+func (m *Metrics) Throttled(dropped bool) {
+	r := "waited"
+	if dropped {
+		r = "dropped"
+	}
+	m.throttled.WithLabelValues(r).Inc()
+}
 
 // Serve listens on addr and serves /metrics until ctx ends. The listener is bound before
 // Serve returns so the caller can report errors at start.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/throttle"
 )
 
 // Config of the device-facing SSH server. The zero value works: loopback only, modern
@@ -25,8 +26,14 @@ type Config struct {
 	TakeoverProbe time.Duration `yaml:"takeover_probe"`
 	// HandshakeTimeout bounds key exchange plus authentication; 0 means 10s.
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
-	// MaxHandshakes bounds concurrent unauthenticated connections; 0 means 512.
+	// MaxHandshakes bounds concurrent unauthenticated connections from all sources; 0
+	// means 512.
 	MaxHandshakes int `yaml:"max_handshakes"`
+	// PerSource bounds what one source address may cost before its devices authenticate:
+	// concurrent handshakes, and how fast failed ones are forgiven (CVE-2002-20001,
+	// "DHEat"). Connections over it wait their turn, so a fleet behind one NAT address
+	// that reconnects at once gets in.
+	PerSource throttle.Config `yaml:"per_source"`
 	// MaxAuthTries bounds authentication attempts per connection; 0 means 3.
 	MaxAuthTries int `yaml:"max_auth_tries"`
 	// MaxRejectedChannels closes a connection after this many refused channel opens
@@ -76,6 +83,7 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.MaxHandshakes, 512)
 	setInt(&c.MaxAuthTries, 3)
 	setInt(&c.MaxRejectedChannels, 32)
+	c.PerSource.ApplyDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -100,6 +108,9 @@ func (c *Config) Validate() ([]string, error) {
 		if n < 0 {
 			return nil, fmt.Errorf("sshd: ssh.%s: must not be negative", name)
 		}
+	}
+	if err := c.PerSource.Validate("ssh.per_source"); err != nil {
+		return nil, err
 	}
 	return c.Crypto.Validate()
 }

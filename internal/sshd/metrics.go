@@ -12,6 +12,9 @@ type Metrics interface {
 	// Bytes counts payload carried for a device: up is device to hub, down is hub to device.
 	Bytes(up, down int64)
 	Violation(device string)
+	// Throttled counts connections that waited for their source's turn to handshake
+	// (dropped false) or were dropped for it (dropped true).
+	Throttled(dropped bool)
 }
 
 type nopMetrics struct{}
@@ -25,3 +28,4 @@ func (nopMetrics) ChannelOpened(string) {}
 func (nopMetrics) ChannelClosed(string) {}
 func (nopMetrics) Bytes(int64, int64)   {}
 func (nopMetrics) Violation(string)     {}
+func (nopMetrics) Throttled(bool)       {}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/throttle"
 )
 
 // Store is what the server needs from the registry.
@@ -39,7 +41,9 @@ type Server struct {
 	metrics Metrics
 	sshCfg  *ssh.ServerConfig
 
-	handshakes chan struct{} // semaphore of unauthenticated connections
+	handshakes chan struct{}     // semaphore of unauthenticated connections, all sources
+	perSource  *throttle.Limiter // the same, per source address
+	logGate    *throttle.LogGate // one line per source and minute for throttling
 
 	mu       sync.Mutex
 	devices  map[string]*deviceState // live state per device name
@@ -48,6 +52,8 @@ type Server struct {
 	closed   bool
 	conns    sync.WaitGroup
 	shutdown chan struct{}
+	life     context.Context // ends at Close: waits for a handshake turn end with it
+	endLife  context.CancelFunc
 }
 
 // deviceState is the live state of one device across its sessions.
@@ -64,10 +70,13 @@ func New(cfg Config, store Store, hostKeys []ssh.Signer) (*Server, error) {
 	s := &Server{
 		cfg: cfg, store: store, log: cfg.Logger, metrics: cfg.Metrics,
 		handshakes: make(chan struct{}, cfg.MaxHandshakes),
+		perSource:  throttle.New(cfg.PerSource),
+		logGate:    throttle.NewLogGate(time.Minute),
 		devices:    map[string]*deviceState{},
 		pending:    map[string]*session{},
 		shutdown:   make(chan struct{}),
 	}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	s.sshCfg = &ssh.ServerConfig{
 		Config: ssh.Config{
 			KeyExchanges: cfg.Crypto.KeyExchanges,
@@ -140,7 +149,7 @@ func (s *Server) Serve() error {
 				continue
 			}
 			// EMFILE and friends: back off instead of spinning.
-			s.log.Warn("accept failed", "err", err)
+			s.warnGated("accept", "accept failed", "err", err)
 			select {
 			case <-time.After(100 * time.Millisecond):
 			case <-s.shutdown:
@@ -148,15 +157,54 @@ func (s *Server) Serve() error {
 			}
 			continue
 		}
-		select {
-		case s.handshakes <- struct{}{}:
-		default:
-			s.log.Warn("too many handshakes in progress; dropping connection", "remote", c.RemoteAddr().String(), "max_handshakes", s.cfg.MaxHandshakes)
-			c.Close()
-			continue
-		}
 		s.conns.Add(1)
 		go s.handleConn(c)
+	}
+}
+
+// admit waits for the connection's turn among its source's handshakes, then takes one
+// of the hub-wide slots. It returns nil when the connection must be dropped.
+func (s *Server) admit(c net.Conn) *throttle.Ticket {
+	remote := c.RemoteAddr().String()
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return nil
+	}
+	ticket, err := s.perSource.Acquire(s.life, ap.Addr())
+	src := s.perSource.Source(ap.Addr()).String()
+	if err != nil {
+		s.metrics.Throttled(true)
+		s.warnGated("throttle "+src, "connection from a source over its handshake limit dropped", "source", src, "reason", err.Error(),
+			"startups", s.cfg.PerSource.Startups, "queue", s.cfg.PerSource.Queue)
+		return nil
+	}
+	if ticket.Waited {
+		s.metrics.Throttled(false)
+		s.debugGated("wait "+src, "connection waited for its source's turn", "source", src)
+	}
+	select {
+	case s.handshakes <- struct{}{}:
+		return ticket
+	default:
+		ticket.Done(true) // not this source's fault: charge nothing
+		s.warnGated("max_handshakes", "too many handshakes in progress; dropping connection", "remote", remote, "max_handshakes", s.cfg.MaxHandshakes)
+		return nil
+	}
+}
+
+// warnGated logs at most one warning per key and minute, saying how many it held back.
+func (s *Server) warnGated(key, msg string, args ...any) {
+	if ok, n := s.logGate.Allow(key); ok {
+		if n > 0 {
+			args = append(args, "similar_suppressed", n)
+		}
+		s.log.Warn(msg, args...)
+	}
+}
+
+func (s *Server) debugGated(key, msg string, args ...any) {
+	if ok, n := s.logGate.Allow(key); ok {
+		s.log.Debug(msg, append(args, "similar_suppressed", n)...)
 	}
 }
 
@@ -169,6 +217,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	close(s.shutdown)
+	s.endLife()
 	if s.ln != nil {
 		s.ln.Close()
 	}
@@ -205,9 +254,15 @@ func (s *Server) UpdatePolicy(keepalive, keepaliveTimeout, takeover time.Duratio
 func (s *Server) handleConn(c net.Conn) {
 	defer s.conns.Done()
 	remote := c.RemoteAddr().String()
+	ticket := s.admit(c)
+	if ticket == nil {
+		c.Close()
+		return
+	}
 	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	conn, chans, reqs, err := ssh.NewServerConn(c, s.sshCfg)
 	<-s.handshakes
+	ticket.Done(err == nil)
 	if err != nil {
 		s.metrics.Handshake(false)
 		s.log.Debug("handshake failed", "remote", remote, "err", err)

@@ -113,11 +113,13 @@ func (s *Server) attach(key string, conn *ssh.ServerConn) *session {
 	s.mu.Lock()
 	sess := s.pending[key]
 	delete(s.pending, key)
+	if sess != nil {
+		sess.conn = conn // under mu: Close may be closing this session right now
+	}
 	s.mu.Unlock()
 	if sess == nil {
 		return nil
 	}
-	sess.conn = conn
 	close(sess.ready)
 	select {
 	case <-sess.done: // closed (shutdown, revoke) while pending
@@ -184,12 +186,13 @@ func (ss *session) close(why string) {
 		}
 		fwds := ss.forwards
 		ss.forwards = map[string]*forward{}
+		conn := ss.conn
 		s.mu.Unlock()
 		for _, f := range fwds {
 			f.stop()
 		}
-		if ss.conn != nil {
-			ss.conn.Close()
+		if conn != nil {
+			conn.Close()
 		}
 		ss.log.Info("session closed", "why", why)
 	})

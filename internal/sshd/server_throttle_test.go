@@ -1,0 +1,105 @@
+package sshd
+
+import (
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/throttle"
+)
+
+// dialFrom connects from a chosen loopback source address.
+func dialFrom(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func handshake(c net.Conn, addr, user string, key ssh.Signer, host ssh.PublicKey) (ssh.Conn, error) {
+	conn, _, reqs, err := ssh.NewClientConn(c, addr, &ssh.ClientConfig{
+		User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(key)}, HostKeyCallback: ssh.FixedHostKey(host),
+	})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	go ssh.DiscardRequests(reqs)
+	return conn, nil
+}
+
+// A source whose handshakes only fail is held back, with a bounded queue, while devices
+// from other addresses connect as usual.
+func TestFailingSourceIsThrottledOthersAreNot(t *testing.T) {
+	const startups, queue = 4, 8
+	failed := make(chan struct{}, 100)
+	f := newFixture(t, testProfile("name: p\nreverse: {http: 0}\n"), func(c *Config) {
+		c.Metrics = handshakeWatch{failed: failed}
+		c.HandshakeTimeout = time.Minute
+		// Failures are forgiven so slowly that the test sees the source penalized throughout.
+		c.PerSource = throttle.Config{Startups: startups, FailureRate: 0.0001, Queue: queue}
+	})
+	const flooder = "127.0.0.2"
+	stranger := signer(t)
+	for i := 0; i < startups; i++ {
+		if _, err := handshake(dialFrom(t, flooder, f.addr), f.addr, "dev1", stranger, f.host); err == nil {
+			t.Fatal("an unknown key was admitted")
+		}
+		<-failed // the server has charged the failure
+	}
+	if !f.srv.perSource.Penalized(netip.MustParseAddr(flooder)) {
+		t.Fatal("after its startups failed, the flooding source is not penalized")
+	}
+	// More connections from the flooder: `queue` of them wait without a banner, the rest
+	// are dropped at once.
+	const extra = 20
+	dropped := make(chan bool, extra)
+	var flood []net.Conn
+	for i := 0; i < extra; i++ {
+		c := dialFrom(t, flooder, f.addr)
+		flood = append(flood, c)
+		go func() {
+			buf := make([]byte, 4)
+			n, err := c.Read(buf)
+			dropped <- n == 0 && err == io.EOF
+		}()
+	}
+	for i := 0; i < extra-queue; i++ {
+		if !<-dropped {
+			t.Fatal("a connection over the source's queue got something other than a close")
+		}
+	}
+	// Meanwhile a device from another address connects normally.
+	conn, err := handshake(dialFrom(t, "127.0.0.3", f.addr), f.addr, "dev1", f.device, f.host)
+	if err != nil {
+		t.Fatalf("a device from another address was kept out by the flood: %v", err)
+	}
+	conn.Close()
+	select {
+	case d := <-dropped:
+		t.Fatalf("a queued flood connection ended early (dropped=%v) although the source is still penalized", d)
+	default:
+	}
+	for _, c := range flood {
+		c.Close()
+	}
+}
+
+// handshakeWatch signals every failed handshake once the server has accounted for it.
+type handshakeWatch struct {
+	nopMetrics
+	failed chan struct{}
+}
+
+func (w handshakeWatch) Handshake(ok bool) {
+	if !ok {
+		w.failed <- struct{}{}
+	}
+}
