@@ -13,7 +13,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
-	"github.com/iotsafe/iotsafe/internal/sockets"
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
@@ -50,7 +49,7 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 	root.PersistentFlags().StringVar(&g.data, "data", def, "data folder of the hub (registry, keys, admin socket); env IOTSAFE_DATA")
 	root.PersistentFlags().StringVar(&g.config, "config", "", "hub config file (default DATA/hub.yaml if present)")
 	root.AddCommand(hubCmd(g), deviceCmd(g), profileCmd(g), eventsCmd(g), agentCmd(g), connectCmd(g), demoCmd(g),
-		grantCmd(g), ungrantCmd(g), grantsCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), benchCmd())
+		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), benchCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "iotsafe:", err)
 		return 1
@@ -64,14 +63,11 @@ func (g *globals) openRegistry(ctx context.Context) (*registry.Registry, hub.Con
 	if err != nil {
 		return nil, cfg, err
 	}
-	pool, err := sockets.NewPool(cfg.Pool)
-	if err != nil {
-		return nil, cfg, err
-	}
 	if err := os.MkdirAll(g.data, 0o700); err != nil {
 		return nil, cfg, fmt.Errorf("data folder: %w", err)
 	}
-	r, err := registry.Open(ctx, g.data, pool)
+	// The registry's recorded pool wins; a config naming another one is an error.
+	r, err := registry.Open(ctx, g.data, cfg.Pool)
 	return r, cfg, err
 }
 

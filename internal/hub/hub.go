@@ -54,6 +54,7 @@ type Hub struct {
 	refusedSeen atomic.Uint64
 	cancel      context.CancelFunc
 	closeOne    sync.Once
+	dataLock    *DataLock
 }
 
 // Options are what the caller decides besides the config file.
@@ -77,7 +78,12 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	for _, a := range insecure {
 		h.log.Warn("insecure algorithm enabled by ssh.allow_insecure", "algorithm", a)
 	}
+	// First of all: nothing in the folder is touched without its lock.
+	if h.dataLock, err = LockData(h.dir); err != nil {
+		return nil, err
+	}
 	if err := privateDataDir(h.dir, cfg.Admin.Group, h.log); err != nil {
+		h.dataLock.Release()
 		return nil, err
 	}
 	raiseFileLimit(h.log)
@@ -88,11 +94,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 			h.Close()
 		}
 	}()
-	pool, err := sockets.NewPool(cfg.Pool)
-	if err != nil {
+	if h.reg, err = registry.Open(ctx, h.dir, cfg.Pool); err != nil {
 		return nil, err
 	}
-	if h.reg, err = registry.Open(ctx, h.dir, pool); err != nil {
+	if err := h.rehome(ctx); err != nil {
 		return nil, err
 	}
 	if h.hostKeys, err = LoadHostKeys(h.dir, cfg.SSH.Crypto.HostKeyAlgorithms); err != nil {
@@ -271,6 +276,7 @@ func (h *Hub) Close() {
 		if h.reg != nil {
 			h.reg.Close()
 		}
+		h.dataLock.Release()
 	})
 }
 
@@ -317,6 +323,21 @@ func privateDataDir(dir, group string, log *slog.Logger) error {
 		if err := os.Chmod(dir, want); err != nil {
 			return fmt.Errorf("hub: data folder: %w", err)
 		}
+	}
+	return nil
+}
+
+// rehome moves devices whose allocation lies outside the registry's pool (written before
+// the registry recorded its pool) into it, with a log line each: such a socket would fall
+// outside the kernel layer's protection, so it is never served where it is.
+func (h *Hub) rehome(ctx context.Context) error {
+	moves, err := h.reg.MovePool(ctx, sockets.Config{})
+	if err != nil {
+		return fmt.Errorf("hub: moving allocations into the pool %s: %w", h.reg.Pool().Prefix(), err)
+	}
+	for _, m := range moves {
+		h.log.Warn("device allocation was outside the pool; moved into it", "device", m.Device, "from", m.From.String(), "to", m.To.String(),
+			"pool", h.reg.Pool().Prefix().String(), "sockets", len(m.Sockets))
 	}
 	return nil
 }

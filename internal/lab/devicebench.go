@@ -352,8 +352,7 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress 
 		return "", "", nil, nil, err
 	}
 	pool := sockets.Config{CIDR: "127.88.0.0/16"}
-	sp, _ := sockets.NewPool(pool)
-	reg, err := registry.Open(ctx, dir, sp)
+	reg, err := registry.Open(ctx, dir, pool)
 	if err != nil {
 		return "", "", nil, nil, err
 	}

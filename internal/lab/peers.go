@@ -98,8 +98,7 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 	os.MkdirAll(keys, 0o700)
 	// Each hub of the run gets its own /16 so two hubs never share a protected address.
 	pool := sockets.Config{CIDR: fmt.Sprintf("127.%d.0.0/16", 100+b.runs%100)}
-	p, _ := sockets.NewPool(pool)
-	reg, err := registry.Open(ctx, dir, p)
+	reg, err := registry.Open(ctx, dir, pool)
 	if err != nil {
 		return nil, err
 	}
@@ -231,8 +230,7 @@ func frontdoorAccount(ctx context.Context, reg *registry.Registry) (string, erro
 
 // Sockets lists the protected sockets of the first n devices (iotsafe only).
 func (s *SSHServer) Sockets(ctx context.Context, n int) ([]string, error) {
-	p, _ := sockets.NewPool(s.pool)
-	reg, err := registry.Open(ctx, s.dataDir, p)
+	reg, err := registry.Open(ctx, s.dataDir, s.pool)
 	if err != nil {
 		return nil, err
 	}

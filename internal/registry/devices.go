@@ -136,7 +136,7 @@ func (r *Registry) freeAddress(ctx context.Context, tx *sql.Tx) (netip.Addr, err
 		}
 	}
 	rows.Close()
-	return r.pool.NextAddress(func(a netip.Addr) bool { return taken[a] })
+	return r.Pool().NextAddress(func(a netip.Addr) bool { return taken[a] })
 }
 
 // EnsureSocket returns the protected socket of device/alias, allocating it if the
@@ -162,7 +162,14 @@ func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias s
 	var port int
 	err := tx.QueryRowContext(ctx, `SELECT address, port FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&addrS, &port)
 	if err == nil {
-		return socketFrom(alias, addrS, port)
+		s, err := socketFrom(alias, addrS, port)
+		if err == nil && !r.Pool().Contains(s.Addr.Addr()) {
+			// Written before the registry recorded its pool, or by an older binary: never
+			// serve it (the kernel layer protects the pool only). The hub re-homes such
+			// devices at start.
+			return Socket{}, fmt.Errorf("%w: socket %s/%s at %s is outside the pool %s", ErrOutsidePool, device, alias, s.Addr, r.Pool().Prefix())
+		}
+		return s, err
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return Socket{}, fmt.Errorf("registry: socket %s/%s: %w", device, alias, err)
@@ -187,7 +194,7 @@ func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias s
 		}
 		rows.Close()
 	}
-	port, err = r.pool.NextPort(func(p int) bool { return taken[p] })
+	port, err = r.Pool().NextPort(func(p int) bool { return taken[p] })
 	if err != nil {
 		return Socket{}, err
 	}

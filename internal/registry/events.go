@@ -19,6 +19,7 @@ const (
 	EventSessionClose  = "session_close"
 	EventTakeover      = "takeover"
 	EventViolation     = "violation"
+	EventPoolMoved     = "pool_moved"
 )
 
 // Event is one audit record.

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/sockets"
@@ -28,11 +29,14 @@ const timeLayout = "2006-01-02T15:04:05.000000Z"
 // Registry is the device registry. It is safe for concurrent use.
 type Registry struct {
 	db   *sql.DB
-	pool *sockets.Pool
+	pool atomic.Pointer[sockets.Pool]
 }
 
-// Open opens (creating if needed, mode 0600) the SQLite registry in dir.
-func Open(ctx context.Context, dir string, pool *sockets.Pool) (*Registry, error) {
+// Open opens (creating if needed, mode 0600) the SQLite registry in dir. The registry is
+// the one source of the reserved pool: the first open records want (defaults applied);
+// later opens use the recorded pool, and fail with ErrPoolMismatch if want sets a field
+// (CIDR or PortBase) to something else. An unset want means "whatever is recorded".
+func Open(ctx context.Context, dir string, want sockets.Config) (*Registry, error) {
 	path := filepath.Join(dir, FileName)
 	// Create the file ourselves so it is 0600 from the first byte.
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
@@ -58,14 +62,19 @@ func Open(ctx context.Context, dir string, pool *sockets.Pool) (*Registry, error
 	for _, side := range []string{"-wal", "-shm"} {
 		_ = os.Chmod(path+side, 0o600)
 	}
-	return &Registry{db: db, pool: pool}, nil
+	r := &Registry{db: db}
+	if err := r.loadPool(ctx, want); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 // Close releases the database.
 func (r *Registry) Close() error { return r.db.Close() }
 
 // Pool returns the reserved pool the registry allocates from.
-func (r *Registry) Pool() *sockets.Pool { return r.pool }
+func (r *Registry) Pool() *sockets.Pool { return r.pool.Load() }
 
 func now() string { return time.Now().UTC().Format(timeLayout) }
 

@@ -30,11 +30,7 @@ func newKey(t *testing.T) ssh.PublicKey {
 
 func open(t *testing.T, dir string) *Registry {
 	t.Helper()
-	pool, err := sockets.NewPool(sockets.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Open(context.Background(), dir, pool)
+	r, err := Open(context.Background(), dir, sockets.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,12 @@ package registry
 // schema is applied at open; every statement is idempotent. Times are fixed-width UTC
 // text so they sort and read well in the sqlite3 shell.
 const schema = `
+-- Settings the registry owns for every hub and command that opens it, such as the
+-- reserved pool (recorded at the first open; moved only by 'iotsafe pool move').
+CREATE TABLE IF NOT EXISTS settings (
+	key   TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS profiles (
 	name       TEXT PRIMARY KEY,
 	spec       TEXT NOT NULL,

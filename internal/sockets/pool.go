@@ -3,6 +3,7 @@ package sockets
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 )
 
@@ -48,11 +49,65 @@ func NewPool(cfg Config) (*Pool, error) {
 	if pfx.Addr().Is4() && pfx.Bits() > 30 || pfx.Addr().Is6() && pfx.Bits() > 126 {
 		return nil, fmt.Errorf("sockets: pool.cidr %s: too small, need at least 2 usable addresses", pfx)
 	}
+	if err := checkRange(pfx); err != nil {
+		return nil, err
+	}
+	if err := checkHostAddresses(pfx); err != nil {
+		return nil, err
+	}
 	if cfg.PortBase < 1024 || cfg.PortBase > 65535 {
 		return nil, fmt.Errorf("sockets: pool.port_base %d: want 1024-65535", cfg.PortBase)
 	}
 	return &Pool{prefix: pfx, portBase: cfg.PortBase}, nil
 }
+
+// hostLoopback holds what a host itself uses of 127.0.0.0/8: 127.0.0.1, systemd-resolved's
+// 127.0.0.53 and Debian's 127.0.1.1 for its own name. A pool must stay clear of it: the
+// kernel layer confines every pool address to its device's permitted users.
+var hostLoopback = netip.MustParsePrefix("127.0.0.0/16")
+
+// checkRange allows only ranges that cannot hold addresses the host already uses: IPv4
+// inside loopback (not all of it, nor the part the host uses), IPv6 of a sane size that
+// the operator routes locally (ip -6 route add local PREFIX dev lo).
+func checkRange(p netip.Prefix) error {
+	loop4 := netip.MustParsePrefix("127.0.0.0/8")
+	switch {
+	case p.Addr().Is4() && !(loop4.Contains(p.Addr()) && p.Bits() > 8):
+		return fmt.Errorf("sockets: pool.cidr %s: an IPv4 pool must be a part of loopback 127.0.0.0/8, smaller than all of it (the default is %s)", p, DefaultCIDR)
+	case p.Addr().Is4() && p.Overlaps(hostLoopback):
+		return fmt.Errorf("sockets: pool.cidr %s: overlaps %s, where the host's own loopback services live (127.0.0.1, 127.0.0.53, 127.0.1.1); choose a range such as %s", p, hostLoopback, DefaultCIDR)
+	case p.Addr().Is6() && p.Addr().Is4In6():
+		return fmt.Errorf("sockets: pool.cidr %s: write an IPv4 pool in IPv4 form", p)
+	case p.Addr().Is6() && p.Bits() < 48:
+		return fmt.Errorf("sockets: pool.cidr %s: too large for an IPv6 pool (at most /48), and it must be routed locally", p)
+	case p.Addr().Is6() && (p.Contains(netip.IPv6Loopback()) || !p.Addr().IsPrivate()):
+		return fmt.Errorf("sockets: pool.cidr %s: an IPv6 pool must be a unique local range (fc00::/7) routed to lo", p)
+	}
+	return nil
+}
+
+// checkHostAddresses refuses a pool that holds an address assigned to one of the host's
+// interfaces: such an address is the host's, not a device's.
+func checkHostAddresses(p netip.Prefix) error {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil // nothing to compare with; the range checks still hold
+	}
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(ipn.IP)
+		if ok && p.Contains(ip.Unmap()) {
+			return fmt.Errorf("sockets: pool.cidr %s: holds %s, an address assigned to one of this host's interfaces", p, ip.Unmap())
+		}
+	}
+	return nil
+}
+
+// Config returns the pool's settings with defaults applied (what the registry records).
+func (p *Pool) Config() Config { return Config{CIDR: p.prefix.String(), PortBase: p.portBase} }
 
 // Prefix returns the reserved range.
 func (p *Pool) Prefix() netip.Prefix { return p.prefix }

@@ -56,9 +56,23 @@ func TestNextPort(t *testing.T) {
 }
 
 func TestBadConfig(t *testing.T) {
-	for _, c := range []Config{{CIDR: "nonsense"}, {CIDR: "127.0.0.1/32"}, {PortBase: 80}, {PortBase: 70000}} {
+	for _, c := range []Config{{CIDR: "nonsense"}, {CIDR: "127.0.0.1/32"}, {PortBase: 80}, {PortBase: 70000},
+		// Ranges that hold the host's own addresses or leave loopback (audit findings).
+		{CIDR: "127.0.0.0/8"}, {CIDR: "0.0.0.0/0"}, {CIDR: "10.99.0.0/16"}, {CIDR: "127.0.0.0/16"}, {CIDR: "127.0.0.0/12"},
+		{CIDR: "::/0"}, {CIDR: "::1/128"}, {CIDR: "2001:db8::/64"}, {CIDR: "fd00::/8"}, {CIDR: "::ffff:127.77.0.0/112"}} {
 		if _, err := NewPool(c); err == nil {
 			t.Errorf("%+v: want error", c)
 		}
+	}
+}
+
+func TestPoolHoldingAHostAddressRefused(t *testing.T) {
+	// Every Linux host has 127.0.0.1 on lo; the range check alone would also refuse this
+	// prefix, so call the interface check directly.
+	if err := checkHostAddresses(netip.MustParsePrefix("127.0.0.0/24")); err == nil {
+		t.Fatal("a pool holding 127.0.0.1, assigned to lo, was accepted")
+	}
+	if err := checkHostAddresses(netip.MustParsePrefix(DefaultCIDR)); err != nil {
+		t.Fatalf("the default pool: %v", err)
 	}
 }

@@ -43,11 +43,7 @@ func signer(t *testing.T) ssh.Signer {
 // newFixture runs a server on loopback with a real registry and one device "dev1".
 func newFixture(t *testing.T, prof *profile.Profile, tweak func(*Config)) *fixture {
 	t.Helper()
-	pool, err := sockets.NewPool(sockets.Config{CIDR: "127.78.0.0/16"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Open(context.Background(), t.TempDir(), pool)
+	reg, err := registry.Open(context.Background(), t.TempDir(), sockets.Config{CIDR: "127.78.0.0/16"})
 	if err != nil {
 		t.Fatal(err)
 	}

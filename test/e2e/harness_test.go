@@ -179,6 +179,7 @@ func (w *logWatch) waitText(t *testing.T, s string) {
 type hubProc struct {
 	t      *testing.T
 	wrap   []string // command prefix (namespaces, credentials); nil for none
+	args   []string // more arguments for 'iotsafe hub' (after --data)
 	cred   *syscall.Credential
 	data   string
 	config string
@@ -229,7 +230,7 @@ func startHubWith(t *testing.T, data, extra string, setup func(*hubProc)) *hubPr
 func (h *hubProc) start() {
 	t := h.t
 	t.Helper()
-	argv := append(append([]string{}, h.wrap...), iotsafeBin, "hub", "--data", h.data)
+	argv := append(append(append([]string{}, h.wrap...), iotsafeBin, "hub", "--data", h.data), h.args...)
 	h.cmd = exec.Command(argv[0], argv[1:]...)
 	if h.cred != nil {
 		h.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: h.cred}

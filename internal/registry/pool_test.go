@@ -1,0 +1,138 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/sockets"
+)
+
+func openWith(t *testing.T, dir string, want sockets.Config) (*Registry, error) {
+	t.Helper()
+	r, err := Open(context.Background(), dir, want)
+	if err == nil {
+		t.Cleanup(func() { r.Close() })
+	}
+	return r, err
+}
+
+// The registry records its pool at the first open; later opens without a pool use it,
+// and a configuration naming another pool is refused with the way out in the message.
+func TestPoolRecordedAtFirstOpen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r, err := openWith(t, dir, sockets.Config{CIDR: "127.79.0.0/16", PortBase: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+
+	// An admin command with no --config (the README's examples) allocates from it.
+	r2, err := openWith(t, dir, sockets.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := r2.AddDevice(ctx, "a1", "default", newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !netip.MustParsePrefix("127.79.0.0/16").Contains(d.Address) {
+		t.Fatalf("device got %v outside the recorded pool", d.Address)
+	}
+	r2.Close()
+
+	for _, want := range []sockets.Config{{CIDR: "127.80.0.0/16"}, {PortBase: 30000}} {
+		_, err := openWith(t, dir, want)
+		if !errors.Is(err, ErrPoolMismatch) || !strings.Contains(err.Error(), "iotsafe pool move") {
+			t.Fatalf("config %+v: got %v, want ErrPoolMismatch naming 'iotsafe pool move'", want, err)
+		}
+	}
+	// The same pool written differently is the same pool.
+	if _, err := openWith(t, dir, sockets.Config{CIDR: "127.79.3.4/16", PortBase: 20000}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMovePool(t *testing.T) {
+	ctx := context.Background()
+	r, err := openWith(t, t.TempDir(), sockets.Config{CIDR: "127.79.0.0/24"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.PutProfile(ctx, &profile.Profile{Name: "cam", Reverse: map[string]int{"http": 80, "rtsp": 554}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"d1", "d2"} {
+		if _, err := r.AddDevice(ctx, n, "cam", newKey(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A larger pool that holds the old one: nothing moves.
+	moves, err := r.MovePool(ctx, sockets.Config{CIDR: "127.79.0.0/16"})
+	if err != nil || len(moves) != 0 {
+		t.Fatalf("growing the pool moved %v (%v)", moves, err)
+	}
+	// Another range and port base: every device and socket moves, in the new pool.
+	moves, err = r.MovePool(ctx, sockets.Config{CIDR: "127.81.0.0/16", PortBase: 30000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(moves) != 2 {
+		t.Fatalf("moves %+v, want both devices", moves)
+	}
+	for _, n := range []string{"d1", "d2"} {
+		d, err := r.Device(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range d.Sockets {
+			if !r.Pool().Contains(s.Addr.Addr()) || s.Addr.Addr() != d.Address || s.Addr.Port() < 30000 {
+				t.Fatalf("%s socket %+v after the move (device at %v)", n, s, d.Address)
+			}
+		}
+	}
+	if evs, _ := r.Events(ctx, EventFilter{Kind: EventPoolMoved}); len(evs) != 2 {
+		t.Fatalf("no pool_moved event: %+v", evs)
+	}
+	if _, err := r.MovePool(ctx, sockets.Config{CIDR: "10.0.0.0/16"}); err == nil {
+		t.Fatal("a pool outside loopback was accepted")
+	}
+}
+
+// A registry written before the pool was recorded may hold allocations outside it: they
+// are never served, and MovePool with no change re-homes them (the hub does it at start).
+func TestAllocationOutsidePoolIsNotServed(t *testing.T) {
+	ctx := context.Background()
+	r, err := openWith(t, t.TempDir(), sockets.Config{CIDR: "127.79.0.0/16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.PutProfile(ctx, &profile.Profile{Name: "cam", Reverse: map[string]int{"http": 80}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AddDevice(ctx, "old", "cam", newKey(t)); err != nil {
+		t.Fatal(err)
+	}
+	// As an older binary with another pool would have written it.
+	if _, err := r.db.ExecContext(ctx, `UPDATE devices SET address='127.77.0.9' WHERE name='old'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.db.ExecContext(ctx, `UPDATE sockets SET address='127.77.0.9' WHERE device='old'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.EnsureSocket(ctx, "old", "http"); !errors.Is(err, ErrOutsidePool) {
+		t.Fatalf("socket outside the pool: got %v, want ErrOutsidePool", err)
+	}
+	moves, err := r.MovePool(ctx, sockets.Config{})
+	if err != nil || len(moves) != 1 || moves[0].From != netip.MustParseAddr("127.77.0.9") {
+		t.Fatalf("re-homing: %+v %v", moves, err)
+	}
+	s, _, err := r.EnsureSocket(ctx, "old", "http")
+	if err != nil || !r.Pool().Contains(s.Addr.Addr()) {
+		t.Fatalf("after re-homing: %+v %v", s, err)
+	}
+}
