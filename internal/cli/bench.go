@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,9 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/term"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
+	"github.com/iotsafe/iotsafe/internal/lab/devicebench"
+	"github.com/iotsafe/iotsafe/internal/lab/hubbench"
+	"github.com/iotsafe/iotsafe/internal/lab/linkbench"
 	"github.com/iotsafe/iotsafe/internal/linkemu"
 )
 
@@ -44,42 +43,8 @@ func benchCmd() *cobra.Command {
 	return c
 }
 
-// benchSetup finds the iotsafe binary the lab runs as peers, makes a scratch folder (the
-// caller removes it) and a progress reporter on standard error.
-func benchSetup(cmd *cobra.Command) (bin, scratch string, p *lab.Progress, err error) {
-	if bin, err = os.Executable(); err != nil {
-		return "", "", nil, err
-	}
-	stderr := cmd.ErrOrStderr()
-	sweepStaleRuns(stderr)
-	if scratch, err = lab.NewScratch(); err != nil {
-		return "", "", nil, err
-	}
-	f, isFile := stderr.(*os.File)
-	return bin, scratch, &lab.Progress{W: stderr, TTY: isFile && term.IsTerminal(int(f.Fd()))}, nil
-}
-
-// sweepStaleRuns removes what lab runs killed before they could clean up left behind
-// (network namespaces, scratch folders), and says so.
-func sweepStaleRuns(w io.Writer) {
-	netns, err := lab.SweepStaleNetns()
-	for _, ns := range netns {
-		fmt.Fprintf(w, "removed network namespace %s: the lab run that made it is gone\n", ns)
-	}
-	if err != nil {
-		fmt.Fprintf(w, "warning: %v\n", err)
-	}
-	dirs, err := lab.SweepStaleScratch()
-	for _, d := range dirs {
-		fmt.Fprintf(w, "removed scratch folder %s: the lab run that made it is gone\n", d)
-	}
-	if err != nil {
-		fmt.Fprintf(w, "warning: %v\n", err)
-	}
-}
-
 func benchHubCmd() *cobra.Command {
-	var o lab.HubOptions
+	var o hubbench.Options
 	var out, only, profile, servers, paths string
 	var size int
 	c := &cobra.Command{
@@ -106,10 +71,10 @@ under two minutes; its figures are not measurements.`,
 			if o.Servers, err = choices("--servers", servers, []string{"iotsafe", "openssh", "dropbear"}); err != nil {
 				return err
 			}
-			if o.Paths, err = choices("--paths", paths, lab.RPSPaths); err != nil {
+			if o.Paths, err = choices("--paths", paths, hubbench.RPSPaths); err != nil {
 				return err
 			}
-			bin, scratch, progress, err := benchSetup(cmd)
+			bin, scratch, progress, err := lab.Setup(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -130,18 +95,7 @@ under two minutes; its figures are not measurements.`,
 				}
 				defer stop()
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "bench hub: results in %s\n", out)
-			res, err := lab.RunHub(cmd.Context(), b, o)
-			if err != nil && !errors.Is(err, context.Canceled) {
-				return err
-			}
-			s := lab.Summarize(res, o)
-			if werr := lab.WriteHub(out, lab.ReadEnvironment(o.Quick), res, s); werr != nil {
-				return werr
-			}
-			lab.PrintHub(cmd.OutOrStdout(), s)
-			fmt.Fprintf(cmd.OutOrStdout(), "\nreport: %s\n", filepath.Join(out, "report.html"))
-			return err
+			return hubbench.Run(cmd.Context(), b, o, out, cmd.OutOrStdout())
 		},
 	}
 	fl := c.Flags()
@@ -157,7 +111,7 @@ under two minutes; its figures are not measurements.`,
 	fl.DurationVar(&o.Duration, "duration", 0, "measured length of each run (default 5s, 2s with --quick)")
 	fl.IntSliceVar(&o.RAMSizes, "ram-n", nil, "N for the memory scenario (default 100,1000; 20 with --quick)")
 	fl.IntVar(&size, "size", 1024, "response body bytes")
-	fl.StringVar(&paths, "paths", "", "comma-separated rps paths to measure: "+strings.Join(lab.RPSPaths, ", ")+"; default all")
+	fl.StringVar(&paths, "paths", "", "comma-separated rps paths to measure: "+strings.Join(hubbench.RPSPaths, ", ")+"; default all")
 	fl.StringVar(&servers, "servers", "", "comma-separated SSH servers for ram, inactive, ps: iotsafe, openssh, dropbear; default all (10,000 OpenSSH sessions need ~16 GB)")
 	fl.IntSliceVar(&o.Payloads, "payloads", nil, "response sizes in bytes of the memory-vs-payload sweep (default 1024,4096,16384,65536,262144)")
 	fl.IntVar(&o.PayloadN, "payload-n", 0, "device sessions of the memory-vs-payload sweep (default 100, 10 with --quick)")
@@ -166,7 +120,7 @@ under two minutes; its figures are not measurements.`,
 }
 
 func benchDeviceCmd() *cobra.Command {
-	var o lab.DeviceOptions
+	var o devicebench.Options
 	var out, link, schemes, protos, trace string
 	c := &cobra.Command{
 		Use:   "device",
@@ -190,8 +144,8 @@ Needs root (network namespaces, sshd). --quick checks the harness in a few minut
 			o.Link = prof
 			if schemes != "" {
 				for _, s := range strings.Split(schemes, ",") {
-					if !slices.Contains(lab.DeviceSchemes, s) {
-						return fmt.Errorf("--schemes: %q is not one of %s", s, strings.Join(lab.DeviceSchemes, ", "))
+					if !slices.Contains(devicebench.Schemes, s) {
+						return fmt.Errorf("--schemes: %q is not one of %s", s, strings.Join(devicebench.Schemes, ", "))
 					}
 					o.Schemes = append(o.Schemes, s)
 				}
@@ -207,7 +161,7 @@ Needs root (network namespaces, sshd). --quick checks the harness in a few minut
 			if out == "" {
 				out = filepath.Join("bench-results", "device-"+time.Now().Format("20060102-150405"))
 			}
-			bin, scratch, progress, err := benchSetup(cmd)
+			bin, scratch, progress, err := lab.Setup(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -221,28 +175,14 @@ Needs root (network namespaces, sshd). --quick checks the harness in a few minut
 				defer tf.Close()
 				o.Trace = tf
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "bench device: results in %s\n", out)
-			res, err := lab.RunDevice(cmd.Context(), &lab.Bench{Bin: bin, Dir: scratch}, o)
-			if res == nil {
-				return err
-			}
-			s := lab.SummarizeDevice(res, o)
-			if werr := lab.WriteDevice(out, lab.ReadEnvironment(o.Quick), res, s); werr != nil {
-				return werr
-			}
-			lab.PrintDevice(cmd.OutOrStdout(), s)
-			fmt.Fprintf(cmd.OutOrStdout(), "\nreport: %s\n", filepath.Join(out, "report.html"))
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return err
+			return devicebench.Run(cmd.Context(), &lab.Bench{Bin: bin, Dir: scratch}, o, out, cmd.OutOrStdout())
 		},
 	}
 	fl := c.Flags()
 	fl.BoolVar(&o.Quick, "quick", false, "three sizes, five requests each: checks the harness")
 	fl.StringVar(&out, "out", "", "results folder (default ./bench-results/device-TIMESTAMP)")
 	fl.StringVar(&link, "link", "802154", "link profile: 802154, wifi, lte, ethernet")
-	fl.StringVar(&schemes, "schemes", "", "comma-separated: "+strings.Join(lab.DeviceSchemes, ", ")+" (default all)")
+	fl.StringVar(&schemes, "schemes", "", "comma-separated: "+strings.Join(devicebench.Schemes, ", ")+" (default all)")
 	fl.StringVar(&protos, "protos", "", "h1, h2 (default both)")
 	fl.IntSliceVar(&o.Sizes, "sizes", nil, "file sizes in bytes (default the paper's 4 B to 262144 B)")
 	fl.IntVar(&o.Requests, "requests", 0, "sequential requests per size (default 100, as the paper; 5 with --quick)")
@@ -256,7 +196,7 @@ func benchServeFilesCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use: "serve-files", Hidden: true, Short: "lab helper: the gateway's file server of the device bench", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return lab.ServeFiles(cmd.Context(), listen, tlsListen, cert, key, cmd.OutOrStdout())
+			return devicebench.ServeFiles(cmd.Context(), listen, tlsListen, cert, key, cmd.OutOrStdout())
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", "[::]:8080", "HTTP/1.1 and h2c address")
@@ -271,7 +211,7 @@ func benchDeviceClientCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use: "device-client", Hidden: true, Short: "lab helper: the device's HTTP client (commands on standard input)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return lab.DeviceClient(cmd.Context(), ca, cmd.InOrStdin(), cmd.OutOrStdout())
+			return devicebench.DeviceClient(cmd.Context(), ca, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
 	c.Flags().StringVar(&ca, "ca", "", "CA certificate PEM file for HTTPS")
@@ -304,20 +244,16 @@ removed afterwards. Constants and sources: docs/bench.md and internal/linkemu.`,
 					n = 64 << 20
 				}
 			}
-			sweepStaleRuns(cmd.ErrOrStderr())
+			lab.SweepStale(cmd.ErrOrStderr())
 			fmt.Fprintf(cmd.ErrOrStderr(), "sending %d bytes over the emulated %s link...\n", n, link)
-			r, err := lab.RunLink(cmd.Context(), prof, n)
+			r, err := linkbench.Measure(cmd.Context(), prof, n)
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), r)
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "link %s: %d bytes in %.2f s\n", r.Link, r.Bytes, r.Seconds)
-			fmt.Fprintf(w, "  goodput        %10.0f bit/s\n", r.Goodput)
-			fmt.Fprintf(w, "  model ceiling  %10.0f bit/s (measured/model %.2f)\n", r.Ceiling, r.Goodput/r.Ceiling)
-			fmt.Fprintf(w, "  frames %d, link bytes %d, channel efficiency %.2f, lost %d, dropped %d\n", r.Frames, r.LinkBytes, r.Efficiency, r.Lost, r.Dropped)
+			linkbench.Print(cmd.OutOrStdout(), r)
 			return nil
 		},
 	}

@@ -9,19 +9,19 @@ import (
 	"strings"
 )
 
-// series is one line of a chart.
-type series struct {
+// Series is one line of a chart.
+type Series struct {
 	Name string
 	X, Y []float64
 }
 
 var chartColors = []string{"#2a7", "#c53", "#57b", "#a5a", "#b92", "#488"}
 
-// lineChart draws series as an inline SVG: x on a log scale when logX (counts and sizes
+// LineChart draws Series as an inline SVG: x on a log scale when logX (counts and sizes
 // that span orders of magnitude), y linear from 0. Points are marked, so a single N
 // still shows.
-func lineChart(title, xLabel, yLabel string, ss []series, logX bool) template.HTML {
-	ss = slices.DeleteFunc(ss, func(s series) bool { return len(s.X) == 0 })
+func LineChart(title, xLabel, yLabel string, ss []Series, logX bool) template.HTML {
+	ss = slices.DeleteFunc(ss, func(s Series) bool { return len(s.X) == 0 })
 	if len(ss) == 0 {
 		return ""
 	}
@@ -91,47 +91,12 @@ func compact(v float64) string {
 	return fmt.Sprintf("%.2g", v)
 }
 
-// ramSeries is PSS growth (MiB) against N for one mode, idle and busy, per server.
-func ramSeries(r *HubResults, mode string) []series {
-	var out []series
-	for _, server := range sshServers {
-		for _, phase := range []string{"established", "during"} {
-			s := series{Name: server + map[string]string{"established": " idle", "during": " busy"}[phase]}
-			var ns []int
-			for _, row := range r.RAM {
-				if row.Server == server && row.Mode == mode && !slices.Contains(ns, row.N) {
-					ns = append(ns, row.N)
-				}
-			}
-			slices.Sort(ns)
-			for _, n := range ns {
-				var before, at int64 = -1, -1
-				for _, row := range r.RAM {
-					if row.Server == server && row.Mode == mode && row.N == n {
-						switch row.Phase {
-						case "before":
-							before = row.Mem.PSS
-						case phase:
-							at = row.Mem.PSS
-						}
-					}
-				}
-				if before >= 0 && at >= 0 {
-					s.X, s.Y = append(s.X, float64(n)), append(s.Y, float64(at-before)/1024)
-				}
-			}
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// mapSeries turns server -> (numeric key -> value) maps into series.
-func mapSeries(m map[string]map[string]float64) []series {
-	var out []series
-	for _, server := range sortedKeys(m) {
-		s := series{Name: server}
-		for _, k := range sortedNumKeys(m[server]) {
+// MapSeries turns server -> (numeric key -> value) maps into Series.
+func MapSeries(m map[string]map[string]float64) []Series {
+	var out []Series
+	for _, server := range SortedKeys(m) {
+		s := Series{Name: server}
+		for _, k := range SortedNumKeys(m[server]) {
 			var x float64
 			fmt.Sscan(k, &x)
 			s.X, s.Y = append(s.X, x), append(s.Y, m[server][k])

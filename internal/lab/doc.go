@@ -1,5 +1,7 @@
-// Package lab reproduces the papers' experiments on this machine with real peers: it
-// starts the servers under test and the device-side fleet as processes on loopback,
-// drives them with one load generator, measures requests per second and memory, and
-// writes CSV, environment.json, summary.json and a self-contained report.html.
+// Package lab is the shared harness of the experiments in its subpackages (hubbench,
+// devicebench, linkbench, one per paper experiment): it starts peers as processes
+// (StartProc; the iotsafe hub, OpenSSH, Dropbear, Caddy through Bench), network
+// namespaces (NewNetns), the device-side fleet (RunFleet) and the load generator (Load),
+// and writes results (WriteRunFiles, WriteCSV, ReadEnvironment, LineChart, Progress).
+// A new experiment is a new subpackage that uses these; it never copies them.
 package lab

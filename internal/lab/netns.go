@@ -41,7 +41,7 @@ type dialRes struct {
 // > 0 those threads also take that uid, so the sockets they open are owned by it, as a
 // platform process's would be.
 func NewNetns(name string, workers int, uid int) (*Netns, error) {
-	if err := addNetns(name); err != nil {
+	if err := AddNetns(name); err != nil {
 		return nil, err
 	}
 	n := &Netns{Name: name, dial: make(chan dialReq)}
@@ -112,30 +112,30 @@ func (n *Netns) Close() {
 	if n.fd != nil {
 		n.fd.Close()
 	}
-	delNetns(n.Name)
+	DelNetns(n.Name)
 }
 
 // Every namespace the lab makes is named iotsafe-ROLE-PID, PID being the lab's own
 // process: SweepStaleNetns can then tell which ones a killed run left behind.
 var labNetnsName = regexp.MustCompile(`^iotsafe-(bench|dev-dev|dev-gw|link-dev|link-gw)-([0-9]+)$`)
 
-// netnsName is the name of this process's namespace for role (one of labNetnsName's).
-func netnsName(role string) string { return fmt.Sprintf("iotsafe-%s-%d", role, os.Getpid()) }
+// NetnsName is the name of this process's namespace for role (one of labNetnsName's).
+func NetnsName(role string) string { return fmt.Sprintf("iotsafe-%s-%d", role, os.Getpid()) }
 
-// addNetns creates a namespace with its loopback up; it is removed again on failure.
-func addNetns(name string) error {
+// AddNetns creates a namespace with its loopback up; it is removed again on failure.
+func AddNetns(name string) error {
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		return fmt.Errorf("lab: ip netns add %s: %v: %s (needs root)", name, err, bytes.TrimSpace(out))
 	}
 	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		delNetns(name)
+		DelNetns(name)
 		return fmt.Errorf("lab: lo up in %s: %v: %s", name, err, bytes.TrimSpace(out))
 	}
 	return nil
 }
 
-// delNetns deletes a namespace, with the links, addresses and nftables tables in it.
-func delNetns(name string) { exec.Command("ip", "netns", "del", name).Run() }
+// DelNetns deletes a namespace, with the links, addresses and nftables tables in it.
+func DelNetns(name string) { exec.Command("ip", "netns", "del", name).Run() }
 
 // processRuns tells whether pid is a process that has not exited. A zombie has: a run
 // killed a moment ago stays one until its parent reaps it.

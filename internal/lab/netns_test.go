@@ -23,10 +23,10 @@ func TestSweepStaleNetns(t *testing.T) {
 	live := fmt.Sprintf("iotsafe-link-gw-%d", os.Getpid())
 	other := fmt.Sprintf("iotsafe-prod-%d", gone.Process.Pid)
 	for _, ns := range []string{dead, live, other} {
-		if err := addNetns(ns); err != nil {
+		if err := AddNetns(ns); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { delNetns(ns) })
+		t.Cleanup(func() { DelNetns(ns) })
 	}
 	removed, err := SweepStaleNetns()
 	if err != nil {

@@ -51,14 +51,15 @@ type Bench struct {
 	runs       int // peers started so far: each gets its own folder (and pool)
 }
 
-// scratch returns a fresh folder for one peer start.
-func (b *Bench) scratch(name string) (string, error) {
+// Scratch returns a fresh folder for one peer start.
+func (b *Bench) Scratch(name string) (string, error) {
 	b.runs++
 	d := filepath.Join(b.Dir, fmt.Sprintf("%s-%d", name, b.runs))
 	return d, os.MkdirAll(d, 0o700)
 }
 
-func newKey(path, comment string) (ssh.PublicKey, error) {
+// NewKey writes a fresh ed25519 private key to path (0600) and returns its public key.
+func NewKey(path, comment string) (ssh.PublicKey, error) {
 	_, k, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
@@ -86,11 +87,10 @@ type IoTsafeOpts struct {
 
 // StartIoTsafe enrolls o.Sessions devices with o.Forwards aliases each and starts a hub.
 func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*SSHServer, error) {
-	sessions, forwards := o.Sessions, o.Forwards
 	if o.Kernel && o.Netns == nil {
 		return nil, fmt.Errorf("lab: the kernel layer runs only in a namespace of the lab's")
 	}
-	dir, err := b.scratch(name)
+	dir, err := b.Scratch(name)
 	if err != nil {
 		return nil, err
 	}
@@ -98,49 +98,79 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 	os.MkdirAll(keys, 0o700)
 	// Each hub of the run gets its own /16 so two hubs never share a protected address.
 	pool := sockets.Config{CIDR: fmt.Sprintf("127.%d.0.0/16", 100+b.runs%100)}
-	reg, err := registry.Open(ctx, dir, pool)
+	frontToken, err := enrollLab(ctx, dir, keys, pool, o)
 	if err != nil {
 		return nil, err
 	}
+	if err := writeLabHubConfig(dir, pool, o); err != nil {
+		return nil, err
+	}
+	argv := append([]string{b.Bin, "hub", "--data", dir}, b.ProfileArgs(name)...)
+	if o.Netns != nil {
+		argv = o.Netns.Exec(argv...)
+	}
+	proc, err := StartProc(name, nil, argv...)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := awaitLabHub(ctx, proc, dir, o.Frontdoor)
+	if err != nil {
+		proc.Stop()
+		return nil, err
+	}
+	srv.Name, srv.KeyDir, srv.pool, srv.netns = name, keys, pool, o.Netns
+	if srv.Front != nil {
+		srv.Front.Token = frontToken
+	}
+	return srv, nil
+}
+
+// enrollLab writes the lab profile and o.Sessions devices (keys in keys) into the
+// registry in dir, with the grants o asks for; it returns the front-door token if any.
+func enrollLab(ctx context.Context, dir, keys string, pool sockets.Config, o IoTsafeOpts) (frontToken string, err error) {
+	reg, err := registry.Open(ctx, dir, pool)
+	if err != nil {
+		return "", err
+	}
+	defer reg.Close()
 	maxChannels := o.MaxChannels
 	if maxChannels == 0 {
-		maxChannels = 4*forwards + 64
+		maxChannels = 4*o.Forwards + 64
 	}
-	prof := &profile.Profile{Name: "lab", Reverse: map[string]int{}, MaxForwards: forwards, MaxChannels: maxChannels}
-	for i := range forwards {
+	prof := &profile.Profile{Name: "lab", Reverse: map[string]int{}, MaxForwards: o.Forwards, MaxChannels: maxChannels}
+	for i := range o.Forwards {
 		prof.Reverse[fmt.Sprintf("f%d", i)] = 0
 	}
 	if err := reg.PutProfile(ctx, prof); err != nil {
-		reg.Close()
-		return nil, err
+		return "", err
 	}
 	existing, _ := reg.Devices(ctx)
-	for i := len(existing); i < sessions; i++ {
+	for i := len(existing); i < o.Sessions; i++ {
 		name := fmt.Sprintf("dev%d", i)
-		pub, err := newKey(filepath.Join(keys, name), name)
+		pub, err := NewKey(filepath.Join(keys, name), name)
 		if err == nil {
 			_, err = reg.AddDevice(ctx, name, "lab", pub, "lab")
 		}
 		if err != nil {
-			reg.Close()
-			return nil, err
+			return "", err
 		}
 	}
-	var frontToken string
 	if o.Frontdoor {
 		if frontToken, err = frontdoorAccount(ctx, reg); err != nil {
-			reg.Close()
-			return nil, err
+			return "", err
 		}
 	}
 	if o.GrantUID != 0 {
 		err := reg.AddGrant(ctx, registry.Grant{Kind: registry.PrincipalUser, Name: fmt.Sprint(o.GrantUID), XID: o.GrantUID, Target: "@lab", Alias: "*"})
 		if err != nil {
-			reg.Close()
-			return nil, err
+			return "", err
 		}
 	}
-	reg.Close()
+	return frontToken, nil
+}
+
+// writeLabHubConfig writes the hub.yaml of a lab hub.
+func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 	onOff := func(b bool) string {
 		if b {
 			return "on"
@@ -152,51 +182,41 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 	if o.Frontdoor {
 		cfg += "frontdoor: {listen: '127.0.0.1:0', domain: " + FrontdoorDomain + "}\n"
 	}
-	if err := os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600); err != nil {
-		return nil, err
-	}
-	argv := append([]string{b.Bin, "hub", "--data", dir}, b.profileArgs(name)...)
-	if o.Netns != nil {
-		argv = o.Netns.Exec(argv...)
-	}
-	proc, err := StartProc(name, nil, argv...)
-	if err != nil {
-		return nil, err
-	}
+	return os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600)
+}
+
+// awaitLabHub reads a started hub's addresses from its output and its host key (and
+// the front door's CA) from its data folder.
+func awaitLabHub(ctx context.Context, proc *Proc, dir string, withFront bool) (*SSHServer, error) {
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var front string
-	if o.Frontdoor {
-		if front, err = proc.ReadLine(rctx, "front door on "); err != nil {
-			proc.Stop()
+	if withFront {
+		line, err := proc.ReadLine(rctx, "front door on ")
+		if err != nil {
 			return nil, err
 		}
-		front = strings.Fields(front)[0]
+		front = strings.Fields(line)[0]
 	}
 	addr, err := proc.ReadLine(rctx, "hub listening for devices on ")
 	if err != nil {
-		proc.Stop()
 		return nil, err
 	}
-	addr = strings.Fields(addr)[0]
 	hk, err := os.ReadFile(filepath.Join(dir, "host_ed25519_key"))
 	if err != nil {
-		proc.Stop()
 		return nil, err
 	}
 	signer, err := ssh.ParsePrivateKey(hk)
 	if err != nil {
-		proc.Stop()
 		return nil, err
 	}
-	srv := &SSHServer{Name: name, Proc: proc, Addr: addr, HostKey: signer.PublicKey(), IoTsafe: true, KeyDir: keys, dataDir: dir, pool: pool, netns: o.Netns}
-	if o.Frontdoor {
+	srv := &SSHServer{Proc: proc, Addr: strings.Fields(addr)[0], HostKey: signer.PublicKey(), IoTsafe: true, dataDir: dir}
+	if withFront {
 		caPEM, err := os.ReadFile(filepath.Join(dir, frontdoor.CADir, frontdoor.CACertFile))
 		if err != nil {
-			proc.Stop()
 			return nil, err
 		}
-		srv.Front = &FrontdoorInfo{Addr: front, Token: frontToken, CA: x509.NewCertPool()}
+		srv.Front = &FrontdoorInfo{Addr: front, CA: x509.NewCertPool()}
 		srv.Front.CA.AppendCertsFromPEM(caPEM)
 	}
 	return srv, nil
@@ -253,7 +273,7 @@ func clientKey(dir string) (ssh.PublicKey, string, error) {
 	if err := os.MkdirAll(keys, 0o700); err != nil {
 		return nil, "", err
 	}
-	pub, err := newKey(filepath.Join(keys, "client"), "lab")
+	pub, err := NewKey(filepath.Join(keys, "client"), "lab")
 	return pub, keys, err
 }
 
@@ -263,7 +283,7 @@ func (b *Bench) StartOpenSSH(ctx context.Context) (*SSHServer, error) {
 	if os.Getuid() != 0 {
 		return nil, fmt.Errorf("openssh: sshd needs root")
 	}
-	dir, err := b.scratch("openssh")
+	dir, err := b.Scratch("openssh")
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +291,7 @@ func (b *Bench) StartOpenSSH(ctx context.Context) (*SSHServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfgFile, keys, hostPub, err := prepareSSHD(dir, fmt.Sprintf("127.0.0.1:%d", port), "")
+	cfgFile, keys, hostPub, err := PrepareSSHD(dir, fmt.Sprintf("127.0.0.1:%d", port), "")
 	if err != nil {
 		return nil, err
 	}
@@ -287,10 +307,10 @@ func (b *Bench) StartOpenSSH(ctx context.Context) (*SSHServer, error) {
 	return &SSHServer{Name: "openssh", Proc: proc, Addr: addr, HostKey: hostPub, User: "root", KeyDir: keys}, nil
 }
 
-// prepareSSHD writes what the lab's sshd needs into dir: a client key pair (in KEYS, for
+// PrepareSSHD writes what the lab's sshd needs into dir: a client key pair (in KEYS, for
 // the fleet or ssh), its authorized_keys, a host key, and sshd_config listening on listen
 // with extra lines appended.
-func prepareSSHD(dir, listen, extra string) (cfgFile, keys string, hostPub ssh.PublicKey, err error) {
+func PrepareSSHD(dir, listen, extra string) (cfgFile, keys string, hostPub ssh.PublicKey, err error) {
 	pub, keys, err := clientKey(dir)
 	if err != nil {
 		return "", "", nil, err
@@ -299,7 +319,7 @@ func prepareSSHD(dir, listen, extra string) (cfgFile, keys string, hostPub ssh.P
 	if err := os.WriteFile(ak, ssh.MarshalAuthorizedKey(pub), 0o600); err != nil {
 		return "", "", nil, err
 	}
-	if hostPub, err = newKey(filepath.Join(dir, "host_key"), "lab-host"); err != nil {
+	if hostPub, err = NewKey(filepath.Join(dir, "host_key"), "lab-host"); err != nil {
 		return "", "", nil, err
 	}
 	cfgFile = filepath.Join(dir, "sshd_config")
@@ -340,7 +360,7 @@ func (b *Bench) StartDropbear(ctx context.Context) (*SSHServer, error) {
 	if os.Getuid() != 0 {
 		return nil, fmt.Errorf("dropbear: needs root (to log in as root and for the mount namespace)")
 	}
-	dir, err := b.scratch("dropbear")
+	dir, err := b.Scratch("dropbear")
 	if err != nil {
 		return nil, err
 	}
@@ -388,8 +408,8 @@ func (b *Bench) StartDropbear(ctx context.Context) (*SSHServer, error) {
 	return &SSHServer{Name: "dropbear", Proc: proc, Addr: addr, HostKey: hostPub, User: "root", KeyDir: keys}, nil
 }
 
-// profileArgs asks a lab process to profile itself as NAME when profiling is on.
-func (b *Bench) profileArgs(name string) []string {
+// ProfileArgs asks a lab process to profile itself as NAME when profiling is on.
+func (b *Bench) ProfileArgs(name string) []string {
 	if b.ProfileDir == "" {
 		return nil
 	}
@@ -409,7 +429,7 @@ func (b *Bench) StartFleet(ctx context.Context, s *SSHServer, target string, ses
 	}
 	args := []string{b.Bin, "bench", "fleet", "--server", s.Addr, "--host-key", hk, "--target", target, "--sessions", fmt.Sprint(sessions),
 		"--forwards", fmt.Sprint(forwards), "--key-dir", s.KeyDir, "--parallel", parallel}
-	args = append(args, b.profileArgs(s.Name+"-fleet")...)
+	args = append(args, b.ProfileArgs(s.Name+"-fleet")...)
 	if s.IoTsafe {
 		args = append(args, "--iotsafe")
 		if !s.ChannelPerConnection {
@@ -453,7 +473,7 @@ func (b *Bench) StartFleet(ctx context.Context, s *SSHServer, target string, ses
 
 // StartCaddy runs Caddy as the paper's HTTPS server, with the lab's certificate.
 func (b *Bench) StartCaddy(ctx context.Context, certFile, keyFile string) (*Proc, string, error) {
-	dir, err := b.scratch("caddy")
+	dir, err := b.Scratch("caddy")
 	if err != nil {
 		return nil, "", err
 	}

@@ -314,10 +314,10 @@ func (t *tailBuffer) String() string {
 
 var _ io.Writer = (*tailBuffer)(nil)
 
-// raiseFileLimit lifts this process's open-file limit, and so its children's (servers,
+// RaiseFileLimit lifts this process's open-file limit, and so its children's (servers,
 // fleets): 10,000 sessions hold tens of thousands of descriptors. Root may raise the hard
 // limit up to fs.nr_open; others only the soft one. The new limit is reported.
-func raiseFileLimit(p *Progress) {
+func RaiseFileLimit(p *Progress) {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		return

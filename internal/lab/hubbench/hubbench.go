@@ -1,18 +1,19 @@
-package lab
+package hubbench
 
 import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/lab"
 )
 
-// HubOptions configures 'iotsafe bench hub'.
-type HubOptions struct {
+// Options configures 'iotsafe bench hub'.
+type Options struct {
 	Quick       bool
 	Only        map[string]bool // "rps", "ram"; empty means all
 	Concurrency int             // load generator workers; 0 means 32
@@ -37,10 +38,10 @@ type HubOptions struct {
 	// payload), at PayloadN device sessions; nil means 1K..256K (1K and 64K with Quick).
 	Payloads []int
 	PayloadN int
-	Progress *Progress
+	Progress *lab.Progress
 }
 
-func (o *HubOptions) defaults() {
+func (o *Options) defaults() {
 	def := func(d *time.Duration, full, quick time.Duration) {
 		if *d == 0 {
 			*d = full
@@ -110,10 +111,10 @@ func (o *HubOptions) defaults() {
 // sshServers are the SSH servers of the ram, inactive and ps parts.
 var sshServers = []string{"iotsafe", "openssh", "dropbear"}
 
-func (o *HubOptions) server(name string) bool { return len(o.Servers) == 0 || o.Servers[name] }
+func (o *Options) server(name string) bool { return len(o.Servers) == 0 || o.Servers[name] }
 
 // nServers is how many SSH servers the selection runs.
-func (o *HubOptions) nServers() int {
+func (o *Options) nServers() int {
 	n := 0
 	for _, s := range sshServers {
 		if o.server(s) {
@@ -124,7 +125,7 @@ func (o *HubOptions) nServers() int {
 }
 
 // rpsPaths are the selected rps paths, in report order.
-func (o *HubOptions) rpsPaths() []string {
+func (o *Options) rpsPaths() []string {
 	var ps []string
 	for _, p := range RPSPaths {
 		if len(o.Paths) == 0 || o.Paths[p] {
@@ -136,7 +137,7 @@ func (o *HubOptions) rpsPaths() []string {
 
 // measures reports whether any of paths is selected; runRPS starts only the servers
 // that selected paths need.
-func (o *HubOptions) measures(paths ...string) bool {
+func (o *Options) measures(paths ...string) bool {
 	for _, p := range paths {
 		if len(o.Paths) == 0 || o.Paths[p] {
 			return true
@@ -145,7 +146,7 @@ func (o *HubOptions) measures(paths ...string) bool {
 	return false
 }
 
-func (o *HubOptions) want(s string) bool { return len(o.Only) == 0 || o.Only[s] }
+func (o *Options) want(s string) bool { return len(o.Only) == 0 || o.Only[s] }
 
 // RPSPaths are the paths of the rps part, in report order.
 var RPSPaths = []string{"plain", "iotsafe", "iotsafe_channels", "iotsafe_acl_off", "iotsafe_layers_on", "iotsafe_layers_off", "openssh", "dropbear", "https_go", "https2", "https_caddy",
@@ -159,7 +160,7 @@ const labUID = 40123
 type RPSRow struct {
 	Path   string
 	Rep    int
-	Result LoadResult
+	Result lab.LoadResult
 	// ServerCPU is the CPU time the server under test (its whole process tree) spent
 	// during the measured part; 0 if unknown.
 	ServerCPU time.Duration
@@ -174,23 +175,23 @@ type RAMRow struct {
 	N       int
 	Payload int    // response bytes of the "during" phase
 	Phase   string // before, established, during
-	Mem     Memory
+	Mem     lab.Memory
 	// Served and Failed count the requests of the "during" phase: one through every forward.
 	Served, Failed int
 }
 
-// HubResults is everything one run measured.
-type HubResults struct {
+// Results is everything one run measured.
+type Results struct {
 	RPS     []RPSRow
 	RAM     []RAMRow
 	Sweeps  []SweepRow
 	Skipped map[string]string // path or server -> why
 }
 
-// RunHub runs the host-server benchmark of paper 000 section VII.
-func RunHub(ctx context.Context, b *Bench, o HubOptions) (*HubResults, error) {
+// Measure runs the host-server benchmark of paper 000 section VII.
+func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	o.defaults()
-	res := &HubResults{Skipped: map[string]string{}}
+	res := &Results{Skipped: map[string]string{}}
 	steps := 0
 	if o.want("rps") {
 		steps += o.Reps * len(o.rpsPaths())
@@ -204,7 +205,7 @@ func RunHub(ctx context.Context, b *Bench, o HubOptions) (*HubResults, error) {
 	if o.want("ps") {
 		steps += o.nServers() * len(o.PSSessions)
 	}
-	raiseFileLimit(o.Progress)
+	lab.RaiseFileLimit(o.Progress)
 	o.Progress.Start(steps)
 	defer o.Progress.Done()
 	if o.want("rps") {
@@ -215,7 +216,7 @@ func RunHub(ctx context.Context, b *Bench, o HubOptions) (*HubResults, error) {
 	if !o.want("ram") && !o.want("inactive") && !o.want("ps") {
 		return res, nil
 	}
-	app, err := StartProc("app", nil, b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size))
+	app, err := lab.StartProc("app", nil, b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size))
 	if err != nil {
 		return res, err
 	}
@@ -242,13 +243,13 @@ func RunHub(ctx context.Context, b *Bench, o HubOptions) (*HubResults, error) {
 // path's server cost, and (for SSH paths) the device side's fleet.
 type rpsRun struct {
 	ctx     context.Context
-	b       *Bench
-	o       *HubOptions
-	res     *HubResults
+	b       *lab.Bench
+	o       *Options
+	res     *Results
 	stops   []func()
-	targets map[string]Target
-	servers map[string]*Proc
-	devices map[string]*Proc
+	targets map[string]lab.Target
+	servers map[string]*lab.Proc
+	devices map[string]*lab.Proc
 }
 
 func (r *rpsRun) stop() {
@@ -265,12 +266,12 @@ func (r *rpsRun) skip(err error, paths ...string) {
 }
 
 // app starts the device application, in ns if set, and returns its address.
-func (r *rpsRun) app(name string, ns *Netns) (*Proc, string, error) {
-	argv := append([]string{r.b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(r.b.Size)}, r.b.profileArgs(name)...)
+func (r *rpsRun) app(name string, ns *lab.Netns) (*lab.Proc, string, error) {
+	argv := append([]string{r.b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(r.b.Size)}, r.b.ProfileArgs(name)...)
 	if ns != nil {
 		argv = ns.Exec(argv...)
 	}
-	p, err := StartProc(name, nil, argv...)
+	p, err := lab.StartProc(name, nil, argv...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -281,7 +282,7 @@ func (r *rpsRun) app(name string, ns *Netns) (*Proc, string, error) {
 
 // ssh starts an SSH server for path name with its one-session, one-forward fleet
 // towards appAddr; a failure skips the path.
-func (r *rpsRun) ssh(name, appAddr string, dial func(context.Context, string) (net.Conn, error), start func() (*SSHServer, error)) {
+func (r *rpsRun) ssh(name, appAddr string, dial func(context.Context, string) (net.Conn, error), start func() (*lab.SSHServer, error)) {
 	if !r.o.measures(name) {
 		return
 	}
@@ -297,24 +298,24 @@ func (r *rpsRun) ssh(name, appAddr string, dial func(context.Context, string) (n
 		return
 	}
 	r.stops = append(r.stops, fleet.Stop)
-	r.targets[name] = Target{Name: name, Addrs: addrs, Size: r.b.Size, Dial: dial}
+	r.targets[name] = lab.Target{Name: name, Addrs: addrs, Size: r.b.Size, Dial: dial}
 	r.servers[name], r.devices[name] = s.Proc, fleet
 }
 
-func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error {
+func runRPS(ctx context.Context, b *lab.Bench, o *Options, res *Results) error {
 	r := &rpsRun{ctx: ctx, b: b, o: o, res: res,
-		targets: map[string]Target{}, servers: map[string]*Proc{}, devices: map[string]*Proc{}}
+		targets: map[string]lab.Target{}, servers: map[string]*lab.Proc{}, devices: map[string]*lab.Proc{}}
 	defer r.stop()
 	app, appAddr, err := r.app("app", nil)
 	if err != nil {
 		return err
 	}
-	r.targets["plain"] = Target{Name: "plain", Addrs: []string{appAddr}, Size: b.Size}
+	r.targets["plain"] = lab.Target{Name: "plain", Addrs: []string{appAddr}, Size: b.Size}
 	r.servers["plain"] = app
 
 	perDevice := rpsMaxChannels(o)
-	iotsafe := func(name string, opts IoTsafeOpts, channels bool) func() (*SSHServer, error) {
-		return func() (*SSHServer, error) {
+	iotsafe := func(name string, opts lab.IoTsafeOpts, channels bool) func() (*lab.SSHServer, error) {
+		return func() (*lab.SSHServer, error) {
 			s, err := b.StartIoTsafe(ctx, name, opts)
 			if s != nil {
 				s.ChannelPerConnection = channels
@@ -324,11 +325,11 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 	}
 	// The device side as the agent runs by default: its connections multiplexed in one
 	// channel.
-	r.ssh("iotsafe", appAddr, nil, iotsafe("iotsafe", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, MaxChannels: perDevice}, false))
+	r.ssh("iotsafe", appAddr, nil, iotsafe("iotsafe", lab.IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, MaxChannels: perDevice}, false))
 	// The same hub with one SSH channel per connection, as stock clients (and the agent
 	// with --multiplex=false) do: a channel open round trip and close messages each.
-	r.ssh("iotsafe_channels", appAddr, nil, iotsafe("iotsafe_channels", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, MaxChannels: perDevice}, true))
-	r.ssh("iotsafe_acl_off", appAddr, nil, iotsafe("iotsafe_acl_off", IoTsafeOpts{Sessions: 1, Forwards: 1, MaxChannels: perDevice}, false))
+	r.ssh("iotsafe_channels", appAddr, nil, iotsafe("iotsafe_channels", lab.IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, MaxChannels: perDevice}, true))
+	r.ssh("iotsafe_acl_off", appAddr, nil, iotsafe("iotsafe_acl_off", lab.IoTsafeOpts{Sessions: 1, Forwards: 1, MaxChannels: perDevice}, false))
 	if o.measures("iotsafe_layers_on", "iotsafe_layers_off") {
 		if err := r.layers(); err != nil {
 			return err
@@ -341,8 +342,8 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 			r.skip(err, "frontdoor", "frontdoor_ka")
 		}
 	}
-	r.ssh("openssh", appAddr, nil, func() (*SSHServer, error) { return b.StartOpenSSH(ctx) })
-	r.ssh("dropbear", appAddr, nil, func() (*SSHServer, error) { return b.StartDropbear(ctx) })
+	r.ssh("openssh", appAddr, nil, func() (*lab.SSHServer, error) { return b.StartOpenSSH(ctx) })
+	r.ssh("dropbear", appAddr, nil, func() (*lab.SSHServer, error) { return b.StartDropbear(ctx) })
 	if o.measures("https_go", "https_go_ka", "https2", "https_caddy") {
 		if err := r.https(); err != nil {
 			return err
@@ -354,7 +355,7 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 		if !ok {
 			continue
 		}
-		if err := Request(ctx, t, t.Addrs[0]); err != nil {
+		if err := lab.Request(ctx, t, t.Addrs[0]); err != nil {
 			res.Skipped[p] = "first request failed: " + err.Error()
 			delete(r.targets, p)
 		}
@@ -368,7 +369,7 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 				continue
 			}
 			var server, device cpuWindow
-			l := Load(ctx, t, o.Concurrency, o.Warmup, o.Duration, func(measuring bool) {
+			l := lab.Load(ctx, t, o.Concurrency, o.Warmup, o.Duration, func(measuring bool) {
 				// CPU over exactly the measured part.
 				server.mark(r.servers[p], measuring)
 				device.mark(r.devices[p], measuring)
@@ -385,16 +386,16 @@ func runRPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults) error
 
 // rpsMaxChannels is the lab device's connection limit for the rps part: one device
 // serves all of the load generator's clients at once.
-func rpsMaxChannels(o *HubOptions) int { return 2*o.Concurrency + 64 }
+func rpsMaxChannels(o *Options) int { return 2*o.Concurrency + 64 }
 
 // cpuWindow is the CPU time a process tree spent between two marks; 0 if unknown.
 type cpuWindow struct{ d time.Duration }
 
-func (w *cpuWindow) mark(p *Proc, start bool) {
+func (w *cpuWindow) mark(p *lab.Proc, start bool) {
 	if p == nil {
 		return
 	}
-	c, err := TreeCPU(p.PID())
+	c, err := lab.TreeCPU(p.PID())
 	switch {
 	case err != nil:
 		w.d = 0
@@ -409,7 +410,7 @@ func (w *cpuWindow) mark(p *Proc, start bool) {
 // the kernel layer's table lives there, never in the host's ruleset.
 func (r *rpsRun) layers() error {
 	names := []string{"iotsafe_layers_on", "iotsafe_layers_off"}
-	ns, err := NewNetns(netnsName("bench"), r.o.Concurrency, labUID)
+	ns, err := lab.NewNetns(lab.NetnsName("bench"), r.o.Concurrency, labUID)
 	if err != nil {
 		r.skip(err, names...)
 		return nil
@@ -421,8 +422,8 @@ func (r *rpsRun) layers() error {
 	}
 	for _, name := range names {
 		on := name == "iotsafe_layers_on"
-		r.ssh(name, nsAppAddr, ns.Dial, func() (*SSHServer, error) {
-			return r.b.StartIoTsafe(r.ctx, name, IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: on, Kernel: on, Netns: ns, GrantUID: labUID, MaxChannels: rpsMaxChannels(r.o)})
+		r.ssh(name, nsAppAddr, ns.Dial, func() (*lab.SSHServer, error) {
+			return r.b.StartIoTsafe(r.ctx, name, lab.IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: on, Kernel: on, Netns: ns, GrantUID: labUID, MaxChannels: rpsMaxChannels(r.o)})
 		})
 	}
 	return nil
@@ -432,11 +433,11 @@ func (r *rpsRun) layers() error {
 // HTTP/2) and Caddy.
 func (r *rpsRun) https() error {
 	b := r.b
-	certFile, keyFile, clientTLS, err := WriteCert(b.Dir)
+	certFile, keyFile, clientTLS, err := lab.WriteCert(b.Dir)
 	if err != nil {
 		return err
 	}
-	httpsProc, err := StartProc("https_go", nil, b.Bin, "bench", "serve-https", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size), "--cert", certFile, "--key", keyFile)
+	httpsProc, err := lab.StartProc("https_go", nil, b.Bin, "bench", "serve-https", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(b.Size), "--cert", certFile, "--key", keyFile)
 	if err != nil {
 		return err
 	}
@@ -445,9 +446,9 @@ func (r *rpsRun) https() error {
 	if err != nil {
 		return err
 	}
-	r.targets["https_go"] = Target{Name: "https_go", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size}
-	r.targets["https_go_ka"] = Target{Name: "https_go_ka", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size, KeepAlive: true}
-	r.targets["https2"] = NewH2Target("https2", []string{httpsAddr}, clientTLS, b.Size)
+	r.targets["https_go"] = lab.Target{Name: "https_go", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size}
+	r.targets["https_go_ka"] = lab.Target{Name: "https_go_ka", Addrs: []string{httpsAddr}, TLS: clientTLS, Size: b.Size, KeepAlive: true}
+	r.targets["https2"] = lab.NewH2Target("https2", []string{httpsAddr}, clientTLS, b.Size)
 	r.servers["https_go"], r.servers["https_go_ka"], r.servers["https2"] = httpsProc, httpsProc, httpsProc
 	if !r.o.measures("https_caddy") {
 		return nil
@@ -458,13 +459,13 @@ func (r *rpsRun) https() error {
 		return nil
 	}
 	r.stops = append(r.stops, caddy.Stop)
-	r.targets["https_caddy"] = Target{Name: "https_caddy", Addrs: []string{addr}, TLS: clientTLS, Size: b.Size}
+	r.targets["https_caddy"] = lab.Target{Name: "https_caddy", Addrs: []string{addr}, TLS: clientTLS, Size: b.Size}
 	r.servers["https_caddy"] = caddy
 	return nil
 }
 
-func frontdoorTargets(ctx context.Context, b *Bench, maxChannels int, appAddr string, targets map[string]Target, servers map[string]*Proc, stops *[]func()) error {
-	s, err := b.StartIoTsafe(ctx, "iotsafe_frontdoor", IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, Frontdoor: true, MaxChannels: maxChannels})
+func frontdoorTargets(ctx context.Context, b *lab.Bench, maxChannels int, appAddr string, targets map[string]lab.Target, servers map[string]*lab.Proc, stops *[]func()) error {
+	s, err := b.StartIoTsafe(ctx, "iotsafe_frontdoor", lab.IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, Frontdoor: true, MaxChannels: maxChannels})
 	if err != nil {
 		return err
 	}
@@ -474,21 +475,21 @@ func frontdoorTargets(ctx context.Context, b *Bench, maxChannels int, appAddr st
 		return err
 	}
 	*stops = append(*stops, fleet.Stop)
-	host := "f0.dev0." + FrontdoorDomain
+	host := "f0.dev0." + lab.FrontdoorDomain
 	tc := &tls.Config{RootCAs: s.Front.CA, ServerName: host}
 	for _, ka := range []bool{false, true} {
 		name := "frontdoor"
 		if ka {
 			name = "frontdoor_ka"
 		}
-		targets[name] = Target{Name: name, Addrs: []string{s.Front.Addr}, TLS: tc, Size: b.Size, KeepAlive: ka,
+		targets[name] = lab.Target{Name: name, Addrs: []string{s.Front.Addr}, TLS: tc, Size: b.Size, KeepAlive: ka,
 			Host: host, Header: "Authorization: Bearer " + s.Front.Token + "\r\n"}
 		servers[name] = s.Proc
 	}
 	return nil
 }
 
-func runRAM(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAddr string) error {
+func runRAM(ctx context.Context, b *lab.Bench, o *Options, res *Results, appAddr string) error {
 	for _, server := range sshServers {
 		if !o.server(server) {
 			continue
@@ -507,7 +508,7 @@ func runRAM(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAd
 		// Memory against payload size: one application per size.
 		for _, size := range o.Payloads {
 			err := func() error {
-				app, err := StartProc("app-payload", nil, b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(size))
+				app, err := lab.StartProc("app-payload", nil, b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(size))
 				if err != nil {
 					return err
 				}
@@ -530,20 +531,20 @@ func runRAM(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAd
 	return nil
 }
 
-func ramOne(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAddr, server, mode string, n, size int) error {
+func ramOne(ctx context.Context, b *lab.Bench, o *Options, res *Results, appAddr, server, mode string, n, size int) error {
 	s, p := n, 1
 	if mode == "forwards" {
 		s, p = 1, n
 	}
-	srv, err := b.startSSH(ctx, server, fmt.Sprintf("ram-%s-%s-%d-%d", server, mode, n, size), s, p)
+	srv, err := startSSH(ctx, b, server, fmt.Sprintf("ram-%s-%s-%d-%d", server, mode, n, size), s, p)
 	if err != nil {
 		return err
 	}
 	defer srv.Proc.Stop()
-	record := func(phase string, m Memory, served, failed int) {
+	record := func(phase string, m lab.Memory, served, failed int) {
 		res.RAM = append(res.RAM, RAMRow{Server: server, Mode: mode, N: n, Payload: size, Phase: phase, Mem: m, Served: served, Failed: failed})
 	}
-	before, err := TreeMemory(srv.Proc.PID())
+	before, err := lab.TreeMemory(srv.Proc.PID())
 	if err != nil {
 		return err
 	}
@@ -553,7 +554,7 @@ func ramOne(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAd
 		return err
 	}
 	defer fleet.Stop()
-	est, err := TreeMemory(srv.Proc.PID())
+	est, err := lab.TreeMemory(srv.Proc.PID())
 	if err != nil {
 		return err
 	}
@@ -575,14 +576,14 @@ sample:
 		case br = <-done:
 			break sample
 		case <-tick.C:
-			if m, err := TreeMemory(srv.Proc.PID()); err == nil && m.PSS > peak.PSS {
+			if m, err := lab.TreeMemory(srv.Proc.PID()); err == nil && m.PSS > peak.PSS {
 				peak = m
 			}
 		}
 	}
 	tick.Stop()
 	// A short batch can end between two samples; the memory it used is still held now.
-	if m, err := TreeMemory(srv.Proc.PID()); err == nil && m.PSS > peak.PSS {
+	if m, err := lab.TreeMemory(srv.Proc.PID()); err == nil && m.PSS > peak.PSS {
 		peak = m
 	}
 	record("during", peak, len(addrs)-br.failed, br.failed)
@@ -593,16 +594,16 @@ sample:
 }
 
 // MedianCPU returns the median server CPU microseconds per request of path.
-func (r *HubResults) MedianCPU(path string) (float64, bool) {
+func (r *Results) MedianCPU(path string) (float64, bool) {
 	return r.medianCPU(path, func(row RPSRow) time.Duration { return row.ServerCPU })
 }
 
 // MedianDeviceCPU is MedianCPU for the device side (the fleet) of an SSH path.
-func (r *HubResults) MedianDeviceCPU(path string) (float64, bool) {
+func (r *Results) MedianDeviceCPU(path string) (float64, bool) {
 	return r.medianCPU(path, func(row RPSRow) time.Duration { return row.DeviceCPU })
 }
 
-func (r *HubResults) medianCPU(path string, cpu func(RPSRow) time.Duration) (float64, bool) {
+func (r *Results) medianCPU(path string, cpu func(RPSRow) time.Duration) (float64, bool) {
 	var v []float64
 	for _, row := range r.RPS {
 		if c := cpu(row); row.Path == path && c > 0 && row.Result.Requests > 0 {
@@ -617,7 +618,7 @@ func (r *HubResults) medianCPU(path string, cpu func(RPSRow) time.Duration) (flo
 }
 
 // Median returns the median RPS of path, and how many runs it had.
-func (r *HubResults) Median(path string) (float64, int) {
+func (r *Results) Median(path string) (float64, int) {
 	var v []float64
 	for _, row := range r.RPS {
 		if row.Path == path {
@@ -636,27 +637,27 @@ func (r *HubResults) Median(path string) (float64, int) {
 
 // PerUnitKB returns the PSS growth per session (mode "sessions") or per forward
 // ("forwards") from before to the phase, at the largest N measured.
-func (r *HubResults) PerUnitKB(server, mode, phase string) (float64, int) {
+func (r *Results) PerUnitKB(server, mode, phase string) (float64, int) {
 	kb, n, _ := r.perUnit(func(row RAMRow) bool { return row.Server == server && row.Mode == mode }, phase)
 	return kb, n
 }
 
 // PayloadKB is PerUnitKB of the busy phase of the payload sweep at size bytes.
-func (r *HubResults) PayloadKB(server string, size int) (float64, int) {
+func (r *Results) PayloadKB(server string, size int) (float64, int) {
 	kb, n, _ := r.perUnit(func(row RAMRow) bool { return row.Server == server && row.Mode == "payload" && row.Payload == size }, "during")
 	return kb, n
 }
 
 // Served returns how many forwards served a request in the busy phase at the largest N
 // of server/mode, and that N.
-func (r *HubResults) Served(server, mode string) (served, n int) {
+func (r *Results) Served(server, mode string) (served, n int) {
 	_, n, row := r.perUnit(func(row RAMRow) bool { return row.Server == server && row.Mode == mode }, "during")
 	return row.Served, n
 }
 
 // perUnit finds the largest N among rows that match, and returns the PSS growth per
 // unit from "before" to phase, N, and the phase's row.
-func (r *HubResults) perUnit(match func(RAMRow) bool, phase string) (float64, int, RAMRow) {
+func (r *Results) perUnit(match func(RAMRow) bool, phase string) (float64, int, RAMRow) {
 	var ns []int
 	for _, row := range r.RAM {
 		if match(row) && !slices.Contains(ns, row.N) {
@@ -683,59 +684,4 @@ func (r *HubResults) perUnit(match func(RAMRow) bool, phase string) (float64, in
 		return 0, 0, RAMRow{}
 	}
 	return float64(at.Mem.PSS-before) / float64(n), n, *at
-}
-
-// Progress reports long runs on a terminal (a bar) or a log (a line per step).
-type Progress struct {
-	W     io.Writer
-	TTY   bool
-	total int
-	done  int
-	start time.Time
-}
-
-func (p *Progress) Start(total int) {
-	if p == nil {
-		return
-	}
-	p.total, p.done, p.start = total, 0, time.Now()
-}
-
-func (p *Progress) Step(msg string) {
-	if p == nil || p.W == nil {
-		return
-	}
-	p.done++
-	if p.TTY {
-		const width = 30
-		fill := width * p.done / max(p.total, 1)
-		fmt.Fprintf(p.W, "\r\033[K[%s%s] %d/%d %s  %s", bar(fill, '#'), bar(width-fill, '.'), p.done, p.total, time.Since(p.start).Round(time.Second), msg)
-		return
-	}
-	fmt.Fprintf(p.W, "[%d/%d %s] %s\n", p.done, p.total, time.Since(p.start).Round(time.Second), msg)
-}
-
-// Note prints a line that is not a step (on a terminal, above the bar).
-func (p *Progress) Note(msg string) {
-	if p == nil || p.W == nil {
-		return
-	}
-	if p.TTY {
-		fmt.Fprint(p.W, "\r\033[K")
-	}
-	fmt.Fprintln(p.W, msg)
-}
-
-func (p *Progress) Done() {
-	if p != nil && p.TTY && p.W != nil {
-		fmt.Fprintln(p.W)
-	}
-}
-
-func bar(n int, c byte) string {
-	b := make([]byte, max(n, 0))
-	for i := range b {
-		b[i] = c
-	}
-	return string(b)
 }

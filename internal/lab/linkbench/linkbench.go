@@ -1,4 +1,4 @@
-package lab
+package linkbench
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/linkemu"
 )
 
-// LinkResult is a bulk TCP transfer over an emulated link, beside the model's ceiling.
-type LinkResult struct {
+// Result is a bulk TCP transfer over an emulated link, beside the model's ceiling.
+type Result struct {
 	Link       string  `json:"link"`
 	Bytes      int     `json:"bytes"`
 	Seconds    float64 `json:"seconds"`
@@ -25,17 +26,17 @@ type LinkResult struct {
 	Dropped    int64   `json:"dropped_packets"`
 }
 
-// RunLink joins two fresh network namespaces (device and gateway side) by the emulated
+// Measure joins two fresh network namespaces (device and gateway side) by the emulated
 // link and sends n bytes over one TCP connection from the device side. The namespaces
 // and devices are removed afterwards.
-func RunLink(ctx context.Context, prof linkemu.Profile, n int) (LinkResult, error) {
-	res := LinkResult{Link: prof.Name, Bytes: n, Ceiling: prof.MaxGoodput(prof.MTU - 60)}
-	dev, gw := netnsName("link-dev"), netnsName("link-gw")
+func Measure(ctx context.Context, prof linkemu.Profile, n int) (Result, error) {
+	res := Result{Link: prof.Name, Bytes: n, Ceiling: prof.MaxGoodput(prof.MTU - 60)}
+	dev, gw := lab.NetnsName("link-dev"), lab.NetnsName("link-gw")
 	for _, ns := range []string{dev, gw} {
-		if err := addNetns(ns); err != nil {
+		if err := lab.AddNetns(ns); err != nil {
 			return res, err
 		}
-		defer delNetns(ns)
+		defer lab.DelNetns(ns)
 	}
 	devAddr, gwAddr := netip.MustParsePrefix("fd77::1/64"), netip.MustParsePrefix("fd77::2/64")
 	br, err := linkemu.Open(prof, linkemu.End{Netns: dev, Device: "lowpan0", Addr: devAddr}, linkemu.End{Netns: gw, Device: "lowpan0", Addr: gwAddr}, uint64(time.Now().UnixNano()), nil)
@@ -80,7 +81,7 @@ func RunLink(ctx context.Context, prof linkemu.Profile, n int) (LinkResult, erro
 		<-ctx.Done()
 		c.Close()
 	}()
-	if _, err := c.Write(Body(n)); err != nil {
+	if _, err := c.Write(lab.Body(n)); err != nil {
 		c.Close()
 		return res, err
 	}
@@ -102,4 +103,12 @@ func RunLink(ctx context.Context, prof linkemu.Profile, n int) (LinkResult, erro
 		res.Efficiency = float64(n) / float64(res.LinkBytes)
 	}
 	return res, nil
+}
+
+// Print writes r for people.
+func Print(w io.Writer, r Result) {
+	fmt.Fprintf(w, "link %s: %d bytes in %.2f s\n", r.Link, r.Bytes, r.Seconds)
+	fmt.Fprintf(w, "  goodput        %10.0f bit/s\n", r.Goodput)
+	fmt.Fprintf(w, "  model ceiling  %10.0f bit/s (measured/model %.2f)\n", r.Ceiling, r.Goodput/r.Ceiling)
+	fmt.Fprintf(w, "  frames %d, link bytes %d, channel efficiency %.2f, lost %d, dropped %d\n", r.Frames, r.LinkBytes, r.Efficiency, r.Lost, r.Dropped)
 }

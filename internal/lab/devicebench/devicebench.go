@@ -1,4 +1,4 @@
-package lab
+package devicebench
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/childproc"
+	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/linkemu"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -26,7 +27,7 @@ import (
 
 // Device-bench schemes (paper 000 section VI): how the device's HTTP GETs reach the
 // gateway's file server.
-var DeviceSchemes = []string{"plain", "https12", "https13", "iotsafe", "iotsafe_c", "openssh", "openssh_c"}
+var Schemes = []string{"plain", "https12", "https13", "iotsafe", "iotsafe_c", "openssh", "openssh_c"}
 
 // PaperSizes are the file sizes of paper 000 figs. 11-14 (4 B to 262 KB).
 var PaperSizes = []int{4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144}
@@ -45,8 +46,8 @@ const (
 	cpuWatts = 0.35
 )
 
-// DeviceOptions configures 'iotsafe bench device'.
-type DeviceOptions struct {
+// Options configures 'iotsafe bench device'.
+type Options struct {
 	Quick    bool
 	Link     linkemu.Profile
 	Schemes  []string // nil: all
@@ -58,12 +59,12 @@ type DeviceOptions struct {
 	MaxBytes int
 	// Trace, if set, gets a line per packet on the link (time, direction, sizes, TCP flags).
 	Trace    io.Writer
-	Progress *Progress
+	Progress *lab.Progress
 }
 
-func (o *DeviceOptions) defaults() {
+func (o *Options) defaults() {
 	if o.Schemes == nil {
-		o.Schemes = DeviceSchemes
+		o.Schemes = Schemes
 	}
 	if o.Protos == nil {
 		o.Protos = []string{"h1", "h2"}
@@ -85,8 +86,8 @@ func (o *DeviceOptions) defaults() {
 	}
 }
 
-// DeviceRow is one series: Requests sequential GETs of Size bytes by Scheme over Proto.
-type DeviceRow struct {
+// Row is one series: Requests sequential GETs of Size bytes by Scheme over Proto.
+type Row struct {
 	Scheme, Proto    string
 	Size, Requests   int
 	Seconds          float64
@@ -102,10 +103,10 @@ type DeviceRow struct {
 	CPUJ, RadioJoule float64
 }
 
-// DeviceResults is a whole run.
-type DeviceResults struct {
+// Results is a whole run.
+type Results struct {
 	Link    string
-	Rows    []DeviceRow
+	Rows    []Row
 	Skipped map[string]string
 }
 
@@ -116,9 +117,9 @@ type devicePair struct {
 }
 
 func newDevicePair(prof linkemu.Profile, tag string, trace linkemu.PacketFunc) (*devicePair, error) {
-	p := &devicePair{dev: netnsName(tag + "-dev"), gw: netnsName(tag + "-gw")}
+	p := &devicePair{dev: lab.NetnsName(tag + "-dev"), gw: lab.NetnsName(tag + "-gw")}
 	for _, ns := range []string{p.dev, p.gw} {
-		if err := addNetns(ns); err != nil {
+		if err := lab.AddNetns(ns); err != nil {
 			p.Close()
 			return nil, err
 		}
@@ -138,7 +139,7 @@ func (p *devicePair) Close() {
 		p.br.Close()
 	}
 	for _, ns := range []string{p.dev, p.gw} {
-		delNetns(ns)
+		lab.DelNetns(ns)
 	}
 }
 
@@ -183,10 +184,10 @@ func (p *devicePair) snap() linkSnap {
 		tx: time.Duration(s0.Airtime.Load()), rx: time.Duration(s1.Airtime.Load())}
 }
 
-// RunDevice is paper 000 section VI on an emulated link.
-func RunDevice(ctx context.Context, b *Bench, o DeviceOptions) (*DeviceResults, error) {
+// Measure is paper 000 section VI on an emulated link.
+func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	o.defaults()
-	res := &DeviceResults{Link: o.Link.Name, Skipped: map[string]string{}}
+	res := &Results{Link: o.Link.Name, Skipped: map[string]string{}}
 	o.Progress.Start(len(o.Schemes) * len(o.Protos) * len(o.Sizes))
 	defer o.Progress.Done()
 	var trace linkemu.PacketFunc
@@ -198,30 +199,13 @@ func RunDevice(ctx context.Context, b *Bench, o DeviceOptions) (*DeviceResults, 
 		return res, err
 	}
 	defer pair.Close()
-	certFile, keyFile, _, err := WriteCert(b.Dir)
+	client, stop, err := startEnds(ctx, b, pair)
 	if err != nil {
 		return res, err
 	}
-	files, err := StartProc("files", nil, "ip", "netns", "exec", pair.gw, b.Bin, "bench", "serve-files",
-		"--listen", "[::]:8080", "--tls-listen", "[::]:8443", "--cert", certFile, "--key", keyFile)
-	if err != nil {
-		return res, err
-	}
-	defer files.Stop()
-	if err := WaitTCPWith(ctx, files, "[fd77::2]:8443", pair.dialIn(pair.dev)); err != nil {
-		return res, err
-	}
-	client := exec.CommandContext(ctx, "ip", "netns", "exec", pair.dev, b.Bin, "bench", "device-client", "--ca", certFile)
-	stdin, _ := client.StdinPipe()
-	stdout, _ := client.StdoutPipe()
-	client.Stderr = os.Stderr
-	if err := childproc.Start(client); err != nil {
-		return res, err
-	}
-	defer func() { stdin.Close(); client.Wait() }()
-	answers := bufio.NewScanner(stdout)
+	defer stop()
 	for _, scheme := range o.Schemes {
-		base, tlsMode, helper, stop, err := b.startScheme(ctx, pair, scheme)
+		base, tlsMode, helper, stop, err := startScheme(ctx, b, pair, scheme)
 		if err != nil {
 			res.Skipped[scheme] = err.Error()
 			for range len(o.Protos) * len(o.Sizes) {
@@ -232,41 +216,11 @@ func RunDevice(ctx context.Context, b *Bench, o DeviceOptions) (*DeviceResults, 
 		for _, proto := range o.Protos {
 			for _, size := range o.Sizes {
 				n := max(3, min(o.Requests, o.MaxBytes/max(size, 1)))
-				row := DeviceRow{Scheme: scheme, Proto: proto, Size: size, Requests: n}
-				pids := []int{client.Process.Pid}
-				if helper != nil {
-					pids = append(pids, helper.PID())
-				}
-				cpu0 := cpuOf(pids)
-				l0 := pair.snap()
-				if o.Trace != nil {
-					fmt.Fprintf(o.Trace, "# %s %s %d B x %d\n", scheme, proto, size, n)
-				}
-				fmt.Fprintf(stdin, "%s %s %s %d %d\n", base, proto, tlsMode, n, size)
-				if !answers.Scan() {
+				row := Row{Scheme: scheme, Proto: proto, Size: size, Requests: n}
+				if err := client.series(&row, pair, helper, base, tlsMode, o.Trace); err != nil {
 					stop()
-					return res, fmt.Errorf("lab: the device client stopped")
+					return res, err
 				}
-				l1, cpu1 := pair.snap(), cpuOf(pids)
-				var ns int64
-				if _, err := fmt.Sscanf(answers.Text(), "ok %d", &ns); err != nil {
-					row.Err = strings.TrimPrefix(answers.Text(), "err ")
-				}
-				row.Seconds = time.Duration(ns).Seconds()
-				row.LinkBytes, row.IPBytes, row.Frames = l1.bytes-l0.bytes, l1.ipBytes-l0.ipBytes, l1.frames-l0.frames
-				row.AirTX, row.AirRX, row.CPU = l1.tx-l0.tx, l1.rx-l0.rx, cpu1-cpu0
-				if row.Err == "" && row.Seconds > 0 {
-					payload := float64(n * size)
-					row.Goodput = payload * 8 / row.Seconds
-					if row.LinkBytes > 0 {
-						row.Efficiency = payload / float64(row.LinkBytes)
-					}
-					if row.IPBytes > 0 {
-						row.EfficiencyIP = payload / float64(row.IPBytes)
-					}
-				}
-				row.CPUJ = row.CPU.Seconds() * cpuWatts
-				row.RadioJoule = radioVolts * (row.AirTX.Seconds()*radioTXmA + row.AirRX.Seconds()*radioRXmA) / 1000
 				res.Rows = append(res.Rows, row)
 				o.Progress.Step(fmt.Sprintf("%-9s %s %6d B x %3d: efficiency %.3f, goodput %.0f bit/s %s", scheme, proto, size, n, row.Efficiency, row.Goodput, row.Err))
 				if ctx.Err() != nil {
@@ -278,6 +232,79 @@ func RunDevice(ctx context.Context, b *Bench, o DeviceOptions) (*DeviceResults, 
 		stop()
 	}
 	return res, nil
+}
+
+// deviceClient is the device side's HTTP client process, driven a series at a time.
+type deviceClient struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	answers *bufio.Scanner
+}
+
+// startEnds starts the gateway's file server and the device's client, each in its
+// namespace; stop ends both.
+func startEnds(ctx context.Context, b *lab.Bench, pair *devicePair) (*deviceClient, func(), error) {
+	certFile, keyFile, _, err := lab.WriteCert(b.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	files, err := lab.StartProc("files", nil, "ip", "netns", "exec", pair.gw, b.Bin, "bench", "serve-files",
+		"--listen", "[::]:8080", "--tls-listen", "[::]:8443", "--cert", certFile, "--key", keyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := lab.WaitTCPWith(ctx, files, "[fd77::2]:8443", pair.dialIn(pair.dev)); err != nil {
+		files.Stop()
+		return nil, nil, err
+	}
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", pair.dev, b.Bin, "bench", "device-client", "--ca", certFile)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := childproc.Start(cmd); err != nil {
+		files.Stop()
+		return nil, nil, err
+	}
+	c := &deviceClient{cmd: cmd, stdin: stdin, answers: bufio.NewScanner(stdout)}
+	return c, func() { stdin.Close(); cmd.Wait(); files.Stop() }, nil
+}
+
+// series has the client make row.Requests GETs of row.Size bytes and fills in the row
+// from the link's and the processes' counters around it.
+func (c *deviceClient) series(row *Row, pair *devicePair, helper *lab.Proc, base, tlsMode string, trace io.Writer) error {
+	pids := []int{c.cmd.Process.Pid}
+	if helper != nil {
+		pids = append(pids, helper.PID())
+	}
+	cpu0, l0 := cpuOf(pids), pair.snap()
+	if trace != nil {
+		fmt.Fprintf(trace, "# %s %s %d B x %d\n", row.Scheme, row.Proto, row.Size, row.Requests)
+	}
+	fmt.Fprintf(c.stdin, "%s %s %s %d %d\n", base, row.Proto, tlsMode, row.Requests, row.Size)
+	if !c.answers.Scan() {
+		return fmt.Errorf("lab: the device client stopped")
+	}
+	l1, cpu1 := pair.snap(), cpuOf(pids)
+	var ns int64
+	if _, err := fmt.Sscanf(c.answers.Text(), "ok %d", &ns); err != nil {
+		row.Err = strings.TrimPrefix(c.answers.Text(), "err ")
+	}
+	row.Seconds = time.Duration(ns).Seconds()
+	row.LinkBytes, row.IPBytes, row.Frames = l1.bytes-l0.bytes, l1.ipBytes-l0.ipBytes, l1.frames-l0.frames
+	row.AirTX, row.AirRX, row.CPU = l1.tx-l0.tx, l1.rx-l0.rx, cpu1-cpu0
+	if row.Err == "" && row.Seconds > 0 {
+		payload := float64(row.Requests * row.Size)
+		row.Goodput = payload * 8 / row.Seconds
+		if row.LinkBytes > 0 {
+			row.Efficiency = payload / float64(row.LinkBytes)
+		}
+		if row.IPBytes > 0 {
+			row.EfficiencyIP = payload / float64(row.IPBytes)
+		}
+	}
+	row.CPUJ = row.CPU.Seconds() * cpuWatts
+	row.RadioJoule = radioVolts * (row.AirTX.Seconds()*radioTXmA + row.AirRX.Seconds()*radioRXmA) / 1000
+	return nil
 }
 
 // packetTracer writes "seconds dir ip_bytes frames link_bytes tcp_flags tcp_payload" per
@@ -311,7 +338,7 @@ func packetTracer(w io.Writer) linkemu.PacketFunc {
 func cpuOf(pids []int) time.Duration {
 	var t time.Duration
 	for _, p := range pids {
-		if c, err := TreeCPU(p); err == nil {
+		if c, err := lab.TreeCPU(p); err == nil {
 			t += c
 		}
 	}
@@ -320,7 +347,7 @@ func cpuOf(pids []int) time.Duration {
 
 // startScheme prepares a scheme and returns the URL base the device client uses, its TLS
 // mode, the device-side helper process (agent or ssh) whose CPU counts, and a stop.
-func (b *Bench) startScheme(ctx context.Context, p *devicePair, scheme string) (base, tlsMode string, helper *Proc, stop func(), err error) {
+func startScheme(ctx context.Context, b *lab.Bench, p *devicePair, scheme string) (base, tlsMode string, helper *lab.Proc, stop func(), err error) {
 	nop := func() {}
 	switch scheme {
 	case "plain":
@@ -330,9 +357,9 @@ func (b *Bench) startScheme(ctx context.Context, p *devicePair, scheme string) (
 	case "https13":
 		return "https://[fd77::2]:8443", "13", nil, nop, nil
 	case "iotsafe", "iotsafe_c":
-		return b.startIoTsafeDevice(ctx, p, scheme == "iotsafe_c")
+		return startIoTsafeDevice(ctx, b, p, scheme == "iotsafe_c")
 	case "openssh", "openssh_c":
-		return b.startOpenSSHDevice(ctx, p, scheme == "openssh_c")
+		return startOpenSSHDevice(ctx, b, p, scheme == "openssh_c")
 	}
 	return "", "", nil, nil, fmt.Errorf("lab: unknown scheme %q", scheme)
 }
@@ -346,8 +373,8 @@ const (
 // startIoTsafeDevice runs a hub in the gateway namespace and the agent, configured as
 // recommended for radio links (--coalesce, multiplexed by default), in the device namespace; with
 // compress the profile allows compression and the agent asks for it (--compress).
-func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress bool) (string, string, *Proc, func(), error) {
-	dir, err := b.scratch("device-iotsafe")
+func startIoTsafeDevice(ctx context.Context, b *lab.Bench, p *devicePair, compress bool) (string, string, *lab.Proc, func(), error) {
+	dir, err := b.Scratch("device-iotsafe")
 	if err != nil {
 		return "", "", nil, nil, err
 	}
@@ -359,7 +386,7 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress 
 	prof := &profile.Profile{Name: "lab-device", Reverse: map[string]int{}, Direct: map[string]string{"web": "127.0.0.1:8080"}, Compression: compress}
 	keys := filepath.Join(dir, "keys")
 	os.MkdirAll(keys, 0o700)
-	pub, err := newKey(filepath.Join(keys, "dev0"), "dev0")
+	pub, err := lab.NewKey(filepath.Join(keys, "dev0"), "dev0")
 	if err == nil {
 		err = reg.PutProfile(ctx, prof)
 	}
@@ -374,7 +401,7 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress 
 	if err := os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600); err != nil {
 		return "", "", nil, nil, err
 	}
-	hub, err := StartProc("device-hub", nil, "ip", "netns", "exec", p.gw, b.Bin, "hub", "--data", dir)
+	hub, err := lab.StartProc("device-hub", nil, "ip", "netns", "exec", p.gw, b.Bin, "hub", "--data", dir)
 	if err != nil {
 		return "", "", nil, nil, err
 	}
@@ -398,13 +425,13 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress 
 	if compress {
 		args = append(args, "--compress")
 	}
-	agent, err := StartProc("device-agent", nil, append([]string{"ip"}, args...)...)
+	agent, err := lab.StartProc("device-agent", nil, append([]string{"ip"}, args...)...)
 	if err != nil {
 		hub.Stop()
 		return "", "", nil, nil, err
 	}
 	stop := func() { agent.Stop(); hub.Stop() }
-	if err := WaitTCPWith(ctx, agent, "127.0.0.1:18080", p.dialIn(p.dev)); err != nil {
+	if err := lab.WaitTCPWith(ctx, agent, "127.0.0.1:18080", p.dialIn(p.dev)); err != nil {
 		stop()
 		return "", "", nil, nil, err
 	}
@@ -427,20 +454,20 @@ func (b *Bench) startIoTsafeDevice(ctx context.Context, p *devicePair, compress 
 	return "http://127.0.0.1:18080", "none", agent, stop, nil
 }
 
-func (b *Bench) startOpenSSHDevice(ctx context.Context, p *devicePair, compress bool) (string, string, *Proc, func(), error) {
-	dir, err := b.scratch("device-openssh")
+func startOpenSSHDevice(ctx context.Context, b *lab.Bench, p *devicePair, compress bool) (string, string, *lab.Proc, func(), error) {
+	dir, err := b.Scratch("device-openssh")
 	if err != nil {
 		return "", "", nil, nil, err
 	}
-	cfgFile, keys, _, err := prepareSSHD(dir, "[fd77::2]:2200", "KexAlgorithms "+paperKex+"\nCiphers "+paperCipher+"\n")
+	cfgFile, keys, _, err := lab.PrepareSSHD(dir, "[fd77::2]:2200", "KexAlgorithms "+paperKex+"\nCiphers "+paperCipher+"\n")
 	if err != nil {
 		return "", "", nil, nil, err
 	}
-	sshd, err := StartProc("device-sshd", nil, "ip", "netns", "exec", p.gw, "/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)
+	sshd, err := lab.StartProc("device-sshd", nil, "ip", "netns", "exec", p.gw, "/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)
 	if err != nil {
 		return "", "", nil, nil, err
 	}
-	if err := WaitTCPWith(ctx, sshd, "[fd77::2]:2200", p.dialIn(p.dev)); err != nil {
+	if err := lab.WaitTCPWith(ctx, sshd, "[fd77::2]:2200", p.dialIn(p.dev)); err != nil {
 		sshd.Stop()
 		return "", "", nil, nil, err
 	}
@@ -448,7 +475,7 @@ func (b *Bench) startOpenSSHDevice(ctx context.Context, p *devicePair, compress 
 	if compress {
 		comp = "yes"
 	}
-	cl, err := StartProc("device-ssh", nil, "ip", "netns", "exec", p.dev, "ssh", "-N", "-F", "/dev/null",
+	cl, err := lab.StartProc("device-ssh", nil, "ip", "netns", "exec", p.dev, "ssh", "-N", "-F", "/dev/null",
 		"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
 		"-o", "Compression="+comp, "-o", "KexAlgorithms="+paperKex, "-c", paperCipher,
 		"-i", filepath.Join(keys, "client"), "-p", "2200", "-L", "127.0.0.1:18081:127.0.0.1:8080", "root@fd77::2")
@@ -457,7 +484,7 @@ func (b *Bench) startOpenSSHDevice(ctx context.Context, p *devicePair, compress 
 		return "", "", nil, nil, err
 	}
 	stop := func() { cl.Stop(); sshd.Stop() }
-	if err := WaitTCPWith(ctx, cl, "127.0.0.1:18081", p.dialIn(p.dev)); err != nil {
+	if err := lab.WaitTCPWith(ctx, cl, "127.0.0.1:18081", p.dialIn(p.dev)); err != nil {
 		stop()
 		return "", "", nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package lab
+package devicebench
 
 import (
 	"fmt"
@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"text/tabwriter"
+
+	"github.com/iotsafe/iotsafe/internal/lab"
 )
 
-// DeviceSummary is the device bench's summary.json (schema in docs/bench.md).
-type DeviceSummary struct {
+// Summary is the device bench's summary.json (schema in docs/bench.md).
+type Summary struct {
 	Scenario string `json:"scenario"`
 	Link     string `json:"link"`
 	Quick    bool   `json:"quick"`
@@ -30,10 +32,10 @@ type DeviceSummary struct {
 	Skipped     map[string]string             `json:"skipped,omitempty"`
 }
 
-// SummarizeDevice computes the figures and the targets' ratios.
-func SummarizeDevice(r *DeviceResults, o DeviceOptions) DeviceSummary {
+// Summarize computes the figures and the targets' ratios.
+func Summarize(r *Results, o Options) Summary {
 	o.defaults()
-	s := DeviceSummary{Scenario: "device", Link: r.Link, Quick: o.Quick, Efficiency: map[string]map[string]float64{}, EfficiencyIP: map[string]map[string]float64{},
+	s := Summary{Scenario: "device", Link: r.Link, Quick: o.Quick, Efficiency: map[string]map[string]float64{}, EfficiencyIP: map[string]map[string]float64{},
 		Goodput: map[string]map[string]float64{}, LinkBytes: map[string]map[string]float64{}, CPUEnergy: map[string]map[string]float64{},
 		RadioEnergy: map[string]map[string]float64{}, Ratios: map[string]float64{}, Skipped: r.Skipped,
 		Paper: map[string]float64{"efficiency_256_ssh": 0.30, "efficiency_256_https": 0.13}}
@@ -43,7 +45,7 @@ func SummarizeDevice(r *DeviceResults, o DeviceOptions) DeviceSummary {
 		}
 		m[k][fmt.Sprint(size)] = v
 	}
-	plain := map[string]DeviceRow{}
+	plain := map[string]Row{}
 	for _, row := range r.Rows {
 		if row.Scheme == "plain" && row.Err == "" {
 			plain[row.Proto+fmt.Sprint(row.Size)] = row
@@ -98,12 +100,12 @@ func worstRatio(a, b map[string]float64, maxSize int) float64 {
 	return worst
 }
 
-// WriteDevice writes device.csv, environment.json, summary.json and report.html.
-func WriteDevice(dir string, env Environment, r *DeviceResults, s DeviceSummary) error {
+// Write writes device.csv, environment.json, summary.json and report.html.
+func Write(dir string, env lab.Environment, r *Results, s Summary) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeCSV(filepath.Join(dir, "device.csv"), []string{"scheme", "proto", "size", "requests", "seconds", "link_bytes", "frames",
+	if err := lab.WriteCSV(filepath.Join(dir, "device.csv"), []string{"scheme", "proto", "size", "requests", "seconds", "link_bytes", "frames",
 		"ip_bytes", "airtime_tx_s", "airtime_rx_s", "device_cpu_s", "goodput_bps", "efficiency", "efficiency_ip", "cpu_joule", "radio_joule", "error"}, func(w func(...string)) {
 		for _, x := range r.Rows {
 			w(x.Scheme, x.Proto, fmt.Sprint(x.Size), fmt.Sprint(x.Requests), fmt.Sprintf("%.4f", x.Seconds), fmt.Sprint(x.LinkBytes), fmt.Sprint(x.Frames),
@@ -113,7 +115,7 @@ func WriteDevice(dir string, env Environment, r *DeviceResults, s DeviceSummary)
 	}); err != nil {
 		return err
 	}
-	f, err := writeRunFiles(dir, env, s)
+	f, err := lab.WriteRunFiles(dir, env, s)
 	if err != nil {
 		return err
 	}
@@ -131,10 +133,10 @@ func WriteDevice(dir string, env Environment, r *DeviceResults, s DeviceSummary)
 		}
 		name := map[string]string{"h1": "HTTP/1.1", "h2": "HTTP/2"}[proto]
 		for _, c := range []template.HTML{
-			lineChart("Fig. 11: channel efficiency, "+name, "file bytes", "goodput / link throughput", mapSeries(pick(s.Efficiency)), true),
-			lineChart("Fig. 12: goodput, "+name, "file bytes", "bit/s", mapSeries(pick(s.Goodput)), true),
-			lineChart("Fig. 13: device CPU energy over plain HTTP, "+name, "file bytes", "ratio", mapSeries(pick(s.CPUEnergy)), true),
-			lineChart("Fig. 14: radio energy over plain HTTP, "+name, "file bytes", "ratio", mapSeries(pick(s.RadioEnergy)), true),
+			lab.LineChart("Fig. 11: channel efficiency, "+name, "file bytes", "goodput / link throughput", lab.MapSeries(pick(s.Efficiency)), true),
+			lab.LineChart("Fig. 12: goodput, "+name, "file bytes", "bit/s", lab.MapSeries(pick(s.Goodput)), true),
+			lab.LineChart("Fig. 13: device CPU energy over plain HTTP, "+name, "file bytes", "ratio", lab.MapSeries(pick(s.CPUEnergy)), true),
+			lab.LineChart("Fig. 14: radio energy over plain HTTP, "+name, "file bytes", "ratio", lab.MapSeries(pick(s.RadioEnergy)), true),
 		} {
 			if c != "" {
 				charts = append(charts, c)
@@ -142,8 +144,8 @@ func WriteDevice(dir string, env Environment, r *DeviceResults, s DeviceSummary)
 		}
 	}
 	return deviceTmpl.Execute(f, struct {
-		Env    Environment
-		S      DeviceSummary
+		Env    lab.Environment
+		S      Summary
 		Charts []template.HTML
 	}{env, s, charts})
 }
@@ -169,17 +171,17 @@ Efficiency is file bytes over all bytes on the air in both directions (goodput o
 </body></html>
 `))
 
-// PrintDevice prints efficiency per scheme and size, and the ratios.
-func PrintDevice(w io.Writer, s DeviceSummary) {
+// Print prints efficiency per scheme and size, and the ratios.
+func Print(w io.Writer, s Summary) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	keys := sortedKeys(s.Efficiency)
+	keys := lab.SortedKeys(s.Efficiency)
 	sizes := map[string]float64{}
 	for _, k := range keys {
 		for size := range s.Efficiency[k] {
 			sizes[size] = 0
 		}
 	}
-	cols := sortedNumKeys(sizes)
+	cols := lab.SortedNumKeys(sizes)
 	fmt.Fprint(tw, "efficiency\t")
 	for _, c := range cols {
 		fmt.Fprintf(tw, "%s B\t", c)
@@ -188,16 +190,16 @@ func PrintDevice(w io.Writer, s DeviceSummary) {
 	for _, k := range keys {
 		fmt.Fprintf(tw, "%s\t", k)
 		for _, c := range cols {
-			fmt.Fprintf(tw, "%s\t", fmtOpt(s.Efficiency[k], c))
+			fmt.Fprintf(tw, "%s\t", lab.FmtOpt(s.Efficiency[k], c))
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nratios (same run):")
-	for _, k := range sortedKeys(s.Ratios) {
+	for _, k := range lab.SortedKeys(s.Ratios) {
 		fmt.Fprintf(w, "  %-40s %.2f\n", k, s.Ratios[k])
 	}
-	for _, k := range sortedKeys(s.Skipped) {
+	for _, k := range lab.SortedKeys(s.Skipped) {
 		fmt.Fprintf(w, "skipped %s: %s\n", k, s.Skipped[k])
 	}
 }

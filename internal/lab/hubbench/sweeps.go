@@ -1,4 +1,4 @@
-package lab
+package hubbench
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/lab"
 )
 
 // Batch makes one request through each address, at most concurrency at a time, and
@@ -23,7 +25,7 @@ func Batch(ctx context.Context, addrs []string, size, concurrency int) (time.Dur
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := Request(ctx, Target{Size: size}, a); err != nil {
+			if err := lab.Request(ctx, lab.Target{Size: size}, a); err != nil {
 				bad.Add(1)
 				first.CompareAndSwap(nil, fmt.Errorf("through %s: %w", a, err))
 			}
@@ -55,10 +57,10 @@ var sweepServers = []struct {
 	maxPer int // 0: none
 }{{"iotsafe", 0}, {"openssh", 0}, {"dropbear", 20}}
 
-func (b *Bench) startSSH(ctx context.Context, server, tag string, s, p int) (*SSHServer, error) {
+func startSSH(ctx context.Context, b *lab.Bench, server, tag string, s, p int) (*lab.SSHServer, error) {
 	switch server {
 	case "iotsafe":
-		return b.StartIoTsafe(ctx, tag, IoTsafeOpts{Sessions: s, Forwards: p, UserSpace: true})
+		return b.StartIoTsafe(ctx, tag, lab.IoTsafeOpts{Sessions: s, Forwards: p, UserSpace: true})
 	case "openssh":
 		return b.StartOpenSSH(ctx)
 	case "dropbear":
@@ -68,8 +70,8 @@ func (b *Bench) startSSH(ctx context.Context, server, tag string, s, p int) (*SS
 }
 
 // timed starts server with s x p forwards and times reps batches over the first active ones.
-func (b *Bench) timed(ctx context.Context, o *HubOptions, appAddr, server, tag string, s, p, active int, row SweepRow, res *HubResults) error {
-	srv, err := b.startSSH(ctx, server, tag, s, p)
+func timed(ctx context.Context, b *lab.Bench, o *Options, appAddr, server, tag string, s, p, active int, row SweepRow, res *Results) error {
+	srv, err := startSSH(ctx, b, server, tag, s, p)
 	if err != nil {
 		return err
 	}
@@ -104,7 +106,7 @@ func (b *Bench) timed(ctx context.Context, o *HubOptions, appAddr, server, tag s
 }
 
 // runInactive is fig. 17: one session with Active active forwards plus K inactive ones.
-func runInactive(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAddr string) {
+func runInactive(ctx context.Context, b *lab.Bench, o *Options, res *Results, appAddr string) {
 	for _, sv := range sweepServers {
 		if !o.server(sv.name) {
 			continue
@@ -114,7 +116,7 @@ func runInactive(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, 
 			key := fmt.Sprintf("inactive %s k=%d", sv.name, k)
 			if sv.maxPer > 0 && p > sv.maxPer {
 				res.Skipped[key] = fmt.Sprintf("%s accepts at most %d forwards per session", sv.name, sv.maxPer)
-			} else if err := b.timed(ctx, o, appAddr, sv.name, fmt.Sprintf("inactive-%s-%d", sv.name, k), 1, p, o.Active, SweepRow{Part: "inactive", K: k}, res); err != nil {
+			} else if err := timed(ctx, b, o, appAddr, sv.name, fmt.Sprintf("inactive-%s-%d", sv.name, k), 1, p, o.Active, SweepRow{Part: "inactive", K: k}, res); err != nil {
 				res.Skipped[key] = err.Error()
 			}
 			o.Progress.Step(key)
@@ -123,7 +125,7 @@ func runInactive(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, 
 }
 
 // runPS is fig. 19: Total active forwards spread over S sessions.
-func runPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAddr string) {
+func runPS(ctx context.Context, b *lab.Bench, o *Options, res *Results, appAddr string) {
 	for _, sv := range sweepServers {
 		if !o.server(sv.name) {
 			continue
@@ -133,7 +135,7 @@ func runPS(ctx context.Context, b *Bench, o *HubOptions, res *HubResults, appAdd
 			key := fmt.Sprintf("ps %s S=%d P=%d", sv.name, s, p)
 			if sv.maxPer > 0 && p > sv.maxPer {
 				res.Skipped[key] = fmt.Sprintf("%s accepts at most %d forwards per session", sv.name, sv.maxPer)
-			} else if err := b.timed(ctx, o, appAddr, sv.name, fmt.Sprintf("ps-%s-%d", sv.name, s), s, p, s*p, SweepRow{Part: "ps"}, res); err != nil {
+			} else if err := timed(ctx, b, o, appAddr, sv.name, fmt.Sprintf("ps-%s-%d", sv.name, s), s, p, s*p, SweepRow{Part: "ps"}, res); err != nil {
 				res.Skipped[key] = err.Error()
 			}
 			o.Progress.Step(key)
