@@ -213,7 +213,13 @@ func (s *Server) safeNext(next string) bool {
 	if next == "" {
 		return false
 	}
-	if strings.HasPrefix(next, "/") && !strings.HasPrefix(next, "//") && !strings.HasPrefix(next, "/\\") {
+	// Browsers drop tabs and newlines anywhere in a URL, trim control characters and
+	// spaces, and read a backslash as a slash: "/\t/evil.com" is "//evil.com" to them. Such
+	// characters never belong in a front-door path, so refuse them outright.
+	if strings.ContainsFunc(next, func(r rune) bool { return r <= ' ' || r == 0x7f || r == '\\' }) {
+		return false
+	}
+	if strings.HasPrefix(next, "/") && !strings.HasPrefix(next, "//") {
 		return true
 	}
 	u, err := url.Parse(next)
