@@ -45,6 +45,10 @@ func deviceAddCmd(g *globals) *cobra.Command {
 			if (pubkey == "") == (keygen == "") {
 				return errors.New("give exactly one of --pubkey FILE or --keygen DIR")
 			}
+			// Before anything is written: the name becomes a file name under --keygen.
+			if err := checkDeviceName(name); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			reg, _, err := g.openRegistry(ctx)
 			if err != nil {
@@ -137,14 +141,24 @@ func readPublicKey(path string) (ssh.PublicKey, error) {
 	return k, nil
 }
 
-// removeKeyPair deletes a key pair generateDeviceKey wrote, when enrolling it failed.
+// checkDeviceName refuses a name the registry would refuse, before any file is written.
+func checkDeviceName(name string) error {
+	if !profile.ValidName(name) {
+		return fmt.Errorf("device name %q: use lower-case letters, digits and '-' (max 63)", name)
+	}
+	return nil
+}
+
+// removeKeyPair deletes a key pair generateDeviceKey created (both files are its own:
+// it creates them exclusively), when enrolling it failed.
 func removeKeyPair(path string) {
 	os.Remove(path)
 	os.Remove(path + ".pub")
 }
 
 // generateDeviceKey writes a new ed25519 key pair to path (0600) and path.pub, with name
-// as the public key's comment, creating path's folder.
+// as the public key's comment, creating path's folder. It never replaces a file: if
+// either exists it fails and leaves both as they were.
 func generateDeviceKey(path, name string) (ssh.PublicKey, string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, "", fmt.Errorf("--keygen: %w", err)
@@ -153,13 +167,23 @@ func generateDeviceKey(path, name string) (ssh.PublicKey, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if err := hub.WritePrivateKey(path, priv, name); err != nil {
-		return nil, "", fmt.Errorf("--keygen: %w (remove the old key first if you mean to replace it)", err)
-	}
 	pub, _ := ssh.NewPublicKey(priv.Public())
 	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " " + name + "\n"
-	if err := os.WriteFile(path+".pub", []byte(line), 0o644); err != nil {
-		return nil, "", err
+	pf, err := os.OpenFile(path+".pub", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, "", fmt.Errorf("--keygen: %w (remove the old key pair first if you mean to replace it)", err)
+	}
+	_, werr := pf.WriteString(line)
+	if cerr := pf.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(path + ".pub")
+		return nil, "", fmt.Errorf("--keygen: %w", werr)
+	}
+	if err := hub.WritePrivateKey(path, priv, name); err != nil {
+		os.Remove(path + ".pub") // ours: created above
+		return nil, "", fmt.Errorf("--keygen: %w (remove the old key pair first if you mean to replace it)", err)
 	}
 	return pub, path, nil
 }

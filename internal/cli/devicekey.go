@@ -38,6 +38,9 @@ func deviceKeyAddCmd(g *globals) *cobra.Command {
 			if (pubkey == "") == (keygen == "") {
 				return errors.New("give exactly one of --pubkey FILE or --keygen DIR")
 			}
+			if err := checkDeviceName(name); err != nil {
+				return err
+			}
 			return g.withRegistry(cmd, func(reg *registry.Registry) error {
 				// Checked before a key file is written.
 				if _, err := reg.Device(cmd.Context(), name); err != nil {
