@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -111,6 +112,11 @@ func createCA(certPath, keyPath, domain string) (*CA, error) {
 		MaxPathLenZero:              true,
 		PermittedDNSDomainsCritical: true,
 		PermittedDNSDomains:         []string{domain},
+		// Only DNS names below the domain: no IP address at all, and e-mail and URI names
+		// only under "invalid" (RFC 6761), a name nobody can hold.
+		ExcludedIPRanges:        []*net.IPNet{{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, {IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}},
+		PermittedEmailAddresses: []string{"invalid"},
+		PermittedURIDomains:     []string{"invalid"},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {

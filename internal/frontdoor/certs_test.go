@@ -9,6 +9,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,6 +126,9 @@ func TestConfigValidate(t *testing.T) {
 		{Listen: ":1", Domain: "d.example", Cert: "x.crt"},
 		{Listen: ":1", Domain: "d.example", Routes: []Route{{Alias: "A"}}},
 		{Listen: ":1", Domain: "d.example", Routes: []Route{{Alias: "a"}, {Alias: "a"}}},
+		// The local CA would be constrained to names other people own.
+		{Listen: ":1", Domain: "com"}, {Listen: ":1", Domain: "co.uk"}, {Listen: ":1", Domain: "localhost"},
+		{Listen: ":1", Domain: "github.io"},
 	} {
 		bad.ApplyDefaults()
 		if err := bad.Validate(); err == nil {
@@ -138,6 +143,42 @@ func TestConfigValidate(t *testing.T) {
 	for _, in := range []string{"", "-1", "1TiB", "ten", "99999999999GiB"} {
 		if _, err := ParseSize(in); err == nil {
 			t.Errorf("%q accepted", in)
+		}
+	}
+}
+
+// The local CA can vouch for DNS names below its domain only: a leaf it signed that also
+// names an IP address, an e-mail address or a URI does not verify.
+func TestLocalCAExcludesOtherNameTypes(t *testing.T) {
+	ca, err := LoadOrCreateCA(t.TempDir(), "devices.example.com", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	u, _ := url.Parse("https://bank.example.org/")
+	for name, tweak := range map[string]func(*x509.Certificate){
+		"none":  func(*x509.Certificate) {},
+		"ip":    func(c *x509.Certificate) { c.IPAddresses = []net.IP{net.ParseIP("192.0.2.1")} },
+		"ipv6":  func(c *x509.Certificate) { c.IPAddresses = []net.IP{net.ParseIP("2001:db8::1")} },
+		"email": func(c *x509.Certificate) { c.EmailAddresses = []string{"ceo@bank.example.org"} },
+		"uri":   func(c *x509.Certificate) { c.URIs = []*url.URL{u} },
+	} {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: serial(), DNSNames: []string{"dev1.devices.example.com"},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		tweak(tmpl)
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := x509.ParseCertificate(der)
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "dev1.devices.example.com"})
+		if name == "none" && err != nil {
+			t.Fatalf("a plain DNS leaf does not verify: %v", err)
+		}
+		if name != "none" && err == nil {
+			t.Errorf("a leaf with an %s name verified under the local CA", name)
 		}
 	}
 }

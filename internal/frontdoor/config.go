@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/publicsuffix"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/iotsafe/iotsafe/internal/profile"
@@ -137,6 +139,14 @@ func validDomain(d string) error {
 		if !validLabel(l) {
 			return fmt.Errorf("%q: each label needs letters, digits or '-', not at either end", d)
 		}
+	}
+	// The local CA is name-constrained to this domain: a public suffix ("com", "co.uk")
+	// or a single label would let it issue certificates for other people's names.
+	if !strings.Contains(d, ".") {
+		return fmt.Errorf("%q is a single label: use a domain of your own, e.g. devices.example.com", d)
+	}
+	if ps, _ := publicsuffix.PublicSuffix(d); ps == d {
+		return fmt.Errorf("%q is a public suffix, shared by many owners: use a domain of your own below it, e.g. devices.example.%s", d, d)
 	}
 	return nil
 }
