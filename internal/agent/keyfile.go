@@ -41,9 +41,20 @@ func newKeySource(path string, signer ssh.Signer, log *slog.Logger) *keySource {
 	if path != "" {
 		if fi, err := os.Stat(path); err == nil {
 			k.stamp = stampOf(fi)
+			warnReadable(log, path, fi)
 		}
 	}
 	return k
+}
+
+// warnReadable warns when others than the key's owner may read a device key: anyone who
+// reads it can pose as the device. The agent still runs (the hub cannot tell), as ssh
+// refuses such keys but a device image may ship them that way.
+func warnReadable(log *slog.Logger, path string, fi os.FileInfo) {
+	if m := fi.Mode().Perm(); m&0o077 != 0 {
+		log.Warn("the device's private key is readable by group or others: whoever reads it can pose as the device (chmod 600)",
+			"event", "key_file_readable", "file", path, "mode", m.String())
+	}
 }
 
 // current returns the key to authenticate with now.
@@ -61,6 +72,7 @@ func (k *keySource) current() ssh.Signer {
 		return k.signer
 	}
 	k.stamp = st
+	warnReadable(k.log, k.path, fi)
 	b, err := os.ReadFile(k.path)
 	if err != nil {
 		k.log.Warn("cannot read the key file; using the key loaded before", "file", k.path, "err", err)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -69,5 +71,21 @@ func TestKeySourceFollowsTheFile(t *testing.T) {
 	}
 	if fixed := newKeySource("", first, log); !sameKey(fixed.current(), first) {
 		t.Fatal("a key without a file changed")
+	}
+}
+
+func TestReadableKeyWarns(t *testing.T) {
+	var out bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&out, nil))
+	path := filepath.Join(t.TempDir(), "dev1")
+	first := writeKey(t, path)
+	newKeySource(path, first, log)
+	if strings.Contains(out.String(), "key_file_readable") {
+		t.Fatalf("a 0600 key drew a warning: %s", out.String())
+	}
+	os.Chmod(path, 0o644)
+	newKeySource(path, first, log)
+	if !strings.Contains(out.String(), `"event":"key_file_readable"`) {
+		t.Fatalf("a 0644 key drew no warning: %s", out.String())
 	}
 }

@@ -80,6 +80,9 @@ func loadCA(certPath, keyPath string) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
+	if fi, err := os.Stat(keyPath); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("frontdoor: the local CA's key %s has mode %v: it must not be readable by group or others (chmod 600 %s)", keyPath, fi.Mode().Perm(), keyPath)
+	}
 	kb, err := os.ReadFile(keyPath)
 	if err != nil {
 		return nil, err

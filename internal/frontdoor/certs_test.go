@@ -182,3 +182,14 @@ func TestLocalCAExcludesOtherNameTypes(t *testing.T) {
 		}
 	}
 }
+
+func TestLocalCAKeyReadableByOthersRefused(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := LoadOrCreateCA(dir, "devices.example.com", slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(dir, CADir, CAKeyFile), 0o640)
+	if _, err := LoadOrCreateCA(dir, "devices.example.com", slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("group-readable CA key: %v", err)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -134,5 +136,19 @@ func TestAllocationOutsidePoolIsNotServed(t *testing.T) {
 	s, _, err := r.EnsureSocket(ctx, "old", "http")
 	if err != nil || !r.Pool().Contains(s.Addr.Addr()) {
 		t.Fatalf("after re-homing: %+v %v", s, err)
+	}
+}
+
+// A registry file others can read is refused, with the fix in the message.
+func TestRegistryReadableByOthersRefused(t *testing.T) {
+	dir := t.TempDir()
+	r, err := openWith(t, dir, sockets.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	os.Chmod(filepath.Join(dir, FileName), 0o644)
+	if _, err := openWith(t, dir, sockets.Config{}); !errors.Is(err, ErrUnsafeMode) || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("world-readable registry: %v", err)
 	}
 }

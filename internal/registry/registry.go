@@ -19,6 +19,8 @@ import (
 var (
 	ErrNotFound = errors.New("registry: not found")
 	ErrExists   = errors.New("registry: already exists")
+	// ErrUnsafeMode means the database file is readable by others than its owner.
+	ErrUnsafeMode = errors.New("registry: unsafe file mode")
 )
 
 // FileName is the SQLite file inside the data folder.
@@ -44,6 +46,10 @@ func Open(ctx context.Context, dir string, want sockets.Config) (*Registry, erro
 		return nil, fmt.Errorf("registry: %w", err)
 	}
 	f.Close()
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%w: %s has mode %v; it holds key fingerprints, password hashes and the audit log and must not be readable by group or others (chmod 600 %s)",
+			ErrUnsafeMode, path, fi.Mode().Perm(), path)
+	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
