@@ -78,6 +78,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	for _, a := range insecure {
 		h.log.Warn("insecure algorithm enabled by ssh.allow_insecure", "algorithm", a)
 	}
+	if cfg.SSH.Crypto.AllowInsecure && len(insecure) == 0 {
+		h.log.Warn("ssh.allow_insecure is set but no insecure algorithm is listed: it enables nothing by itself; name the algorithms in ssh.kex, ciphers, macs, host_key_algorithms or device_key_algorithms")
+	}
 	// First of all: nothing in the folder is touched without its lock.
 	if h.dataLock, err = LockData(h.dir); err != nil {
 		return nil, err

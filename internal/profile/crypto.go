@@ -17,8 +17,9 @@ type CryptoPolicy struct {
 	HostKeyAlgorithms []string `yaml:"host_key_algorithms" json:"host_key_algorithms"`
 	// DeviceKeyAlgorithms are the public-key signature algorithms accepted from devices.
 	DeviceKeyAlgorithms []string `yaml:"device_key_algorithms" json:"device_key_algorithms"`
-	// AllowInsecure permits algorithms the SSH library lists as insecure (ssh-rsa with SHA-1,
-	// CBC, diffie-hellman-group1...). The hub logs a warning at start when it is set.
+	// AllowInsecure permits naming, in the lists above, algorithms the SSH library lists as
+	// insecure (ssh-rsa with SHA-1, CBC, diffie-hellman-group1...) and hmac-sha1. It
+	// enables none by itself. The hub logs a warning per insecure algorithm in use.
 	AllowInsecure bool `yaml:"allow_insecure" json:"allow_insecure"`
 }
 
@@ -49,19 +50,25 @@ func (c *CryptoPolicy) ApplyDefaults() {
 	fill(&c.DeviceKeyAlgorithms, DefaultDeviceKeyAlgorithms)
 }
 
+// weakerThanLibrary are algorithms the SSH library supports but iotsafe treats as
+// insecure: SHA-1 MACs (ssh-audit rates hmac-sha1 a failure).
+var weakerThanLibrary = struct{ MACs []string }{MACs: []string{"hmac-sha1"}}
+
 // Validate rejects unknown names and insecure ones unless AllowInsecure is set.
+// AllowInsecure only permits naming them: it adds no algorithm to any list by itself.
 // It returns the insecure algorithms in use so the caller can warn about them.
 func (c *CryptoPolicy) Validate() (insecure []string, err error) {
 	sup, bad := ssh.SupportedAlgorithms(), ssh.InsecureAlgorithms()
+	bad.MACs = append(slices.Clone(bad.MACs), weakerThanLibrary.MACs...)
 	check := func(field string, names, supported, weak []string) error {
 		for _, n := range names {
 			switch {
-			case slices.Contains(supported, n):
-			case slices.Contains(weak, n):
+			case slices.Contains(weak, n): // before supported: hmac-sha1 is in both
 				if !c.AllowInsecure {
 					return fmt.Errorf("ssh.%s: %q is insecure; set ssh.allow_insecure to use it", field, n)
 				}
 				insecure = append(insecure, n)
+			case slices.Contains(supported, n):
 			default:
 				return fmt.Errorf("ssh.%s: %q is not an algorithm this hub supports (supported: %v)", field, n, supported)
 			}

@@ -70,6 +70,24 @@ func TestCryptoPolicy(t *testing.T) {
 	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "ssh.ciphers") {
 		t.Fatalf("unknown cipher: %v", err)
 	}
+	// hmac-sha1 is a SHA-1 MAC: the library supports it, the hub treats it as insecure.
+	var m CryptoPolicy
+	m.MACs = []string{"hmac-sha2-256-etm@openssh.com", "hmac-sha1"}
+	m.ApplyDefaults()
+	if _, err := m.Validate(); err == nil || !strings.Contains(err.Error(), "hmac-sha1") {
+		t.Fatalf("hmac-sha1 accepted without allow_insecure: %v", err)
+	}
+	m.AllowInsecure = true
+	if bad, err := m.Validate(); err != nil || len(bad) != 1 || bad[0] != "hmac-sha1" {
+		t.Fatalf("hmac-sha1 with allow_insecure: %v %v", bad, err)
+	}
+	// allow_insecure alone adds nothing to the defaults.
+	var only CryptoPolicy
+	only.AllowInsecure = true
+	only.ApplyDefaults()
+	if bad, err := only.Validate(); err != nil || len(bad) != 0 {
+		t.Fatalf("allow_insecure alone: %v %v", bad, err)
+	}
 }
 
 // FuzzParseProfile: any input either fails with ErrInvalid or yields a valid profile
