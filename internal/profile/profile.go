@@ -96,10 +96,20 @@ var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 // labels for the front door, so the rules are those of a lower-case hostname label.
 func ValidName(s string) bool { return nameRE.MatchString(s) }
 
+// Bounds of one profile, checked before anything is allocated: the lab's largest
+// gateway session holds 10,000 forwards.
+const (
+	MaxAliases = 16384
+	MaxSize    = 1 << 20
+)
+
 // Validate checks every field and names the offending one in the error.
 func (p *Profile) Validate() error {
 	if !ValidName(p.Name) {
 		return fmt.Errorf("%w: name %q: use lower-case letters, digits and '-' (max 63)", ErrInvalid, p.Name)
+	}
+	if n := len(p.Reverse) + len(p.Direct); n > MaxAliases {
+		return fmt.Errorf("%w: %d aliases: at most %d per profile (a gateway's devices each get a profile of their own)", ErrInvalid, n, MaxAliases)
 	}
 	for alias, port := range p.Reverse {
 		if !ValidName(alias) {
@@ -147,6 +157,9 @@ func validHostPort(s string) error {
 // Parse reads a profile from YAML (JSON is YAML too). Unknown fields are errors, so a
 // typo never silently weakens a limit. The result has defaults applied and is valid.
 func Parse(data []byte) (*Profile, error) {
+	if len(data) > MaxSize {
+		return nil, fmt.Errorf("%w: %d bytes: a profile is at most %d", ErrInvalid, len(data), MaxSize)
+	}
 	var p Profile
 	if err := strictyaml.Decode(data, &p); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)

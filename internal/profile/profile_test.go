@@ -2,6 +2,7 @@ package profile
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -118,5 +119,18 @@ func TestExampleProfileParses(t *testing.T) {
 	p, err := Parse(b)
 	if err != nil || p.Name != "camera" || p.Direct["broker"] == "" {
 		t.Fatalf("%+v %v", p, err)
+	}
+}
+
+func TestProfileSizeBounded(t *testing.T) {
+	p := Profile{Name: "big", Reverse: map[string]int{}}
+	for i := 0; i <= MaxAliases; i++ {
+		p.Reverse[fmt.Sprintf("a%d", i)] = 0
+	}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Fatalf("%d aliases: %v", MaxAliases+1, err)
+	}
+	if _, err := Parse(make([]byte, MaxSize+1)); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Fatalf("oversized profile: %v", err)
 	}
 }

@@ -103,9 +103,9 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 			fp, name, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))), t); err != nil {
 			return fmt.Errorf("registry: add key: %w", err)
 		}
-		taken := map[int]bool{} // a fresh address: no port taken yet
+		ports := &portSet{taken: map[int]bool{}} // a fresh address: no port taken yet
 		for _, alias := range prof.ReverseAliases() {
-			if _, err := r.ensureSocket(ctx, tx, name, alias, taken); err != nil {
+			if _, err := r.ensureSocket(ctx, tx, name, alias, ports); err != nil {
 				return err
 			}
 		}
@@ -154,10 +154,17 @@ func (r *Registry) EnsureSocket(ctx context.Context, device, alias string) (s So
 	return s, created, err
 }
 
-// ensureSocket allocates device/alias if needed. taken, if not nil, is the set of ports
+// portSet is the ports taken on one device address while many aliases are allocated in
+// a row; every port below from is taken.
+type portSet struct {
+	taken map[int]bool
+	from  int
+}
+
+// ensureSocket allocates device/alias if needed. ports, if not nil, is the set of ports
 // already used on the device's address, kept up to date (callers allocating many aliases
 // at once pass it to avoid one query per alias); nil means ask the database.
-func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias string, taken map[int]bool) (Socket, error) {
+func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias string, ports *portSet) (Socket, error) {
 	var addrS string
 	var port int
 	err := tx.QueryRowContext(ctx, `SELECT address, port FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&addrS, &port)
@@ -181,27 +188,27 @@ func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias s
 	if err != nil {
 		return Socket{}, fmt.Errorf("registry: device %s address %q: %w", device, addrS, err)
 	}
-	if taken == nil {
+	if ports == nil {
 		rows, err := tx.QueryContext(ctx, `SELECT port FROM sockets WHERE address=?`, addrS)
 		if err != nil {
 			return Socket{}, fmt.Errorf("registry: ports: %w", err)
 		}
-		taken = map[int]bool{}
+		ports = &portSet{taken: map[int]bool{}}
 		for rows.Next() {
 			var p int
 			rows.Scan(&p)
-			taken[p] = true
+			ports.taken[p] = true
 		}
 		rows.Close()
 	}
-	port, err = r.Pool().NextPort(func(p int) bool { return taken[p] })
+	port, err = r.Pool().NextPortFrom(ports.from, func(p int) bool { return ports.taken[p] })
 	if err != nil {
 		return Socket{}, err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO sockets(device, alias, address, port) VALUES(?,?,?,?)`, device, alias, addrS, port); err != nil {
 		return Socket{}, fmt.Errorf("registry: add socket %s/%s: %w", device, alias, err)
 	}
-	taken[port] = true
+	ports.taken[port], ports.from = true, port+1
 	return Socket{Alias: alias, Addr: netip.AddrPortFrom(addr, uint16(port))}, nil
 }
 

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -150,5 +151,38 @@ func TestRegistryReadableByOthersRefused(t *testing.T) {
 	os.Chmod(filepath.Join(dir, FileName), 0o644)
 	if _, err := openWith(t, dir, sockets.Config{}); !errors.Is(err, ErrUnsafeMode) || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("world-readable registry: %v", err)
+	}
+}
+
+// Enrolling a device whose profile has many aliases allocates its ports in one pass (60,000
+// took a minute when every port search started from the base); 3,000 keep the test short
+// under the race detector.
+func TestManyAliasesAllocateInOrder(t *testing.T) {
+	ctx := context.Background()
+	r, err := openWith(t, t.TempDir(), sockets.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &profile.Profile{Name: "gw", Reverse: map[string]int{}}
+	const n = 3000
+	for i := 0; i < n; i++ {
+		p.Reverse[fmt.Sprintf("a%d", i)] = 0
+	}
+	if err := r.PutProfile(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	d, err := r.AddDevice(ctx, "gw1", "gw", newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint16]bool{}
+	for _, s := range d.Sockets {
+		if seen[s.Addr.Port()] || int(s.Addr.Port()) < sockets.DefaultPortBase {
+			t.Fatalf("port %d given twice or below the base", s.Addr.Port())
+		}
+		seen[s.Addr.Port()] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d sockets, want %d", len(seen), n)
 	}
 }

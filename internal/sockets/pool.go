@@ -131,8 +131,13 @@ func (p *Pool) NextAddress(taken func(netip.Addr) bool) (netip.Addr, error) {
 }
 
 // NextPort returns the lowest alias port on one device address that is not taken.
-func (p *Pool) NextPort(taken func(int) bool) (int, error) {
-	for port := p.portBase; port <= 65535; port++ {
+func (p *Pool) NextPort(taken func(int) bool) (int, error) { return p.NextPortFrom(0, taken) }
+
+// NextPortFrom is NextPort for callers that know every port below from is taken (they
+// allocate many aliases in a row): the search starts there, so n allocations cost n
+// steps instead of n*n/2.
+func (p *Pool) NextPortFrom(from int, taken func(int) bool) (int, error) {
+	for port := max(from, p.portBase); port <= 65535; port++ {
 		if !taken(port) {
 			return port, nil
 		}
