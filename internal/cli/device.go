@@ -230,7 +230,10 @@ type deviceView struct {
 func (g *globals) online() map[string]bool {
 	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpStatus})
 	if err != nil {
-		return nil
+		return nil // nil: the hub did not answer
+	}
+	if rep.Online == nil {
+		return map[string]bool{} // the hub answered: no device is online (omitted when empty)
 	}
 	return rep.Online
 }
