@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -37,6 +39,14 @@ type Config struct {
 	// BackoffMin and BackoffMax bound the reconnect delay (exponential, with full jitter);
 	// 0 means 1s and 60s.
 	BackoffMin, BackoffMax time.Duration
+	// RecentWindow and RecentMax: for RecentWindow after a working session was lost (a
+	// hub restart or outage), reconnect attempts come at most RecentMax apart (jittered
+	// between half of it and all of it), so the fleet is back within seconds of the hub
+	// without a herd; 0 means 5m and 5s.
+	RecentWindow, RecentMax time.Duration
+	// RevokedWait is how long the agent waits after the hub said the device's key is
+	// revoked, unless the key file changes meanwhile; 0 means 1h.
+	RevokedWait time.Duration
 	// ConnectWait is how long a local connection to a direct forward waits for a session
 	// while the agent is reconnecting; 0 means 10s.
 	ConnectWait time.Duration
@@ -81,6 +91,9 @@ func (c *Config) applyDefaults() {
 	def(&c.KeepaliveTimeout, 3*c.KeepaliveInterval)
 	def(&c.BackoffMin, time.Second)
 	def(&c.BackoffMax, time.Minute)
+	def(&c.RecentWindow, 5*time.Minute)
+	def(&c.RecentMax, 5*time.Second)
+	def(&c.RevokedWait, time.Hour)
 	def(&c.ConnectWait, 10*time.Second)
 	def(&c.HandshakeTimeout, 15*time.Second)
 	if c.Logger == nil {
@@ -99,6 +112,9 @@ type Sandbox interface {
 // retry, since retrying cannot fix it.
 var ErrHostKey = errors.New("agent: hub host key not trusted")
 
+// ErrRevoked means the hub refused the device because its key is revoked.
+var ErrRevoked = errors.New("agent: the hub says the device's key is revoked")
+
 // Agent keeps the device's session to the hub.
 type Agent struct {
 	cfg Config
@@ -109,7 +125,8 @@ type Agent struct {
 	mux     *zmux.Session // its multiplexed channel, nil if not negotiated
 	up      chan struct{} // closed when conn becomes non-nil
 	exposed map[string]Expose
-	key     *keySource // used by Run's goroutine only
+	key     *keySource  // used by Run's goroutine only
+	wasUp   atomic.Bool // the last session got past the handshake
 }
 
 // New validates cfg.
@@ -163,6 +180,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		go a.acceptDirect(ctx, ln, f)
 	}
 	attempt := 0
+	var lost time.Time // when the last working session ended
 	for {
 		start := time.Now()
 		err := a.session(ctx)
@@ -172,10 +190,22 @@ func (a *Agent) Run(ctx context.Context) error {
 		if errors.Is(err, ErrHostKey) {
 			return err
 		}
+		if errors.Is(err, ErrRevoked) {
+			a.log.Error("the hub says this device's key is revoked; waiting for a new key file or the retry time",
+				"event", "key_revoked", "retry_in", a.cfg.RevokedWait.String())
+			if err := a.waitRevoked(ctx); err != nil {
+				return err
+			}
+			attempt = 0
+			continue
+		}
+		if a.wasUp.Swap(false) {
+			lost = time.Now()
+		}
 		if time.Since(start) > a.cfg.BackoffMax {
 			attempt = 0 // the session was healthy for a while: start over
 		}
-		delay := backoff(attempt, a.cfg.BackoffMin, a.cfg.BackoffMax)
+		delay := a.reconnectDelay(attempt, lost)
 		attempt++
 		a.log.Warn("session ended; reconnecting", "err", err, "in", delay.Round(time.Millisecond).String())
 		select {
@@ -184,6 +214,36 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-time.After(delay):
 		}
 	}
+}
+
+// reconnectDelay is the exponential backoff, kept short for a while after a working
+// session was lost: the hub is likely back soon, and a device should be too.
+func (a *Agent) reconnectDelay(attempt int, lost time.Time) time.Duration {
+	d := backoff(attempt, a.cfg.BackoffMin, a.cfg.BackoffMax)
+	if !lost.IsZero() && time.Since(lost) < a.cfg.RecentWindow && d > a.cfg.RecentMax {
+		half := a.cfg.RecentMax / 2
+		d = half + rand.N(a.cfg.RecentMax-half+1)
+	}
+	return d
+}
+
+// waitRevoked waits RevokedWait, or until the key file changes (a new key installed).
+func (a *Agent) waitRevoked(ctx context.Context) error {
+	deadline := time.Now().Add(a.cfg.RevokedWait)
+	tick := time.NewTicker(a.cfg.BackoffMax)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if a.key.changed() {
+				a.log.Info("the key file changed; trying it")
+				return nil
+			}
+		}
+	}
+	return nil
 }
 
 // backoff is exponential with full jitter: uniform in [min, min*2^attempt] capped at max.
@@ -206,6 +266,7 @@ func (a *Agent) session(ctx context.Context) error {
 		t.SetNoDelay(false)
 	}
 	var hostKeyErr error
+	revoked := false // the hub's banner said so (iotsafe hubs do)
 	cc := &ssh.ClientConfig{
 		User: a.cfg.Device,
 		Auth: []ssh.AuthMethod{ssh.PublicKeys(a.key.current())},
@@ -218,6 +279,9 @@ func (a *Agent) session(ctx context.Context) error {
 		},
 		BannerCallback: func(msg string) error {
 			a.log.Warn("hub says", "message", msg)
+			if strings.Contains(msg, "is revoked") {
+				revoked = true
+			}
 			return nil
 		},
 		ClientVersion: "SSH-2.0-iotsafe-agent",
@@ -230,9 +294,13 @@ func (a *Agent) session(ctx context.Context) error {
 		if hostKeyErr != nil {
 			return hostKeyErr
 		}
+		if revoked {
+			return fmt.Errorf("%w: %v", ErrRevoked, err)
+		}
 		return fmt.Errorf("agent: handshake: %w", err)
 	}
 	tc.SetDeadline(time.Time{})
+	a.wasUp.Store(true)
 	defer conn.Close()
 	go replyFalse(reqs)
 	done := make(chan struct{})

@@ -57,6 +57,15 @@ func warnReadable(log *slog.Logger, path string, fi os.FileInfo) {
 	}
 }
 
+// changed reports whether the key file differs from the one last read.
+func (k *keySource) changed() bool {
+	if k.path == "" {
+		return false
+	}
+	fi, err := os.Stat(k.path)
+	return err == nil && stampOf(fi) != k.stamp
+}
+
 // current returns the key to authenticate with now.
 func (k *keySource) current() ssh.Signer {
 	if k.path == "" {

@@ -44,6 +44,7 @@ type Server struct {
 	handshakes chan struct{}     // semaphore of unauthenticated connections, all sources
 	perSource  *throttle.Limiter // the same, per source address
 	logGate    *throttle.LogGate // one line per source and minute for throttling
+	auditGate  *throttle.LogGate // one refused-login event per device, source and minute
 
 	mu       sync.Mutex
 	devices  map[string]*deviceState // live state per device name
@@ -72,6 +73,7 @@ func New(cfg Config, store Store, hostKeys []ssh.Signer) (*Server, error) {
 		handshakes: make(chan struct{}, cfg.MaxHandshakes),
 		perSource:  throttle.New(cfg.PerSource),
 		logGate:    throttle.NewLogGate(time.Minute),
+		auditGate:  throttle.NewLogGate(time.Minute),
 		devices:    map[string]*deviceState{},
 		pending:    map[string]*session{},
 		shutdown:   make(chan struct{}),

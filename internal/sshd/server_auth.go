@@ -43,7 +43,7 @@ func (s *Server) checkKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permis
 		return nil, refuse("this key is not enrolled for device %q: connect as NAME@hub with the name given to 'iotsafe device add'", meta.User())
 	}
 	if revoked {
-		s.event(registry.Event{Device: d.Name, Kind: registry.EventAuthRefused, Detail: "key revoked", Remote: meta.RemoteAddr().String()})
+		s.refusedEvent(registry.Event{Device: d.Name, Kind: registry.EventAuthRefused, Detail: "key revoked", Remote: meta.RemoteAddr().String()})
 		return nil, refuse("the key of device %q is revoked", d.Name)
 	}
 	return &ssh.Permissions{Extensions: map[string]string{extDevice: d.Name, extKeyType: key.Type()}}, nil
@@ -59,7 +59,7 @@ func (s *Server) admitSession(meta ssh.ConnMetadata, key ssh.PublicKey, perms *s
 	// Re-read: a revoke may have landed between the key query and the signature.
 	d, revoked, err := s.store.DeviceByKey(ctx, key)
 	if err != nil || revoked || d.Name != name {
-		s.event(registry.Event{Device: name, Kind: registry.EventAuthRefused, Detail: "key revoked", Remote: remote})
+		s.refusedEvent(registry.Event{Device: name, Kind: registry.EventAuthRefused, Detail: "key revoked", Remote: remote})
 		return nil, refuse("the key of device %q is revoked", name)
 	}
 	prof, err := s.store.Profile(ctx, d.Profile)
@@ -74,6 +74,24 @@ func (s *Server) admitSession(meta ssh.ConnMetadata, key ssh.PublicKey, perms *s
 		return nil, refuse("%v", err)
 	}
 	return perms, nil
+}
+
+// refusedEvent records a refused login at most once a minute per device and source
+// address, saying how many were held back since the last one: a revoked device that
+// keeps retrying cannot fill the audit log.
+func (s *Server) refusedEvent(e registry.Event) {
+	host := e.Remote
+	if h, _, err := net.SplitHostPort(e.Remote); err == nil {
+		host = h
+	}
+	ok, n := s.auditGate.Allow(e.Device + "|" + e.Kind + "|" + host)
+	if !ok {
+		return
+	}
+	if n > 0 {
+		e.Detail = fmt.Sprintf("%s (and %d more refused from %s since the last record)", e.Detail, n, host)
+	}
+	s.event(e)
 }
 
 func (s *Server) event(e registry.Event) {

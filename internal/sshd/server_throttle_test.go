@@ -1,6 +1,7 @@
 package sshd
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/netip"
@@ -9,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
 )
 
@@ -101,5 +103,33 @@ type handshakeWatch struct {
 func (w handshakeWatch) Handshake(ok bool) {
 	if !ok {
 		w.failed <- struct{}{}
+	}
+}
+
+// A revoked device that keeps retrying writes one auth_refused event a minute per source,
+// not one per attempt.
+func TestRefusedLoginsAreAggregated(t *testing.T) {
+	f := newFixture(t, testProfile("name: p\nreverse: {http: 0}\n"), func(c *Config) {
+		c.PerSource = throttle.Config{Startups: 1000, FailureRate: 1000}
+	})
+	ctx := context.Background()
+	if err := f.reg.RevokeDevice(ctx, "dev1", "stolen"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := handshake(c, f.addr, "dev1", f.device, f.host); err == nil {
+			t.Fatal("a revoked key was admitted")
+		}
+	}
+	evs, err := f.reg.Events(ctx, registry.EventFilter{Device: "dev1", Kind: registry.EventAuthRefused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 {
+		t.Fatalf("%d auth_refused events for 20 attempts within a minute, want 1", len(evs))
 	}
 }

@@ -19,3 +19,16 @@ func TestDeviceListWithNoDeviceOnline(t *testing.T) {
 		t.Fatalf("device list with the hub stopped:\n%s", out)
 	}
 }
+
+// An agent whose key the hub revoked stops retrying every minute: it says so once and
+// waits (an hour by default) or until its key file changes.
+func TestRevokedAgentWaits(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	h.mustCLI("device", "revoke", "dev1", "--reason", "stolen")
+	a := startAgent(t, h, key, "--expose", "http=127.0.0.1:1")
+	a.stderr.wait(t, "the hub says this device's key is revoked; waiting for a new key file or the retry time", "event", "key_revoked", "retry_in", "1h0m0s")
+	if n := len(h.events("dev1", "auth_refused")); n < 1 {
+		t.Fatalf("auth_refused events: %d", n)
+	}
+}
