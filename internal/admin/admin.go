@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/firewall"
 )
 
@@ -100,22 +101,14 @@ func Listen(path, group string, h Handler, log *slog.Logger) (*Server, error) {
 		}
 	}
 	s := &Server{ln: ln, h: h, log: log, gid: gid, hubUID: os.Getuid()}
-	go s.serve()
+	// No per-peer cap: only root, the hub's user and the admin group may connect, and an
+	// operator's script may run hundreds of commands at once.
+	go acceptor.Serve(ln, acceptor.Config{Name: "admin", Logger: log}, func(c net.Conn) { s.handle(c.(*net.UnixConn)) })
 	return s, nil
 }
 
 // Close stops the server and removes the socket.
 func (s *Server) Close() error { return s.ln.Close() }
-
-func (s *Server) serve() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		go s.handle(c.(*net.UnixConn))
-	}
-}
 
 // allowed checks the caller's kernel-reported credentials: the file mode already limits
 // who can connect; this is the second lock.

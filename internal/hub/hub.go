@@ -140,7 +140,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if h.sshAddr, err = h.ssh.Listen(); err != nil {
 		return nil, err
 	}
-	if h.resolver, err = resolver.Listen(filepath.Join(h.dir, resolver.SocketName), h, h.ids); err != nil {
+	if h.resolver, err = resolver.Listen(filepath.Join(h.dir, resolver.SocketName), h, h.ids, h.log.With("component", "resolver")); err != nil {
 		return nil, err
 	}
 	if h.admin, err = admin.Listen(filepath.Join(h.dir, admin.SocketName), cfg.Admin.Group, h, h.log.With("component", "admin")); err != nil {

@@ -25,7 +25,7 @@ func (b *backend) Resolve(_ context.Context, id access.Identity, device, alias s
 func TestResolverRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), SocketName)
 	b := &backend{}
-	s, err := Listen(path, b, access.NewIdentities(0))
+	s, err := Listen(path, b, access.NewIdentities(0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

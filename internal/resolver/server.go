@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/firewall"
 )
@@ -27,11 +30,16 @@ type Server struct {
 	ln  net.Listener
 	b   Backend
 	ids *access.Identities
+	log *slog.Logger
 }
+
+// MaxConnsPerUID bounds the resolver connections one local user holds at once: the
+// socket is world-writable, and one user must not take every descriptor of the hub.
+const MaxConnsPerUID = 64
 
 // Listen creates the socket at path, reachable by every local user (mode 0666): who may
 // learn what is decided per request from the caller's kernel credentials.
-func Listen(path string, b Backend, ids *access.Identities) (*Server, error) {
+func Listen(path string, b Backend, ids *access.Identities, log *slog.Logger) (*Server, error) {
 	os.Remove(path)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -41,23 +49,27 @@ func Listen(path string, b Backend, ids *access.Identities) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("resolver: chmod %s: %w", path, err)
 	}
-	s := &Server{ln: ln, b: b, ids: ids}
-	go s.serve()
+	s := &Server{ln: ln, b: b, ids: ids, log: log}
+	go acceptor.Serve(ln, acceptor.Config{Name: "resolver", Peer: peerUID, PerPeer: MaxConnsPerUID, Logger: log},
+		func(c net.Conn) { s.handle(c.(*net.UnixConn)) })
 	return s, nil
+}
+
+// peerUID names a Unix-socket client by its kernel-reported uid.
+func peerUID(c net.Conn) string {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ""
+	}
+	cred, err := firewall.UnixPeerCred(uc)
+	if err != nil || cred == nil {
+		return "unknown"
+	}
+	return "uid " + strconv.Itoa(int(cred.Uid))
 }
 
 // Close stops serving.
 func (s *Server) Close() error { return s.ln.Close() }
-
-func (s *Server) serve() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		go s.handle(c.(*net.UnixConn))
-	}
-}
 
 func (s *Server) handle(c *net.UnixConn) {
 	defer c.Close()

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
@@ -190,16 +191,7 @@ func (ss *session) cancelForward(alias string) bool {
 
 // accept turns each local connection to the protected socket into a channel to the device.
 func (f *forward) accept() {
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				continue
-			}
-			return // closed
-		}
-		go f.serve(c)
-	}
+	acceptor.Serve(f.ln, acceptor.Config{Name: "protected socket", Logger: f.sess.log}, f.serve)
 }
 
 func (f *forward) serve(c net.Conn) {

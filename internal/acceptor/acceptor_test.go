@@ -1,0 +1,133 @@
+package acceptor
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func unixListener(t *testing.T) (net.Listener, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln, path
+}
+
+func hello(c net.Conn) { io.WriteString(c, "hi"); c.Close() }
+
+// readAll reads what the server says before it closes; a hang fails by the deadline.
+func readAll(t *testing.T, c net.Conn) string {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("read: %v (a client left hanging?)", err)
+	}
+	return string(b)
+}
+
+// Running out of descriptors does not stop the loop: the pending client is told (closed,
+// not left hanging), and once descriptors are free again clients are served.
+func TestOutOfDescriptorsIsSurvived(t *testing.T) {
+	ln, path := unixListener(t)
+	done := make(chan error, 1)
+	go func() { done <- Serve(ln, Config{Name: "test"}, hello) }()
+
+	if got := readAll(t, dial(t, path)); got != "hi" {
+		t.Fatalf("before: %q", got)
+	}
+	var lim syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim) })
+	low := lim
+	low.Cur = 256
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Skipf("cannot lower RLIMIT_NOFILE: %v", err)
+	}
+	// Fill every descriptor but one, which the client takes.
+	var filler []*os.File
+	t.Cleanup(func() {
+		for _, f := range filler {
+			f.Close()
+		}
+	})
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		filler = append(filler, f)
+	}
+	filler[len(filler)-1].Close()
+	filler = filler[:len(filler)-1]
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatalf("dial with one descriptor left: %v", err)
+	}
+	if got := readAll(t, c); got != "" {
+		t.Fatalf("with no descriptor left the server answered %q; want a close", got)
+	}
+	for _, f := range filler {
+		f.Close()
+	}
+	filler = nil
+	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	if got := readAll(t, dial(t, path)); got != "hi" {
+		t.Fatalf("after descriptors came back: %q", got)
+	}
+	ln.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve after Close: %v", err)
+	}
+}
+
+func dial(t *testing.T, path string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// One peer holds at most PerPeer connections; others are not affected.
+func TestPerPeerCap(t *testing.T) {
+	ln, path := unixListener(t)
+	release := make(chan struct{})
+	peer := "a"
+	go Serve(ln, Config{Name: "test", PerPeer: 2, Peer: func(net.Conn) string { return peer }}, func(c net.Conn) {
+		io.WriteString(c, "hi")
+		<-release
+		c.Close()
+	})
+	buf := make([]byte, 2)
+	var held []net.Conn
+	for i := 0; i < 2; i++ {
+		c := dial(t, path)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatalf("connection %d within the cap: %v", i, err)
+		}
+		held = append(held, c)
+	}
+	if got := readAll(t, dial(t, path)); got != "" {
+		t.Fatalf("a third connection of the peer was served: %q", got)
+	}
+	close(release)
+	for _, c := range held {
+		readAll(t, c)
+	}
+	c := dial(t, path)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatalf("after the peer's connections ended: %v", err)
+	}
+	c.Close()
+}

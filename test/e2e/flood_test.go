@@ -1,0 +1,46 @@
+package e2e
+
+import (
+	"bufio"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// One local user who opens a thousand connections to the world-writable resolver socket
+// holds at most its cap of them; other users' queries are answered meanwhile (the audit
+// found every service stuck after such a flood, for good).
+func TestResolverFloodByOneUser(t *testing.T) {
+	needRoot(t)
+	h := startHub(t, "", "")
+	reachable(t, h.data)
+	h.addDevice("dev1")
+	// Debian's python3 (scripts/setup.sh installs it): reachable by any uid.
+	flood := exec.Command("/usr/bin/python3", "-c", `
+import socket, sys, time
+held = []
+for i in range(1000):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    held.append(s)
+print("ready", flush=True)
+time.sleep(120)
+`, filepath.Join(h.data, "resolver.sock"))
+	flood.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1003, Gid: 1003}}
+	flood.Dir = "/"
+	out, _ := flood.StdoutPipe()
+	if err := flood.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { flood.Process.Kill(); flood.Wait() })
+	if line, _ := bufio.NewReader(out).ReadString('\n'); !strings.HasPrefix(line, "ready") {
+		t.Fatalf("flooder: %q", line)
+	}
+	h.log.wait(t, "a peer holds too many connections; closing the new one", "listener", "resolver", "peer", "uid 1003")
+	// While the flooder holds its connections, root's query is answered.
+	if out := h.mustCLI("resolve", "dev1", "http"); !strings.Contains(out, "127.79.") {
+		t.Fatalf("resolve during the flood: %s", out)
+	}
+}
