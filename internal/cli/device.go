@@ -398,7 +398,7 @@ func (g *globals) kick(cmd *cobra.Command, device, fingerprint, why, action, hea
 	fmt.Fprintln(w, headline)
 	switch {
 	case !res.HubRunning:
-		fmt.Fprintln(w, "hub not running: the change applies when it starts")
+		fmt.Fprintln(w, "no hub answered on the admin socket: a running hub applies the change within a second (it reads the registry itself), a stopped one when it starts")
 	case res.Closed > 0:
 		fmt.Fprintf(w, "closed %d live session(s)\n", res.Closed)
 	}

@@ -150,7 +150,7 @@ func (g *globals) reloadAccess(cmd *cobra.Command, quiet bool) error {
 	_, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpReload})
 	if errors.Is(err, admin.ErrHubNotRunning) {
 		if !quiet {
-			fmt.Fprintln(cmd.OutOrStdout(), "hub not running: the change applies when it starts")
+			fmt.Fprintln(cmd.OutOrStdout(), "no hub answered on the admin socket: a running hub applies the change within a second (it reads the registry itself), a stopped one when it starts")
 		}
 		return nil
 	}

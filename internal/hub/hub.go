@@ -113,6 +113,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 		return nil, err
 	}
 	go h.watchKernel(ctx, 5*time.Second)
+	changesFrom, err := h.reg.LastEventID(ctx)
+	if err != nil {
+		return nil, err
+	}
 	sc := cfg.SSH
 	sc.Logger = h.log.With("component", "sshd")
 	sc.SocketAllocated = func() {
@@ -151,6 +155,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 			return nil, err
 		}
 	}
+	go h.watchChanges(ctx, DefaultChangePoll, changesFrom)
 	go func() {
 		if err := h.ssh.Serve(); err != nil && !errors.Is(err, sshd.ErrClosed) {
 			h.log.Error("ssh server stopped", "err", err)

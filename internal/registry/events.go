@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -78,4 +79,58 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// changeKinds are the events that change what a running hub must enforce: its sessions
+// (revocations, removals) or its access policy (grants, device groups, accounts).
+var changeKinds = []string{EventRevoked, EventDeviceRemoved, EventKeyRevoked, "granted", "ungranted", "groups_set",
+	"account_removed", "account_password", "account_logout", "token_revoked"}
+
+// LastEventID is the id of the newest audit event (0 for none): where a change feed starts.
+func (r *Registry) LastEventID(ctx context.Context) (int64, error) {
+	var id sql.NullInt64
+	if err := r.db.QueryRowContext(ctx, `SELECT max(id) FROM events`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("registry: events: %w", err)
+	}
+	return id.Int64, nil
+}
+
+// Changes returns, oldest first, the events after id that change what a hub enforces,
+// written by anyone (an admin command, another process) in the same transaction as the
+// change itself; and the id to continue from. It is the hub's change feed: a hub applies
+// them even when the admin socket did not tell it.
+func (r *Registry) Changes(ctx context.Context, after int64) ([]Event, int64, error) {
+	// The bound first: SQLite commits one writer at a time, so every event up to it is
+	// visible to the query below. (PostgreSQL's sequences may commit out of order; its
+	// feed will be LISTEN/NOTIFY.)
+	last, err := r.LastEventID(ctx)
+	if err != nil || last <= after {
+		return nil, after, err
+	}
+	q := `SELECT id, at, device, kind, detail, remote FROM events WHERE id > ? AND id <= ? AND kind IN (?` + strings.Repeat(",?", len(changeKinds)-1) + `) ORDER BY id`
+	args := []any{after, last}
+	for _, k := range changeKinds {
+		args = append(args, k)
+	}
+	rows, err := r.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, after, fmt.Errorf("registry: changes: %w", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var at string
+		if err := rows.Scan(&e.ID, &at, &e.Device, &e.Kind, &e.Detail, &e.Remote); err != nil {
+			return nil, after, fmt.Errorf("registry: changes: %w", err)
+		}
+		if t := parseTime(sql.NullString{String: at, Valid: true}); t != nil {
+			e.At = *t
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, after, fmt.Errorf("registry: changes: %w", err)
+	}
+	return out, last, nil
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -43,4 +44,24 @@ time.sleep(120)
 	if out := h.mustCLI("resolve", "dev1", "http"); !strings.Contains(out, "127.79.") {
 		t.Fatalf("resolve during the flood: %s", out)
 	}
+}
+
+// Revocation does not depend on the admin socket: with it gone (the audit's descriptor
+// flood took it down), 'device revoke' still closes the live session, through the
+// registry's change feed that the hub reads itself.
+func TestRevokeWithoutTheAdminSocket(t *testing.T) {
+	needTool(t, "ssh")
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "before")
+	startProc(t, "ssh", append(sshArgs(h, key), "-R", "http:80:"+hostPortOf(app), "dev1@127.0.0.1")...)
+	h.log.wait(t, "reverse forward open", "device", "dev1")
+	if err := os.Remove(filepath.Join(h.data, "admin.sock")); err != nil {
+		t.Fatal(err)
+	}
+	if out := h.mustCLI("device", "revoke", "dev1", "--reason", "stolen"); !strings.Contains(out, "within a second") {
+		t.Fatalf("revoke without the admin socket said: %s", out)
+	}
+	h.log.wait(t, "closed sessions after a registry change the admin socket did not deliver", "event", "change_applied", "device", "dev1")
+	h.log.wait(t, "session closed", "device", "dev1", "why", "key revoked")
 }

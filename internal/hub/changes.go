@@ -1,0 +1,66 @@
+package hub
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// DefaultChangePoll is how often the hub reads the registry's change feed.
+const DefaultChangePoll = time.Second
+
+// watchChanges applies what other processes changed in the registry (revocations,
+// removals, grants, accounts) even when they could not tell the hub over the admin socket:
+// the admin socket makes a change take effect at once; this makes sure it always does,
+// within a poll. The feed is the audit log, written in the same transaction as each change.
+func (h *Hub) watchChanges(ctx context.Context, every time.Duration, after int64) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, every*5)
+		evs, next, err := h.reg.Changes(qctx, after)
+		cancel()
+		if err != nil {
+			h.log.Warn("reading the registry's change feed failed; retrying", "err", err)
+			continue
+		}
+		after = next
+		h.applyChanges(evs)
+	}
+}
+
+// applyChanges closes the sessions revoked or removed devices and keys still hold, and
+// rebuilds the access policy once if grants or accounts changed.
+func (h *Hub) applyChanges(evs []registry.Event) {
+	reload := false
+	for _, e := range evs {
+		var why, fp string
+		switch e.Kind {
+		case registry.EventRevoked:
+			why = "key revoked"
+		case registry.EventDeviceRemoved:
+			why = "device removed"
+		case registry.EventKeyRevoked:
+			why, fp = "key revoked", strings.TrimPrefix(e.Detail, "key ")
+		default:
+			reload = true
+			continue
+		}
+		if n := h.ssh.KickKey(e.Device, fp, why); n > 0 {
+			h.log.Info("closed sessions after a registry change the admin socket did not deliver",
+				"event", "change_applied", "device", e.Device, "change", e.Kind, "closed", n)
+		}
+	}
+	if reload {
+		if err := h.ReloadAccess(); err != nil {
+			h.log.Error("access reload after a registry change failed", "err", err)
+		}
+	}
+}
