@@ -186,3 +186,29 @@ func TestManyAliasesAllocateInOrder(t *testing.T) {
 		t.Fatalf("%d sockets, want %d", len(seen), n)
 	}
 }
+
+// The change feed returns, once and in order, the events a hub must apply, and skips the
+// others.
+func TestChangeFeed(t *testing.T) {
+	ctx := context.Background()
+	r, err := openWith(t, t.TempDir(), sockets.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AddDevice(ctx, "d1", "default", newKey(t)); err != nil {
+		t.Fatal(err)
+	}
+	from, err := r.LastEventID(ctx)
+	if err != nil || from == 0 {
+		t.Fatalf("last event id %d %v", from, err)
+	}
+	r.AddViolation(ctx, "d1", "not a change", "")
+	r.RevokeDevice(ctx, "d1", "stolen")
+	evs, next, err := r.Changes(ctx, from)
+	if err != nil || len(evs) != 1 || evs[0].Kind != EventRevoked || evs[0].Device != "d1" {
+		t.Fatalf("changes: %+v %v", evs, err)
+	}
+	if evs, _, _ := r.Changes(ctx, next); len(evs) != 0 {
+		t.Fatalf("the same change delivered twice: %+v", evs)
+	}
+}
