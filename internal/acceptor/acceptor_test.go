@@ -131,3 +131,45 @@ func TestPerPeerCap(t *testing.T) {
 	}
 	c.Close()
 }
+
+// LimitPerPeer: a peer over its cap is closed at once and reported; closing one of its
+// connections makes room again.
+func TestLimitPerPeer(t *testing.T) {
+	base, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := make(chan string, 10)
+	ln := LimitPerPeer(base, 2, PeerHost, func(p string) { refused <- p })
+	defer ln.Close()
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", base.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	dial()
+	dial()
+	a1, _ := <-accepted, <-accepted
+	extra := dial()
+	if p := <-refused; p != "127.0.0.1" {
+		t.Fatalf("refused peer %q", p)
+	}
+	if got := readAll(t, extra); got != "" {
+		t.Fatalf("the connection over the cap got %q", got)
+	}
+	a1.Close()
+	dial()
+	<-accepted // room again
+}

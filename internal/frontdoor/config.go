@@ -37,6 +37,9 @@ type Config struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxConns bounds concurrent client connections; 0 means 4096.
 	MaxConns int `yaml:"max_conns"`
+	// MaxConnsPerAddress bounds the connections one client address holds at once, so
+	// one address (a slowloris) cannot take them all; 0 means 64.
+	MaxConnsPerAddress int `yaml:"max_conns_per_address"`
 	// SessionTTL is how long a login-page session lasts; 0 means 12h.
 	SessionTTL time.Duration `yaml:"session_ttl"`
 	// MaxFailedLogins per client address and per account within LoginWindow before
@@ -71,6 +74,9 @@ func (c *Config) ApplyDefaults() {
 	if c.MaxBody == 0 {
 		c.MaxBody = 10 << 20
 	}
+	if c.MaxConnsPerAddress == 0 {
+		c.MaxConnsPerAddress = 64
+	}
 	if c.MaxConns == 0 {
 		c.MaxConns = 4096
 	}
@@ -93,7 +99,7 @@ func (c Config) Validate() error {
 	if (c.Cert == "") != (c.Key == "") {
 		return fmt.Errorf("frontdoor: give both cert and key, or neither (local CA)")
 	}
-	if c.MaxBody < 0 || c.MaxConns < 0 || c.MaxFailedLogins < 0 {
+	if c.MaxBody < 0 || c.MaxConns < 0 || c.MaxConnsPerAddress < 0 || c.MaxFailedLogins < 0 {
 		return fmt.Errorf("frontdoor: limits must not be negative")
 	}
 	seen := map[string]bool{}

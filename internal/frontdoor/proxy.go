@@ -30,20 +30,95 @@ type route struct {
 var errResponseTimeout = errors.New("response timeout")
 
 func (s *Server) newProxy() *httputil.ReverseProxy {
-	tr := &http.Transport{
-		// The URL host is always a protected socket from the registry: the hub dials it
-		// as its own uid, which both access layers trust (the front door checked the
-		// account's grants itself).
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 32,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
 	return &httputil.ReverseProxy{
-		Transport:      tr,
+		Transport:      &perAccount{},
 		Rewrite:        rewrite,
-		ModifyResponse: headersArrived,
+		ModifyResponse: deviceResponse,
 		ErrorHandler:   s.proxyError,
+	}
+}
+
+// perAccount keeps one pool of device connections per account: a connection is never
+// shared between people, so a naive device server that misreads one person's request
+// (a body it does not understand, requests smuggled inside it) can only answer that
+// person wrongly, never another.
+type perAccount struct {
+	pools sync.Map // account id -> *http.Transport
+}
+
+func (p *perAccount) RoundTrip(r *http.Request) (*http.Response, error) {
+	id := int64(-1)
+	if rt, ok := r.Context().Value(routeKey{}).(*route); ok {
+		id = rt.who.ID
+	}
+	t, ok := p.pools.Load(id)
+	if !ok {
+		t, _ = p.pools.LoadOrStore(id, &http.Transport{
+			// The URL host is always a protected socket from the registry: the hub dials
+			// it as its own uid, which both access layers trust (the front door checked
+			// the account's grants itself).
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 32,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		})
+	}
+	return t.(*http.Transport).RoundTrip(r)
+}
+
+// crossOrigin reports a state-changing request that a browser sent from another origin
+// (another device's host, the portal, anywhere): by Fetch metadata where the browser
+// sends it, else by Origin. Requests without either (API clients) are not cross-origin.
+func crossOrigin(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return true
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return false
+	}
+	u, err := url.Parse(o)
+	return err != nil || u.Scheme != "https" || !strings.EqualFold(u.Host, r.Host)
+}
+
+// deviceResponse notes that the device's headers arrived and keeps the device from
+// setting cookies beyond its own host or under the front door's names.
+func deviceResponse(resp *http.Response) error {
+	headersArrived(resp)
+	sanitizeSetCookie(resp.Header)
+	return nil
+}
+
+// sanitizeSetCookie drops the device's cookies that use the front door's name and makes
+// the others host-only (no Domain attribute): a device could otherwise set or replace
+// the login cookie of the parent domain, for every device (session fixation).
+func sanitizeSetCookie(h http.Header) {
+	lines := h.Values("Set-Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, line := range lines {
+		parts := strings.Split(line, ";")
+		name, _, _ := strings.Cut(parts[0], "=")
+		name = strings.TrimSpace(name)
+		if strings.EqualFold(name, SessionCookie) || strings.HasPrefix(strings.ToLower(name), "__host-") && strings.Contains(strings.ToLower(name), "iotsafe") {
+			continue
+		}
+		keep := parts[:1]
+		for _, attr := range parts[1:] {
+			k, _, _ := strings.Cut(strings.TrimSpace(attr), "=")
+			if !strings.EqualFold(k, "domain") {
+				keep = append(keep, attr)
+			}
+		}
+		h.Add("Set-Cookie", strings.Join(keep, ";"))
 	}
 }
 
@@ -51,6 +126,9 @@ func rewrite(pr *httputil.ProxyRequest) {
 	rt := pr.In.Context().Value(routeKey{}).(*route)
 	pr.SetURL(&url.URL{Scheme: "http", Host: rt.addr.String()})
 	pr.Out.Host = pr.In.Host // the device sees the name the person used
+	for _, h := range identityHeaders {
+		pr.Out.Header.Del(h) // only the hub may say who the client is
+	}
 	pr.SetXForwarded()
 	pr.Out.Header.Set("Forwarded", forwarded(pr.In))
 	if rt.who.viaHeader {
@@ -58,6 +136,13 @@ func rewrite(pr *httputil.ProxyRequest) {
 	}
 	stripSessionCookie(pr.Out.Header)
 }
+
+// identityHeaders are headers that proxies use to tell a backend who the client or user
+// is. A client's own are never passed on: a device might trust them.
+var identityHeaders = []string{"X-Real-IP", "X-Client-IP", "True-Client-IP", "CF-Connecting-IP", "X-Cluster-Client-IP",
+	"X-Original-Forwarded-For", "X-Forwarded-Server", "X-Forwarded-Port", "X-Forwarded-Prefix", "X-Forwarded-Ssl",
+	"X-Forwarded-User", "X-Forwarded-Email", "X-Forwarded-Preferred-Username", "X-Forwarded-Groups", "X-Forwarded-Access-Token",
+	"X-Auth-Request-User", "X-Auth-Request-Email", "X-Remote-User", "Remote-User", "X-User", "X-WEBAUTH-USER", "X-Authenticated-User"}
 
 // forwarded builds an RFC 7239 Forwarded header (the client's own one is replaced: it
 // cannot be trusted).
@@ -142,6 +227,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	entry.user = who.Name
+	if !who.viaHeader && crossOrigin(r) {
+		// The login cookie is sent to every device host: a page on one device must not
+		// make the person's browser change state on another (or on this one from elsewhere).
+		s.fail(w, r, http.StatusForbidden, "cross-origin request refused: a state-changing request with the login cookie must come from a page of this host")
+		return
+	}
 	pol := s.be.Policy()
 	notFound := fmt.Sprintf("no device %s here", t.Device)
 	if !pol.VisibleToAccount(who.ID, t.Device) {

@@ -14,8 +14,10 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/throttle"
 )
 
 // Backend is what the front door asks the hub.
@@ -110,6 +112,7 @@ func (s *Server) Reconfigure(cfg Config) (needRestart []string, err error) {
 		{"read_header_timeout", cfg.ReadHeaderTimeout == old.ReadHeaderTimeout},
 		{"idle_timeout", cfg.IdleTimeout == old.IdleTimeout},
 		{"max_conns", cfg.MaxConns == old.MaxConns},
+		{"max_conns_per_address", cfg.MaxConnsPerAddress == old.MaxConnsPerAddress},
 		{"session_ttl", cfg.SessionTTL == old.SessionTTL},
 		{"max_failed_logins", cfg.MaxFailedLogins == old.MaxFailedLogins},
 		{"login_window", cfg.LoginWindow == old.LoginWindow},
@@ -131,7 +134,14 @@ func (s *Server) Listen() (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("frontdoor: %w", err)
 	}
-	s.ln = netutil.LimitListener(ln, s.cfg.MaxConns)
+	gate := throttle.NewLogGate(time.Minute)
+	perAddr := acceptor.LimitPerPeer(ln, s.cfg.MaxConnsPerAddress, acceptor.PeerHost, func(peer string) {
+		if ok, n := gate.Allow(peer); ok {
+			s.log.Warn("a client address holds too many connections; closing the new one", "remote", peer,
+				"max_conns_per_address", s.cfg.MaxConnsPerAddress, "similar_suppressed", n)
+		}
+	})
+	s.ln = netutil.LimitListener(perAddr, s.cfg.MaxConns)
 	s.srv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
