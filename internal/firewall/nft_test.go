@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -175,4 +176,30 @@ func TestMask(t *testing.T) {
 	if f.addrLen != 16 || len(f.key(Entry{ID: 1, Addr: netip.MustParseAddrPort("[fd77::1]:80")})) != 24 {
 		t.Fatal("ipv6 key layout")
 	}
+}
+
+// A table in one network namespace has one owner at a time; the claim ends with Release
+// (or the process).
+func TestClaimTable(t *testing.T) {
+	old := ClaimDir
+	ClaimDir = t.TempDir()
+	defer func() { ClaimDir = old }()
+	c, err := ClaimTable("iotsafe", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ClaimTable("iotsafe", -1); !errors.Is(err, ErrTableOwned) || !strings.Contains(err.Error(), "access.table") {
+		t.Fatalf("second claim: %v", err)
+	}
+	other, err := ClaimTable("iotsafe-b", -1)
+	if err != nil {
+		t.Fatalf("another table name: %v", err)
+	}
+	other.Release()
+	c.Release()
+	again, err := ClaimTable("iotsafe", -1)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	again.Release()
 }

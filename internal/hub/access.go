@@ -57,11 +57,20 @@ func (h *Hub) startKernel() error {
 		return nil
 	}
 	k, err := firewall.NewKernel(table)
+	if err == nil {
+		// Only the table's owner may replace or delete it: another hub on this host (a
+		// 'make demo' beside a production hub) must not touch it.
+		h.kernelClaim, err = firewall.ClaimTable(table, -1)
+	}
 	if err != nil {
 		if mode == "on" {
 			return fmt.Errorf("hub: access.kernel is on but %w", err)
 		}
-		h.log.Info("kernel layer unavailable; the user-space layer protects the sockets", "reason", err.Error())
+		if errors.Is(err, firewall.ErrTableOwned) {
+			h.log.Warn("kernel layer off: its table belongs to another hub on this host; the user-space layer protects the sockets", "reason", err.Error())
+		} else {
+			h.log.Info("kernel layer unavailable; the user-space layer protects the sockets", "reason", err.Error())
+		}
 		return nil
 	}
 	h.kernel = k

@@ -12,6 +12,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/strictyaml"
+	"gopkg.in/yaml.v3"
 )
 
 // DefaultData is the data folder used when neither --data nor IOTSAFE_DATA is given.
@@ -30,6 +31,9 @@ type Config struct {
 	Access  AccessConfig   `yaml:"access"`
 	// Frontdoor is the HTTPS entrance for people (TesPX); off unless listen is set.
 	Frontdoor frontdoor.Config `yaml:"frontdoor"`
+	// Source says where the configuration came from, for the start-up log; set by
+	// LoadConfig.
+	Source string `yaml:"-"`
 }
 
 // LogConfig selects the log level ("debug", "info", "warn", "error"; "" means info) and
@@ -69,7 +73,9 @@ func LoadConfig(path, dataDir string) (Config, error) {
 	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
-		return ParseConfig(nil)
+		c, err := ParseConfig(nil)
+		c.Source = "none (" + path + " does not exist): using defaults"
+		return c, err
 	}
 	if err != nil {
 		return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
@@ -77,6 +83,11 @@ func LoadConfig(path, dataDir string) (Config, error) {
 	c, err := ParseConfig(b)
 	if err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	c.Source = path
+	var top map[string]any
+	if yaml.Unmarshal(b, &top) == nil && len(top) == 0 {
+		c.Source = path + " holds no settings (empty or only comments): using defaults"
 	}
 	return c, nil
 }

@@ -119,3 +119,21 @@ func TestExampleConfigParses(t *testing.T) {
 		t.Fatalf("the example claims to show the defaults but differs: %+v", c.SSH)
 	}
 }
+
+// An empty or comment-only file says so instead of nothing.
+func TestLoadConfigSaysWhereItCameFrom(t *testing.T) {
+	dir := t.TempDir()
+	c, err := LoadConfig("", dir)
+	if err != nil || !strings.Contains(c.Source, "does not exist") {
+		t.Fatalf("no file: %q %v", c.Source, err)
+	}
+	p := filepath.Join(dir, "hub.yaml")
+	os.WriteFile(p, []byte("# nothing here yet\n\n"), 0o600)
+	if c, err = LoadConfig(p, dir); err != nil || !strings.Contains(c.Source, "using defaults") {
+		t.Fatalf("comment-only file: %q %v", c.Source, err)
+	}
+	os.WriteFile(p, []byte("log: {level: debug}\n"), 0o600)
+	if c, err = LoadConfig(p, dir); err != nil || c.Source != p {
+		t.Fatalf("a real file: %q %v", c.Source, err)
+	}
+}

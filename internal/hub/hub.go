@@ -31,25 +31,26 @@ import (
 
 // Hub is one running host server.
 type Hub struct {
-	cfg      Config
-	dir      string
-	log      *slog.Logger
-	level    *slog.LevelVar
-	reg      *registry.Registry
-	ssh      *sshd.Server
-	admin    *admin.Server
-	metrics  *metrics.Metrics
-	hostKeys []ssh.Signer
-	sshAddr  net.Addr
-	resolver *resolver.Server
-	front    *frontdoor.Server
-	frontAt  net.Addr
-	policy   atomic.Pointer[access.Policy]
-	ids      *access.Identities
-	denied   deniedLog
-	selfUID  uint32
-	kernel   *firewall.Kernel
-	kernelMu sync.Mutex
+	cfg         Config
+	dir         string
+	log         *slog.Logger
+	level       *slog.LevelVar
+	reg         *registry.Registry
+	ssh         *sshd.Server
+	admin       *admin.Server
+	metrics     *metrics.Metrics
+	hostKeys    []ssh.Signer
+	sshAddr     net.Addr
+	resolver    *resolver.Server
+	front       *frontdoor.Server
+	frontAt     net.Addr
+	policy      atomic.Pointer[access.Policy]
+	ids         *access.Identities
+	denied      deniedLog
+	selfUID     uint32
+	kernel      *firewall.Kernel
+	kernelClaim *firewall.Claim // the right to manage kernel's table; released after removing it
+	kernelMu    sync.Mutex
 	// refusedSeen is the kernel refusal counter already reported.
 	refusedSeen atomic.Uint64
 	cancel      context.CancelFunc
@@ -74,6 +75,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	h := &Hub{cfg: cfg, dir: opt.DataDir, log: opt.Logger, level: opt.Level, ids: access.NewIdentities(0), selfUID: uint32(os.Getuid())}
 	if h.log == nil {
 		h.log, h.level = NewLogger(cfg.Log, os.Stderr)
+	}
+	if cfg.Source != "" {
+		h.log.Info("configuration", "source", cfg.Source)
 	}
 	for _, a := range insecure {
 		h.log.Warn("insecure algorithm enabled by ssh.allow_insecure", "algorithm", a)
@@ -279,6 +283,7 @@ func (h *Hub) Close() {
 			if err := h.kernel.Remove(); err != nil {
 				h.log.Error("removing the nftables table failed", "err", err)
 			}
+			h.kernelClaim.Release()
 			h.kernelMu.Unlock()
 		}
 		if h.reg != nil {

@@ -264,3 +264,23 @@ func TestIPv6PoolWithBothLayers(t *testing.T) {
 		t.Fatalf("IPv6 rules:\n%s", listing)
 	}
 }
+
+// Two hubs on one host (one network namespace): the second leaves the first one's
+// nftables table alone, running on the user-space layer, and stopping it does not
+// delete the first one's rules.
+func TestSecondHubLeavesTheFirstsTableAlone(t *testing.T) {
+	ns := netns(t)
+	inNs := func(h *hubProc) { h.wrap = []string{"ip", "netns", "exec", ns} }
+	first := startHubWith(t, "", "access: {kernel: auto}\n", inNs)
+	first.log.wait(t, "kernel layer on")
+	second := startHubWith(t, "", "access: {kernel: auto}\n", inNs)
+	second.log.waitText(t, "its table belongs to another hub")
+	second.stop()
+	if out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "inet", "iotsafe").CombinedOutput(); err != nil {
+		t.Fatalf("the first hub's table is gone after the second stopped: %v %s", err, out)
+	}
+	first.stop()
+	if err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "inet", "iotsafe").Run(); err == nil {
+		t.Fatal("the owner's table outlived it")
+	}
+}
