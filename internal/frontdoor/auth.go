@@ -86,7 +86,10 @@ func newAuthenticator(limit *failLimiter) *authenticator {
 
 // password checks name/pw from client address ip.
 func (a *authenticator) password(ctx context.Context, dir *directory, ip, name, pw string) (principal, error) {
-	if a.limit.blocked("addr:"+ip) || a.limit.blocked("account:"+name) {
+	// Failures count per (address, account) and per account: one address's failures
+	// never lock out another account, nor an API token.
+	pair := "pair:" + ip + "\x00" + name
+	if a.limit.blocked(pair) || a.limit.blocked("account:"+name) {
 		return principal{}, errTooMany
 	}
 	acct := dir.byName[name]
@@ -112,7 +115,7 @@ func (a *authenticator) password(ctx context.Context, dir *directory, ip, name, 
 	err := credential.VerifyPassword(hash, pw)
 	<-a.sem
 	if err != nil || acct == nil || acct.Password == "" {
-		a.limit.fail("addr:" + ip)
+		a.limit.fail(pair)
 		a.limit.fail("account:" + name)
 		return principal{}, errBadCredentials
 	}
@@ -125,17 +128,29 @@ func (a *authenticator) password(ctx context.Context, dir *directory, ip, name, 
 	return principal{ID: acct.ID, Name: acct.Name, viaHeader: true}, nil
 }
 
-// token checks a bearer token.
+// token checks a bearer token. A valid token is always accepted: tokens are random and
+// cannot be guessed, so failures of others (from the same address, say) never refuse
+// it; an address that keeps sending invalid tokens is told to slow down.
 func (a *authenticator) token(dir *directory, ip, tok string) (principal, error) {
-	if a.limit.blocked("addr:" + ip) {
+	t, ok := dir.tokens[credential.HashToken(tok)]
+	if ok && t.Usable(time.Now()) && dir.byID[t.AccountID] != nil {
+		return principal{ID: t.AccountID, Name: t.Account, viaHeader: true}, nil
+	}
+	if a.limit.blocked("token:" + ip) {
 		return principal{}, errTooMany
 	}
-	t, ok := dir.tokens[credential.HashToken(tok)]
-	if !ok || !t.Usable(time.Now()) || dir.byID[t.AccountID] == nil {
-		a.limit.fail("addr:" + ip)
-		return principal{}, errBadCredentials
+	a.limit.fail("token:" + ip)
+	return principal{}, errBadCredentials
+}
+
+// knownName is name if it is an account, else a short hash of it: the access log must
+// not keep what someone typed into the name field (it is sometimes their password).
+func knownName(dir *directory, name string) string {
+	if dir.byName[name] != nil {
+		return name
 	}
-	return principal{ID: t.AccountID, Name: t.Account, viaHeader: true}, nil
+	sum := sha256.Sum256([]byte(name))
+	return "unknown:" + hex.EncodeToString(sum[:4])
 }
 
 // authenticate finds the caller of r: Authorization header first, then the session cookie.

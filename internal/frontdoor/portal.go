@@ -96,7 +96,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	name := r.PostFormValue("user")
 	entry, _ := r.Context().Value(accessKey{}).(*accessEntry)
 	if entry != nil {
-		entry.user = name
+		entry.user = knownName(s.dir.Load(), name)
 	}
 	who, err := s.auth.password(r.Context(), s.dir.Load(), clientIP(r), name, r.PostFormValue("password"))
 	switch {

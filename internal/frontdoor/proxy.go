@@ -221,7 +221,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	who, err := s.authenticate(r, entry.remote)
 	if err != nil {
 		if name, _, ok := r.BasicAuth(); ok {
-			entry.user = name // the name tried, for the audit trail
+			entry.user = knownName(s.dir.Load(), name) // the name tried, if it is one
 		}
 		s.authFailed(w, r, err)
 		return

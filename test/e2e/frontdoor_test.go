@@ -3,8 +3,10 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -374,6 +376,23 @@ func TestFrontdoor(t *testing.T) {
 		}
 		if _, code, _ := fdCurl(t, h, caFile, dev42, "-u", "alice:alice-password-1"); code != 200 {
 			t.Fatalf("alice: %d", code)
+		}
+		// Bob's failures from that address hold neither another account nor a valid token
+		// used from it.
+		if _, code, _ := fdCurl(t, h, caFile, dev42, "--interface", "127.0.0.5", "-u", "alice:alice-password-1"); code != 200 {
+			t.Fatalf("alice from bob's address: %d", code)
+		}
+		if _, code, _ := fdCurl(t, h, caFile, dev42, "--interface", "127.0.0.5", "-H", "Authorization: Bearer "+token); code != 200 {
+			t.Fatalf("a valid token from bob's address: %d", code)
+		}
+		// A password typed into the name field is not kept in the access log.
+		if _, code, _ := fdCurl(t, h, caFile, dev42, "--interface", "127.0.0.9", "-u", "Typed-Pa55word-In-Name:x"); code != 401 {
+			t.Fatalf("unknown name: %d", code)
+		}
+		sum := sha256.Sum256([]byte("Typed-Pa55word-In-Name"))
+		h.log.wait(t, "access", "user", "unknown:"+hex.EncodeToString(sum[:4]), "status", "401")
+		if strings.Contains(h.log.raw.String(), "Typed-Pa55word-In-Name") {
+			t.Fatal("a name that is no account (perhaps a password) reached the hub's log")
 		}
 	})
 	t.Run("account removed ends its sessions", func(t *testing.T) {
