@@ -15,6 +15,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
+	"github.com/iotsafe/iotsafe/internal/throttle"
 )
 
 // AccessConfig selects the enforcement layers.
@@ -113,6 +114,9 @@ func (h *Hub) applyKernel(ctx context.Context, p *access.Policy) error {
 			}
 		}
 	}
+	// Replacing the table resets its counters: report what they hold first, or refusals
+	// since the last watchKernel tick would be lost.
+	h.reportRefusedLocked(ctx)
 	if err := h.kernel.Apply(r); err != nil {
 		return err
 	}
@@ -135,18 +139,24 @@ func (h *Hub) watchKernel(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		h.kernelMu.Lock()
-		n, err := h.kernel.Refused()
+		h.reportRefusedLocked(ctx)
 		h.kernelMu.Unlock()
-		if err != nil {
-			continue
-		}
-		if last := h.refusedSeen.Swap(n); n > last {
-			detail := fmt.Sprintf("kernel layer refused %d packet(s) to protected sockets from processes without a permission (the kernel does not report which)", n-last)
-			h.log.Warn("access denied by the kernel layer", "packets", n-last)
-			ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
-			h.reg.AddEvent(ctx2, registry.Event{Kind: registry.EventAccessDenied, Detail: detail})
-			cancel()
-		}
+	}
+}
+
+// reportRefusedLocked records the kernel layer's refusals since the last report; the
+// caller holds kernelMu.
+func (h *Hub) reportRefusedLocked(ctx context.Context) {
+	n, err := h.kernel.Refused()
+	if err != nil {
+		return
+	}
+	if last := h.refusedSeen.Swap(n); n > last {
+		detail := fmt.Sprintf("kernel layer refused %d packet(s) to protected sockets from processes without a permission (the kernel does not report which)", n-last)
+		h.log.Warn("access denied by the kernel layer", "packets", n-last)
+		ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
+		h.reg.AddEvent(ctx2, registry.Event{Kind: registry.EventAccessDenied, Detail: detail})
+		cancel()
 	}
 }
 
@@ -209,7 +219,7 @@ func (h *Hub) authorize(c net.Conn, device, alias string) error {
 		return nil
 	}
 	err = fmt.Errorf("permission denied: %s may not reach %s/%s", id, device, alias)
-	h.denied.record(h, device, "connect: "+err.Error())
+	h.denied.record(h, id.UID, device, "connect", err.Error())
 	return err
 }
 
@@ -218,7 +228,7 @@ func (h *Hub) Resolve(ctx context.Context, caller access.Identity, device, alias
 	p := h.policy.Load()
 	if !p.Allowed(caller, device, alias) {
 		msg := fmt.Sprintf("permission denied: %s may not reach %s/%s", caller, device, alias)
-		h.denied.record(h, device, "resolve: "+msg)
+		h.denied.record(h, caller.UID, device, "resolve", msg)
 		return "", &resolver.Error{Code: resolver.CodeDenied, Msg: msg}
 	}
 	d, err := h.reg.Device(ctx, device)
@@ -236,35 +246,29 @@ func (h *Hub) Resolve(ctx context.Context, caller access.Identity, device, alias
 	return "", &resolver.Error{Code: resolver.CodeNotFound, Msg: fmt.Sprintf("device %s has no service %s", device, alias)}
 }
 
-// deniedLog records access_denied events, at most one per (device, detail) every 10 s,
-// so a process retrying in a loop cannot flood the audit log.
+// deniedLog records access_denied events at most once every 10 s per local user and
+// operation (resolve, connect), whatever device the user asked for, saying how many
+// denials it held back: a process that tries every device name in a loop cannot flood
+// the audit log.
 type deniedLog struct {
-	mu   sync.Mutex
-	last map[string]time.Time
-	supp map[string]int
+	once sync.Once
+	gate *throttle.LogGate
 }
 
-func (l *deniedLog) record(h *Hub, device, detail string) {
-	l.mu.Lock()
-	if l.last == nil {
-		l.last, l.supp = map[string]time.Time{}, map[string]int{}
-	}
-	key := device + "\x00" + detail
-	if t, ok := l.last[key]; ok && time.Since(t) < 10*time.Second {
-		l.supp[key]++
-		l.mu.Unlock()
+// deniedEvery is how often one user's denials reach the audit log.
+const deniedEvery = 10 * time.Second
+
+func (l *deniedLog) record(h *Hub, uid uint32, device, op, msg string) {
+	l.once.Do(func() { l.gate = throttle.NewLogGate(deniedEvery) })
+	detail := op + ": " + msg
+	ok, n := l.gate.Allow(op + " " + strconv.FormatUint(uint64(uid), 10))
+	if !ok {
 		return
 	}
-	if n := l.supp[key]; n > 0 {
-		detail = fmt.Sprintf("%s (and %d more in the last 10s)", detail, n)
+	if n > 0 {
+		detail = fmt.Sprintf("%s (and %d more %s denials of uid %d since the last record)", detail, n, op, uid)
 	}
-	if len(l.last) > 10000 {
-		clear(l.last)
-		clear(l.supp)
-	}
-	l.last[key], l.supp[key] = time.Now(), 0
-	l.mu.Unlock()
-	h.log.Warn("access denied", "device", device, "detail", detail)
+	h.log.Warn("access denied", "device", device, "uid", uid, "detail", detail)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := h.reg.AddEvent(ctx, registry.Event{Device: device, Kind: registry.EventAccessDenied, Detail: detail}); err != nil {

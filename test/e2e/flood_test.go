@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,4 +65,27 @@ func TestRevokeWithoutTheAdminSocket(t *testing.T) {
 	}
 	h.log.wait(t, "closed sessions after a registry change the admin socket did not deliver", "event", "change_applied", "device", "dev1")
 	h.log.wait(t, "session closed", "device", "dev1", "why", "key revoked")
+}
+
+// A local user who asks the resolver for many device names in a loop writes one
+// access_denied event per operation and 10 s, not one per name.
+func TestResolverDenialsAggregatedPerUser(t *testing.T) {
+	needRoot(t)
+	h := startHub(t, "", "")
+	reachable(t, h.data)
+	for i := 0; i < 50; i++ {
+		out, err := as(t, 1003, 1003, nil, iotsafeBin, "resolve", fmt.Sprintf("dev%d", i), "http", "--data", h.data)
+		if err == nil || !strings.Contains(out, "permission denied") {
+			t.Fatalf("resolve as a stranger: %v %s", err, out)
+		}
+	}
+	var n int
+	for _, e := range h.events("", "access_denied") {
+		if strings.Contains(e.Detail, "uid 1003") {
+			n++
+		}
+	}
+	if n < 1 || n > 6 { // one per 10 s: the loop may straddle a few windows on a slow machine
+		t.Fatalf("%d access_denied events for 50 denied names", n)
+	}
 }
