@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/metrics"
@@ -31,6 +32,8 @@ type Config struct {
 	Access  AccessConfig   `yaml:"access"`
 	// Frontdoor is the HTTPS entrance for people (TesPX); off unless listen is set.
 	Frontdoor frontdoor.Config `yaml:"frontdoor"`
+	// Audit bounds the audit log kept in the registry.
+	Audit AuditConfig `yaml:"audit"`
 	// Source says where the configuration came from, for the start-up log; set by
 	// LoadConfig.
 	Source string `yaml:"-"`
@@ -92,8 +95,28 @@ func LoadConfig(path, dataDir string) (Config, error) {
 	return c, nil
 }
 
+// AuditConfig is the retention of the audit log. Pruning runs at start and hourly.
+type AuditConfig struct {
+	// MaxEvents keeps at most this many of the newest events; 0 means 1,000,000 (about
+	// 200 MB of registry).
+	MaxEvents int `yaml:"max_events"`
+	// Retention deletes events older than this; 0 means 2160h (90 days).
+	Retention time.Duration `yaml:"retention"`
+}
+
+// ApplyDefaults fills zero values.
+func (c *AuditConfig) ApplyDefaults() {
+	if c.MaxEvents == 0 {
+		c.MaxEvents = 1_000_000
+	}
+	if c.Retention == 0 {
+		c.Retention = 90 * 24 * time.Hour
+	}
+}
+
 // ApplyDefaults fills zero values.
 func (c *Config) ApplyDefaults() {
+	c.Audit.ApplyDefaults()
 	c.SSH.ApplyDefaults()
 	c.Frontdoor.ApplyDefaults()
 }
@@ -109,6 +132,9 @@ func (c *Config) Validate() ([]string, error) {
 	case "", "text", "json":
 	default:
 		return nil, fmt.Errorf("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	if c.Audit.MaxEvents < 1000 || c.Audit.Retention < time.Hour {
+		return nil, fmt.Errorf("audit: max_events must be at least 1000 and retention at least 1h (got %d, %s)", c.Audit.MaxEvents, c.Audit.Retention)
 	}
 	if err := c.Access.validate(); err != nil {
 		return nil, err

@@ -107,6 +107,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if err := h.rehome(ctx); err != nil {
 		return nil, err
 	}
+	h.recordStart(ctx)
 	if h.hostKeys, err = LoadHostKeys(h.dir, cfg.SSH.Crypto.HostKeyAlgorithms); err != nil {
 		return nil, err
 	}
@@ -160,6 +161,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 		}
 	}
 	go h.watchChanges(ctx, DefaultChangePoll, changesFrom)
+	go h.pruneAudit(ctx, time.Hour)
 	go func() {
 		if err := h.ssh.Serve(); err != nil && !errors.Is(err, sshd.ErrClosed) {
 			h.log.Error("ssh server stopped", "err", err)
@@ -287,6 +289,11 @@ func (h *Hub) Close() {
 			h.kernelMu.Unlock()
 		}
 		if h.reg != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := h.reg.AddEvent(ctx, registry.Event{Kind: registry.EventHubStopped, Detail: "clean stop"}); err != nil {
+				h.log.Error("recording the stop failed", "err", err)
+			}
+			cancel()
 			h.reg.Close()
 		}
 		h.dataLock.Release()

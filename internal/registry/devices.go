@@ -395,11 +395,17 @@ func (r *Registry) TouchDevice(ctx context.Context, device string) error {
 }
 
 // AddViolation records a violation event and returns the device's new violation count.
-func (r *Registry) AddViolation(ctx context.Context, device, detail, remote string) (int, error) {
+//
+// With record false only the count grows: callers aggregate repeated violations into
+// one event per interval, so a device in a loop cannot fill the audit log.
+func (r *Registry) AddViolation(ctx context.Context, device, detail, remote string, record bool) (int, error) {
 	var n int
 	err := r.withTx(ctx, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, `UPDATE devices SET violations=violations+1 WHERE name=? RETURNING violations`, device).Scan(&n); err != nil {
 			return fmt.Errorf("registry: violation %s: %w", device, err)
+		}
+		if !record {
+			return nil
 		}
 		return addEvent(ctx, tx, Event{Device: device, Kind: EventViolation, Detail: detail, Remote: remote})
 	})

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
@@ -202,7 +203,7 @@ func TestChangeFeed(t *testing.T) {
 	if err != nil || from == 0 {
 		t.Fatalf("last event id %d %v", from, err)
 	}
-	r.AddViolation(ctx, "d1", "not a change", "")
+	r.AddViolation(ctx, "d1", "not a change", "", true)
 	r.RevokeDevice(ctx, "d1", "stolen")
 	evs, next, err := r.Changes(ctx, from)
 	if err != nil || len(evs) != 1 || evs[0].Kind != EventRevoked || evs[0].Device != "d1" {
@@ -210,5 +211,55 @@ func TestChangeFeed(t *testing.T) {
 	}
 	if evs, _, _ := r.Changes(ctx, next); len(evs) != 0 {
 		t.Fatalf("the same change delivered twice: %+v", evs)
+	}
+}
+
+func TestRecordStartClosesWhatACrashLeftOpen(t *testing.T) {
+	ctx := context.Background()
+	r, err := openWith(t, t.TempDir(), sockets.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AddDevice(ctx, "d1", "default", newKey(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, crashed, _ := r.RecordStart(ctx, "first"); crashed {
+		t.Fatal("a first start reported a crash")
+	}
+	r.AddEvent(ctx, Event{Device: "d1", Kind: EventSessionOpen})
+	// No hub_stopped, no session_close: the run was killed.
+	open, crashed, err := r.RecordStart(ctx, "second")
+	if err != nil || !crashed || len(open) != 1 || open[0] != "d1" {
+		t.Fatalf("after a kill: open %v crashed %v err %v", open, crashed, err)
+	}
+	evs, _ := r.Events(ctx, EventFilter{Device: "d1", Kind: EventSessionClose})
+	if len(evs) != 1 || !strings.Contains(evs[0].Detail, "hub restarted") {
+		t.Fatalf("session_close events: %+v", evs)
+	}
+	r.AddEvent(ctx, Event{Kind: EventHubStopped})
+	if open, crashed, _ := r.RecordStart(ctx, "third"); crashed || len(open) != 0 {
+		t.Fatalf("after a clean stop: open %v crashed %v", open, crashed)
+	}
+}
+
+func TestPruneEvents(t *testing.T) {
+	ctx := context.Background()
+	r, err := openWith(t, t.TempDir(), sockets.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		r.AddEvent(ctx, Event{Kind: "test", Detail: fmt.Sprint(i)})
+	}
+	n, err := r.PruneEvents(ctx, 10, time.Now().Add(-time.Hour))
+	if err != nil || n != 40 {
+		t.Fatalf("pruned %d, %v; want 40", n, err)
+	}
+	evs, _ := r.Events(ctx, EventFilter{Kind: "test"})
+	if len(evs) != 10 || evs[9].Detail != "49" {
+		t.Fatalf("kept %d events, newest %q", len(evs), evs[len(evs)-1].Detail)
+	}
+	if n, _ := r.PruneEvents(ctx, 0, time.Now().Add(time.Hour)); n != 10 {
+		t.Fatalf("by age: pruned %d, want 10", n)
 	}
 }

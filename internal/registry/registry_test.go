@@ -103,7 +103,7 @@ func TestDuplicateAndRevoke(t *testing.T) {
 	if _, revoked, _ := r.DeviceByKey(ctx, k); !revoked {
 		t.Fatal("key still accepted after revoke")
 	}
-	n, err := r.AddViolation(ctx, "dev1", "test", "")
+	n, err := r.AddViolation(ctx, "dev1", "test", "", true)
 	if err != nil || n != 1 {
 		t.Fatalf("violation count %d %v", n, err)
 	}

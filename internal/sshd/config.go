@@ -36,8 +36,9 @@ type Config struct {
 	PerSource throttle.Config `yaml:"per_source"`
 	// MaxAuthTries bounds authentication attempts per connection; 0 means 3.
 	MaxAuthTries int `yaml:"max_auth_tries"`
-	// MaxRejectedChannels closes a connection after this many refused channel opens
-	// (bounds memory, see CVE-2026-39827); 0 means 32.
+	// MaxRejectedChannels closes a connection after this many refused channel opens and
+	// forward requests together (bounds memory, see CVE-2026-39827, and the audit log);
+	// 0 means 32.
 	MaxRejectedChannels int `yaml:"max_rejected_channels"`
 	// DialTimeout bounds the hub's connection to a direct-forward target; 0 means 10s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`

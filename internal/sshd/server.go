@@ -25,7 +25,7 @@ type Store interface {
 	EnsureSocket(ctx context.Context, device, alias string) (registry.Socket, bool, error)
 	RecordSession(ctx context.Context, device, remote string, algos registry.Algorithms) error
 	TouchDevice(ctx context.Context, device string) error
-	AddViolation(ctx context.Context, device, detail, remote string) (int, error)
+	AddViolation(ctx context.Context, device, detail, remote string, record bool) (int, error)
 	RevokeDevice(ctx context.Context, name, reason string) error
 	AddEvent(ctx context.Context, e registry.Event) error
 }
@@ -45,6 +45,7 @@ type Server struct {
 	perSource  *throttle.Limiter // the same, per source address
 	logGate    *throttle.LogGate // one line per source and minute for throttling
 	auditGate  *throttle.LogGate // one refused-login event per device, source and minute
+	violGate   *throttle.LogGate // one violation event per device, detail and minute
 
 	mu       sync.Mutex
 	devices  map[string]*deviceState // live state per device name
@@ -74,6 +75,7 @@ func New(cfg Config, store Store, hostKeys []ssh.Signer) (*Server, error) {
 		perSource:  throttle.New(cfg.PerSource),
 		logGate:    throttle.NewLogGate(time.Minute),
 		auditGate:  throttle.NewLogGate(time.Minute),
+		violGate:   throttle.NewLogGate(time.Minute),
 		devices:    map[string]*deviceState{},
 		pending:    map[string]*session{},
 		shutdown:   make(chan struct{}),

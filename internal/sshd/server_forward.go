@@ -63,6 +63,7 @@ func (ss *session) handleRequest(req *ssh.Request) {
 		if err != nil {
 			ss.log.Warn("reverse forward refused", "err", err)
 			req.Reply(false, nil)
+			ss.refused("") // the violation, if any, was recorded with its detail
 			return
 		}
 		req.Reply(true, ssh.Marshal(forwardReply{Port: port}))
@@ -86,8 +87,8 @@ func (ss *session) handleRequest(req *ssh.Request) {
 		}
 	case "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
 		// ssh -R /path:...: Unix-socket forwards are outside every profile.
-		ss.violate("Unix-socket forward requested (" + req.Type + ")")
 		req.Reply(false, nil)
+		ss.refused("Unix-socket forward requested (" + req.Type + ")")
 	default:
 		// keepalive@openssh.com, no-more-sessions@openssh.com and anything else.
 		if req.WantReply {
@@ -281,16 +282,23 @@ func (ss *session) reject(nc ssh.NewChannel, why ssh.RejectionReason, msg, viola
 	ss.refused(violation)
 }
 
-// refused records a refused channel or stream open and closes connections that keep
-// trying: each refusal costs the hub work and a registry write.
+// refused records a refused channel or stream open or forward request, and closes
+// connections that keep trying: each refusal costs the hub work and a registry write,
+// so all of them share one budget per connection.
 func (ss *session) refused(violation string) {
 	if violation != "" {
 		ss.violate(violation)
 	}
-	if n := ss.rejected.Add(1); n >= int32(ss.srv.cfg.MaxRejectedChannels) {
-		ss.violate(fmt.Sprintf("%d refused channel opens: closing the connection", n))
-		ss.close("too many refused channel opens")
+	if n := ss.rejected.Add(1); n == int32(ss.srv.cfg.MaxRejectedChannels) {
+		ss.violate(fmt.Sprintf("%d refused channel opens or forward requests: closing the connection", n))
+		ss.close("too many refused channel opens or forward requests")
 	}
+}
+
+// spent reports that the connection used up its refusal budget: what it already sent
+// is dropped unread instead of processed (pipelined opens would otherwise run on).
+func (ss *session) spent() bool {
+	return ss.rejected.Load() >= int32(ss.srv.cfg.MaxRejectedChannels)
 }
 
 func (ss *session) violate(detail string) {

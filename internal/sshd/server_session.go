@@ -232,10 +232,20 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 				chans = nil
 				continue
 			}
+			if ss.spent() {
+				nc.Reject(ssh.Prohibited, "iotsafe: connection closing")
+				continue
+			}
 			ss.handleChannel(nc)
 		case req, ok := <-reqs:
 			if !ok {
 				reqs = nil
+				continue
+			}
+			if ss.spent() {
+				if req.WantReply {
+					req.Reply(false, nil)
+				}
 				continue
 			}
 			ss.handleRequest(req)
@@ -317,11 +327,19 @@ func (s *Server) Online(device string) bool {
 
 // violation records a breach of the profile and applies the profile's policy.
 func (s *Server) violation(d *registry.Device, prof *profile.Profile, detail, remote string) {
-	s.log.Warn("profile violation", "device", d.Name, "detail", detail, "remote", remote)
 	s.metrics.Violation(d.Name)
+	// Every violation counts (on_violation); the same one repeated within a minute is one
+	// event and one log line, with how many it stands for.
+	record, held := s.violGate.Allow(d.Name + "|" + detail)
+	if record {
+		if held > 0 {
+			detail = fmt.Sprintf("%s (and %d more times since the last record)", detail, held)
+		}
+		s.log.Warn("profile violation", "device", d.Name, "detail", detail, "remote", remote)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	defer cancel()
-	n, err := s.store.AddViolation(ctx, d.Name, detail, remote)
+	n, err := s.store.AddViolation(ctx, d.Name, detail, remote, record)
 	if err != nil {
 		s.log.Error("recording violation failed", "device", d.Name, "err", err)
 		return

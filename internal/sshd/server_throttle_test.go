@@ -133,3 +133,28 @@ func TestRefusedLoginsAreAggregated(t *testing.T) {
 		t.Fatalf("%d auth_refused events for 20 attempts within a minute, want 1", len(evs))
 	}
 }
+
+// Refused forward requests count toward the same budget as refused channel opens: a
+// device asking for an alias its profile lacks, in a loop, loses its connection.
+func TestRefusedForwardRequestsEndTheSession(t *testing.T) {
+	f := newFixture(t, testProfile("name: p\nreverse: {http: 0}\n"), func(c *Config) { c.MaxRejectedChannels = 5 })
+	conn, chans, reqs := f.dial(t)
+	go ssh.DiscardRequests(reqs)
+	go func() {
+		for nc := range chans {
+			nc.Reject(ssh.Prohibited, "")
+		}
+	}()
+	var err error
+	for i := 0; i < 50 && err == nil; i++ {
+		_, _, err = conn.SendRequest("tcpip-forward", true, ssh.Marshal(forwardRequest{Addr: "nope", Port: 0}))
+	}
+	if err == nil {
+		t.Fatal("50 refused forward requests and the connection is still open")
+	}
+	conn.Wait()
+	evs, _ := f.reg.Events(context.Background(), registry.EventFilter{Device: "dev1", Kind: registry.EventViolation})
+	if len(evs) > 10 {
+		t.Fatalf("%d violation events for a budget of 5", len(evs))
+	}
+}

@@ -158,11 +158,11 @@ func TestMultiplexedLimits(t *testing.T) {
 	// Refused streams, over and over: the hub ends the session (32 by default).
 	for range 40 {
 		refusedLocally(t, bad, "a stream to an alias outside the profile")
-		if h.log.count("session closed", "device", "dev1", "why", "too many refused channel opens") > 0 {
+		if h.log.count("session closed", "device", "dev1", "why", "too many refused channel opens or forward requests") > 0 {
 			break
 		}
 	}
-	h.log.wait(t, "session closed", "device", "dev1", "why", "too many refused channel opens")
+	h.log.wait(t, "session closed", "device", "dev1", "why", "too many refused channel opens or forward requests")
 }
 
 // refusedLocally connects to an agent's --forward port whose stream the hub refuses and

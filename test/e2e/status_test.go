@@ -32,3 +32,27 @@ func TestRevokedAgentWaits(t *testing.T) {
 		t.Fatalf("auth_refused events: %d", n)
 	}
 }
+
+// A hub killed with SIGKILL leaves no gap in the audit log: the next start closes the
+// sessions it left open and says the previous run ended without a clean stop.
+func TestAuditAfterAHubKill(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "x")
+	a := startAgent(t, h, key, "--expose", "http="+hostPortOf(app))
+	a.stderr.wait(t, "session up")
+	h.cmd.Process.Kill()
+	h.cmd.Wait()
+	h.start()
+	h.log.wait(t, "the previous run ended without a clean stop (crash or kill)", "event", "hub_crash_recovered")
+	var closed bool
+	for _, e := range h.events("dev1", "session_close") {
+		closed = closed || strings.Contains(e.Detail, "without a clean stop")
+	}
+	if !closed {
+		t.Fatalf("no session_close for the session the killed hub held: %+v", h.events("dev1", "session_close"))
+	}
+	if ev := h.events("", "hub_started"); len(ev) != 2 || !strings.Contains(ev[1].Detail, "without a clean stop") {
+		t.Fatalf("hub_started events: %+v", ev)
+	}
+}
