@@ -13,6 +13,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
+	"golang.org/x/crypto/ssh"
 )
 
 func openWith(t *testing.T, dir string, want sockets.Config) (*Registry, error) {
@@ -261,5 +262,38 @@ func TestPruneEvents(t *testing.T) {
 	}
 	if n, _ := r.PruneEvents(ctx, 0, time.Now().Add(time.Hour)); n != 10 {
 		t.Fatalf("by age: pruned %d, want 10", n)
+	}
+}
+
+// Many admin commands at once, each with its own connection to the registry, all
+// succeed: writers wait their turn instead of failing with "database is locked".
+func TestConcurrentWritersFromSeparateConnections(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if _, err := openWith(t, dir, sockets.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	keys := make([]ssh.PublicKey, n)
+	for i := range keys {
+		keys[i] = newKey(t)
+	}
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			r, err := Open(ctx, dir, sockets.Config{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer r.Close()
+			_, err = r.AddDevice(ctx, fmt.Sprintf("c%d", i), "default", keys[i])
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -51,7 +51,9 @@ func Open(ctx context.Context, dir string, want sockets.Config) (*Registry, erro
 			ErrUnsafeMode, path, fi.Mode().Perm(), path)
 	}
 	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
+	// Writers queue for up to a minute: an operator's script may enroll hundreds of
+	// devices at once, each command with its own connection (600 at once waited ~12 s).
+	q.Add("_pragma", "busy_timeout(60000)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
