@@ -25,6 +25,9 @@ type Config struct {
 	// Queue bounds the connections of one source waiting for a startup; more are
 	// dropped at once. 0 means 1024.
 	Queue int `yaml:"queue"`
+	// QueueTotal bounds the waiting connections of all sources together (each holds a
+	// descriptor); 0 means 4096.
+	QueueTotal int `yaml:"queue_total"`
 	// MaxWait is how long a connection waits for its turn before it is dropped; 0 means
 	// 30s (a fleet of a thousand devices behind one address gets in well within it).
 	MaxWait time.Duration `yaml:"max_wait"`
@@ -44,6 +47,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.Queue == 0 {
 		c.Queue = 1024
+	}
+	if c.QueueTotal == 0 {
+		c.QueueTotal = 4096
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = 30 * time.Second
@@ -66,8 +72,8 @@ func (c *Config) Validate(section string) error {
 		return fmt.Errorf("throttle: %s.failure_rate: must be a positive number", section)
 	case c.MaxWait < 0:
 		return fmt.Errorf("throttle: %s.max_wait: must not be negative", section)
-	case c.Queue < 0:
-		return fmt.Errorf("throttle: %s.queue: must not be negative", section)
+	case c.Queue < 0 || c.QueueTotal < 0:
+		return fmt.Errorf("throttle: %s.queue and queue_total: must not be negative", section)
 	case c.IPv4Prefix < 8 || c.IPv4Prefix > 32:
 		return fmt.Errorf("throttle: %s.ipv4_prefix: want 8-32", section)
 	case c.IPv6Prefix < 16 || c.IPv6Prefix > 128:
@@ -86,6 +92,7 @@ type Limiter struct {
 	mu      sync.Mutex
 	sources map[netip.Prefix]*source
 	calls   int // Acquire calls since the last sweep of idle sources
+	waiting int // connections waiting, all sources
 }
 
 type source struct {
@@ -144,17 +151,19 @@ func (l *Limiter) Acquire(ctx context.Context, a netip.Addr) (*Ticket, error) {
 			s.inflight++
 			if queued {
 				s.waiting--
+				l.waiting--
 			}
 			l.mu.Unlock()
 			return t, nil
 		}
 		if !queued {
-			if s.waiting >= l.cfg.Queue {
+			if s.waiting >= l.cfg.Queue || l.waiting >= l.cfg.QueueTotal {
 				l.gc(key, s)
 				l.mu.Unlock()
 				return nil, ErrQueueFull
 			}
 			s.waiting++
+			l.waiting++
 			queued, t.Waited = true, true
 			if l.queued != nil {
 				l.mu.Unlock()
@@ -186,6 +195,7 @@ func (l *Limiter) Acquire(ctx context.Context, a netip.Addr) (*Ticket, error) {
 			l.mu.Lock()
 			s := l.source(key)
 			s.waiting--
+			l.waiting--
 			l.gc(key, s)
 			l.mu.Unlock()
 			return nil, ctx.Err()

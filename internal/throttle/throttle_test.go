@@ -155,6 +155,7 @@ func TestQueueBound(t *testing.T) {
 	if _, err := l.Acquire(context.Background(), attacker); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("third waiter: %v, want ErrQueueFull", err)
 	}
+
 	held.Done(true)
 	for i := 0; i < 2; i++ {
 		if err := <-results; err != nil {
@@ -221,4 +222,24 @@ func TestLogGate(t *testing.T) {
 	if !ok || n != 5 {
 		t.Fatalf("after the interval: ok=%v suppressed=%d, want true 5", ok, n)
 	}
+}
+
+// QueueTotal bounds the waiting connections of all sources together.
+func TestQueueTotalBound(t *testing.T) {
+	l, _ := newLimiter(t, Config{Startups: 1, Queue: 10, QueueTotal: 1})
+	a, _ := l.Acquire(noWait(), attacker)
+	b, _ := l.Acquire(noWait(), other)
+	queued := make(chan struct{}, 1)
+	l.queued = func() { queued <- struct{}{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := l.Acquire(ctx, attacker); done <- err }()
+	<-queued
+	if _, err := l.Acquire(context.Background(), other); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("a second waiter across sources: %v, want ErrQueueFull", err)
+	}
+	cancel()
+	<-done
+	a.Done(true)
+	b.Done(true)
 }
