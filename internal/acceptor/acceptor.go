@@ -33,12 +33,7 @@ func Serve(ln net.Listener, cfg Config, handle func(net.Conn)) error {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	l := &loop{cfg: cfg, gate: throttle.NewLogGate(time.Minute), held: map[string]int{}}
-	l.reserve, _ = os.Open(os.DevNull)
-	defer func() {
-		if l.reserve != nil {
-			l.reserve.Close()
-		}
-	}()
+	reserveOnce.Do(func() { reserve, _ = os.Open(os.DevNull) })
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()
@@ -71,10 +66,17 @@ func Serve(ln net.Listener, cfg Config, handle func(net.Conn)) error {
 	}
 }
 
+// reserve is one descriptor kept for shedding, shared by every loop of the process (a
+// hub has a loop per protected socket: one each would cost a descriptor per device).
+var (
+	reserveOnce sync.Once
+	reserveMu   sync.Mutex
+	reserve     *os.File
+)
+
 type loop struct {
-	cfg     Config
-	gate    *throttle.LogGate
-	reserve *os.File
+	cfg  Config
+	gate *throttle.LogGate
 
 	mu   sync.Mutex
 	held map[string]int
@@ -104,11 +106,14 @@ func (l *loop) release(peer string) {
 // shed frees the reserved descriptor to accept the pending connection and close it, so
 // its client is told instead of waiting in the backlog, then takes the reserve back.
 func (l *loop) shed(ln net.Listener) {
-	if l.reserve == nil {
+	reserveMu.Lock()
+	defer reserveMu.Unlock()
+	if reserve == nil {
+		reserve, _ = os.Open(os.DevNull) // taken by an earlier shed that could not get it back
 		return
 	}
-	l.reserve.Close()
-	l.reserve = nil
+	reserve.Close()
+	reserve = nil
 	if d, ok := ln.(interface{ SetDeadline(time.Time) error }); ok {
 		d.SetDeadline(time.Now().Add(time.Millisecond))
 		if c, err := ln.Accept(); err == nil {
@@ -116,7 +121,7 @@ func (l *loop) shed(ln net.Listener) {
 		}
 		d.SetDeadline(time.Time{})
 	}
-	l.reserve, _ = os.Open(os.DevNull)
+	reserve, _ = os.Open(os.DevNull)
 }
 
 func (l *loop) warn(key, msg string, args ...any) {
