@@ -254,7 +254,7 @@ func TestIPv6PoolWithBothLayers(t *testing.T) {
 	h.mustCLI("grant", "--user", "1001", "dev6", "http")
 	if out, err := curlIn(t, ns, 1001, 1001, "", "http://"+sock+"/"); err != nil || out != "over IPv6" {
 		listing, _ := exec.Command("ip", "netns", "exec", ns, "nft", "list", "table", "inet", "iotsafe").CombinedOutput()
-		t.Fatalf("granted uid over IPv6: %v %s\ntable:\n%s\nhub log:\n%s\nagent:\n%s", err, out, listing, h.log.raw.String(), a.stderr.raw.String())
+		t.Fatalf("granted uid over IPv6: %v %s\ntable:\n%s\nhub log:\n%s\nagent:\n%s", err, out, listing, h.log.text(), a.stderr.text())
 	}
 	if out, err := curlIn(t, ns, 1003, 1003, "", "http://"+sock+"/"); err == nil || !strings.Contains(out, "Failed to connect") {
 		t.Fatalf("stranger over IPv6: want refused by the kernel, got %v %s", err, out)

@@ -68,6 +68,13 @@ type logWatch struct {
 	done  bool
 }
 
+// text is everything read so far (the reader goroutine may be appending).
+func (w *logWatch) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.raw.String()
+}
+
 func newLogWatch(r io.Reader) *logWatch {
 	w := &logWatch{}
 	w.cond = sync.NewCond(&w.mu)
@@ -258,7 +265,7 @@ func (h *hubProc) start() {
 	go io.Copy(io.Discard, stdout)
 	if h.addr == "" {
 		h.cmd.Wait()
-		t.Fatalf("hub did not start; log:\n%s", h.log.raw.String())
+		t.Fatalf("hub did not start; log:\n%s", h.log.text())
 	}
 	_, h.port, _ = net.SplitHostPort(h.addr)
 	pub, err := os.ReadFile(filepath.Join(h.data, "host_ed25519_key"))
