@@ -176,6 +176,12 @@ func adminGID(group string) (int, error) {
 func (h *Hub) ReloadAccess() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Every change up to here is in what we read next: the change feed need not reload
+	// for them again.
+	upTo, err := h.reg.LastEventID(ctx)
+	if err != nil {
+		return err
+	}
 	grants, err := h.reg.Grants(ctx)
 	if err != nil {
 		return err
@@ -197,6 +203,11 @@ func (h *Hub) ReloadAccess() error {
 		return err
 	}
 	h.policy.Store(p)
+	for {
+		if old := h.policyUpTo.Load(); old >= upTo || h.policyUpTo.CompareAndSwap(old, upTo) {
+			break
+		}
+	}
 	h.log.Debug("access policy loaded", "grants", len(grants))
 	if h.front != nil {
 		return h.front.Reload(ctx) // accounts and tokens

@@ -50,7 +50,8 @@ func (h *Hub) applyChanges(evs []registry.Event) {
 		case registry.EventKeyRevoked:
 			why, fp = "key revoked", strings.TrimPrefix(e.Detail, "key ")
 		default:
-			reload = true
+			// Already in the policy if a reload (the admin socket's) read past it.
+			reload = reload || e.ID > h.policyUpTo.Load()
 			continue
 		}
 		if n := h.ssh.KickKey(e.Device, fp, why); n > 0 {

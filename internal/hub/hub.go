@@ -45,6 +45,7 @@ type Hub struct {
 	front       *frontdoor.Server
 	frontAt     net.Addr
 	policy      atomic.Pointer[access.Policy]
+	policyUpTo  atomic.Int64 // the newest audit event the loaded policy includes
 	ids         *access.Identities
 	denied      deniedLog
 	selfUID     uint32

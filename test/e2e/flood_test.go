@@ -60,6 +60,9 @@ func TestRevokeWithoutTheAdminSocket(t *testing.T) {
 	if err := os.Remove(filepath.Join(h.data, "admin.sock")); err != nil {
 		t.Fatal(err)
 	}
+	// A grant reaches the access policy the same way.
+	h.mustCLI("grant", "--user", "1001", "dev1", "http")
+	h.log.wait(t, "access policy loaded", "grants", "1")
 	if out := h.mustCLI("device", "revoke", "dev1", "--reason", "stolen"); !strings.Contains(out, "within a second") {
 		t.Fatalf("revoke without the admin socket said: %s", out)
 	}
