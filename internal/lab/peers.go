@@ -177,7 +177,9 @@ func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 		}
 		return "off"
 	}
-	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '127.0.0.1:0', max_handshakes: 4096}\npool: {cidr: %s}\naccess: {kernel: %s, userspace: %s}\n",
+	// forward_memory_mib: the lab measures the hub's memory itself and runs more busy
+	// sessions at once than the default budget (half the machine) admits.
+	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '127.0.0.1:0', max_handshakes: 4096, forward_memory_mib: 1048576}\npool: {cidr: %s}\naccess: {kernel: %s, userspace: %s}\n",
 		pool.CIDR, onOff(o.Kernel), onOff(o.UserSpace))
 	if o.Frontdoor {
 		cfg += "frontdoor: {listen: '127.0.0.1:0', domain: " + FrontdoorDomain + "}\n"

@@ -40,6 +40,10 @@ type Config struct {
 	// forward requests together (bounds memory, see CVE-2026-39827, and the audit log);
 	// 0 means 32.
 	MaxRejectedChannels int `yaml:"max_rejected_channels"`
+	// ForwardMemoryMiB is the hub-wide memory budget for data buffered in forwarded
+	// connections: each open one counts ChannelWorstCase (2.5 MiB), and new ones are
+	// refused with a clear reason past the budget. 0 means half of the machine's memory.
+	ForwardMemoryMiB int `yaml:"forward_memory_mib"`
 	// DialTimeout bounds the hub's connection to a direct-forward target; 0 means 10s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 
@@ -84,6 +88,9 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.MaxHandshakes, 512)
 	setInt(&c.MaxAuthTries, 3)
 	setInt(&c.MaxRejectedChannels, 32)
+	if c.ForwardMemoryMiB == 0 {
+		c.ForwardMemoryMiB = defaultForwardMemoryMiB()
+	}
 	c.PerSource.ApplyDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -105,7 +112,7 @@ func (c *Config) Validate() ([]string, error) {
 			return nil, fmt.Errorf("sshd: ssh.%s: must not be negative", name)
 		}
 	}
-	for name, n := range map[string]int{"max_handshakes": c.MaxHandshakes, "max_auth_tries": c.MaxAuthTries, "max_rejected_channels": c.MaxRejectedChannels} {
+	for name, n := range map[string]int{"max_handshakes": c.MaxHandshakes, "max_auth_tries": c.MaxAuthTries, "max_rejected_channels": c.MaxRejectedChannels, "forward_memory_mib": c.ForwardMemoryMiB} {
 		if n < 0 {
 			return nil, fmt.Errorf("sshd: ssh.%s: must not be negative", name)
 		}

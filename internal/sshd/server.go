@@ -46,6 +46,7 @@ type Server struct {
 	logGate    *throttle.LogGate // one line per source and minute for throttling
 	auditGate  *throttle.LogGate // one refused-login event per device, source and minute
 	violGate   *throttle.LogGate // one violation event per device, detail and minute
+	budget     *forwardBudget    // forwarded connections open hub-wide
 
 	mu       sync.Mutex
 	devices  map[string]*deviceState // live state per device name
@@ -76,6 +77,7 @@ func New(cfg Config, store Store, hostKeys []ssh.Signer) (*Server, error) {
 		logGate:    throttle.NewLogGate(time.Minute),
 		auditGate:  throttle.NewLogGate(time.Minute),
 		violGate:   throttle.NewLogGate(time.Minute),
+		budget:     newForwardBudget(cfg.ForwardMemoryMiB),
 		devices:    map[string]*deviceState{},
 		pending:    map[string]*session{},
 		shutdown:   make(chan struct{}),

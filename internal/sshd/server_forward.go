@@ -2,6 +2,7 @@ package sshd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -204,8 +205,10 @@ func (f *forward) serve(c net.Conn) {
 			return
 		}
 	}
-	if !ss.acquireChannel() {
-		ss.log.Warn("channel limit reached; refusing local connection", "alias", f.alias, "max_channels", ss.prof.MaxChannels, "from", c.RemoteAddr().String())
+	if err := ss.acquireChannel(); err != nil {
+		if err == errChannelLimit {
+			ss.log.Warn("channel limit reached; refusing local connection", "alias", f.alias, "max_channels", ss.prof.MaxChannels, "from", c.RemoteAddr().String())
+		}
 		c.Close()
 		return
 	}
@@ -250,15 +253,31 @@ func (ss *session) pipe(kind string, st tunnel.Stream, c net.Conn, done func()) 
 	ss.srv.metrics.ChannelClosed(kind)
 }
 
-func (ss *session) acquireChannel() bool {
+// Why a forwarded connection could not get a channel: the device's own limit (its
+// profile's max_channels: a violation) or the hub's memory budget (not the device's doing).
+var (
+	errChannelLimit = errors.New("channel limit reached")
+	errHubBudget    = errors.New("the hub's memory budget for forwarded connections is spent; try again later")
+)
+
+func (ss *session) acquireChannel() error {
 	if ss.channels.Add(1) > int32(ss.prof.MaxChannels) {
 		ss.channels.Add(-1)
-		return false
+		return errChannelLimit
 	}
-	return true
+	if !ss.srv.budget.take() {
+		ss.channels.Add(-1)
+		ss.srv.warnGated("forward budget", "hub-wide memory budget for forwarded connections spent; refusing new ones",
+			"open", ss.srv.budget.max, "forward_memory_mib", ss.srv.cfg.ForwardMemoryMiB)
+		return errHubBudget
+	}
+	return nil
 }
 
-func (ss *session) releaseChannel() { ss.channels.Add(-1) }
+func (ss *session) releaseChannel() {
+	ss.channels.Add(-1)
+	ss.srv.budget.give()
+}
 
 // handleChannel serves channel opens from the device. Only direct-tcpip to an alias of
 // the profile is allowed; shells, exec, subsystems, agent and X11 are not.
@@ -311,7 +330,10 @@ func (ss *session) openDirect(nc ssh.NewChannel) {
 		ss.reject(nc, ssh.Prohibited, err.Error(), err.Error())
 		return
 	}
-	if !ss.acquireChannel() {
+	if err := ss.acquireChannel(); err == errHubBudget {
+		nc.Reject(ssh.ResourceShortage, "iotsafe: "+err.Error())
+		return
+	} else if err != nil {
 		ss.reject(nc, ssh.ResourceShortage, fmt.Sprintf("channel limit %d reached", ss.prof.MaxChannels),
 			fmt.Sprintf("direct forward %q: over the limit of %d open channels", p.Host, ss.prof.MaxChannels))
 		return

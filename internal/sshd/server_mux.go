@@ -82,7 +82,10 @@ func (ss *session) openMuxStream(st *zmux.Stream) {
 		ss.refused(err.Error())
 		return
 	}
-	if !ss.acquireChannel() {
+	if err := ss.acquireChannel(); err == errHubBudget {
+		st.Reset("iotsafe: " + err.Error())
+		return
+	} else if err != nil {
 		st.Reset(fmt.Sprintf("iotsafe: channel limit %d reached", ss.prof.MaxChannels))
 		ss.refused(fmt.Sprintf("direct forward %q: over the limit of %d open channels", t.Host, ss.prof.MaxChannels))
 		return

@@ -2,9 +2,12 @@ package sshd
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +159,41 @@ func TestRefusedForwardRequestsEndTheSession(t *testing.T) {
 	evs, _ := f.reg.Events(context.Background(), registry.EventFilter{Device: "dev1", Kind: registry.EventViolation})
 	if len(evs) > 10 {
 		t.Fatalf("%d violation events for a budget of 5", len(evs))
+	}
+}
+
+// Past the hub-wide memory budget for forwarded connections a new one is refused with the
+// reason, not counted as the device's violation; closing one makes room.
+func TestForwardMemoryBudget(t *testing.T) {
+	target := echoServer(t)
+	f := newFixture(t, testProfile(fmt.Sprintf("name: p\ndirect: {echo: %q}\nmax_channels: 10\n", target)), func(c *Config) {
+		c.ForwardMemoryMiB = 5 // two connections of 2.5 MiB
+	})
+	conn, chans, reqs := f.dial(t)
+	go ssh.DiscardRequests(reqs)
+	go func() {
+		for range chans {
+		}
+	}()
+	first, closed, err := openDirect(conn, "echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openDirect(conn, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = openDirect(conn, "echo")
+	var oce *ssh.OpenChannelError
+	if !errors.As(err, &oce) || oce.Reason != ssh.ResourceShortage || !strings.Contains(oce.Message, "memory budget") {
+		t.Fatalf("third connection: %v", err)
+	}
+	if d, _ := f.reg.Device(context.Background(), "dev1"); d.Violations != 0 {
+		t.Fatalf("the hub's budget counted as the device's violation (%d)", d.Violations)
+	}
+	first.CloseWrite()
+	io.Copy(io.Discard, first)
+	<-closed
+	if _, _, err := openDirect(conn, "echo"); err != nil {
+		t.Fatalf("after one closed: %v", err)
 	}
 }
