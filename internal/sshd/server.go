@@ -177,14 +177,15 @@ func (s *Server) admit(c net.Conn) *throttle.Ticket {
 		return nil
 	}
 	ticket, err := s.perSource.Acquire(s.life, ap.Addr())
-	src := s.perSource.Source(ap.Addr()).String()
 	if err != nil {
+		src := s.perSource.Source(ap.Addr()).String()
 		s.metrics.Throttled(true)
 		s.warnGated("throttle "+src, "connection from a source over its handshake limit dropped", "source", src, "reason", err.Error(),
 			"startups", s.cfg.PerSource.Startups, "queue", s.cfg.PerSource.Queue)
 		return nil
 	}
 	if ticket.Waited {
+		src := s.perSource.Source(ap.Addr()).String()
 		s.metrics.Throttled(false)
 		s.debugGated("wait "+src, "connection waited for its source's turn", "source", src)
 	}
