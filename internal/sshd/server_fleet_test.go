@@ -11,6 +11,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -19,7 +20,12 @@ import (
 // default per-source limits every device gets in, none is refused.
 func TestFleetBehindOneAddressAllGetIn(t *testing.T) {
 	const n = 1000
-	f := newFixture(t, testProfile("name: p\nreverse: {http: 0}\n"), nil)
+	f := newFixture(t, testProfile("name: p\nreverse: {http: 0}\n"), func(c *Config) {
+		// The default startups and queue; a longer wait than the default 10 s, so a slow
+		// test machine cannot turn this into a timing test (here the last device waits
+		// about 5 s).
+		c.PerSource.MaxWait = time.Minute
+	})
 	keys := make([]ssh.Signer, n)
 	keys[0] = f.device
 	for i := 1; i < n; i++ {

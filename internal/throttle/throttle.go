@@ -29,7 +29,9 @@ type Config struct {
 	// descriptor); 0 means 4096.
 	QueueTotal int `yaml:"queue_total"`
 	// MaxWait is how long a connection waits for its turn before it is dropped; 0 means
-	// 30s (a fleet of a thousand devices behind one address gets in well within it).
+	// 10s: less than a client's own handshake timeout (the agent's is 15 s), so a client
+	// still waiting is still there when its turn comes (a fleet of a thousand devices
+	// behind one address gets in well within it).
 	MaxWait time.Duration `yaml:"max_wait"`
 	// IPv4Prefix and IPv6Prefix group addresses into one source (as OpenSSH's
 	// PerSourceNetBlockSize); 0 means 32 and 64.
@@ -52,7 +54,7 @@ func (c *Config) ApplyDefaults() {
 		c.QueueTotal = 4096
 	}
 	if c.MaxWait == 0 {
-		c.MaxWait = 30 * time.Second
+		c.MaxWait = 10 * time.Second
 	}
 	if c.IPv4Prefix == 0 {
 		c.IPv4Prefix = 32
