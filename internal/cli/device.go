@@ -50,11 +50,14 @@ func deviceAddCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			reg, _, err := g.openRegistry(ctx)
+			reg, cfg, err := g.openRegistry(ctx)
 			if err != nil {
 				return err
 			}
 			defer reg.Close()
+			if err := hub.CheckFreeSpace(g.data, cfg.Audit.MinFreeMiB); err != nil {
+				return err
+			}
 			profName, err := resolveProfile(ctx, reg, prof)
 			if err != nil {
 				return err

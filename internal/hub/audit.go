@@ -28,6 +28,9 @@ func (h *Hub) pruneAudit(ctx context.Context, every time.Duration) {
 		pctx, cancel := context.WithTimeout(ctx, time.Minute)
 		n, err := h.reg.PruneEvents(pctx, h.cfg.Audit.MaxEvents, time.Now().Add(-h.cfg.Audit.Retention))
 		cancel()
+		if err := CheckFreeSpace(h.dir, h.cfg.Audit.MinFreeMiB); err != nil {
+			h.log.Warn("the data folder is nearly full: enrolments are refused", "event", "low_space", "err", err)
+		}
 		switch {
 		case err != nil:
 			h.log.Warn("pruning the audit log failed", "err", err)

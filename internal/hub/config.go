@@ -97,6 +97,10 @@ func LoadConfig(path, dataDir string) (Config, error) {
 
 // AuditConfig is the retention of the audit log. Pruning runs at start and hourly.
 type AuditConfig struct {
+	// MinFreeMiB is the free space the data folder's filesystem must keep: below it new
+	// enrolments are refused (revocations and the audit log keep working) and the hub
+	// warns hourly; 0 means 64.
+	MinFreeMiB int `yaml:"min_free_mib"`
 	// MaxEvents keeps at most this many of the newest events; 0 means 1,000,000 (about
 	// 200 MB of registry).
 	MaxEvents int `yaml:"max_events"`
@@ -108,6 +112,9 @@ type AuditConfig struct {
 func (c *AuditConfig) ApplyDefaults() {
 	if c.MaxEvents == 0 {
 		c.MaxEvents = 1_000_000
+	}
+	if c.MinFreeMiB == 0 {
+		c.MinFreeMiB = 64
 	}
 	if c.Retention == 0 {
 		c.Retention = 90 * 24 * time.Hour
@@ -132,6 +139,9 @@ func (c *Config) Validate() ([]string, error) {
 	case "", "text", "json":
 	default:
 		return nil, fmt.Errorf("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	if c.Audit.MinFreeMiB < 0 {
+		return nil, fmt.Errorf("audit.min_free_mib: must not be negative")
 	}
 	if c.Audit.MaxEvents < 1000 || c.Audit.Retention < time.Hour {
 		return nil, fmt.Errorf("audit: max_events must be at least 1000 and retention at least 1h (got %d, %s)", c.Audit.MaxEvents, c.Audit.Retention)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/iotsafe/iotsafe/internal/lockfile"
+	"golang.org/x/sys/unix"
 )
 
 // LockName is the lock file in the data folder: whoever holds it owns the folder.
@@ -35,4 +36,22 @@ func LockData(dir string) (*DataLock, error) {
 		return nil, fmt.Errorf("hub: data folder lock: %w", err)
 	}
 	return l, nil
+}
+
+// ErrLowSpace means the data folder's filesystem is below audit.min_free_mib.
+var ErrLowSpace = errors.New("hub: the data folder is nearly full")
+
+// CheckFreeSpace reports ErrLowSpace when the filesystem holding dir has less than minMiB
+// free: enrolments stop there, so that revocations, violations and the audit log still
+// find room.
+func CheckFreeSpace(dir string, minMiB int) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return nil // cannot tell; the write itself will say
+	}
+	free := int64(st.Bavail) * int64(st.Bsize) >> 20
+	if free < int64(minMiB) {
+		return fmt.Errorf("%w: %s has %d MiB free, below audit.min_free_mib (%d); free some space first (revocations still work)", ErrLowSpace, dir, free, minMiB)
+	}
+	return nil
 }

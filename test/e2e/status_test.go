@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -54,5 +56,23 @@ func TestAuditAfterAHubKill(t *testing.T) {
 	}
 	if ev := h.events("", "hub_started"); len(ev) != 2 || !strings.Contains(ev[1].Detail, "without a clean stop") {
 		t.Fatalf("hub_started events: %+v", ev)
+	}
+}
+
+// Below audit.min_free_mib new enrolments are refused with the reason, while revocation
+// keeps working (a threshold above the disk's size stands in for a nearly full disk).
+func TestEnrolmentRefusedWhenTheDiskIsNearlyFull(t *testing.T) {
+	h := startHub(t, "", "")
+	h.addDevice("dev1")
+	h.stop()
+	cfg, _ := os.ReadFile(h.config)
+	os.WriteFile(h.config, append(cfg, []byte("audit: {min_free_mib: 100000000}\n")...), 0o600)
+	h.start()
+	h.log.wait(t, "the data folder is nearly full: enrolments are refused", "event", "low_space")
+	if out, err := h.cli("device", "add", "dev2", "--keygen", filepath.Join(h.data, "keys")); err == nil || !strings.Contains(out, "nearly full") {
+		t.Fatalf("enrolment with the disk nearly full: %v\n%s", err, out)
+	}
+	if out := h.mustCLI("device", "revoke", "dev1"); !strings.Contains(out, "revoked") {
+		t.Fatalf("revoke with the disk nearly full: %s", out)
 	}
 }
