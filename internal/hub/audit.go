@@ -15,6 +15,7 @@ func (h *Hub) recordStart(ctx context.Context) {
 		h.log.Error("recording the start failed", "err", err)
 		return
 	}
+	h.recorded = true
 	if crashed {
 		h.log.Warn("the previous run ended without a clean stop (crash or kill)", "event", "hub_crash_recovered", "sessions_closed_in_log", len(open))
 	} else if len(open) > 0 {

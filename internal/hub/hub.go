@@ -57,6 +57,7 @@ type Hub struct {
 	cancel      context.CancelFunc
 	closeOne    sync.Once
 	dataLock    *DataLock
+	recorded    bool // hub_started was recorded: Close records hub_stopped
 }
 
 // Options are what the caller decides besides the config file.
@@ -290,11 +291,13 @@ func (h *Hub) Close() {
 			h.kernelMu.Unlock()
 		}
 		if h.reg != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := h.reg.AddEvent(ctx, registry.Event{Kind: registry.EventHubStopped, Detail: "clean stop"}); err != nil {
-				h.log.Error("recording the stop failed", "err", err)
+			if h.recorded {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if err := h.reg.AddEvent(ctx, registry.Event{Kind: registry.EventHubStopped, Detail: "clean stop"}); err != nil {
+					h.log.Error("recording the stop failed", "err", err)
+				}
+				cancel()
 			}
-			cancel()
 			h.reg.Close()
 		}
 		h.dataLock.Release()
