@@ -24,28 +24,33 @@ echo "== staticcheck"
 staticcheck ./...
 
 echo "== fuzz (short pass per target; seeds in testdata/ also run as unit tests)"
-# Each target runs a fixed number of inputs, not a duration: with a duration, Go 1.26's fuzz
-# coordinator can report its own deadline as a failure ("context deadline exceeded", no
-# failing input; golang/go#75804, fixed in Go 1.27). Counts are sized for ~5-10 s each here.
+# Every Fuzz function in the tree runs (the list is derived, so a new one cannot be
+# forgotten). Each runs a fixed number of inputs, not a duration: with a duration, Go
+# 1.26's fuzz coordinator can report its own deadline as a failure ("context deadline
+# exceeded", no failing input; golang/go#75804, fixed in Go 1.27). The default count is
+# sized for ~5-10 s per target here; slow or fast targets name their own below.
 # FUZZTIME (e.g. 30s or 200000x) overrides every target's budget.
-for target in \
-  ./internal/profile:FuzzParseProfile:50000 \
-  ./internal/hub:FuzzParseConfig:50000 \
-  ./internal/agent:FuzzParseSpecs:50000 \
-  ./internal/sshd:FuzzForwardPayloads:60000 \
-  ./internal/resolver:FuzzParseRequest:60000 \
-  ./internal/frontdoor:FuzzParseHost:60000 \
-  ./internal/frontdoor:FuzzStripSessionCookie:60000 \
-  ./internal/zmux:FuzzReadFrame:300000 \
-  ./internal/zmux:FuzzSession:30000; do
-  IFS=: read -r pkg fn count <<<"$target"
-  budget=${FUZZTIME:-${count}x}
+fuzz_count() {
+  case "$1" in
+    FuzzSession) echo 30000 ;;
+    FuzzReadFrame) echo 300000 ;;
+    FuzzForwardPayloads | FuzzParseRequest | FuzzParseHost | FuzzStripSessionCookie) echo 60000 ;;
+    *) echo 50000 ;;
+  esac
+}
+targets=$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+\(' . | sort | while read -r f; do
+  grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | sed "s|^func |./$(dirname "${f#./}"):|"
+done)
+[ -n "$targets" ] || { echo "no fuzz targets found"; exit 1; }
+for target in $targets; do
+  IFS=: read -r pkg fn <<<"$target"
+  budget=${FUZZTIME:-$(fuzz_count "$fn")x}
   log=$(mktemp)
   if ! go test "$pkg" -run '^$' -fuzz "^${fn}\$" -fuzztime "$budget" >"$log" 2>&1; then
     echo "fuzzing $fn failed:"; tail -n 40 "$log"; rm -f "$log"; exit 1
   fi
   rm -f "$log"
-  echo "fuzzed $fn ($budget)"
+  echo "fuzzed $fn in $pkg ($budget)"
 done
 
 echo "== go test -race"

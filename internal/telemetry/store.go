@@ -1,0 +1,588 @@
+package telemetry
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // pure-Go SQLite, as the registry
+)
+
+// FileName is the store's SQLite file inside the data folder.
+const FileName = "telemetry.db"
+
+// Config bounds the store. Zero fields take the defaults.
+type Config struct {
+	// MaxBatch bounds the notifications committed in one transaction; 0 means 4096.
+	MaxBatch int `yaml:"max_batch"`
+	// QueueDepth bounds the notifications waiting for the writer; 0 means 65536.
+	// Past it Append fails with ErrOverloaded.
+	QueueDepth int `yaml:"queue_depth"`
+	// Retention drops notifications older than this; 0 means 720h (30 days).
+	Retention time.Duration `yaml:"retention"`
+	// MaxPerDevice keeps at most this many notifications per device (the newest); 0
+	// means 100000.
+	MaxPerDevice int `yaml:"max_per_device"`
+}
+
+// ApplyDefaults fills zero fields.
+func (c *Config) ApplyDefaults() {
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 4096
+	}
+	if c.QueueDepth <= 0 {
+		c.QueueDepth = 65536
+	}
+	if c.Retention <= 0 {
+		c.Retention = 720 * time.Hour
+	}
+	if c.MaxPerDevice <= 0 {
+		c.MaxPerDevice = 100000
+	}
+}
+
+// Observer is told about each commit (metrics); nil methods are not called.
+type Observer interface {
+	Committed(batch int, queued int, took time.Duration)
+}
+
+// Store is the SQLite notification store.
+type Store struct {
+	cfg   Config
+	db    *sql.DB
+	feed  *feed
+	queue chan *appendReq
+	// queued counts notifications waiting in the queue, bounded by cfg.QueueDepth.
+	mu      sync.Mutex
+	queued  int
+	closed  bool
+	stop    chan struct{}
+	stopped chan struct{}
+	lastTS  int64 // µs; the writer's alone
+	obs     Observer
+}
+
+type appendReq struct {
+	items []Notification
+	// fn, if set, runs in the writer's transaction instead (maintenance).
+	fn   func(*sql.Tx) error
+	done chan error
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS notifications (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT, -- increases per hub, never reused
+	device     TEXT NOT NULL,
+	name       TEXT NOT NULL,
+	parameters TEXT,             -- JSON, or NULL
+	ts         INTEGER NOT NULL, -- the hub's time, microseconds since 1970 UTC, unique per hub
+	device_ts  INTEGER           -- the device's own time if it gave one
+);
+CREATE INDEX IF NOT EXISTS notifications_device_ts ON notifications(device, ts);
+CREATE INDEX IF NOT EXISTS notifications_ts ON notifications(ts);
+`
+
+// Open opens (creating, mode 0600) the store in dir and starts its writer.
+func Open(ctx context.Context, dir string, cfg Config, obs Observer) (*Store, error) {
+	cfg.ApplyDefaults()
+	path := filepath.Join(dir, FileName)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	f.Close()
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	// FULL: a commit is on disk when it returns. Group commit makes that one fsync per
+	// batch, and the REST API acknowledges only what is durable.
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: open %s: %w", path, err)
+	}
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("telemetry: schema in %s: %w", path, err)
+	}
+	for _, side := range []string{"-wal", "-shm"} {
+		_ = os.Chmod(path+side, 0o600)
+	}
+	s := &Store{cfg: cfg, db: db, feed: newFeed(), queue: make(chan *appendReq, cfg.QueueDepth),
+		stop: make(chan struct{}), stopped: make(chan struct{}), obs: obs}
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(ts), 0) FROM notifications`).Scan(&s.lastTS); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("telemetry: %s: %w", path, err)
+	}
+	go s.writer()
+	return s, nil
+}
+
+// Close stops the writer after it has committed what is queued, then closes the file.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.stopped
+	return s.db.Close()
+}
+
+// Append stores items durably and returns them with ID and Timestamp set. It fails at
+// once with ErrOverloaded when the queue is full, and with ErrInvalid for a
+// notification the store refuses (then nothing of the call is stored).
+func (s *Store) Append(ctx context.Context, items ...Notification) ([]Notification, error) {
+	for i := range items {
+		if err := items[i].Validate(); err != nil {
+			return nil, err
+		}
+	}
+	req := &appendReq{items: items, done: make(chan error, 1)}
+	if err := s.enqueue(req, len(items)); err != nil {
+		return nil, err
+	}
+	select {
+	case err := <-req.done:
+		if err != nil {
+			return nil, err
+		}
+		return req.items, nil
+	case <-ctx.Done():
+		// Still committed if the writer gets to it; the caller gave up on the answer.
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Store) enqueue(req *appendReq, n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.queued+n > s.cfg.QueueDepth && s.queued > 0:
+		return ErrOverloaded
+	}
+	select {
+	case s.queue <- req:
+		s.queued += n
+		return nil
+	default:
+		return ErrOverloaded
+	}
+}
+
+// Queued is the number of notifications waiting for the writer.
+func (s *Store) Queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queued
+}
+
+// writer commits queued requests in batches until Close.
+func (s *Store) writer() {
+	defer close(s.stopped)
+	var next *appendReq // a maintenance request gather met: it goes right after its batch
+	for {
+		first := next
+		next = nil
+		if first == nil {
+			select {
+			case first = <-s.queue:
+			case <-s.stop:
+				// Commit what was queued before Close.
+				for {
+					select {
+					case first = <-s.queue:
+						batch, after := s.gather(first)
+						s.commit(batch)
+						if after != nil {
+							s.commit([]*appendReq{after})
+						}
+					default:
+						return
+					}
+				}
+			}
+		}
+		var batch []*appendReq
+		batch, next = s.gather(first)
+		s.commit(batch)
+	}
+}
+
+// gather takes first and whatever else is queued, up to MaxBatch notifications. A
+// maintenance request is committed alone: met while gathering, it is returned as after.
+func (s *Store) gather(first *appendReq) (batch []*appendReq, after *appendReq) {
+	batch = []*appendReq{first}
+	if first.fn != nil {
+		return batch, nil
+	}
+	n := len(first.items)
+	for n < s.cfg.MaxBatch {
+		select {
+		case r := <-s.queue:
+			if r.fn != nil {
+				return batch, r
+			}
+			batch = append(batch, r)
+			n += len(r.items)
+		default:
+			return batch, nil
+		}
+	}
+	return batch, nil
+}
+
+func (s *Store) commit(batch []*appendReq) {
+	start := time.Now()
+	n := 0
+	for _, r := range batch {
+		n += len(r.items)
+	}
+	lastTS := s.lastTS
+	err := s.inTx(func(tx *sql.Tx) error {
+		if batch[0].fn != nil {
+			return batch[0].fn(tx)
+		}
+		st, err := tx.Prepare(`INSERT INTO notifications(device, name, parameters, ts, device_ts) VALUES(?,?,?,?,?)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, r := range batch {
+			for i := range r.items {
+				it := &r.items[i]
+				// The hub's clock, made strictly increasing: the poll cursor is a timestamp.
+				ts := max(time.Now().UnixMicro(), lastTS+1)
+				lastTS = ts
+				var params, dts any
+				if it.Parameters != nil {
+					params = string(it.Parameters)
+				}
+				if it.DeviceTime != nil {
+					dts = it.DeviceTime.UnixMicro()
+				}
+				res, err := st.Exec(it.Device, it.Name, params, ts, dts)
+				if err != nil {
+					return err
+				}
+				if it.ID, err = res.LastInsertId(); err != nil {
+					return err
+				}
+				it.Timestamp = time.UnixMicro(ts).UTC()
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		s.lastTS = lastTS
+	} else {
+		err = fmt.Errorf("telemetry: commit: %w", err)
+	}
+	s.mu.Lock()
+	s.queued -= n
+	queued := s.queued
+	s.mu.Unlock()
+	if err == nil && n > 0 {
+		all := make([]Notification, 0, n)
+		for _, r := range batch {
+			all = append(all, r.items...)
+		}
+		s.feed.publish(all)
+	}
+	for _, r := range batch {
+		r.done <- err
+	}
+	if s.obs != nil && n > 0 {
+		s.obs.Committed(n, queued, time.Since(start))
+	}
+}
+
+func (s *Store) inTx(fn func(*sql.Tx) error) error {
+	tx, err := s.db.Begin()
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// maintain runs fn in the writer's transaction, between batches.
+func (s *Store) maintain(ctx context.Context, fn func(*sql.Tx) error) error {
+	req := &appendReq{fn: fn, done: make(chan error, 1)}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	// Maintenance waits for room rather than failing: it is what makes room.
+	select {
+	case s.queue <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+const columns = `id, device, name, parameters, ts, device_ts`
+
+func scan(rows *sql.Rows) (Notification, error) {
+	var n Notification
+	var params sql.NullString
+	var ts int64
+	var dts sql.NullInt64
+	if err := rows.Scan(&n.ID, &n.Device, &n.Name, &params, &ts, &dts); err != nil {
+		return n, err
+	}
+	if params.Valid {
+		n.Parameters = []byte(params.String)
+	}
+	n.Timestamp = time.UnixMicro(ts).UTC()
+	if dts.Valid {
+		t := time.UnixMicro(dts.Int64).UTC()
+		n.DeviceTime = &t
+	}
+	return n, nil
+}
+
+// Get returns device's notification id.
+func (s *Store) Get(ctx context.Context, device string, id int64) (Notification, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+columns+` FROM notifications WHERE id=? AND device=?`, id, device)
+	if err != nil {
+		return Notification{}, fmt.Errorf("telemetry: get: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return Notification{}, fmt.Errorf("telemetry: get: %w", err)
+		}
+		return Notification{}, fmt.Errorf("%w: notification %d of %s", ErrNotFound, id, device)
+	}
+	n, err := scan(rows)
+	if err != nil {
+		return Notification{}, fmt.Errorf("telemetry: get: %w", err)
+	}
+	return n, nil
+}
+
+// maxDevicesInQuery bounds the devices of one filter (SQLite binds at most 32766
+// parameters per statement).
+const maxDevicesInQuery = 30000
+
+// List returns the notifications f selects.
+func (s *Store) List(ctx context.Context, f Filter) ([]Notification, error) {
+	if err := f.normalize(); err != nil {
+		return nil, err
+	}
+	if f.Devices != nil && len(f.Devices) == 0 {
+		return []Notification{}, nil
+	}
+	if len(f.Devices) > maxDevicesInQuery {
+		return nil, fmt.Errorf("%w: more than %d devices in one query", ErrInvalid, maxDevicesInQuery)
+	}
+	var where []string
+	var args []any
+	in := func(col string, vals []string) {
+		if vals == nil {
+			return
+		}
+		where = append(where, col+" IN ("+strings.TrimSuffix(strings.Repeat("?,", len(vals)), ",")+")")
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	in("device", f.Devices)
+	in("name", f.Names)
+	if !f.After.IsZero() {
+		where, args = append(where, "ts > ?"), append(args, f.After.UnixMicro())
+	}
+	if !f.Start.IsZero() {
+		where, args = append(where, "ts >= ?"), append(args, f.Start.UnixMicro())
+	}
+	if !f.End.IsZero() {
+		where, args = append(where, "ts <= ?"), append(args, f.End.UnixMicro())
+	}
+	q := `SELECT ` + columns + ` FROM notifications`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	col := map[string]string{"": "ts", SortByTimestamp: "ts", SortByID: "id", SortByNotification: "name", SortByDevice: "device"}[f.SortBy]
+	dir := "ASC"
+	if f.Desc {
+		dir = "DESC"
+	}
+	q += " ORDER BY " + col + " " + dir
+	if col != "ts" && col != "id" {
+		q += ", ts " + dir
+	}
+	q += " LIMIT ? OFFSET ?"
+	args = append(args, f.Take, f.Skip)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: list: %w", err)
+	}
+	defer rows.Close()
+	out := []Notification{}
+	for rows.Next() {
+		n, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: list: %w", err)
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// Poll returns the notifications f selects (by timestamp, oldest first), waiting until
+// there is at least one or ctx ends; then it returns an empty list and no error. With a
+// zero f.After only notifications stored from now on count, as in DeviceHive.
+func (s *Store) Poll(ctx context.Context, f Filter) ([]Notification, error) {
+	f.SortBy, f.Desc, f.Skip = SortByTimestamp, false, 0
+	if err := f.normalize(); err != nil {
+		return nil, err
+	}
+	// Take the tick before querying: whatever commits after the query is in the feed.
+	t := s.feed.current()
+	if !f.After.IsZero() {
+		got, err := s.List(ctx, f)
+		if err != nil || len(got) > 0 {
+			return got, err
+		}
+	}
+	got, _, err := waitFrom(ctx, t, &f)
+	if err != nil {
+		if ctx.Err() != nil {
+			return []Notification{}, nil
+		}
+		return nil, err
+	}
+	return got, nil
+}
+
+// Stream calls fn with the notifications f selects as they are committed, from f.After
+// on (from now if it is zero), until ctx ends or fn returns an error.
+func (s *Store) Stream(ctx context.Context, f Filter, fn func([]Notification) error) error {
+	f.SortBy, f.Desc, f.Skip = SortByTimestamp, false, 0
+	if err := f.normalize(); err != nil {
+		return err
+	}
+	t := s.feed.current()
+	for !f.After.IsZero() {
+		// Catch up from the store, a page at a time.
+		got, err := s.List(ctx, f)
+		if err != nil {
+			return err
+		}
+		if len(got) == 0 {
+			break
+		}
+		if err := fn(got); err != nil {
+			return err
+		}
+		f.After = got[len(got)-1].Timestamp
+	}
+	f.Take = int(^uint(0) >> 1)
+	for {
+		got, next, err := waitFrom(ctx, t, &f)
+		if err != nil {
+			return nil
+		}
+		t = next
+		// Batches already sent while catching up come round again: skip them.
+		if !f.After.IsZero() {
+			kept := got[:0]
+			for _, n := range got {
+				if n.Timestamp.After(f.After) {
+					kept = append(kept, n)
+				}
+			}
+			got = kept
+		}
+		if len(got) == 0 {
+			continue
+		}
+		if err := fn(got); err != nil {
+			return err
+		}
+		f.After = got[len(got)-1].Timestamp
+	}
+}
+
+// RemoveDevice deletes every notification of device (it was removed from the registry:
+// a new device of the same name must not inherit them).
+func (s *Store) RemoveDevice(ctx context.Context, device string) (int64, error) {
+	var n int64
+	err := s.maintain(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`DELETE FROM notifications WHERE device=?`, device)
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("telemetry: remove %s: %w", device, err)
+	}
+	return n, nil
+}
+
+// Prune applies retention: by age, then by count per device. It returns how many
+// notifications it deleted.
+func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
+	var total int64
+	err := s.maintain(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`DELETE FROM notifications WHERE ts < ?`, now.Add(-s.cfg.Retention).UnixMicro())
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		rows, err := tx.Query(`SELECT device FROM notifications GROUP BY device HAVING COUNT(*) > ?`, s.cfg.MaxPerDevice)
+		if err != nil {
+			return err
+		}
+		var over []string
+		for rows.Next() {
+			var d string
+			if err := rows.Scan(&d); err != nil {
+				rows.Close()
+				return err
+			}
+			over = append(over, d)
+		}
+		rows.Close()
+		for _, d := range over {
+			res, err := tx.Exec(`DELETE FROM notifications WHERE device=? AND ts <=
+				(SELECT ts FROM notifications WHERE device=? ORDER BY ts DESC LIMIT 1 OFFSET ?)`, d, d, s.cfg.MaxPerDevice)
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			total += n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("telemetry: prune: %w", err)
+	}
+	return total, nil
+}

@@ -1,0 +1,357 @@
+package telemetry
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+func open(t *testing.T, dir string, cfg Config) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), dir, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func note(dev, name string) Notification {
+	return Notification{Device: dev, Name: name, Parameters: json.RawMessage(`{"v":1}`)}
+}
+
+func TestAppendIsDurableAndOrdered(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, Config{})
+	ctx := context.Background()
+	var all []Notification
+	for i := range 5 {
+		got, err := s.Append(ctx, note("dev1", "temp"), note("dev2", "temp"))
+		if err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		all = append(all, got...)
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].ID <= all[i-1].ID || !all[i].Timestamp.After(all[i-1].Timestamp) {
+			t.Fatalf("ids and timestamps must increase: %+v then %+v", all[i-1], all[i])
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, FileName)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("store file: %v %v", fi.Mode(), err)
+	}
+	s.Close()
+	// Reopened: everything is there and new ids continue past the old ones.
+	s = open(t, dir, Config{})
+	got, err := s.List(ctx, Filter{Devices: []string{"dev1"}})
+	if err != nil || len(got) != 5 {
+		t.Fatalf("after reopen: %d notifications of dev1, %v", len(got), err)
+	}
+	if string(got[0].Parameters) != `{"v":1}` || got[0].Name != "temp" {
+		t.Fatalf("stored %+v", got[0])
+	}
+	more, err := s.Append(ctx, note("dev1", "temp"))
+	if err != nil || more[0].ID <= all[len(all)-1].ID || !more[0].Timestamp.After(all[len(all)-1].Timestamp) {
+		t.Fatalf("after reopen: %+v %v", more, err)
+	}
+	one, err := s.Get(ctx, "dev1", more[0].ID)
+	if err != nil || one.ID != more[0].ID {
+		t.Fatalf("get: %+v %v", one, err)
+	}
+	if _, err := s.Get(ctx, "dev2", more[0].ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another device's notification must not be found: %v", err)
+	}
+}
+
+func TestInvalidNotificationStoresNothing(t *testing.T) {
+	s := open(t, t.TempDir(), Config{})
+	ctx := context.Background()
+	for _, bad := range []Notification{
+		{Device: "dev1"},
+		{Device: "dev1", Name: "x", Parameters: json.RawMessage(`{"v":`)},
+		{Device: "dev1", Name: string(make([]byte, MaxNameLen+1))},
+		{Name: "x"},
+	} {
+		if _, err := s.Append(ctx, note("dev1", "ok"), bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if got, _ := s.List(ctx, Filter{}); len(got) != 0 {
+		t.Fatalf("a call with an invalid notification stored %d", len(got))
+	}
+}
+
+func TestListFiltersSortsAndPages(t *testing.T) {
+	s := open(t, t.TempDir(), Config{})
+	ctx := context.Background()
+	var stored []Notification
+	for _, n := range []string{"b", "a", "c", "a"} {
+		got, err := s.Append(ctx, note("dev1", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, got...)
+	}
+	s.Append(ctx, note("dev2", "a"))
+	cases := []struct {
+		f    Filter
+		want []int64
+	}{
+		{Filter{Devices: []string{"dev1"}}, ids(stored...)},
+		{Filter{Devices: []string{"dev1"}, Desc: true, Take: 2}, ids(stored[3], stored[2])},
+		{Filter{Devices: []string{"dev1"}, Skip: 3}, ids(stored[3])},
+		{Filter{Devices: []string{"dev1"}, Names: []string{"a"}}, ids(stored[1], stored[3])},
+		{Filter{Devices: []string{"dev1"}, SortBy: SortByNotification}, ids(stored[1], stored[3], stored[0], stored[2])},
+		{Filter{Devices: []string{"dev1"}, Start: stored[1].Timestamp, End: stored[2].Timestamp}, ids(stored[1], stored[2])},
+		{Filter{Devices: []string{"dev1"}, After: stored[2].Timestamp}, ids(stored[3])},
+		{Filter{Devices: []string{}}, nil},
+	}
+	for i, c := range cases {
+		got, err := s.List(ctx, c.f)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if g := ids(got...); !equal(g, c.want) {
+			t.Errorf("case %d: %v, want %v", i, g, c.want)
+		}
+	}
+	if _, err := s.List(ctx, Filter{SortBy: "name; DROP TABLE notifications"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown sort field: %v", err)
+	}
+}
+
+func ids(ns ...Notification) []int64 {
+	var out []int64
+	for _, n := range ns {
+		out = append(out, n.ID)
+	}
+	return out
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestPollWaitsForANewNotification(t *testing.T) {
+	s := open(t, t.TempDir(), Config{})
+	ctx := context.Background()
+	old, _ := s.Append(ctx, note("dev1", "old"))
+	// A cursor before the old one returns it at once.
+	got, err := s.Poll(ctx, Filter{Devices: []string{"dev1"}, After: old[0].Timestamp.Add(-time.Microsecond)})
+	if err != nil || len(got) != 1 || got[0].ID != old[0].ID {
+		t.Fatalf("poll with an older cursor: %+v %v", got, err)
+	}
+	// No cursor: only what arrives from now on; another device's does not wake it.
+	res := make(chan []Notification, 1)
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		got, _ := s.Poll(ctx, Filter{Devices: []string{"dev1"}})
+		res <- got
+	}()
+	<-started
+	// The poll may begin after these appends: keep appending until it answers.
+	for {
+		s.Append(ctx, note("dev2", "other"))
+		new, _ := s.Append(ctx, note("dev1", "new"))
+		select {
+		case got := <-res:
+			for _, n := range got {
+				if n.Device != "dev1" || n.Name != "new" || n.ID > new[0].ID {
+					t.Fatalf("poll returned %+v", n)
+				}
+			}
+			return
+		default:
+		}
+	}
+}
+
+func TestPollEndsEmptyAtTimeout(t *testing.T) {
+	s := open(t, t.TempDir(), Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	got, err := s.Poll(ctx, Filter{})
+	if err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("an ended poll answers an empty list: %v %v", got, err)
+	}
+}
+
+func TestStreamCatchesUpThenFollows(t *testing.T) {
+	s := open(t, t.TempDir(), Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, _ := s.Append(ctx, note("dev1", "a"))
+	s.Append(ctx, note("dev1", "b"), note("dev2", "x"))
+	var mu sync.Mutex
+	var seen []string
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Stream(ctx, Filter{Devices: []string{"dev1"}, After: first[0].Timestamp.Add(-time.Microsecond)}, func(ns []Notification) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, n := range ns {
+				seen = append(seen, n.Name)
+			}
+			if len(seen) >= 3 {
+				return errors.New("enough")
+			}
+			return nil
+		})
+	}()
+	for {
+		s.Append(ctx, note("dev1", "c"))
+		select {
+		case <-done:
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) < 3 || seen[0] != "a" || seen[1] != "b" || seen[2] != "c" {
+				t.Fatalf("stream saw %v, want a b c first, each once", seen)
+			}
+			return
+		default:
+		}
+	}
+}
+
+func TestFullQueueIsRefusedNotQueued(t *testing.T) {
+	s := open(t, t.TempDir(), Config{QueueDepth: 4})
+	ctx := context.Background()
+	// Hold the writer inside a maintenance transaction.
+	hold, held := make(chan struct{}), make(chan struct{})
+	go s.maintain(ctx, func(*sql.Tx) error { close(held); <-hold; return nil })
+	<-held
+	results := make(chan error, 4)
+	for range 4 {
+		go func() { _, err := s.Append(ctx, note("dev1", "q")); results <- err }()
+	}
+	for s.Queued() < 4 {
+		runtime.Gosched() // until the four goroutines have queued
+	}
+	if _, err := s.Append(ctx, note("dev1", "over")); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("append past the queue: %v, want ErrOverloaded", err)
+	}
+	close(hold)
+	for range 4 {
+		if err := <-results; err != nil {
+			t.Fatalf("a queued append failed: %v", err)
+		}
+	}
+	got, _ := s.List(ctx, Filter{})
+	if len(got) != 4 {
+		t.Fatalf("stored %d, want the 4 queued ones", len(got))
+	}
+}
+
+func TestRetentionByCountAndAge(t *testing.T) {
+	s := open(t, t.TempDir(), Config{MaxPerDevice: 3, Retention: time.Hour})
+	ctx := context.Background()
+	for range 5 {
+		s.Append(ctx, note("dev1", "n"))
+	}
+	s.Append(ctx, note("dev2", "n"))
+	n, err := s.Prune(ctx, time.Now())
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d, %v; want the 2 oldest of dev1", n, err)
+	}
+	got, _ := s.List(ctx, Filter{Devices: []string{"dev1"}})
+	if len(got) != 3 {
+		t.Fatalf("dev1 keeps %d", len(got))
+	}
+	// Two hours later everything is past retention.
+	if n, err := s.Prune(ctx, time.Now().Add(2*time.Hour)); err != nil || n != 4 {
+		t.Fatalf("pruned %d by age, %v", n, err)
+	}
+}
+
+func TestRemoveDevice(t *testing.T) {
+	s := open(t, t.TempDir(), Config{})
+	ctx := context.Background()
+	s.Append(ctx, note("dev1", "n"), note("dev1", "n"), note("dev2", "n"))
+	if n, err := s.RemoveDevice(ctx, "dev1"); err != nil || n != 2 {
+		t.Fatalf("removed %d, %v", n, err)
+	}
+	if got, _ := s.List(ctx, Filter{}); len(got) != 1 || got[0].Device != "dev2" {
+		t.Fatalf("left %+v", got)
+	}
+}
+
+func TestCloseCommitsWhatIsQueued(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(context.Background(), dir, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var ok sync.Map
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Append(context.Background(), note("dev1", "n")); err == nil {
+				ok.Store(i, true)
+			}
+		}()
+	}
+	wg.Wait()
+	s.Close()
+	if _, err := s.Append(context.Background(), note("dev1", "late")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after close: %v", err)
+	}
+	s = open(t, dir, Config{})
+	got, _ := s.List(context.Background(), Filter{Take: MaxTake})
+	acked := 0
+	ok.Range(func(any, any) bool { acked++; return true })
+	if len(got) != acked {
+		t.Fatalf("%d acknowledged, %d stored", acked, len(got))
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	want := time.Date(2026, 11, 23, 10, 0, 1, 123456000, time.UTC)
+	for _, s := range []string{"2026-11-23T10:00:01.123456", "2026-11-23T10:00:01.123456Z", "2026-11-23T11:00:01.123456+01:00"} {
+		got, err := ParseTime(s)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("%s: %v %v", s, got, err)
+		}
+	}
+	if got := FormatTime(want); got != "2026-11-23T10:00:01.123456" {
+		t.Errorf("format: %s", got)
+	}
+	for _, bad := range []string{"", "yesterday", "2026-13-01T00:00:00"} {
+		if _, err := ParseTime(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func FuzzParseTime(f *testing.F) {
+	f.Add("2026-11-23T10:00:01.123")
+	f.Add("2026-11-23T10:00:01Z")
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseTime(s)
+		if err != nil {
+			return
+		}
+		// What parses round-trips at microsecond precision.
+		again, err := ParseTime(FormatTime(got))
+		if err != nil || !again.Equal(got.Truncate(time.Microsecond)) {
+			t.Fatalf("%q -> %v -> %v %v", s, got, again, err)
+		}
+	})
+}
