@@ -46,7 +46,7 @@ func (p *Policy) Allowed(id Identity, device, alias string) bool {
 		return true
 	}
 	for _, g := range p.grants {
-		if g.Alias != "*" && g.Alias != alias {
+		if !covers(g.Alias, alias) {
 			continue
 		}
 		if !p.targets(g.Target, device) {
@@ -70,11 +70,36 @@ func (p *Policy) Allowed(id Identity, device, alias string) bool {
 // have no superusers: every device an account reaches is granted explicitly.
 func (p *Policy) AllowedAccount(id int64, device, alias string) bool {
 	for _, g := range p.grants {
-		if g.Kind == registry.PrincipalAccount && int64(g.XID) == id && (g.Alias == "*" || g.Alias == alias) && p.targets(g.Target, device) {
+		if g.Kind == registry.PrincipalAccount && int64(g.XID) == id && covers(g.Alias, alias) && p.targets(g.Target, device) {
 			return true
 		}
 	}
 	return false
+}
+
+// covers reports whether a grant of granted (an alias, '*' or a right) covers want: '*'
+// covers every service but no right, and RightManage includes RightTelemetry.
+func covers(granted, want string) bool {
+	switch {
+	case granted == want:
+		return true
+	case granted == "*":
+		return !registry.IsRight(want)
+	case granted == registry.RightManage:
+		return want == registry.RightTelemetry
+	}
+	return false
+}
+
+// DevicesWithRight lists the devices among all on which account id holds right.
+func (p *Policy) DevicesWithRight(id int64, right string, all []string) []string {
+	out := []string{}
+	for _, d := range all {
+		if p.AllowedAccount(id, d, right) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // VisibleToAccount reports whether account id holds any grant on device: devices an
@@ -102,7 +127,7 @@ func (p *Policy) AdminGID() int { return p.adminGID }
 func (p *Policy) GrantsFor(device, alias string) []registry.Grant {
 	var out []registry.Grant
 	for _, g := range p.grants {
-		if (g.Alias == "*" || g.Alias == alias) && p.targets(g.Target, device) {
+		if covers(g.Alias, alias) && p.targets(g.Target, device) {
 			out = append(out, g)
 		}
 	}

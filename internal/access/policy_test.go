@@ -55,3 +55,31 @@ func TestIdentityLookup(t *testing.T) {
 		t.Fatalf("unknown uid named %q", u.Name)
 	}
 }
+
+func TestAccountRights(t *testing.T) {
+	p := NewPolicy([]registry.Grant{
+		{Kind: registry.PrincipalAccount, XID: 1, Target: "dev1", Alias: "*"},
+		{Kind: registry.PrincipalAccount, XID: 2, Target: "@sensors", Alias: registry.RightTelemetry},
+		{Kind: registry.PrincipalAccount, XID: 3, Target: "dev1", Alias: registry.RightManage},
+	}, map[string][]string{"dev1": {"sensors"}, "dev2": {"sensors"}}, -1)
+	for _, tc := range []struct {
+		id            int64
+		device, right string
+		want          bool
+	}{
+		{1, "dev1", "http", true},
+		{1, "dev1", registry.RightTelemetry, false}, // '*' is every service, not every right
+		{2, "dev2", registry.RightTelemetry, true},
+		{2, "dev2", registry.RightManage, false},
+		{2, "dev2", "http", false},
+		{3, "dev1", registry.RightTelemetry, true}, // manage includes telemetry
+		{3, "dev1", "http", false},
+	} {
+		if got := p.AllowedAccount(tc.id, tc.device, tc.right); got != tc.want {
+			t.Errorf("account %d %s %s: %v, want %v", tc.id, tc.device, tc.right, got, tc.want)
+		}
+	}
+	if got := p.DevicesWithRight(2, registry.RightTelemetry, []string{"dev1", "dev2", "dev3"}); len(got) != 2 {
+		t.Errorf("devices with telemetry for account 2: %v", got)
+	}
+}

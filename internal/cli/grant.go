@@ -79,17 +79,24 @@ func (p *principalFlags) grant(ctx context.Context, reg *registry.Registry, args
 
 func grantCmd(g *globals) *cobra.Command {
 	return grantChangeCmd(g, &cobra.Command{
-		Use:   "grant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*')",
+		Use:   "grant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*' | +telemetry | +manage)",
 		Short: "Let a local user or group, or a front-door account, reach a device service",
+		Long: `Let a local user or group, or a front-door account, reach a device service.
+
+'*' is every service of the device. Two rights exist for front-door accounts (platform
+apps) besides services, and '*' includes neither:
+  +telemetry  read the device's notifications (REST /api/rest: list, poll, stream)
+  +manage     +telemetry, and issue tokens for the device, change its data, remove it`,
 		Example: `  iotsafe grant --user platform dev42 http       # strict: one service of one device
   iotsafe grant --group operators @sensors '*'    # wide: every service of a device group
-  iotsafe grant --account alice dev42 http        # a person, over HTTPS through the front door`,
+  iotsafe grant --account alice dev42 http        # a person, over HTTPS through the front door
+  iotsafe grant --account dashboard @sensors +telemetry   # a platform app reads their data`,
 	}, "granted", (*registry.Registry).AddGrant)
 }
 
 func ungrantCmd(g *globals) *cobra.Command {
 	return grantChangeCmd(g, &cobra.Command{
-		Use:   "ungrant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*')",
+		Use:   "ungrant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*' | +telemetry | +manage)",
 		Short: "Remove a permission; new connections are refused at once",
 	}, "removed", (*registry.Registry).RemoveGrant)
 }

@@ -33,6 +33,19 @@ func (g Grant) String() string {
 	return fmt.Sprintf("%s %s (%d) -> %s/%s", g.Kind, g.Name, g.XID, g.Target, g.Alias)
 }
 
+// Rights an account may hold on a device besides reaching its services; they are granted
+// like aliases but '*' does not include them. They begin with '+', which no alias does.
+const (
+	// RightTelemetry reads the device's notifications (REST query, poll, stream).
+	RightTelemetry = "+telemetry"
+	// RightManage includes RightTelemetry and issues tokens for the device, changes its
+	// data and removes it through the REST API.
+	RightManage = "+manage"
+)
+
+// IsRight reports whether alias names a right rather than a service.
+func IsRight(alias string) bool { return alias == RightTelemetry || alias == RightManage }
+
 // ValidTarget checks "device" or "@group".
 func ValidTarget(t string) bool { return profile.ValidName(strings.TrimPrefix(t, "@")) }
 
@@ -44,8 +57,13 @@ func (r *Registry) AddGrant(ctx context.Context, g Grant) error {
 	if !ValidTarget(g.Target) {
 		return fmt.Errorf("registry: grant target %q: want DEVICE or @DEVICEGROUP", g.Target)
 	}
-	if g.Alias != "*" && !profile.ValidName(g.Alias) {
-		return fmt.Errorf("registry: grant alias %q: want an alias or '*'", g.Alias)
+	switch {
+	case IsRight(g.Alias):
+		if g.Kind != PrincipalAccount {
+			return fmt.Errorf("registry: %s is a right of front-door accounts (--account), not of local users or groups", g.Alias)
+		}
+	case g.Alias != "*" && !profile.ValidName(g.Alias):
+		return fmt.Errorf("registry: grant alias %q: want an alias, '*', %s or %s", g.Alias, RightTelemetry, RightManage)
 	}
 	return r.withTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO grants(kind, name, xid, target, alias, created_at) VALUES(?,?,?,?,?,?)

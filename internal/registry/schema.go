@@ -92,4 +92,16 @@ CREATE TABLE IF NOT EXISTS login_sessions (
 	expires_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS login_sessions_account ON login_sessions(account);
+-- Telemetry credentials of devices (paper 004): a device logs in at /api/rest/token with
+-- its name and this secret. Only the secret's SHA-256 is stored: secrets are random.
+CREATE TABLE IF NOT EXISTS device_secrets (
+	device     TEXT PRIMARY KEY REFERENCES devices(name) ON DELETE CASCADE,
+	hash       TEXT NOT NULL,
+	created_at TEXT NOT NULL
+);
+-- The free-form JSON "data" of a device (DeviceHive's device record).
+CREATE TABLE IF NOT EXISTS device_data (
+	device TEXT PRIMARY KEY REFERENCES devices(name) ON DELETE CASCADE,
+	data   TEXT NOT NULL
+);
 `

@@ -1,0 +1,137 @@
+package registry
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Events of the telemetry credentials.
+const (
+	EventSecretSet   = "secret_set"
+	EventTokenIssued = "token_issued"
+)
+
+// DeviceState is what a telemetry path checks on every request: whether the device
+// exists in this incarnation and may still send.
+type DeviceState struct {
+	Name      string
+	Address   netip.Addr
+	CreatedAt time.Time
+	Revoked   bool
+}
+
+// Gen identifies this incarnation of the device: tokens carry it, so a removed and
+// re-added device of the same name does not inherit the old one's tokens.
+func (d DeviceState) Gen() int64 { return d.CreatedAt.UnixMicro() }
+
+// DeviceStates lists every device's state (one query, no keys or sockets).
+func (r *Registry) DeviceStates(ctx context.Context) ([]DeviceState, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT name, address, created_at, revoked_at FROM devices`)
+	if err != nil {
+		return nil, fmt.Errorf("registry: device states: %w", err)
+	}
+	defer rows.Close()
+	var out []DeviceState
+	for rows.Next() {
+		var d DeviceState
+		var addr string
+		var created string
+		var revoked sql.NullString
+		if err := rows.Scan(&d.Name, &addr, &created, &revoked); err != nil {
+			return nil, fmt.Errorf("registry: device states: %w", err)
+		}
+		d.Address, _ = netip.ParseAddr(addr)
+		if t := parseTime(sql.NullString{String: created, Valid: true}); t != nil {
+			d.CreatedAt = *t
+		}
+		d.Revoked = revoked.Valid
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// SetDeviceSecret stores the hash of a device's telemetry secret, replacing any earlier.
+func (r *Registry) SetDeviceSecret(ctx context.Context, device, hash string) error {
+	return r.withTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE name=?`, device).Scan(&one); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%w: device %q", ErrNotFound, device)
+			}
+			return fmt.Errorf("registry: secret of %s: %w", device, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO device_secrets(device, hash, created_at) VALUES(?,?,?)
+			ON CONFLICT(device) DO UPDATE SET hash=excluded.hash, created_at=excluded.created_at`, device, hash, now()); err != nil {
+			return fmt.Errorf("registry: secret of %s: %w", device, err)
+		}
+		return addEvent(ctx, tx, Event{Device: device, Kind: EventSecretSet, Detail: "telemetry secret set"})
+	})
+}
+
+// DeviceSecretHashes maps each device with a telemetry secret to the secret's hash.
+func (r *Registry) DeviceSecretHashes(ctx context.Context) (map[string]string, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT device, hash FROM device_secrets`)
+	if err != nil {
+		return nil, fmt.Errorf("registry: device secrets: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var d, h string
+		if err := rows.Scan(&d, &h); err != nil {
+			return nil, err
+		}
+		out[d] = h
+	}
+	return out, rows.Err()
+}
+
+// MaxDeviceData bounds a device's data document.
+const MaxDeviceData = 64 << 10
+
+// SetDeviceData stores a device's free-form JSON data (nil clears it).
+func (r *Registry) SetDeviceData(ctx context.Context, device string, data json.RawMessage) error {
+	if len(data) > MaxDeviceData {
+		return fmt.Errorf("registry: device data larger than %d bytes", MaxDeviceData)
+	}
+	if data != nil && !json.Valid(data) {
+		return errors.New("registry: device data is not valid JSON")
+	}
+	return r.withTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE name=?`, device).Scan(&one); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%w: device %q", ErrNotFound, device)
+			}
+			return err
+		}
+		var err error
+		if data == nil || string(data) == "null" {
+			_, err = tx.ExecContext(ctx, `DELETE FROM device_data WHERE device=?`, device)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT INTO device_data(device, data) VALUES(?,?) ON CONFLICT(device) DO UPDATE SET data=excluded.data`, device, string(data))
+		}
+		if err != nil {
+			return fmt.Errorf("registry: data of %s: %w", device, err)
+		}
+		return nil
+	})
+}
+
+// DeviceData returns a device's data, or nil if it has none.
+func (r *Registry) DeviceData(ctx context.Context, device string) (json.RawMessage, error) {
+	var s string
+	err := r.db.QueryRowContext(ctx, `SELECT data FROM device_data WHERE device=?`, device).Scan(&s)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry: data of %s: %w", device, err)
+	}
+	return json.RawMessage(s), nil
+}

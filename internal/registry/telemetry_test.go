@@ -1,0 +1,57 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestDeviceSecretsDataAndStates(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, t.TempDir())
+	if _, err := r.AddDevice(ctx, "dev1", "default", newKey(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetDeviceSecret(ctx, "nodev", "h"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("secret of an unknown device: %v", err)
+	}
+	if err := r.SetDeviceSecret(ctx, "dev1", "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetDeviceSecret(ctx, "dev1", "h2"); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := r.DeviceSecretHashes(ctx); m["dev1"] != "h2" || len(m) != 1 {
+		t.Fatalf("secrets %v", m)
+	}
+	if err := r.SetDeviceData(ctx, "dev1", json.RawMessage(`{"fw":"1.2"`)); err == nil {
+		t.Fatal("malformed data stored")
+	}
+	if err := r.SetDeviceData(ctx, "dev1", json.RawMessage(`{"fw":"1.2"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := r.DeviceData(ctx, "dev1"); string(d) != `{"fw":"1.2"}` {
+		t.Fatalf("data %s", d)
+	}
+	st, err := r.DeviceStates(ctx)
+	if err != nil || len(st) != 1 || st[0].Revoked || st[0].Gen() == 0 || !st[0].Address.IsValid() {
+		t.Fatalf("states %+v %v", st, err)
+	}
+	r.RevokeDevice(ctx, "dev1", "test")
+	if st, _ := r.DeviceStates(ctx); !st[0].Revoked {
+		t.Fatal("revocation not in the state")
+	}
+	// Removal takes the secret and data with it.
+	r.RemoveDevice(ctx, "dev1")
+	if m, _ := r.DeviceSecretHashes(ctx); len(m) != 0 {
+		t.Fatalf("secret outlived its device: %v", m)
+	}
+	if d, _ := r.DeviceData(ctx, "dev1"); d != nil {
+		t.Fatalf("data outlived its device: %s", d)
+	}
+	// Rights are for accounts only.
+	if err := r.AddGrant(ctx, Grant{Kind: PrincipalUser, XID: 1000, Target: "dev1", Alias: RightTelemetry}); err == nil {
+		t.Fatal("a local user was given a telemetry right")
+	}
+}
