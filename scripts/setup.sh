@@ -48,10 +48,19 @@ fi
 
 # Python tools the tests run as real peers, pinned, in the project's own virtual
 # environment (Debian's Python refuses system-wide pip installs): ssh-audit 3.x audits a
-# default hub in the e2e tests.
+# default hub; the DeviceHive client library talks to the REST API unchanged.
 VENV="${IOTSAFE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/iotsafe/venv}"
-PY_TOOLS=(ssh-audit==3.9.0)
-if [ ! -x "$VENV/bin/ssh-audit" ] || ! "$VENV/bin/pip" freeze 2>/dev/null | grep -qx "${PY_TOOLS[0]}"; then
+PY_TOOLS=(ssh-audit==3.9.0 devicehive==2.1.6 requests==2.32.3 websocket-client==1.8.0 six==1.16.0)
+py_tools_missing() {
+  [ -x "$VENV/bin/pip" ] || return 0
+  local have
+  have=$("$VENV/bin/pip" freeze 2>/dev/null | tr 'A-Z_' 'a-z-')
+  for t in "${PY_TOOLS[@]}"; do
+    grep -qx "$(echo "$t" | tr 'A-Z_' 'a-z-')" <<<"$have" || return 0
+  done
+  return 1
+}
+if py_tools_missing; then
   echo "setup: installing ${PY_TOOLS[*]} into $VENV"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check "${PY_TOOLS[@]}"

@@ -13,6 +13,10 @@ import (
 
 // portal serves DOMAIN itself: the login page, logout, and the list of the caller's devices.
 func (s *Server) portal(w http.ResponseWriter, r *http.Request) {
+	if h := s.mounted(r); h != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,51 @@ type Server struct {
 	proxy    *httputil.ReverseProxy
 	srv      *http.Server
 	ln       net.Listener
+	mounts   []mount // handlers on DOMAIN itself beside the portal (/api/rest); set before Serve
+}
+
+type mount struct {
+	prefix string
+	h      http.Handler
+}
+
+// Mount serves h for paths under prefix (ending in "/") on DOMAIN itself, before the
+// portal's pages: the REST API at /api/rest/. The handler does its own authentication.
+// Call it before Serve.
+func (s *Server) Mount(prefix string, h http.Handler) {
+	s.mounts = append(s.mounts, mount{prefix, h})
+}
+
+// mounted returns the handler mounted for r's path, if any.
+func (s *Server) mounted(r *http.Request) http.Handler {
+	for _, m := range s.mounts {
+		if strings.HasPrefix(r.URL.Path, m.prefix) {
+			return m.h
+		}
+	}
+	return nil
+}
+
+// CheckPassword verifies an account's password with the front door's failed-login limits
+// (for the REST API's logins).
+func (s *Server) CheckPassword(ctx context.Context, ip, name, password string) (int64, string, error) {
+	p, err := s.auth.password(ctx, s.dir.Load(), ip, name, password)
+	return p.ID, p.Name, err
+}
+
+// CheckToken verifies an account's API token.
+func (s *Server) CheckToken(ip, token string) (int64, string, error) {
+	p, err := s.auth.token(s.dir.Load(), ip, token)
+	return p.ID, p.Name, err
+}
+
+// AccountName returns a live account's name.
+func (s *Server) AccountName(id int64) (string, bool) {
+	a := s.dir.Load().byID[id]
+	if a == nil {
+		return "", false
+	}
+	return a.Name, true
 }
 
 // New prepares a front door: certificates (the local CA in dataDir, created on first

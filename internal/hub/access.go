@@ -209,6 +209,7 @@ func (h *Hub) ReloadAccess() error {
 		}
 	}
 	h.log.Debug("access policy loaded", "grants", len(grants))
+	h.reloadTelemetry() // devices, secrets
 	if h.front != nil {
 		return h.front.Reload(ctx) // accounts and tokens
 	}

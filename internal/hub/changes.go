@@ -39,7 +39,7 @@ func (h *Hub) watchChanges(ctx context.Context, every time.Duration, after int64
 // applyChanges closes the sessions revoked or removed devices and keys still hold, and
 // rebuilds the access policy once if grants or accounts changed.
 func (h *Hub) applyChanges(evs []registry.Event) {
-	reload := false
+	reload, devicesChanged := false, false
 	for _, e := range evs {
 		var why, fp string
 		switch e.Kind {
@@ -54,6 +54,10 @@ func (h *Hub) applyChanges(evs []registry.Event) {
 			reload = reload || e.ID > h.policyUpTo.Load()
 			continue
 		}
+		devicesChanged = true
+		if e.Kind == registry.EventDeviceRemoved {
+			h.forgetNotifications(e.Device)
+		}
 		if n := h.ssh.KickKey(e.Device, fp, why); n > 0 {
 			h.log.Info("closed sessions after a registry change the admin socket did not deliver",
 				"event", "change_applied", "device", e.Device, "change", e.Kind, "closed", n)
@@ -63,5 +67,7 @@ func (h *Hub) applyChanges(evs []registry.Event) {
 		if err := h.ReloadAccess(); err != nil {
 			h.log.Error("access reload after a registry change failed", "err", err)
 		}
+	} else if devicesChanged {
+		h.reloadTelemetry()
 	}
 }

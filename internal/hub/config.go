@@ -8,11 +8,14 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/metrics"
+	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/strictyaml"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
 	"gopkg.in/yaml.v3"
 )
 
@@ -34,6 +37,13 @@ type Config struct {
 	Frontdoor frontdoor.Config `yaml:"frontdoor"`
 	// Audit bounds the audit log kept in the registry.
 	Audit AuditConfig `yaml:"audit"`
+	// REST is the DeviceHive-compatible telemetry API (paper 004): on the front door at
+	// /api/rest, and on a plain loopback listener for devices' direct aliases.
+	REST restapi.Config `yaml:"rest"`
+	// JWT signs the API's tokens.
+	JWT authn.Config `yaml:"jwt"`
+	// Telemetry bounds the notification store.
+	Telemetry telemetry.Config `yaml:"telemetry"`
 	// Source says where the configuration came from, for the start-up log; set by
 	// LoadConfig.
 	Source string `yaml:"-"`
@@ -126,6 +136,15 @@ func (c *Config) ApplyDefaults() {
 	c.Audit.ApplyDefaults()
 	c.SSH.ApplyDefaults()
 	c.Frontdoor.ApplyDefaults()
+	c.REST.ApplyDefaults()
+	c.JWT.ApplyDefaults()
+	c.Telemetry.ApplyDefaults()
+}
+
+// TelemetryEnabled reports whether any telemetry path is configured: the plain REST
+// listener, or the front door (which carries the API unless rest.frontdoor is off).
+func (c *Config) TelemetryEnabled() bool {
+	return c.REST.Listen != "" || c.Frontdoor.Enabled() && c.REST.OnFrontdoor()
 }
 
 // Validate checks all sections and returns insecure algorithms that are enabled.
@@ -150,6 +169,12 @@ func (c *Config) Validate() ([]string, error) {
 		return nil, err
 	}
 	if err := c.Frontdoor.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.REST.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.JWT.Validate(); err != nil {
 		return nil, err
 	}
 	if _, err := sockets.NewPool(c.Pool); err != nil {

@@ -25,8 +25,10 @@ import (
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
+	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
 
 // Hub is one running host server.
@@ -57,7 +59,10 @@ type Hub struct {
 	cancel      context.CancelFunc
 	closeOne    sync.Once
 	dataLock    *DataLock
-	recorded    bool // hub_started was recorded: Close records hub_stopped
+	recorded    bool             // hub_started was recorded: Close records hub_stopped
+	store       *telemetry.Store // nil without a telemetry path
+	api         *restapi.API
+	plainREST   *restapi.Plain
 }
 
 // Options are what the caller decides besides the config file.
@@ -157,6 +162,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if h.admin, err = admin.Listen(filepath.Join(h.dir, admin.SocketName), cfg.Admin.Group, h, h.log.With("component", "admin")); err != nil {
 		return nil, err
 	}
+	if err := h.startTelemetry(ctx); err != nil {
+		return nil, err
+	}
 	if cfg.Frontdoor.Enabled() {
 		if err := h.startFrontdoor(ctx); err != nil {
 			return nil, err
@@ -182,6 +190,7 @@ func (h *Hub) startFrontdoor(ctx context.Context) error {
 		return err
 	}
 	h.front = f
+	h.mountREST()
 	go func() {
 		if err := f.Serve(); err != nil {
 			h.log.Error("front door stopped", "err", err)
@@ -215,8 +224,10 @@ func (h *Hub) HostKeys() []ssh.PublicKey {
 // Registry gives in-process callers (the demo, tests) the hub's registry.
 func (h *Hub) Registry() *registry.Registry { return h.reg }
 
-// KickKey implements admin.Handler.
+// KickKey implements admin.Handler: it closes the device's sessions and refreshes the
+// REST API's view, so the device's tokens stop at once too.
 func (h *Hub) KickKey(device, fingerprint, reason string) int {
+	h.reloadTelemetry()
 	return h.ssh.KickKey(device, fingerprint, reason)
 }
 
@@ -270,6 +281,9 @@ func (h *Hub) Close() {
 		if h.front != nil {
 			h.front.Close()
 		}
+		if h.plainREST != nil {
+			h.plainREST.Close()
+		}
 		if h.admin != nil {
 			h.admin.Close()
 		}
@@ -289,6 +303,9 @@ func (h *Hub) Close() {
 			}
 			h.kernelClaim.Release()
 			h.kernelMu.Unlock()
+		}
+		if h.store != nil {
+			h.store.Close()
 		}
 		if h.reg != nil {
 			if h.recorded {

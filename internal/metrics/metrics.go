@@ -99,6 +99,16 @@ func (m *Metrics) Throttled(dropped bool) {
 	m.throttled.WithLabelValues(r).Inc()
 }
 
+// Register adds a subsystem's own collectors (each subsystem defines its metrics).
+func (m *Metrics) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := m.reg.Register(c); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return nil
+}
+
 // Serve listens on addr and serves /metrics until ctx ends. The listener is bound before
 // Serve returns so the caller can report errors at start.
 func (m *Metrics) Serve(ctx context.Context, addr string) (net.Addr, error) {

@@ -194,6 +194,7 @@ type hubProc struct {
 	log    *logWatch
 	addr   string // host:port of the SSH server
 	front  string // host:port of the front door, if configured
+	rest   string // host:port of the plain REST listener, if configured
 	port   string
 	hostFP string
 	hostPK string // authorized_keys form of the host key
@@ -256,6 +257,9 @@ func (h *hubProc) start() {
 		}
 		if rest, ok := strings.CutPrefix(line, "front door on "); ok {
 			h.front = strings.Fields(rest)[0]
+		}
+		if rest, ok := strings.CutPrefix(line, "REST API for devices on http://"); ok {
+			h.rest = strings.TrimSuffix(strings.Fields(rest)[0], "/api/rest")
 		}
 		if strings.HasPrefix(line, "hub listening for devices on ") {
 			h.addr = strings.Fields(strings.TrimPrefix(line, "hub listening for devices on "))[0]

@@ -12,6 +12,12 @@ import (
 // sshAudit finds the ssh-audit that scripts/setup.sh installs in the project's venv.
 func sshAudit(t *testing.T) string {
 	t.Helper()
+	return venvTool(t, "ssh-audit")
+}
+
+// venvTool finds a program in the project's Python venv (scripts/setup.sh fills it).
+func venvTool(t *testing.T, name string) string {
+	t.Helper()
 	venv := os.Getenv("IOTSAFE_VENV")
 	if venv == "" {
 		cache := os.Getenv("XDG_CACHE_HOME")
@@ -21,9 +27,9 @@ func sshAudit(t *testing.T) string {
 		}
 		venv = filepath.Join(cache, "iotsafe", "venv")
 	}
-	p := filepath.Join(venv, "bin", "ssh-audit")
+	p := filepath.Join(venv, "bin", name)
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("ssh-audit not found at %s: run 'make test' (scripts/setup.sh installs it)", p)
+		t.Fatalf("%s not found at %s: run 'make test' (scripts/setup.sh installs it)", name, p)
 	}
 	return p
 }

@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iotsafe/iotsafe/internal/authn"
+	"github.com/iotsafe/iotsafe/internal/credential"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+func deviceSecretCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "secret NAME",
+		Short: "Create (or replace) a device's telemetry secret for REST logins (shown once, stored hashed)",
+		Long: `Create (or replace) a device's telemetry secret. The device logs in with its name and
+this secret at POST /api/rest/token and gets an access and a refresh token (DeviceHive's
+login/password). The secret is random, printed once and stored as a SHA-256 hash; a new
+one replaces the old at once.`,
+		Example: `  SECRET=$(iotsafe device secret dev42)
+  curl -s -X POST https://DOMAIN/api/rest/token -H 'Content-Type: application/json' \
+       -d "{\"login\":\"dev42\",\"password\":\"$SECRET\"}"`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			secret, hash, err := credential.NewToken()
+			if err != nil {
+				return err
+			}
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				if err := reg.SetDeviceSecret(cmd.Context(), args[0], hash); err != nil {
+					if errors.Is(err, registry.ErrNotFound) {
+						return fmt.Errorf("no device %q: enroll it first with 'iotsafe device add %s'", args[0], args[0])
+					}
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), secret)
+				fmt.Fprintf(cmd.ErrOrStderr(), "telemetry secret of %s: keep it now, it is not shown again (a new 'iotsafe device secret %s' replaces it)\n", args[0], args[0])
+				return g.reloadAccess(cmd, true)
+			})
+		},
+	}
+}
+
+func deviceTokenCmd(g *globals) *cobra.Command {
+	var expires time.Duration
+	c := &cobra.Command{
+		Use:   "token NAME",
+		Short: "Issue a refresh token for a device's REST API access (printed once)",
+		Long: `Issue a refresh token for a device. The device exchanges it for 30-second access tokens
+at POST /api/rest/token/refresh. It works until it expires, or until the device is revoked
+or removed (then at once); rotating the signing key ('iotsafe jwt rotate') keeps it valid.`,
+		Example: `  iotsafe device token dev42 --expires 720h`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			reg, cfg, err := g.openRegistry(ctx)
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			st, err := deviceState(ctx, reg, args[0])
+			if err != nil {
+				return err
+			}
+			if st.Revoked {
+				return fmt.Errorf("device %s is revoked: its tokens would be refused", st.Name)
+			}
+			tokens, _, err := authn.Open(g.data, cfg.JWT)
+			if err != nil {
+				return err
+			}
+			if err := reg.AddEvent(ctx, registry.Event{Device: st.Name, Kind: registry.EventTokenIssued, Detail: "refresh token issued by 'iotsafe device token'"}); err != nil {
+				return err
+			}
+			tok, exp, err := tokens.Issue(authn.Refresh, authn.KindDevice, st.Name, st.Gen(), expires)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), tok)
+			fmt.Fprintf(cmd.ErrOrStderr(), "refresh token of %s, valid until %s: keep it now, it is not shown again\n", st.Name, exp.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	c.Flags().DurationVar(&expires, "expires", 0, "lifetime, e.g. 720h; 0 means jwt.refresh_ttl (720h unless configured), at most jwt.max_refresh_ttl")
+	return c
+}
+
+func deviceState(ctx context.Context, reg *registry.Registry, name string) (registry.DeviceState, error) {
+	states, err := reg.DeviceStates(ctx)
+	if err != nil {
+		return registry.DeviceState{}, err
+	}
+	for _, s := range states {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	return registry.DeviceState{}, fmt.Errorf("no device %q: enroll it first with 'iotsafe device add %s'", name, name)
+}
+
+func jwtCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "jwt", Short: "The REST API's token signing keys"}
+	c.AddCommand(&cobra.Command{
+		Use:   "rotate",
+		Short: "Sign new tokens with a new key; tokens of the old one stay valid until they expire",
+		Long: `Add a new signing key (of jwt.algorithm) and retire the current one: new tokens carry the
+new key id, and the old key keeps verifying the tokens it signed for at most
+jwt.max_refresh_ttl. A running hub picks the new key up within a second.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg, cfg, err := g.openRegistry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			if err := cfg.JWT.Validate(); err != nil {
+				return err
+			}
+			k, err := authn.Rotate(g.data, cfg.JWT.Algorithm, cfg.JWT.MaxRefreshTTL)
+			if err != nil {
+				return err
+			}
+			if err := reg.AddEvent(cmd.Context(), registry.Event{Kind: "jwt_key_rotated", Detail: "new signing key " + k.ID + " (" + k.Alg + ")"}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "new signing key %s (%s); earlier keys verify their tokens until those expire\n", k.ID, k.Alg)
+			return nil
+		},
+	})
+	return c
+}

@@ -1,0 +1,157 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/iotsafe/iotsafe/internal/authn"
+	"github.com/iotsafe/iotsafe/internal/restapi"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
+)
+
+// startTelemetry opens the notification store and the token keys and builds the REST
+// API when a telemetry path is configured; the plain listener binds here, the front
+// door mounts the API when it starts.
+func (h *Hub) startTelemetry(ctx context.Context) error {
+	if !h.cfg.TelemetryEnabled() {
+		return nil
+	}
+	log := h.log.With("component", "rest")
+	tokens, what, err := authn.Open(h.dir, h.cfg.JWT)
+	if err != nil {
+		return fmt.Errorf("hub: jwt: %w", err)
+	}
+	kid, alg := tokens.CurrentKey()
+	switch what {
+	case authn.KeysCreated:
+		log.Info("created the token signing key", "file", authn.KeysFile, "kid", kid, "algorithm", alg)
+	case authn.KeysRotated:
+		log.Warn("jwt.algorithm differs from the current key's: rotated to a new key; tokens of the old one stay valid until they expire", "kid", kid, "algorithm", alg)
+	}
+	if alg == authn.None {
+		log.Warn("jwt.allow_unsigned is on and jwt.algorithm is none: tokens are unsigned and anyone can forge one; for measuring only")
+	}
+	if h.store, err = telemetry.Open(ctx, h.dir, h.cfg.Telemetry, nil); err != nil {
+		return err
+	}
+	var m *restapi.Metrics
+	if h.metrics != nil {
+		m = restapi.NewMetrics()
+		queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "iotsafe_telemetry_queue", Help: "Notifications waiting for the store's writer."},
+			func() float64 { return float64(h.store.Queued()) })
+		if err := h.metrics.Register(append(m.Collectors(), queue)...); err != nil {
+			return err
+		}
+	}
+	h.api = restapi.New(h.cfg.REST, h.reg, h.store, h, tokens, m, log)
+	if err := h.api.Reload(ctx); err != nil {
+		return err
+	}
+	if h.cfg.REST.Listen != "" {
+		if h.plainREST, err = h.api.ListenPlain(log); err != nil {
+			return err
+		}
+		go func() {
+			if err := h.plainREST.Serve(); err != nil {
+				log.Error("plain REST listener stopped", "err", err)
+			}
+		}()
+		log.Info("REST API for devices on their SSH session", "listen", h.plainREST.Addr().String(), "path", restapi.Prefix)
+	}
+	go h.pruneTelemetry(ctx, time.Hour)
+	return nil
+}
+
+// RESTAddr is the plain REST listener's address, or nil when it is off.
+func (h *Hub) RESTAddr() net.Addr {
+	if h.plainREST == nil {
+		return nil
+	}
+	return h.plainREST.Addr()
+}
+
+// Store is the telemetry store (nil without a telemetry path), for in-process callers.
+func (h *Hub) Store() *telemetry.Store { return h.store }
+
+// mountREST puts the API on the front door (after both started).
+func (h *Hub) mountREST() {
+	if h.api == nil || h.front == nil || !h.cfg.REST.OnFrontdoor() {
+		return
+	}
+	h.front.Mount(restapi.Prefix+"/", h.api)
+	h.api.SetAccounts(h.front)
+	h.log.Info("REST API on the front door", "url", "https://"+h.cfg.Frontdoor.Domain+restapi.Prefix+"/")
+}
+
+// reloadTelemetry refreshes the API's snapshot of devices (a revoked or removed device's
+// tokens stop at once).
+func (h *Hub) reloadTelemetry() {
+	if h.api == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.api.Reload(ctx); err != nil {
+		h.log.Error("reloading the REST API's device snapshot failed", "err", err)
+	}
+}
+
+func (h *Hub) pruneTelemetry(ctx context.Context, every time.Duration) {
+	for {
+		n, err := h.store.Prune(ctx, time.Now())
+		switch {
+		case errors.Is(err, telemetry.ErrClosed) || ctx.Err() != nil:
+			return
+		case err != nil:
+			h.log.Error("telemetry retention failed", "err", err)
+		case n > 0:
+			h.log.Info("telemetry retention", "deleted", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+	}
+}
+
+// RevokeDevice implements restapi.Hub: the registry first, then the live consequences.
+func (h *Hub) RevokeDevice(ctx context.Context, device, reason string) error {
+	if err := h.reg.RevokeDevice(ctx, device, reason); err != nil {
+		return err
+	}
+	h.KickKey(device, "", "key revoked")
+	return nil
+}
+
+// RemoveDevice implements restapi.Hub.
+func (h *Hub) RemoveDevice(ctx context.Context, device string) error {
+	if err := h.reg.RemoveDevice(ctx, device); err != nil {
+		return err
+	}
+	if err := h.ReloadAccess(); err != nil {
+		h.log.Error("access reload after removing a device failed", "err", err)
+	}
+	h.KickKey(device, "", "device removed")
+	h.forgetNotifications(device)
+	return nil
+}
+
+// forgetNotifications deletes a removed device's notifications.
+func (h *Hub) forgetNotifications(device string) {
+	if h.store == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if n, err := h.store.RemoveDevice(ctx, device); err != nil {
+		h.log.Error("deleting a removed device's notifications failed", "device", device, "err", err)
+	} else if n > 0 {
+		h.log.Info("deleted a removed device's notifications", "device", device, "notifications", n)
+	}
+}

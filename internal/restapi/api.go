@@ -1,0 +1,260 @@
+package restapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/access"
+	"github.com/iotsafe/iotsafe/internal/authn"
+	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
+	"github.com/iotsafe/iotsafe/internal/throttle"
+)
+
+// Prefix is where the API lives on every listener.
+const Prefix = "/api/rest"
+
+// APIVersion is the DeviceHive API version the handlers follow.
+const APIVersion = "3.5.0"
+
+// Registry is what the API reads and writes in the registry.
+type Registry interface {
+	DeviceStates(ctx context.Context) ([]registry.DeviceState, error)
+	DeviceSecretHashes(ctx context.Context) (map[string]string, error)
+	DeviceData(ctx context.Context, device string) (json.RawMessage, error)
+	SetDeviceData(ctx context.Context, device string, data json.RawMessage) error
+	AddEvent(ctx context.Context, e registry.Event) error
+}
+
+// Store is the telemetry store's read and write API.
+type Store interface {
+	Append(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error)
+	Get(ctx context.Context, device string, id int64) (telemetry.Notification, error)
+	List(ctx context.Context, f telemetry.Filter) ([]telemetry.Notification, error)
+	Poll(ctx context.Context, f telemetry.Filter) ([]telemetry.Notification, error)
+	Stream(ctx context.Context, f telemetry.Filter, fn func([]telemetry.Notification) error) error
+}
+
+// Hub is what the API asks the running hub: grants, account logins (the front door's,
+// nil when it is off), and the domain operations with consequences beyond the registry.
+type Hub interface {
+	Policy() *access.Policy
+	// RevokeDevice and RemoveDevice change the registry and close what the device holds.
+	RevokeDevice(ctx context.Context, device, reason string) error
+	RemoveDevice(ctx context.Context, device string) error
+}
+
+// Accounts checks front-door accounts.
+type Accounts interface {
+	// CheckPassword verifies an account's password under the front door's failed-login limits.
+	CheckPassword(ctx context.Context, ip, name, password string) (id int64, account string, err error)
+	// CheckToken verifies a front-door API token.
+	CheckToken(ip, token string) (id int64, account string, err error)
+	// AccountName returns the name of a live account.
+	AccountName(id int64) (string, bool)
+}
+
+// Config of the API (hub.yaml "rest:").
+type Config struct {
+	// Listen is the plain HTTP listener for devices on their SSH session's direct alias;
+	// "" leaves it off. It must be a loopback address: it trusts source addresses.
+	Listen string `yaml:"listen"`
+	// MaxBody bounds a request body; 0 means 64 KiB.
+	MaxBody int64 `yaml:"max_body"`
+	// MaxWait bounds a long poll's waitTimeout; 0 means 60s.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// MaxPolls bounds long polls and streams open at once; 0 means 10000.
+	MaxPolls int `yaml:"max_polls"`
+	// Frontdoor mounts the API on the front door's HTTPS host at /api/rest: "on" (the
+	// default, also for "") or "off". Callers there always present credentials.
+	Frontdoor string `yaml:"frontdoor"`
+}
+
+// Validate checks the config.
+func (c *Config) Validate() error {
+	switch c.Frontdoor {
+	case "", "on", "off":
+	default:
+		return fmt.Errorf("rest.frontdoor: %q is not one of on, off", c.Frontdoor)
+	}
+	if c.Listen != "" {
+		ap, err := netip.ParseAddrPort(c.Listen)
+		if err != nil || !ap.Addr().IsLoopback() {
+			return fmt.Errorf("rest.listen %q: want a loopback IP:PORT such as 127.0.0.1:8080 (the plain listener identifies devices by their pool source address, which only loopback makes trustworthy; platform apps use the front door)", c.Listen)
+		}
+	}
+	if c.MaxBody < 0 || c.MaxPolls < 0 || c.MaxWait < 0 {
+		return errors.New("rest: max_body, max_wait and max_polls must not be negative")
+	}
+	return nil
+}
+
+// OnFrontdoor reports whether the API is mounted on a (running) front door.
+func (c *Config) OnFrontdoor() bool { return c.Frontdoor != "off" }
+
+// ApplyDefaults fills zero fields.
+func (c *Config) ApplyDefaults() {
+	if c.MaxBody <= 0 {
+		c.MaxBody = 64 << 10
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 60 * time.Second
+	}
+	if c.MaxPolls <= 0 {
+		c.MaxPolls = 10000
+	}
+}
+
+// API is the handler set. Reload refreshes its snapshot of the registry.
+type API struct {
+	cfg      Config
+	reg      Registry
+	store    Store
+	hub      Hub
+	accounts atomic.Pointer[accountsBox]
+	tokens   *authn.Tokens
+	log      *slog.Logger
+	dir      atomic.Pointer[directory]
+	mux      *http.ServeMux
+	polls    chan struct{}
+	metrics  *Metrics
+	gate     *throttle.LogGate
+	// unsignedWarned: with unsigned tokens allowed, every request using one is logged.
+	unsigned bool
+}
+
+type accountsBox struct{ a Accounts }
+
+// directory is the registry snapshot requests are checked against.
+type directory struct {
+	devices map[string]registry.DeviceState
+	byAddr  map[netip.Addr]string
+	secrets map[string]string // device -> SHA-256 of its secret
+	names   []string          // sorted
+	loaded  time.Time
+}
+
+// New builds the API; call Reload before serving.
+func New(cfg Config, reg Registry, store Store, hub Hub, tokens *authn.Tokens, m *Metrics, log *slog.Logger) *API {
+	cfg.ApplyDefaults()
+	if m == nil {
+		m = NewMetrics()
+	}
+	a := &API{cfg: cfg, reg: reg, store: store, hub: hub, tokens: tokens, log: log, metrics: m,
+		polls: make(chan struct{}, cfg.MaxPolls), gate: throttle.NewLogGate(time.Minute)}
+	a.unsigned = tokens.Config().AllowUnsigned
+	a.dir.Store(&directory{devices: map[string]registry.DeviceState{}, byAddr: map[netip.Addr]string{}, secrets: map[string]string{}})
+	a.routes()
+	return a
+}
+
+// SetAccounts connects the front door's accounts (nil: account logins are refused).
+func (a *API) SetAccounts(acc Accounts) { a.accounts.Store(&accountsBox{acc}) }
+
+func (a *API) accountsOrNil() Accounts {
+	if b := a.accounts.Load(); b != nil {
+		return b.a
+	}
+	return nil
+}
+
+// Reload re-reads devices and secrets (after any registry change: a revoked or removed
+// device's tokens stop working at once).
+func (a *API) Reload(ctx context.Context) error {
+	states, err := a.reg.DeviceStates(ctx)
+	if err != nil {
+		return err
+	}
+	secrets, err := a.reg.DeviceSecretHashes(ctx)
+	if err != nil {
+		return err
+	}
+	d := &directory{devices: make(map[string]registry.DeviceState, len(states)), byAddr: make(map[netip.Addr]string, len(states)),
+		secrets: secrets, names: make([]string, 0, len(states)), loaded: time.Now()}
+	for _, s := range states {
+		d.devices[s.Name] = s
+		d.byAddr[s.Address] = s.Name
+		d.names = append(d.names, s.Name)
+	}
+	sort.Strings(d.names)
+	a.dir.Store(d)
+	return nil
+}
+
+// ServeHTTP serves the API (paths under Prefix).
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	a.mux.ServeHTTP(sw, r)
+	_, pattern := a.mux.Handler(r)
+	a.metrics.observe(pattern, sw.status, time.Since(start))
+}
+
+func (a *API) routes() {
+	m := http.NewServeMux()
+	h := func(pattern string, fn http.HandlerFunc) { m.HandleFunc(pattern, fn) }
+	h("GET "+Prefix+"/info", a.info)
+	h("POST "+Prefix+"/token", a.login)
+	h("POST "+Prefix+"/token/refresh", a.refresh)
+	h("POST "+Prefix+"/token/create", a.authed(a.createToken))
+	h("GET "+Prefix+"/device", a.authed(a.listDevices))
+	h("GET "+Prefix+"/device/{id}", a.authed(a.getDevice))
+	h("PUT "+Prefix+"/device/{id}", a.authed(a.putDevice))
+	h("DELETE "+Prefix+"/device/{id}", a.authed(a.deleteDevice))
+	h("POST "+Prefix+"/device/{id}/notification", a.authed(a.insertNotification))
+	h("GET "+Prefix+"/device/{id}/notification", a.authed(a.listNotifications))
+	h("GET "+Prefix+"/device/{id}/notification/poll", a.authed(a.pollDevice))
+	h("GET "+Prefix+"/device/{id}/notification/{nid}", a.authed(a.getNotification))
+	h("GET "+Prefix+"/device/notification/poll", a.authed(a.pollMany))
+	h("GET "+Prefix+"/device/notification/stream", a.authed(a.stream))
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fail(w, http.StatusNotFound, fmt.Sprintf("no such API call: %s %s (see docs/telemetry.md)", r.Method, trim(r.URL.Path)))
+	})
+	a.mux = m
+}
+
+func (a *API) info(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"apiVersion":         APIVersion,
+		"serverTimestamp":    telemetry.FormatTime(time.Now()),
+		"restServerUrl":      nil,
+		"webSocketServerUrl": nil,
+	})
+}
+
+// statusWriter records the status for metrics; Unwrap lets ResponseController flush.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func trim(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}

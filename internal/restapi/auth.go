@@ -1,0 +1,351 @@
+package restapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/authn"
+	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
+)
+
+// EventAuthRefused is recorded (at most once a minute per address and reason) when a
+// token is forged, tampered with, unsigned or names a gone or revoked device.
+const EventAuthRefused = "telemetry_auth_refused"
+
+// caller is who sent a request: a device or a front-door account.
+type caller struct {
+	device    string // a device, or ""
+	accountID int64
+	account   string
+	via       string // token, address, password, api-token
+}
+
+func (c caller) String() string {
+	if c.device != "" {
+		return "device " + c.device
+	}
+	return "account " + c.account
+}
+
+type callerKey struct{}
+
+// plainKey marks requests of the plain listener, where source addresses identify devices.
+type plainKey struct{}
+
+func (a *API) authed(fn func(http.ResponseWriter, *http.Request, caller)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, code, msg := a.identify(r)
+		if code != 0 {
+			fail(w, code, msg)
+			return
+		}
+		fn(w, r, c)
+	}
+}
+
+func remoteAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// identify finds the caller: a token or password in the Authorization header, else on
+// the plain listener the pool address the request comes from.
+func (a *API) identify(r *http.Request) (caller, int, string) {
+	ip := remoteAddr(r)
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		if r.Context().Value(plainKey{}) != nil {
+			d := a.dir.Load()
+			if name, ok := d.byAddr[ip]; ok {
+				if st := d.devices[name]; st.Revoked {
+					return caller{}, http.StatusUnauthorized, fmt.Sprintf("device %s is revoked", name)
+				}
+				return caller{device: name, via: "address"}, 0, ""
+			}
+		}
+		return caller{}, http.StatusUnauthorized, "log in: Authorization: Bearer ACCESS_TOKEN (from POST " + Prefix + "/token)"
+	}
+	scheme, cred, _ := strings.Cut(h, " ")
+	cred = strings.TrimSpace(cred)
+	switch strings.ToLower(scheme) {
+	case "bearer":
+		if strings.Count(cred, ".") == 2 {
+			return a.fromJWT(r, ip, cred, authn.Access)
+		}
+		if acc := a.accountsOrNil(); acc != nil {
+			id, name, err := acc.CheckToken(ip.String(), cred)
+			if err == nil {
+				return caller{accountID: id, account: name, via: "api-token"}, 0, ""
+			}
+			return caller{}, http.StatusUnauthorized, err.Error()
+		}
+		return caller{}, http.StatusUnauthorized, "invalid token"
+	case "basic":
+		name, pw, ok := r.BasicAuth()
+		acc := a.accountsOrNil()
+		if !ok || acc == nil {
+			return caller{}, http.StatusUnauthorized, "HTTP Basic is for front-door accounts on the front door's listener"
+		}
+		id, name, err := acc.CheckPassword(r.Context(), ip.String(), name, pw)
+		if err != nil {
+			return caller{}, http.StatusUnauthorized, err.Error()
+		}
+		return caller{accountID: id, account: name, via: "password"}, 0, ""
+	}
+	return caller{}, http.StatusUnauthorized, "unsupported Authorization scheme: use Bearer"
+}
+
+// fromJWT verifies a token of type want and checks that its subject still exists in the
+// same incarnation and is not revoked.
+func (a *API) fromJWT(r *http.Request, ip netip.Addr, tok, want string) (caller, int, string) {
+	start := time.Now()
+	cl, err := a.tokens.Verify(tok, want)
+	a.metrics.jwtVerify.Observe(time.Since(start).Seconds())
+	switch {
+	case errors.Is(err, authn.ErrExpired):
+		if want == authn.Access {
+			return caller{}, http.StatusUnauthorized, "access token expired: get a new one at POST " + Prefix + "/token/refresh"
+		}
+		return caller{}, http.StatusUnauthorized, "refresh token expired: log in again at POST " + Prefix + "/token"
+	case errors.Is(err, authn.ErrWrongType) && want == authn.Access:
+		return caller{}, http.StatusUnauthorized, "a refresh token cannot call the API: exchange it at POST " + Prefix + "/token/refresh"
+	case errors.Is(err, authn.ErrWrongType):
+		return caller{}, http.StatusUnauthorized, "an access token cannot refresh: send the refresh token"
+	case err != nil:
+		a.refused(r, ip, "", "token refused: "+err.Error())
+		return caller{}, http.StatusUnauthorized, "invalid token"
+	}
+	if a.unsigned {
+		if _, alg := a.tokens.CurrentKey(); alg == authn.None {
+			a.log.Warn("request with an unsigned token (jwt.allow_unsigned is on)", "subject", cl.Subject, "remote", ip.String())
+		}
+	}
+	switch cl.Kind {
+	case authn.KindDevice:
+		st, ok := a.dir.Load().devices[cl.Subject]
+		switch {
+		case !ok || st.Gen() != cl.Gen:
+			a.refused(r, ip, cl.Subject, "token of a removed device")
+			return caller{}, http.StatusUnauthorized, "the token's device no longer exists"
+		case st.Revoked:
+			a.refused(r, ip, cl.Subject, "token of a revoked device")
+			return caller{}, http.StatusUnauthorized, fmt.Sprintf("device %s is revoked", cl.Subject)
+		}
+		return caller{device: cl.Subject, via: "token"}, 0, ""
+	default:
+		acc := a.accountsOrNil()
+		name, ok := "", false
+		if acc != nil {
+			name, ok = acc.AccountName(cl.Gen)
+		}
+		if !ok || name != cl.Subject {
+			return caller{}, http.StatusUnauthorized, "the token's account no longer exists"
+		}
+		return caller{accountID: cl.Gen, account: name, via: "token"}, 0, ""
+	}
+}
+
+// refused logs and audits a refused token, at most once a minute per address and reason.
+func (a *API) refused(r *http.Request, ip netip.Addr, device, why string) {
+	ok, n := a.gate.Allow(ip.String() + "\x00" + why)
+	if !ok {
+		return
+	}
+	a.log.Warn("telemetry request refused", "event", EventAuthRefused, "device", device, "reason", why, "remote", ip.String(), "similar_suppressed", n)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	if err := a.reg.AddEvent(ctx, registry.Event{Device: device, Kind: EventAuthRefused, Detail: why, Remote: ip.String()}); err != nil {
+		a.log.Error("recording a refused token failed", "err", err)
+	}
+}
+
+type tokenPair struct {
+	AccessToken  string `json:"accessToken"`
+	RefreshToken string `json:"refreshToken,omitempty"`
+}
+
+// decode reads a JSON body of at most MaxBody bytes into v.
+func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if r.ContentLength > a.cfg.MaxBody {
+		fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", a.cfg.MaxBody))
+		return false
+	}
+	body := http.MaxBytesReader(w, r.Body, a.cfg.MaxBody)
+	if err := decodeJSON(body, v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", a.cfg.MaxBody))
+			return false
+		}
+		fail(w, http.StatusBadRequest, err.Error())
+		return false
+	}
+	return true
+}
+
+// login is POST /token: a device name and its secret, or an account and its password.
+func (a *API) login(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Login    string `json:"login"`
+		Password string `json:"password"`
+	}
+	if !a.decode(w, r, &in) {
+		return
+	}
+	if in.Login == "" || in.Password == "" {
+		fail(w, http.StatusBadRequest, "give login (a device or account name) and password (its secret)")
+		return
+	}
+	d := a.dir.Load()
+	if want, ok := d.secrets[in.Login]; ok {
+		sum := sha256.Sum256([]byte(in.Password))
+		got := hex.EncodeToString(sum[:])
+		st, live := d.devices[in.Login]
+		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 || !live {
+			fail(w, http.StatusUnauthorized, "wrong login or password")
+			return
+		}
+		if st.Revoked {
+			fail(w, http.StatusUnauthorized, fmt.Sprintf("device %s is revoked", st.Name))
+			return
+		}
+		a.issuePair(w, authn.KindDevice, st.Name, st.Gen(), 0)
+		return
+	}
+	acc := a.accountsOrNil()
+	if acc == nil {
+		fail(w, http.StatusUnauthorized, "wrong login or password")
+		return
+	}
+	id, name, err := acc.CheckPassword(r.Context(), remoteAddr(r).String(), in.Login, in.Password)
+	if err != nil {
+		fail(w, http.StatusUnauthorized, err.Error())
+		return
+	}
+	a.issuePair(w, authn.KindAccount, name, id, 0)
+}
+
+func (a *API) issuePair(w http.ResponseWriter, kind, subject string, gen int64, refreshTTL time.Duration) {
+	acc, _, err := a.tokens.Issue(authn.Access, kind, subject, gen, 0)
+	if err != nil {
+		fail(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	ref, _, err := a.tokens.Issue(authn.Refresh, kind, subject, gen, refreshTTL)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusCreated, tokenPair{AccessToken: acc, RefreshToken: ref})
+}
+
+// refresh is POST /token/refresh.
+func (a *API) refresh(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		RefreshToken string `json:"refreshToken"`
+	}
+	if !a.decode(w, r, &in) {
+		return
+	}
+	if in.RefreshToken == "" {
+		fail(w, http.StatusBadRequest, "give refreshToken")
+		return
+	}
+	c, code, msg := a.fromJWT(r, remoteAddr(r), in.RefreshToken, authn.Refresh)
+	if code != 0 {
+		fail(w, code, msg)
+		return
+	}
+	kind, subject, gen := authn.KindAccount, c.account, c.accountID
+	if c.device != "" {
+		kind, subject, gen = authn.KindDevice, c.device, a.dir.Load().devices[c.device].Gen()
+	}
+	tok, _, err := a.tokens.Issue(authn.Access, kind, subject, gen, 0)
+	if err != nil {
+		fail(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusCreated, tokenPair{AccessToken: tok})
+}
+
+// createToken is POST /token/create: an account with +manage on a device issues that
+// device's tokens (provisioning). DeviceHive's payload; deviceIds must name one device.
+func (a *API) createToken(w http.ResponseWriter, r *http.Request, c caller) {
+	if c.device != "" {
+		fail(w, http.StatusForbidden, "devices cannot create tokens")
+		return
+	}
+	var in struct {
+		DeviceIDs  []string `json:"deviceIds"`
+		Expiration string   `json:"expiration"`
+	}
+	if !a.decode(w, r, &in) {
+		return
+	}
+	if len(in.DeviceIDs) != 1 {
+		fail(w, http.StatusBadRequest, "deviceIds must name exactly one device: tokens are issued for one device")
+		return
+	}
+	dev := in.DeviceIDs[0]
+	st, ok := a.dir.Load().devices[dev]
+	if !ok || !a.hub.Policy().VisibleToAccount(c.accountID, dev) {
+		fail(w, http.StatusNotFound, fmt.Sprintf("device %s not found", trim(dev)))
+		return
+	}
+	if !a.hub.Policy().AllowedAccount(c.accountID, dev, registry.RightManage) {
+		fail(w, http.StatusForbidden, fmt.Sprintf("account %s may not create tokens for %s (it needs the +manage right)", c.account, dev))
+		return
+	}
+	if st.Revoked {
+		fail(w, http.StatusForbidden, fmt.Sprintf("device %s is revoked", dev))
+		return
+	}
+	var ttl time.Duration
+	if in.Expiration != "" {
+		exp, err := telemetry.ParseTime(in.Expiration)
+		if err != nil {
+			fail(w, http.StatusBadRequest, "expiration: "+err.Error())
+			return
+		}
+		if ttl = time.Until(exp); ttl <= 0 {
+			fail(w, http.StatusBadRequest, "expiration is in the past")
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if err := a.reg.AddEvent(ctx, registry.Event{Device: dev, Kind: registry.EventTokenIssued, Detail: "refresh token issued to account " + c.account + " over REST", Remote: remoteAddr(r).String()}); err != nil {
+		fail(w, http.StatusServiceUnavailable, "could not record the token in the audit log; nothing issued")
+		return
+	}
+	a.issuePair(w, authn.KindDevice, dev, st.Gen(), ttl)
+}
+
+// decodeJSON decodes exactly one JSON value.
+func decodeJSON(body interface{ Read([]byte) (int, error) }, v any) error {
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		return fmt.Errorf("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return errors.New("malformed JSON body: more than one value")
+	}
+	return nil
+}

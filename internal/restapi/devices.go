@@ -1,0 +1,237 @@
+package restapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// deviceJSON is DeviceHive's device record.
+type deviceJSON struct {
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Data         json.RawMessage `json:"data"`
+	NetworkID    *int64          `json:"networkId"`
+	DeviceTypeID *int64          `json:"deviceTypeId"`
+	IsBlocked    bool            `json:"isBlocked"`
+}
+
+// mayRead reports whether c may read device (its own record, or +telemetry); the
+// answer for a device c may not see is 404, as if it did not exist.
+func (a *API) mayRead(c caller, device string) bool {
+	if c.device != "" {
+		return c.device == device
+	}
+	return a.hub.Policy().AllowedAccount(c.accountID, device, registry.RightTelemetry)
+}
+
+func (a *API) mayManage(c caller, device string) bool {
+	return c.device == "" && a.hub.Policy().AllowedAccount(c.accountID, device, registry.RightManage)
+}
+
+// pathDevice returns the {id} of the path if it names a device c may read, else
+// answers 404 itself.
+func (a *API) pathDevice(w http.ResponseWriter, r *http.Request, c caller) (registry.DeviceState, bool) {
+	id := r.PathValue("id")
+	st, ok := a.dir.Load().devices[id]
+	if !ok || !profile.ValidName(id) || !a.mayRead(c, id) {
+		fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found", trim(id)))
+		return st, false
+	}
+	return st, true
+}
+
+func (a *API) deviceRecord(ctx context.Context, st registry.DeviceState) (deviceJSON, error) {
+	data, err := a.reg.DeviceData(ctx, st.Name)
+	if err != nil {
+		return deviceJSON{}, err
+	}
+	if data == nil {
+		data = json.RawMessage("null")
+	}
+	return deviceJSON{ID: st.Name, Name: st.Name, Data: data, IsBlocked: st.Revoked}, nil
+}
+
+func (a *API) getDevice(w http.ResponseWriter, r *http.Request, c caller) {
+	st, ok := a.pathDevice(w, r, c)
+	if !ok {
+		return
+	}
+	d, err := a.deviceRecord(r.Context(), st)
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, "reading the device failed; retry")
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// listDevices is GET /device: the devices c may read, by name.
+func (a *API) listDevices(w http.ResponseWriter, r *http.Request, c caller) {
+	q := r.URL.Query()
+	take, skip, err := paging(q.Get("take"), q.Get("skip"))
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	name, pattern := q.Get("name"), q.Get("namePattern")
+	desc := strings.EqualFold(q.Get("sortOrder"), "DESC")
+	if sf := q.Get("sortField"); sf != "" && sf != "name" && sf != "id" {
+		fail(w, http.StatusBadRequest, fmt.Sprintf("sortField %q: devices sort by name", trim(sf)))
+		return
+	}
+	d := a.dir.Load()
+	var names []string
+	for _, n := range d.names {
+		if (name == "" || n == name) && (pattern == "" || likeMatch(pattern, n)) && a.mayRead(c, n) {
+			names = append(names, n)
+		}
+	}
+	if desc {
+		for i, j := 0, len(names)-1; i < j; i, j = i+1, j-1 {
+			names[i], names[j] = names[j], names[i]
+		}
+	}
+	out := []deviceJSON{}
+	for i := skip; i < len(names) && len(out) < take; i++ {
+		rec, err := a.deviceRecord(r.Context(), d.devices[names[i]])
+		if err != nil {
+			fail(w, http.StatusServiceUnavailable, "reading devices failed; retry")
+			return
+		}
+		out = append(out, rec)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// likeMatch is SQL LIKE with % and _, as DeviceHive's namePattern; linear backtracking
+// to the last %, so no pattern can make it slow.
+func likeMatch(p, s string) bool {
+	pi, si, star, mark := 0, 0, -1, 0
+	for si < len(s) {
+		switch {
+		case pi < len(p) && p[pi] == '%':
+			star, mark = pi, si
+			pi++
+		case pi < len(p) && (p[pi] == '_' || p[pi] == s[si]):
+			pi++
+			si++
+		case star >= 0:
+			pi, mark = star+1, mark+1
+			si = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '%' {
+		pi++
+	}
+	return pi == len(p)
+}
+
+// putDevice is PUT /device/{id}: a device updates its data; an account with +manage may
+// also block (revoke) it. Devices are enrolled with 'iotsafe device add', not here.
+func (a *API) putDevice(w http.ResponseWriter, r *http.Request, c caller) {
+	id := r.PathValue("id")
+	st, known := a.dir.Load().devices[id]
+	if !known || !a.mayRead(c, id) {
+		fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found: devices are enrolled with 'iotsafe device add' on the hub", trim(id)))
+		return
+	}
+	var in struct {
+		Name      *string         `json:"name"`
+		Data      json.RawMessage `json:"data"`
+		IsBlocked *bool           `json:"isBlocked"`
+	}
+	if !a.decode(w, r, &in) {
+		return
+	}
+	if c.device == "" && !a.mayManage(c, id) {
+		fail(w, http.StatusForbidden, fmt.Sprintf("account %s may not change %s (it needs the +manage right)", c.account, id))
+		return
+	}
+	if in.Name != nil && *in.Name != id {
+		fail(w, http.StatusBadRequest, "a device's name is its id, fixed at enrolment")
+		return
+	}
+	block := in.IsBlocked != nil && *in.IsBlocked
+	switch {
+	case in.IsBlocked != nil && !*in.IsBlocked && st.Revoked:
+		fail(w, http.StatusBadRequest, "a revoked device stays revoked: enroll it again with 'iotsafe device add'")
+		return
+	case block && c.device != "":
+		fail(w, http.StatusForbidden, "a device cannot block itself")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	if in.Data != nil {
+		if err := a.reg.SetDeviceData(ctx, id, in.Data); err != nil {
+			if errors.Is(err, registry.ErrNotFound) {
+				fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found", id))
+				return
+			}
+			fail(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "registry: "))
+			return
+		}
+	}
+	if block && !st.Revoked {
+		if err := a.hub.RevokeDevice(ctx, id, "blocked by account "+c.account+" over REST"); err != nil {
+			fail(w, http.StatusServiceUnavailable, "revoking failed: "+err.Error())
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// deleteDevice is DELETE /device/{id}: +manage removes the device from the registry,
+// with its keys, sockets, secret and notifications, and closes its sessions.
+func (a *API) deleteDevice(w http.ResponseWriter, r *http.Request, c caller) {
+	if _, ok := a.pathDevice(w, r, c); !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if !a.mayManage(c, id) {
+		fail(w, http.StatusForbidden, fmt.Sprintf("%s may not remove %s (an account with the +manage right may)", c, id))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	if err := a.hub.RemoveDevice(ctx, id); err != nil {
+		if errors.Is(err, registry.ErrNotFound) {
+			fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found", id))
+			return
+		}
+		fail(w, http.StatusServiceUnavailable, "removing failed: "+err.Error())
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// paging reads take and skip (DeviceHive's defaults: take 100, at most 1000).
+func paging(take, skip string) (int, int, error) {
+	t, s := 100, 0
+	var err error
+	if take != "" {
+		if t, err = strconv.Atoi(take); err != nil || t < 0 {
+			return 0, 0, fmt.Errorf("take %q: want a number from 0", trim(take))
+		}
+		if t == 0 {
+			t = 100
+		}
+		t = min(t, 1000)
+	}
+	if skip != "" {
+		if s, err = strconv.Atoi(skip); err != nil || s < 0 {
+			return 0, 0, fmt.Errorf("skip %q: want a number from 0", trim(skip))
+		}
+	}
+	return t, s, nil
+}

@@ -1,0 +1,36 @@
+package restapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// apiError is DeviceHive's error body: {"error": CODE, "message": "..."}.
+type apiError struct {
+	Code    int    `json:"error"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	if v != nil {
+		json.NewEncoder(w).Encode(v)
+	}
+}
+
+func fail(w http.ResponseWriter, code int, msg string) {
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="iotsafe"`)
+	}
+	writeJSON(w, code, apiError{Code: code, Message: msg})
+}
+
+// overloaded answers 503 with a Retry-After: the store's queue is full.
+func overloaded(w http.ResponseWriter, retryAfter int) {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	fail(w, http.StatusServiceUnavailable, "the hub is storing as fast as it can; retry after "+strconv.Itoa(retryAfter)+" s")
+}

@@ -1,0 +1,67 @@
+package restapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/net/netutil"
+)
+
+// Plain is the API's plain HTTP listener for devices on their SSH session: it must be
+// on loopback, where only the hub's forwards (from each device's pool address) and local
+// processes connect.
+type Plain struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// maxPlainConns bounds the plain listener's connections (one keep-alive connection per
+// device is the normal case).
+const maxPlainConns = 65536
+
+// ListenPlain binds cfg.Listen, refusing an address that is not loopback.
+func (a *API) ListenPlain(log *slog.Logger) (*Plain, error) {
+	if err := a.cfg.Validate(); err != nil || a.cfg.Listen == "" {
+		return nil, fmt.Errorf("rest: plain listener: %v", err)
+	}
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("rest: %w", err)
+	}
+	p := &Plain{ln: netutil.LimitListener(ln, maxPlainConns)}
+	p.srv = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			a.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), plainKey{}, true)))
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return p, nil
+}
+
+// Addr is the bound address.
+func (p *Plain) Addr() net.Addr { return p.ln.Addr() }
+
+// Serve answers until Close.
+func (p *Plain) Serve() error {
+	if err := p.srv.Serve(p.ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close stops accepting and gives requests in flight a few seconds (long polls end).
+func (p *Plain) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := p.srv.Shutdown(ctx); err != nil {
+		p.srv.Close()
+	}
+}

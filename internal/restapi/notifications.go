@@ -1,0 +1,344 @@
+package restapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
+)
+
+// notificationJSON is DeviceHive's notification record.
+type notificationJSON struct {
+	ID              int64           `json:"id"`
+	Notification    string          `json:"notification"`
+	DeviceID        string          `json:"deviceId"`
+	NetworkID       *int64          `json:"networkId"`
+	DeviceTypeID    *int64          `json:"deviceTypeId"`
+	Timestamp       string          `json:"timestamp"`
+	Parameters      json.RawMessage `json:"parameters"`
+	DeviceTimestamp string          `json:"deviceTimestamp,omitempty"` // the device's own time, if it gave one
+}
+
+func toJSON(ns []telemetry.Notification) []notificationJSON {
+	out := make([]notificationJSON, len(ns))
+	for i, n := range ns {
+		p := n.Parameters
+		if p == nil {
+			p = json.RawMessage("null")
+		}
+		out[i] = notificationJSON{ID: n.ID, Notification: n.Name, DeviceID: n.Device, Timestamp: telemetry.FormatTime(n.Timestamp), Parameters: p}
+		if n.DeviceTime != nil {
+			out[i].DeviceTimestamp = telemetry.FormatTime(*n.DeviceTime)
+		}
+	}
+	return out
+}
+
+// insertNotification is POST /device/{id}/notification: a device stores one of its own.
+func (a *API) insertNotification(w http.ResponseWriter, r *http.Request, c caller) {
+	id := r.PathValue("id")
+	if c.device == "" {
+		fail(w, http.StatusForbidden, "only a device writes notifications, and only its own")
+		return
+	}
+	if id != c.device {
+		fail(w, http.StatusForbidden, fmt.Sprintf("device %s may write only its own notifications, not %s's", c.device, trim(id)))
+		return
+	}
+	var in struct {
+		Notification string          `json:"notification"`
+		Parameters   json.RawMessage `json:"parameters"`
+		Timestamp    string          `json:"timestamp"`
+	}
+	if !a.decode(w, r, &in) {
+		return
+	}
+	n := telemetry.Notification{Device: id, Name: in.Notification, Parameters: in.Parameters}
+	if string(n.Parameters) == "null" {
+		n.Parameters = nil
+	}
+	if in.Timestamp != "" {
+		t, err := telemetry.ParseTime(in.Timestamp)
+		if err != nil {
+			fail(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		n.DeviceTime = &t
+	}
+	if in.Notification == "" {
+		fail(w, http.StatusBadRequest, `give "notification": the notification's name`)
+		return
+	}
+	got, err := a.store.Append(r.Context(), n)
+	switch {
+	case errors.Is(err, telemetry.ErrOverloaded):
+		a.metrics.overloaded.Inc()
+		overloaded(w, 1)
+		return
+	case errors.Is(err, telemetry.ErrInvalid):
+		fail(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "telemetry: "))
+		return
+	case err != nil:
+		a.log.Error("storing a notification failed", "device", id, "err", err)
+		fail(w, http.StatusServiceUnavailable, "storing failed; nothing was stored, retry")
+		return
+	}
+	a.metrics.stored.Inc()
+	writeJSON(w, http.StatusCreated, map[string]any{"id": got[0].ID, "timestamp": telemetry.FormatTime(got[0].Timestamp)})
+}
+
+// listNotifications is GET /device/{id}/notification.
+func (a *API) listNotifications(w http.ResponseWriter, r *http.Request, c caller) {
+	st, ok := a.pathDevice(w, r, c)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	f := telemetry.Filter{Devices: []string{st.Name}, SortBy: q.Get("sortField"), Desc: strings.EqualFold(q.Get("sortOrder"), "DESC")}
+	var err error
+	if f.Take, f.Skip, err = paging(q.Get("take"), q.Get("skip")); err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if n := q.Get("notification"); n != "" {
+		f.Names = []string{n}
+	}
+	for _, p := range []struct {
+		name string
+		to   *time.Time
+	}{{"start", &f.Start}, {"end", &f.End}} {
+		if v := q.Get(p.name); v != "" {
+			if *p.to, err = telemetry.ParseTime(v); err != nil {
+				fail(w, http.StatusBadRequest, p.name+": "+err.Error())
+				return
+			}
+		}
+	}
+	got, err := a.store.List(r.Context(), f)
+	if errors.Is(err, telemetry.ErrInvalid) {
+		fail(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "telemetry: invalid notification: "))
+		return
+	}
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, "reading notifications failed; retry")
+		return
+	}
+	writeJSON(w, http.StatusOK, toJSON(got))
+}
+
+// getNotification is GET /device/{id}/notification/{nid}.
+func (a *API) getNotification(w http.ResponseWriter, r *http.Request, c caller) {
+	st, ok := a.pathDevice(w, r, c)
+	if !ok {
+		return
+	}
+	nid, err := strconv.ParseInt(r.PathValue("nid"), 10, 64)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "notification id must be a number")
+		return
+	}
+	n, err := a.store.Get(r.Context(), st.Name, nid)
+	if errors.Is(err, telemetry.ErrNotFound) {
+		fail(w, http.StatusNotFound, fmt.Sprintf("notification with id %d not found", nid))
+		return
+	}
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, "reading the notification failed; retry")
+		return
+	}
+	writeJSON(w, http.StatusOK, toJSON([]telemetry.Notification{n})[0])
+}
+
+// pollDevice is GET /device/{id}/notification/poll.
+func (a *API) pollDevice(w http.ResponseWriter, r *http.Request, c caller) {
+	st, ok := a.pathDevice(w, r, c)
+	if !ok {
+		return
+	}
+	a.poll(w, r, c, []string{st.Name})
+}
+
+// pollMany is GET /device/notification/poll: deviceId (one, or several comma-separated),
+// or every device the caller may read.
+func (a *API) pollMany(w http.ResponseWriter, r *http.Request, c caller) {
+	devs, ok := a.devicesParam(w, r, c)
+	if ok {
+		a.poll(w, r, c, devs)
+	}
+}
+
+// devicesParam reads deviceId: the named devices (each one the caller may read; an
+// unknown or hidden one is 404), or all the caller may read.
+func (a *API) devicesParam(w http.ResponseWriter, r *http.Request, c caller) ([]string, bool) {
+	param := r.URL.Query().Get("deviceId")
+	if param == "" {
+		if c.device != "" {
+			return []string{c.device}, true
+		}
+		return a.hub.Policy().DevicesWithRight(c.accountID, registry.RightTelemetry, a.dir.Load().names), true
+	}
+	d := a.dir.Load()
+	var out []string
+	for _, id := range strings.Split(param, ",") {
+		id = strings.TrimSpace(id)
+		if _, ok := d.devices[id]; !ok || !profile.ValidName(id) || !a.mayRead(c, id) {
+			fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found", trim(id)))
+			return nil, false
+		}
+		out = append(out, id)
+	}
+	return out, true
+}
+
+// pollFilter reads timestamp, names and limit.
+func pollFilter(q map[string][]string, devices []string) (telemetry.Filter, error) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	f := telemetry.Filter{Devices: devices}
+	if ts := get("timestamp"); ts != "" {
+		t, err := telemetry.ParseTime(ts)
+		if err != nil {
+			return f, err
+		}
+		f.After = t
+	}
+	if names := get("names"); names != "" {
+		f.Names = strings.Split(names, ",")
+	}
+	if l := get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			return f, fmt.Errorf("limit %q: want a number from 0", trim(l))
+		}
+		f.Take = n
+	}
+	return f, nil
+}
+
+func (a *API) poll(w http.ResponseWriter, r *http.Request, c caller, devices []string) {
+	q := r.URL.Query()
+	f, err := pollFilter(q, devices)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	wait := 30 * time.Second
+	if v := q.Get("waitTimeout"); v != "" {
+		s, err := strconv.Atoi(v)
+		if err != nil || s < 0 {
+			fail(w, http.StatusBadRequest, fmt.Sprintf("waitTimeout %q: want seconds from 0", trim(v)))
+			return
+		}
+		wait = min(time.Duration(s)*time.Second, a.cfg.MaxWait)
+	}
+	var got []telemetry.Notification
+	if wait == 0 {
+		got = []telemetry.Notification{}
+		if !f.After.IsZero() {
+			got, err = a.store.List(r.Context(), telemetry.Filter{Devices: f.Devices, Names: f.Names, After: f.After, Take: f.Take})
+		}
+	} else {
+		select {
+		case a.polls <- struct{}{}:
+			defer func() { <-a.polls }()
+		default:
+			overloaded(w, 5)
+			return
+		}
+		a.metrics.polls.Inc()
+		defer a.metrics.polls.Dec()
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		got, err = a.store.Poll(ctx, f)
+		cancel()
+	}
+	if err != nil {
+		if errors.Is(err, telemetry.ErrInvalid) {
+			fail(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		fail(w, http.StatusServiceUnavailable, "polling failed; retry")
+		return
+	}
+	writeJSON(w, http.StatusOK, toJSON(got))
+}
+
+// stream is GET /device/notification/stream: server-sent events, one "notification"
+// event per notification, its id the notification's timestamp (a reconnecting
+// EventSource sends it back as Last-Event-ID and misses nothing).
+func (a *API) stream(w http.ResponseWriter, r *http.Request, c caller) {
+	devs, ok := a.devicesParam(w, r, c)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	if last := r.Header.Get("Last-Event-ID"); last != "" && q.Get("timestamp") == "" {
+		q.Set("timestamp", last)
+	}
+	f, err := pollFilter(q, devs)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	select {
+	case a.polls <- struct{}{}:
+		defer func() { <-a.polls }()
+	default:
+		overloaded(w, 5)
+		return
+	}
+	a.metrics.polls.Inc()
+	defer a.metrics.polls.Dec()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": iotsafe notification stream\n\n")
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	a.store.Stream(r.Context(), f, func(ns []telemetry.Notification) error {
+		// Rights are checked on every batch: a revoked device or account, or a removed
+		// grant, ends the stream.
+		if !a.stillValid(c) {
+			fmt.Fprint(w, "event: end\ndata: {\"message\":\"access ended\"}\n\n")
+			rc.Flush()
+			return errors.New("access ended")
+		}
+		for _, n := range toJSON(ns) {
+			if !a.mayRead(c, n.DeviceID) {
+				continue
+			}
+			b, _ := json.Marshal(n)
+			fmt.Fprintf(w, "id: %s\nevent: notification\ndata: %s\n\n", n.Timestamp, b)
+		}
+		return rc.Flush()
+	})
+}
+
+// stillValid reports whether c's identity is still live (streams outlast the check at
+// their start).
+func (a *API) stillValid(c caller) bool {
+	if c.device != "" {
+		st, ok := a.dir.Load().devices[c.device]
+		return ok && !st.Revoked
+	}
+	acc := a.accountsOrNil()
+	if acc == nil {
+		return false
+	}
+	name, ok := acc.AccountName(c.accountID)
+	return ok && name == c.account
+}
