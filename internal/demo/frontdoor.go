@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/credential"
@@ -68,10 +69,22 @@ func frontdoorDemo(ctx context.Context, h *hub.Hub, o Options, addr string) erro
   curl --cacert iotsafe-ca.crt --resolve dev2.%[3]s:%[4]s:127.0.0.1 -H 'Authorization: Bearer %[6]s' https://dev2.%[3]s:%[4]s/
   %[1]s account add alice --data %[2]s && %[1]s grant --account alice dev1 http --data %[2]s
 `, o.Binary, o.DataDir, domain, port, DemoAccount, tok)
+	if h.Store() != nil {
+		return telemetryDemo(ctx, h, o, addr, a, tok, caPEM)
+	}
 	return nil
 }
 
 func fetchHTTPS(ctx context.Context, addr, host, token string, caPEM []byte) (string, error) {
+	code, b, err := httpsCall(ctx, addr, http.MethodGet, "https://"+host+"/", "Bearer "+token, "", caPEM)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("%d: %s", code, b)
+	}
+	return b, err
+}
+
+// httpsCall sends one request to the front door at addr, trusting only caPEM.
+func httpsCall(ctx context.Context, addr, method, url, auth, body string, caPEM []byte) (int, string, error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	tr := &http.Transport{
@@ -81,16 +94,22 @@ func fetchHTTPS(ctx context.Context, addr, host, token string, caPEM []byte) (st
 		},
 	}
 	defer tr.CloseIdleConnections()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+"/", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, url, rd)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		return "", err
+		return 0, "", err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", resp.Status, b)
-	}
-	return string(b), err
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, string(b), err
 }

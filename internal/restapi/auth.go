@@ -37,8 +37,6 @@ func (c caller) String() string {
 	return "account " + c.account
 }
 
-type callerKey struct{}
-
 // plainKey marks requests of the plain listener, where source addresses identify devices.
 type plainKey struct{}
 

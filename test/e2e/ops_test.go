@@ -36,7 +36,8 @@ func TestDemo(t *testing.T) {
 	go io.Copy(io.Discard, out)
 	s := text.String()
 	for _, want := range []string{"device dev3", `through dev1's SSH session -> {"device":"dev1"`, "connect dev2 http",
-		`through the front door (HTTPS, account demo) -> {"device":"dev1"`} {
+		`through the front door (HTTPS, account demo) -> {"device":"dev1"`,
+		`/device/dev1/notification as account demo (+telemetry) -> [{"id":`} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, s)
 		}
@@ -44,14 +45,20 @@ func TestDemo(t *testing.T) {
 	// The front-door hints work as printed: export the CA, then curl with the token.
 	for _, line := range strings.Split(s, "\n") {
 		line = strings.TrimSpace(line)
-		if strings.Contains(line, "frontdoor ca") || strings.HasPrefix(line, "curl ") {
+		if strings.Contains(line, "frontdoor ca") || strings.HasPrefix(line, "curl ") || strings.HasPrefix(line, "SECRET=") {
 			line = strings.ReplaceAll(line, "iotsafe-ca.crt", data+"/iotsafe-ca.crt")
 			c := exec.Command("sh", "-c", line+" --config "+cfg)
-			if strings.HasPrefix(line, "curl ") {
-				c = exec.Command("sh", "-c", line)
+			want := ""
+			switch {
+			case strings.HasPrefix(line, "SECRET="): // a device logs in to the REST API
+				c, want = exec.Command("sh", "-c", line), `"accessToken"`
+			case strings.Contains(line, "/api/rest/"): // the app reads dev1's notification
+				c, want = exec.Command("sh", "-c", line), `"notification":"temperature"`
+			case strings.HasPrefix(line, "curl "):
+				c, want = exec.Command("sh", "-c", line), `"device":"dev2"`
 			}
 			got, err := c.CombinedOutput()
-			if err != nil || strings.HasPrefix(line, "curl ") && !strings.Contains(string(got), `"device":"dev2"`) {
+			if err != nil || !strings.Contains(string(got), want) {
 				t.Fatalf("hint %q: %v\n%s", line, err, got)
 			}
 		}
