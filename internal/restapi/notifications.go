@@ -123,15 +123,20 @@ func (a *API) listNotifications(w http.ResponseWriter, r *http.Request, c caller
 		}
 	}
 	got, err := a.store.List(r.Context(), f)
-	if errors.Is(err, telemetry.ErrInvalid) {
+	answerList(w, got, err, "reading notifications")
+}
+
+// answerList writes a list of notifications, or the store's error: 400 for a query it
+// refused, 503 for a failure (retry).
+func answerList(w http.ResponseWriter, got []telemetry.Notification, err error, what string) {
+	switch {
+	case errors.Is(err, telemetry.ErrInvalid):
 		fail(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "telemetry: invalid notification: "))
-		return
+	case err != nil:
+		fail(w, http.StatusServiceUnavailable, what+" failed; retry")
+	default:
+		writeJSON(w, http.StatusOK, toJSON(got))
 	}
-	if err != nil {
-		fail(w, http.StatusServiceUnavailable, "reading notifications failed; retry")
-		return
-	}
-	writeJSON(w, http.StatusOK, toJSON(got))
 }
 
 // getNotification is GET /device/{id}/notification/{nid}.
@@ -263,15 +268,7 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request, c caller, devices []s
 		got, err = a.store.Poll(ctx, f)
 		cancel()
 	}
-	if err != nil {
-		if errors.Is(err, telemetry.ErrInvalid) {
-			fail(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		fail(w, http.StatusServiceUnavailable, "polling failed; retry")
-		return
-	}
-	writeJSON(w, http.StatusOK, toJSON(got))
+	answerList(w, got, err, "polling")
 }
 
 // stream is GET /device/notification/stream: server-sent events, one "notification"
