@@ -355,3 +355,23 @@ func FuzzParseTime(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkAppendParallel is many devices each waiting for its notification to be
+// durable: the rate group commit reaches.
+func BenchmarkAppendParallel(b *testing.B) {
+	s, err := Open(context.Background(), b.TempDir(), Config{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.SetParallelism(64)
+	b.RunParallel(func(pb *testing.PB) {
+		n := Notification{Device: "dev1", Name: "uuid", Parameters: json.RawMessage(`"0f8fad5b-d9cb-469f-a165-70867728950e"`)}
+		for pb.Next() {
+			if _, err := s.Append(context.Background(), n); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
