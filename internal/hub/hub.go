@@ -150,6 +150,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 		}
 		h.log.Info("metrics", "url", "http://"+addr.String()+"/metrics")
 	}
+	// Before any listener: the admin socket and sshd's callbacks reach the API.
+	if err := h.startTelemetry(ctx); err != nil {
+		return nil, err
+	}
 	if h.ssh, err = sshd.New(sc, h.reg, h.hostKeys); err != nil {
 		return nil, err
 	}
@@ -162,14 +166,12 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if h.admin, err = admin.Listen(filepath.Join(h.dir, admin.SocketName), cfg.Admin.Group, h, h.log.With("component", "admin")); err != nil {
 		return nil, err
 	}
-	if err := h.startTelemetry(ctx); err != nil {
-		return nil, err
-	}
 	if cfg.Frontdoor.Enabled() {
 		if err := h.startFrontdoor(ctx); err != nil {
 			return nil, err
 		}
 	}
+	h.serveREST()
 	go h.watchChanges(ctx, DefaultChangePoll, changesFrom)
 	go h.pruneAudit(ctx, time.Hour)
 	go func() {

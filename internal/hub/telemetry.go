@@ -56,15 +56,22 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 		if h.plainREST, err = h.api.ListenPlain(log); err != nil {
 			return err
 		}
-		go func() {
-			if err := h.plainREST.Serve(); err != nil {
-				log.Error("plain REST listener stopped", "err", err)
-			}
-		}()
 		log.Info("REST API for devices on their SSH session", "listen", h.plainREST.Addr().String(), "path", restapi.Prefix)
 	}
 	go h.pruneTelemetry(ctx, time.Hour)
 	return nil
+}
+
+// serveREST starts answering on the plain listener, once everything the API calls runs.
+func (h *Hub) serveREST() {
+	if h.plainREST == nil {
+		return
+	}
+	go func() {
+		if err := h.plainREST.Serve(); err != nil {
+			h.log.Error("plain REST listener stopped", "err", err)
+		}
+	}()
 }
 
 // RESTAddr is the plain REST listener's address, or nil when it is off.

@@ -64,4 +64,5 @@ func (p *Plain) Close() {
 	if err := p.srv.Shutdown(ctx); err != nil {
 		p.srv.Close()
 	}
+	p.ln.Close() // bound but never served (a start that failed later)
 }
