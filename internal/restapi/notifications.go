@@ -255,20 +255,28 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request, c caller, devices []s
 			got, err = a.store.List(r.Context(), telemetry.Filter{Devices: f.Devices, Names: f.Names, After: f.After, Take: f.Take})
 		}
 	} else {
-		select {
-		case a.polls <- struct{}{}:
-			defer func() { <-a.polls }()
-		default:
-			overloaded(w, 5)
+		release, ok := a.holdPoll(w)
+		if !ok {
 			return
 		}
-		a.metrics.polls.Inc()
-		defer a.metrics.polls.Dec()
+		defer release()
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		got, err = a.store.Poll(ctx, f)
 		cancel()
 	}
 	answerList(w, got, err, "polling")
+}
+
+// holdPoll takes one of rest.max_polls places for a long poll or stream, or answers 503.
+func (a *API) holdPoll(w http.ResponseWriter) (release func(), ok bool) {
+	select {
+	case a.polls <- struct{}{}:
+	default:
+		overloaded(w, 5)
+		return nil, false
+	}
+	a.metrics.polls.Inc()
+	return func() { a.metrics.polls.Dec(); <-a.polls }, true
 }
 
 // stream is GET /device/notification/stream: server-sent events, one "notification"
@@ -288,15 +296,11 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c caller) {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	select {
-	case a.polls <- struct{}{}:
-		defer func() { <-a.polls }()
-	default:
-		overloaded(w, 5)
+	release, ok := a.holdPoll(w)
+	if !ok {
 		return
 	}
-	a.metrics.polls.Inc()
-	defer a.metrics.polls.Dec()
+	defer release()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -221,6 +222,35 @@ func TestTelemetryREST(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), `"notification":"hello"`) {
 			t.Errorf("curl over the forward: %v %s", err, out)
 		}
+	})
+	t.Run("stream", func(t *testing.T) {
+		// Server-sent events from a cursor: dev1's stored notification arrives as an event
+		// whose id is its timestamp.
+		req, _ := http.NewRequest("GET", api+"/device/notification/stream?deviceId=dev1&timestamp=2000-01-01T00:00:00", nil)
+		req.SetBasicAuth("app", "app-password-1")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		sc := bufio.NewScanner(resp.Body)
+		var id string
+		for sc.Scan() {
+			line := sc.Text()
+			if v, ok := strings.CutPrefix(line, "id: "); ok {
+				id = v
+			}
+			if strings.HasPrefix(line, "data: ") {
+				if !strings.Contains(line, `"notification":"temperature"`) || id == "" {
+					t.Fatalf("stream event: id %q, %s", id, line)
+				}
+				return
+			}
+		}
+		t.Fatalf("stream ended without an event: %v", sc.Err())
 	})
 	t.Run("revocation stops tokens at once", func(t *testing.T) {
 		h.mustCLI("device", "revoke", "dev1")
