@@ -48,6 +48,32 @@ func TestIssueAndVerifyEachAlgorithm(t *testing.T) {
 	}
 }
 
+// The hub's metrics split a verification as paper 004 does: the signature check is a
+// part of the whole, named by the key's algorithm, also when the signature is wrong.
+func TestVerifyTimedSplitsSignature(t *testing.T) {
+	tk := openTokens(t, t.TempDir(), Config{Algorithm: HS384})
+	tok, _, _ := tk.Issue(Access, KindDevice, "dev42", 1, 0)
+	c, tm, err := tk.VerifyTimed(tok, Access)
+	if err != nil || c.Subject != "dev42" {
+		t.Fatal(c, err)
+	}
+	if tm.Alg != HS384 || tm.Signature <= 0 || tm.Signature > tm.Total {
+		t.Fatalf("timing %+v", tm)
+	}
+	bad := []byte(tok)
+	if i := len(bad) - 3; bad[i] == 'A' {
+		bad[i] = 'B'
+	} else {
+		bad[i] = 'A'
+	}
+	if _, tm, err := tk.VerifyTimed(string(bad), Access); !errors.Is(err, ErrInvalid) || tm.Alg != HS384 || tm.Signature <= 0 {
+		t.Fatalf("tampered: %+v %v", tm, err)
+	}
+	if _, tm, err := tk.VerifyTimed("not.a.token", Access); err == nil || tm.Alg != "" || tm.Signature != 0 || tm.Total <= 0 {
+		t.Fatalf("garbage: %+v %v", tm, err)
+	}
+}
+
 func TestRefusals(t *testing.T) {
 	dir := t.TempDir()
 	tk := openTokens(t, dir, Config{})

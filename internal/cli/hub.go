@@ -49,6 +49,9 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 			if ra := h.RESTAddr(); ra != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "REST API for devices on http://%s/api/rest (give devices a direct alias to it)\n", ra)
 			}
+			if ma := h.MetricsAddr(); ma != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "metrics on http://%s/metrics\n", ma)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "hub listening for devices on %s (data %s)\n", h.SSHAddr(), g.data)
 			log.Info("hub ready", "ssh", h.SSHAddr().String(), "data", g.data)
 			sig := make(chan os.Signal, 4)

@@ -46,6 +46,7 @@ type Hub struct {
 	resolver    *resolver.Server
 	front       *frontdoor.Server
 	frontAt     net.Addr
+	metricsAt   net.Addr
 	policy      atomic.Pointer[access.Policy]
 	policyUpTo  atomic.Int64 // the newest audit event the loaded policy includes
 	ids         *access.Identities
@@ -148,6 +149,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 		if err != nil {
 			return nil, err
 		}
+		h.metricsAt = addr
 		h.log.Info("metrics", "url", "http://"+addr.String()+"/metrics")
 	}
 	// Before any listener: the admin socket and sshd's callbacks reach the API.
@@ -204,6 +206,9 @@ func (h *Hub) startFrontdoor(ctx context.Context) error {
 
 // FrontdoorAddr is the front door's HTTPS address, or nil when it is off.
 func (h *Hub) FrontdoorAddr() net.Addr { return h.frontAt }
+
+// MetricsAddr is where /metrics is served; nil when metrics are off.
+func (h *Hub) MetricsAddr() net.Addr { return h.metricsAt }
 
 // Policy implements frontdoor.Backend: the grants snapshot both local layers use.
 func (h *Hub) Policy() *access.Policy { return h.policy.Load() }
