@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -43,6 +44,9 @@ type Key struct {
 // their tokens can no longer be valid.
 type KeySet struct {
 	Keys []Key `json:"keys"`
+
+	indexOnce sync.Once
+	index     compactIndex // header segment -> key, for verifyCompact
 }
 
 // Current is the signing key.

@@ -94,13 +94,13 @@ var (
 // Tokens issues and verifies tokens with the key file in a data folder, re-reading it
 // when it changes (rotation by another process takes effect within a second).
 type Tokens struct {
-	cfg     Config
-	dir     string
-	keys    atomic.Pointer[KeySet]
-	checkMu sync.Mutex
-	checked time.Time
-	modTime time.Time
-	parser  *jwt.Parser
+	cfg       Config
+	dir       string
+	keys      atomic.Pointer[KeySet]
+	checkMu   sync.Mutex
+	nextCheck atomic.Int64 // unix ns of the next look at the key file
+	modTime   time.Time
+	parser    *jwt.Parser
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -140,7 +140,6 @@ func Open(dir string, cfg Config) (*Tokens, Opened, error) {
 		what = KeysRotated
 	}
 	t := &Tokens{cfg: cfg, dir: dir}
-	t = &Tokens{cfg: cfg, dir: dir}
 	t.keys.Store(ks)
 	if fi, err := os.Stat(filepath.Join(dir, KeysFile)); err == nil {
 		t.modTime = fi.ModTime()
@@ -173,12 +172,15 @@ func (t *Tokens) now() time.Time {
 // maybeReload re-reads the key file at most once a second if its mtime changed.
 func (t *Tokens) maybeReload() {
 	now := time.Now()
-	t.checkMu.Lock()
-	defer t.checkMu.Unlock()
-	if now.Sub(t.checked) < time.Second {
+	// Every request passes here: only one of them a second looks at the file.
+	if now.UnixNano() < t.nextCheck.Load() || !t.checkMu.TryLock() {
 		return
 	}
-	t.checked = now
+	defer t.checkMu.Unlock()
+	if now.UnixNano() < t.nextCheck.Load() {
+		return
+	}
+	t.nextCheck.Store(now.Add(time.Second).UnixNano())
 	fi, err := os.Stat(filepath.Join(t.dir, KeysFile))
 	if err != nil || fi.ModTime().Equal(t.modTime) {
 		return
@@ -284,6 +286,25 @@ func (t *Tokens) verify(token, want string, tm *Timing) (*Claims, error) {
 	t.maybeReload()
 	ks := t.keys.Load()
 	now := t.now()
+	c, handled, err := t.verifyCompact(token, ks, now, tm)
+	if !handled {
+		c, err = t.verifyLibrary(token, ks, now, tm)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.TokenType != want {
+		return nil, fmt.Errorf("%w: a %s token where a %s token is needed", ErrWrongType, c.TokenType, want)
+	}
+	if c.Subject == "" || (c.Kind != KindDevice && c.Kind != KindAccount) {
+		return nil, fmt.Errorf("%w: no subject", ErrInvalid)
+	}
+	return c, nil
+}
+
+// verifyLibrary checks any token with the generic library: what verifyCompact does not
+// handle.
+func (t *Tokens) verifyLibrary(token string, ks *KeySet, now time.Time, tm *Timing) (*Claims, error) {
 	var c Claims
 	p := t.parser
 	if t.Now != nil {
@@ -318,12 +339,6 @@ func (t *Tokens) verify(token, want string, tm *Timing) (*Claims, error) {
 		return nil, ErrUnsigned
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if c.TokenType != want {
-		return nil, fmt.Errorf("%w: a %s token where a %s token is needed", ErrWrongType, c.TokenType, want)
-	}
-	if c.Subject == "" || (c.Kind != KindDevice && c.Kind != KindAccount) {
-		return nil, fmt.Errorf("%w: no subject", ErrInvalid)
 	}
 	return &c, nil
 }

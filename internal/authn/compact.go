@@ -1,0 +1,179 @@
+package authn
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// The hot path of every API request is one token check. The generic library decodes
+// the header into a map and the claims through reflection and custom decoders, which
+// cost several times the HMAC itself (paper 004's figure 6 against figure 5). Tokens of
+// the exact shape this package issues are checked here instead: the header segment must
+// be byte for byte the one a known key signs with, so it needs no parsing and names one
+// key (and so one algorithm); the claims go into a flat struct. Anything else is handed
+// to the library, so both paths accept exactly the same tokens (FuzzCompactAgrees).
+
+// compactKey is a key's precomputed header segment and pooled MACs.
+type compactKey struct {
+	key  *Key
+	macs sync.Pool // hash.Hash keyed with the secret, reset after use
+}
+
+// compactIndex maps header segments to keys; built once per key set.
+type compactIndex map[string]*compactKey
+
+func (ks *KeySet) compact() compactIndex {
+	ks.indexOnce.Do(func() {
+		ks.index = compactIndex{}
+		for i := range ks.Keys {
+			k := &ks.Keys[i]
+			// The library marshals the header map with sorted keys.
+			h, err := json.Marshal(map[string]any{"alg": k.Alg, "kid": k.ID, "typ": "JWT"})
+			if err != nil {
+				continue
+			}
+			ck := &compactKey{key: k}
+			if newHash := hashFor(k.Alg); newHash != nil {
+				secret := k.Secret
+				ck.macs.New = func() any { return hmac.New(newHash, secret) }
+			}
+			ks.index[base64.RawURLEncoding.EncodeToString(h)] = ck
+		}
+	})
+	return ks.index
+}
+
+func hashFor(alg string) func() hash.Hash {
+	switch alg {
+	case HS256:
+		return sha256.New
+	case HS384:
+		return sha512.New384
+	case HS512:
+		return sha512.New
+	}
+	return nil
+}
+
+// flatClaims are Claims without the library's decoders. Pointers tell a JSON null or
+// an absent claim from a zero; integers make the decoder refuse what the library's
+// float parsing might read differently (fractions, strings), which then goes to it.
+type flatClaims struct {
+	Subject   string          `json:"sub"`
+	Issuer    string          `json:"iss"`
+	ID        string          `json:"jti"`
+	Audience  json.RawMessage `json:"aud"`
+	ExpiresAt *int64          `json:"exp"`
+	NotBefore *int64          `json:"nbf"`
+	IssuedAt  *int64          `json:"iat"`
+	TokenType string          `json:"tokenType"`
+	Kind      string          `json:"kind"`
+	Gen       int64           `json:"gen"`
+}
+
+// Refusals of the compact path, worded as the library's.
+var (
+	errBadSignature = fmt.Errorf("%w: signature is invalid", ErrInvalid)
+	errNoExpiry     = fmt.Errorf("%w: exp claim is required", ErrInvalid)
+	errNotYet       = fmt.Errorf("%w: token is not valid yet", ErrInvalid)
+	errFuture       = fmt.Errorf("%w: token used before issued", ErrInvalid)
+)
+
+// maxExactSeconds bounds claim times the library (which parses them as float64) reads
+// exactly.
+const maxExactSeconds = 1 << 53
+
+// verifyCompact checks token if it has this package's shape. handled is false when it
+// does not, and the library must decide; when handled, err is the library's answer.
+func (t *Tokens) verifyCompact(token string, ks *KeySet, now time.Time, tm *Timing) (c *Claims, handled bool, err error) {
+	head, rest, ok := strings.Cut(token, ".")
+	if !ok {
+		return nil, false, nil
+	}
+	payload, sig, ok := strings.Cut(rest, ".")
+	if !ok || strings.Contains(sig, ".") {
+		return nil, false, nil
+	}
+	ck := ks.compact()[head]
+	if ck == nil || ks.byID(ck.key.ID, now, t.cfg.MaxRefreshTTL) != ck.key {
+		return nil, false, nil
+	}
+	k := ck.key
+	tm.Alg = k.Alg
+	// The library's order: decoding, then the key's rules, the signature, the claims.
+	want, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		return nil, false, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return nil, false, nil
+	}
+	var f flatClaims
+	if json.Unmarshal(raw, &f) != nil || f.Audience != nil {
+		return nil, false, nil
+	}
+	for _, v := range []*int64{f.ExpiresAt, f.NotBefore, f.IssuedAt} {
+		if v != nil && (*v > maxExactSeconds || *v < -maxExactSeconds) {
+			return nil, false, nil
+		}
+	}
+	if k.Alg == None {
+		if len(want) != 0 {
+			return nil, false, nil
+		}
+		if !t.cfg.AllowUnsigned {
+			return nil, true, ErrUnsigned
+		}
+	} else {
+		start := time.Now()
+		mac := ck.macs.Get().(hash.Hash)
+		mac.Write([]byte(token[:len(head)+1+len(payload)]))
+		var buf [64]byte
+		good := hmac.Equal(mac.Sum(buf[:0]), want)
+		mac.Reset()
+		ck.macs.Put(mac)
+		tm.Signature = time.Since(start)
+		if !good {
+			return nil, true, errBadSignature
+		}
+	}
+	// The library's order of answers: expired first, then any other failed claim.
+	const leeway = 2 * time.Second
+	if f.ExpiresAt == nil {
+		return nil, true, errNoExpiry
+	}
+	exp := time.Unix(*f.ExpiresAt, 0)
+	if !now.Before(exp.Add(leeway)) {
+		return nil, true, ErrExpired
+	}
+	if f.NotBefore != nil && now.Before(time.Unix(*f.NotBefore, 0).Add(-leeway)) {
+		return nil, true, errNotYet
+	}
+	if f.IssuedAt != nil && now.Before(time.Unix(*f.IssuedAt, 0).Add(-leeway)) {
+		return nil, true, errFuture
+	}
+	c = &Claims{TokenType: f.TokenType, Kind: f.Kind, Gen: f.Gen}
+	c.Subject, c.Issuer, c.ID = f.Subject, f.Issuer, f.ID
+	c.ExpiresAt = newDate(f.ExpiresAt)
+	c.NotBefore = newDate(f.NotBefore)
+	c.IssuedAt = newDate(f.IssuedAt)
+	return c, true, nil
+}
+
+func newDate(v *int64) *jwt.NumericDate {
+	if v == nil {
+		return nil
+	}
+	return jwt.NewNumericDate(time.Unix(*v, 0))
+}
