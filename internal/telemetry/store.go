@@ -103,6 +103,9 @@ func Open(ctx context.Context, dir string, cfg Config, obs Observer) (*Store, er
 	// FULL: a commit is on disk when it returns. Group commit makes that one fsync per
 	// batch, and the REST API acknowledges only what is durable.
 	q.Add("_pragma", "synchronous(FULL)")
+	// A multi-row INSERT keeps a statement journal of the pages it changes (to undo
+	// itself alone); in a file that is a write per page per batch.
+	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Add("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
@@ -244,6 +247,30 @@ func (s *Store) gather(first *appendReq) (batch []*appendReq, after *appendReq) 
 	return batch, nil
 }
 
+// rowsPerInsert bounds one INSERT statement (5 parameters a row, well below SQLite's
+// 32766).
+const rowsPerInsert = 256
+
+var insertSQLs sync.Map // rows -> statement text
+
+// insertSQL is the INSERT of n notifications.
+func insertSQL(n int) string {
+	if q, ok := insertSQLs.Load(n); ok {
+		return q.(string)
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO notifications(device, name, parameters, ts, device_ts) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?)")
+	}
+	q := b.String()
+	insertSQLs.Store(n, q)
+	return q
+}
+
 func (s *Store) commit(batch []*appendReq) {
 	start := time.Now()
 	n := 0
@@ -255,14 +282,19 @@ func (s *Store) commit(batch []*appendReq) {
 		if batch[0].fn != nil {
 			return batch[0].fn(tx)
 		}
-		st, err := tx.Prepare(`INSERT INTO notifications(device, name, parameters, ts, device_ts) VALUES(?,?,?,?,?)`)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
+		var items []*Notification
 		for _, r := range batch {
 			for i := range r.items {
-				it := &r.items[i]
+				items = append(items, &r.items[i])
+			}
+		}
+		// Many rows per statement: one statement per notification costs more than the
+		// row itself through database/sql.
+		for len(items) > 0 {
+			chunk := items[:min(len(items), rowsPerInsert)]
+			items = items[len(chunk):]
+			args := make([]any, 0, 5*len(chunk))
+			for _, it := range chunk {
 				// The hub's clock, made strictly increasing: the poll cursor is a timestamp.
 				ts := max(time.Now().UnixMicro(), lastTS+1)
 				lastTS = ts
@@ -273,14 +305,21 @@ func (s *Store) commit(batch []*appendReq) {
 				if it.DeviceTime != nil {
 					dts = it.DeviceTime.UnixMicro()
 				}
-				res, err := st.Exec(it.Device, it.Name, params, ts, dts)
-				if err != nil {
-					return err
-				}
-				if it.ID, err = res.LastInsertId(); err != nil {
-					return err
-				}
+				args = append(args, it.Device, it.Name, params, ts, dts)
 				it.Timestamp = time.UnixMicro(ts).UTC()
+			}
+			res, err := tx.Exec(insertSQL(len(chunk)), args...)
+			if err != nil {
+				return err
+			}
+			last, err := res.LastInsertId()
+			if err != nil {
+				return err
+			}
+			// AUTOINCREMENT with this single writer numbers one statement's rows
+			// consecutively.
+			for i, it := range chunk {
+				it.ID = last - int64(len(chunk)-1-i)
 			}
 		}
 		return nil

@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -365,8 +367,11 @@ func BenchmarkAppendParallel(b *testing.B) {
 	}
 	defer s.Close()
 	b.SetParallelism(64)
+	var next atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
-		n := Notification{Device: "dev1", Name: "uuid", Parameters: json.RawMessage(`"0f8fad5b-d9cb-469f-a165-70867728950e"`)}
+		// Devices interleave as in a fleet: each row lands on another leaf of the
+		// per-device index.
+		n := Notification{Device: fmt.Sprintf("dev%d", next.Add(1)%640), Name: "uuid", Parameters: json.RawMessage(`"0f8fad5b-d9cb-469f-a165-70867728950e"`)}
 		for pb.Next() {
 			if _, err := s.Append(context.Background(), n); err != nil {
 				b.Error(err)
