@@ -35,6 +35,8 @@ type SSHServer struct {
 	User                 string
 	KeyDir               string
 	Front                *FrontdoorInfo // iotsafe with IoTsafeOpts.Frontdoor only
+	REST                 string         // iotsafe: the plain REST listener, if configured
+	MetricsURL           string         // iotsafe: http://ADDR/metrics, if configured
 	dataDir              string
 	pool                 sockets.Config
 	netns                *Netns
@@ -79,17 +81,38 @@ type IoTsafeOpts struct {
 	Netns              *Netns // run the hub there (nil: the host's namespace)
 	GrantUID           uint32 // if set, this uid may reach every lab device
 	Frontdoor          bool   // also serve the front door, with an account granted every device
+	FrontdoorConns     int    // the front door's max_conns; 0 keeps the hub's default
 	// MaxChannels is the lab profile's limit of concurrent connections per device
 	// session; 0 means 4 per forward plus 64. The rps part raises it above the load
 	// generator's concurrency: there one device serves every client.
 	MaxChannels int
+	// Direct are the lab profile's direct aliases (alias -> target).
+	Direct map[string]string
+	// Config is more hub.yaml (whole top-level sections: rest, jwt, metrics, ...).
+	Config string
+	// Enrolled, if set, runs on the registry once the devices are enrolled (secrets).
+	Enrolled func(ctx context.Context, reg *registry.Registry, devices []string) error
+}
+
+// LabHub is an enrolled lab hub's data folder; a bench may start it several times
+// with different configurations (StartEnrolled).
+type LabHub struct {
+	Name, Dir, Keys string
+	pool            sockets.Config
+	frontToken      string
 }
 
 // StartIoTsafe enrolls o.Sessions devices with o.Forwards aliases each and starts a hub.
 func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*SSHServer, error) {
-	if o.Kernel && o.Netns == nil {
-		return nil, fmt.Errorf("lab: the kernel layer runs only in a namespace of the lab's")
+	lh, err := b.EnrollIoTsafe(ctx, name, o)
+	if err != nil {
+		return nil, err
 	}
+	return b.StartEnrolled(ctx, lh, o)
+}
+
+// EnrollIoTsafe makes a hub's data folder with o.Sessions devices (dev0, dev1, ...).
+func (b *Bench) EnrollIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*LabHub, error) {
 	dir, err := b.Scratch(name)
 	if err != nil {
 		return nil, err
@@ -102,25 +125,34 @@ func (b *Bench) StartIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := writeLabHubConfig(dir, pool, o); err != nil {
+	return &LabHub{Name: name, Dir: dir, Keys: keys, pool: pool, frontToken: frontToken}, nil
+}
+
+// StartEnrolled writes the hub.yaml o asks for into an enrolled data folder and starts
+// the hub on it.
+func (b *Bench) StartEnrolled(ctx context.Context, lh *LabHub, o IoTsafeOpts) (*SSHServer, error) {
+	if o.Kernel && o.Netns == nil {
+		return nil, fmt.Errorf("lab: the kernel layer runs only in a namespace of the lab's")
+	}
+	if err := writeLabHubConfig(lh.Dir, lh.pool, o); err != nil {
 		return nil, err
 	}
-	argv := append([]string{b.Bin, "hub", "--data", dir}, b.ProfileArgs(name)...)
+	argv := append([]string{b.Bin, "hub", "--data", lh.Dir}, b.ProfileArgs(lh.Name)...)
 	if o.Netns != nil {
 		argv = o.Netns.Exec(argv...)
 	}
-	proc, err := StartProc(name, nil, argv...)
+	proc, err := StartProc(lh.Name, nil, argv...)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := awaitLabHub(ctx, proc, dir, o.Frontdoor)
+	srv, err := awaitLabHub(ctx, proc, lh.Dir, o.Frontdoor)
 	if err != nil {
 		proc.Stop()
 		return nil, err
 	}
-	srv.Name, srv.KeyDir, srv.pool, srv.netns = name, keys, pool, o.Netns
+	srv.Name, srv.KeyDir, srv.pool, srv.netns = lh.Name, lh.Keys, lh.pool, o.Netns
 	if srv.Front != nil {
-		srv.Front.Token = frontToken
+		srv.Front.Token = lh.frontToken
 	}
 	return srv, nil
 }
@@ -137,7 +169,7 @@ func enrollLab(ctx context.Context, dir, keys string, pool sockets.Config, o IoT
 	if maxChannels == 0 {
 		maxChannels = 4*o.Forwards + 64
 	}
-	prof := &profile.Profile{Name: "lab", Reverse: map[string]int{}, MaxForwards: o.Forwards, MaxChannels: maxChannels}
+	prof := &profile.Profile{Name: "lab", Reverse: map[string]int{}, Direct: o.Direct, MaxForwards: o.Forwards, MaxChannels: maxChannels}
 	for i := range o.Forwards {
 		prof.Reverse[fmt.Sprintf("f%d", i)] = 0
 	}
@@ -152,6 +184,15 @@ func enrollLab(ctx context.Context, dir, keys string, pool sockets.Config, o IoT
 			_, err = reg.AddDevice(ctx, name, "lab", pub, "lab")
 		}
 		if err != nil {
+			return "", err
+		}
+	}
+	if o.Enrolled != nil {
+		names := make([]string, o.Sessions)
+		for i := range names {
+			names[i] = fmt.Sprintf("dev%d", i)
+		}
+		if err := o.Enrolled(ctx, reg, names); err != nil {
 			return "", err
 		}
 	}
@@ -182,8 +223,13 @@ func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '127.0.0.1:0', max_handshakes: 4096, forward_memory_mib: 1048576}\npool: {cidr: %s}\naccess: {kernel: %s, userspace: %s}\n",
 		pool.CIDR, onOff(o.Kernel), onOff(o.UserSpace))
 	if o.Frontdoor {
-		cfg += "frontdoor: {listen: '127.0.0.1:0', domain: " + FrontdoorDomain + "}\n"
+		conns := ""
+		if o.FrontdoorConns > 0 {
+			conns = fmt.Sprintf(", max_conns: %d", o.FrontdoorConns)
+		}
+		cfg += "frontdoor: {listen: '127.0.0.1:0', domain: " + FrontdoorDomain + conns + "}\n"
 	}
+	cfg += o.Config
 	return os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600)
 }
 
@@ -192,17 +238,22 @@ func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 func awaitLabHub(ctx context.Context, proc *Proc, dir string, withFront bool) (*SSHServer, error) {
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	var front string
-	if withFront {
-		line, err := proc.ReadLine(rctx, "front door on ")
-		if err != nil {
-			return nil, err
+	// The hub prints its other listeners before the SSH one.
+	var front, rest, metricsURL string
+	addr, err := proc.ReadLineSeeing(rctx, "hub listening for devices on ", func(l string) {
+		if v, ok := strings.CutPrefix(l, "front door on "); ok {
+			front = strings.Fields(v)[0]
+		} else if v, ok := strings.CutPrefix(l, "REST API for devices on "); ok {
+			rest = strings.TrimSuffix(strings.TrimPrefix(strings.Fields(v)[0], "http://"), "/api/rest")
+		} else if v, ok := strings.CutPrefix(l, "metrics on "); ok {
+			metricsURL = strings.TrimSpace(v)
 		}
-		front = strings.Fields(line)[0]
-	}
-	addr, err := proc.ReadLine(rctx, "hub listening for devices on ")
+	})
 	if err != nil {
 		return nil, err
+	}
+	if withFront && front == "" {
+		return nil, fmt.Errorf("lab: the hub did not say where its front door is")
 	}
 	hk, err := os.ReadFile(filepath.Join(dir, "host_ed25519_key"))
 	if err != nil {
@@ -212,13 +263,14 @@ func awaitLabHub(ctx context.Context, proc *Proc, dir string, withFront bool) (*
 	if err != nil {
 		return nil, err
 	}
-	srv := &SSHServer{Proc: proc, Addr: strings.Fields(addr)[0], HostKey: signer.PublicKey(), IoTsafe: true, dataDir: dir}
+	srv := &SSHServer{Proc: proc, Addr: strings.Fields(addr)[0], HostKey: signer.PublicKey(), IoTsafe: true, dataDir: dir,
+		REST: rest, MetricsURL: metricsURL}
 	if withFront {
 		caPEM, err := os.ReadFile(filepath.Join(dir, frontdoor.CADir, frontdoor.CACertFile))
 		if err != nil {
 			return nil, err
 		}
-		srv.Front = &FrontdoorInfo{Addr: front, CA: x509.NewCertPool()}
+		srv.Front = &FrontdoorInfo{Addr: front, CA: x509.NewCertPool(), CAFile: filepath.Join(dir, frontdoor.CADir, frontdoor.CACertFile)}
 		srv.Front.CA.AppendCertsFromPEM(caPEM)
 	}
 	return srv, nil
@@ -232,6 +284,8 @@ type FrontdoorInfo struct {
 	Addr  string
 	Token string         // Bearer token of the lab's account, granted every lab device
 	CA    *x509.CertPool // the hub's local CA
+	// CAFile is the CA's PEM file, for peers in other processes.
+	CAFile string
 }
 
 // frontdoorAccount adds the lab's account with a token and a grant on every lab device.

@@ -81,6 +81,11 @@ func (p *Proc) push(line string, end bool) {
 // ReadLine waits for the next stdout line that has prefix (readiness signals); lines
 // without it are consumed.
 func (p *Proc) ReadLine(ctx context.Context, prefix string) (string, error) {
+	return p.ReadLineSeeing(ctx, prefix, nil)
+}
+
+// ReadLineSeeing is ReadLine that shows seen the lines it consumes on the way.
+func (p *Proc) ReadLineSeeing(ctx context.Context, prefix string, seen func(string)) (string, error) {
 	for {
 		p.mu.Lock()
 		for len(p.lines) > 0 {
@@ -89,6 +94,9 @@ func (p *Proc) ReadLine(ctx context.Context, prefix string) (string, error) {
 			if strings.HasPrefix(l, prefix) {
 				p.mu.Unlock()
 				return strings.TrimSpace(strings.TrimPrefix(l, prefix)), nil
+			}
+			if seen != nil {
+				seen(l)
 			}
 		}
 		closed, more := p.closed, p.more
