@@ -1,0 +1,103 @@
+package jwtbench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// insertRoute is the route label of POST notification in the hub's metrics.
+const insertRoute = "POST /api/rest/device/{id}/notification"
+
+// HubWindow is what the hub did in a measured window (differences of its counters), in
+// seconds and counts.
+type HubWindow struct {
+	Inserts   float64 `json:"inserts"`     // notification requests handled
+	InsertSum float64 `json:"insert_s"`    // their handling time
+	JWTCount  float64 `json:"jwt_count"`   // tokens verified
+	JWTSum    float64 `json:"jwt_s"`       // their whole processing
+	SigSum    float64 `json:"signature_s"` // their signature checks alone
+	SigCount  float64 `json:"signature_count"`
+	Stored    float64 `json:"stored"`  // notifications stored
+	CPU       float64 `json:"cpu_s"`   // the hub's CPU time (user + system)
+	RSSMiB    float64 `json:"rss_mib"` // at the end of the window
+}
+
+func (h HubWindow) minus(o HubWindow) HubWindow {
+	return HubWindow{Inserts: h.Inserts - o.Inserts, InsertSum: h.InsertSum - o.InsertSum, JWTCount: h.JWTCount - o.JWTCount,
+		JWTSum: h.JWTSum - o.JWTSum, SigSum: h.SigSum - o.SigSum, SigCount: h.SigCount - o.SigCount,
+		Stored: h.Stored - o.Stored, CPU: h.CPU - o.CPU}
+}
+
+// JWTMicros is the mean whole token processing time.
+func (h HubWindow) JWTMicros() float64 { return mean(h.JWTSum, h.JWTCount) }
+
+// SigMicros is the mean signature check time.
+func (h HubWindow) SigMicros() float64 { return mean(h.SigSum, h.SigCount) }
+
+func mean(sum, n float64) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return sum / n * 1e6
+}
+
+// scrape reads the hub's counters from its /metrics.
+func scrape(ctx context.Context, url string) (HubWindow, error) {
+	var h HubWindow
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return h, fmt.Errorf("hub metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return h, fmt.Errorf("hub metrics: %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return h, fmt.Errorf("hub metrics: %w", err)
+	}
+	for _, m := range metricsOf(fams, "iotsafe_rest_request_seconds") {
+		if labelOf(m, "route") == insertRoute {
+			h.Inserts += float64(m.GetHistogram().GetSampleCount())
+			h.InsertSum += m.GetHistogram().GetSampleSum()
+		}
+	}
+	for _, m := range metricsOf(fams, "iotsafe_jwt_verify_seconds") {
+		h.JWTCount += float64(m.GetHistogram().GetSampleCount())
+		h.JWTSum += m.GetHistogram().GetSampleSum()
+	}
+	for _, m := range metricsOf(fams, "iotsafe_jwt_signature_seconds") {
+		h.SigCount += float64(m.GetHistogram().GetSampleCount())
+		h.SigSum += m.GetHistogram().GetSampleSum()
+	}
+	for _, m := range metricsOf(fams, "iotsafe_rest_notifications_stored_total") {
+		h.Stored += m.GetCounter().GetValue()
+	}
+	return h, nil
+}
+
+func metricsOf(fams map[string]*dto.MetricFamily, name string) []*dto.Metric {
+	if f, ok := fams[name]; ok {
+		return f.GetMetric()
+	}
+	return nil
+}
+
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}

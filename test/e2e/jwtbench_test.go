@@ -1,0 +1,85 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// 'iotsafe bench jwt --quick' checks the harness of paper 004's lab: a real hub with its
+// front door, plain REST listener and metrics, the simulator over each transport, the
+// hub's JWT histograms read over each window, every output file, and no process left.
+// Its figures are not measurements: only counts are checked.
+func TestBenchJWTQuick(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "jwt")
+	cmd := exec.Command(iotsafeBin, "bench", "jwt", "--quick", "--algs", "none,HS512", "--out", out)
+	tag := fmt.Sprintf("IOTSAFE_TEST_RUN=jwt-%d-%d", os.Getpid(), time.Now().UnixNano())
+	cmd.Env = append(os.Environ(), tag)
+	text, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench jwt: %v\n%s", err, text)
+	}
+	for _, f := range []string{"runs.csv", "points.csv", "environment.json", "summary.json", "report.html"} {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	var s struct {
+		Points []struct {
+			Transport  string  `json:"transport"`
+			Alg        string  `json:"alg"`
+			Complete   float64 `json:"complete"`
+			Incomplete float64 `json:"incomplete"`
+			JWT        float64 `json:"jwt_us"`
+			Signature  float64 `json:"signature_us"`
+		} `json:"points"`
+		Table2 []struct {
+			Alg string `json:"alg"`
+		} `json:"table2"`
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("summary.json: %v\n%s", err, b)
+	}
+	seen := map[string]bool{}
+	for _, p := range s.Points {
+		key := p.Transport + "/" + p.Alg
+		seen[key] = true
+		if p.Complete == 0 || p.Incomplete != 0 {
+			t.Errorf("%s: %v complete, %v incomplete notifications", key, p.Complete, p.Incomplete)
+		}
+		switch {
+		case p.Transport == "ssh" && (p.Alg != "" || p.JWT != 0):
+			t.Errorf("the SSH path verified tokens: %+v", p)
+		case p.Transport != "ssh" && p.JWT == 0:
+			t.Errorf("%s: the hub's JWT histogram was not read", key)
+		case p.Alg == "HS512" && p.Signature == 0:
+			t.Errorf("%s: no signature time", key)
+		case p.Alg == "none" && p.Signature != 0:
+			t.Errorf("%s: an unsigned token had its signature checked", key)
+		}
+	}
+	for _, want := range []string{"https/none", "https/HS512", "https-new/none", "https-new/HS512", "ssh/"} {
+		if !seen[want] {
+			t.Errorf("no point for %s in %s", want, b)
+		}
+	}
+	if len(s.Table2) != 2 {
+		t.Errorf("table 2 has %d rows, want none and HS512", len(s.Table2))
+	}
+	runs, _ := os.ReadFile(filepath.Join(out, "runs.csv"))
+	if !strings.Contains(string(runs), "disconnects") || strings.Count(string(runs), "\n") != 6 {
+		t.Errorf("runs.csv: want a header and 5 runs:\n%s", runs)
+	}
+	if html, _ := os.ReadFile(filepath.Join(out, "report.html")); !strings.Contains(string(html), "paper 004") || !strings.Contains(string(html), "Fig. 5") {
+		t.Error("report.html lacks the paper's figures")
+	}
+	if left := processesWithEnv(tag); len(left) > 0 {
+		t.Errorf("processes of the run left behind: %v", left)
+	}
+}
