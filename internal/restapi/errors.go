@@ -13,9 +13,11 @@ type apiError struct {
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	// Canonical keys set directly: every answer passes here.
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Cache-Control"] = []string{"no-store"}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
 	w.WriteHeader(code)
 	if v != nil {
 		json.NewEncoder(w).Encode(v)

@@ -42,6 +42,12 @@ func toJSON(ns []telemetry.Notification) []notificationJSON {
 	return out
 }
 
+// insertAnswer is DeviceHive's answer to an insert.
+type insertAnswer struct {
+	ID        int64  `json:"id"`
+	Timestamp string `json:"timestamp"`
+}
+
 // insertNotification is POST /device/{id}/notification: a device stores one of its own.
 func (a *API) insertNotification(w http.ResponseWriter, r *http.Request, c caller) {
 	id := r.PathValue("id")
@@ -92,7 +98,7 @@ func (a *API) insertNotification(w http.ResponseWriter, r *http.Request, c calle
 		return
 	}
 	a.metrics.stored.Inc()
-	writeJSON(w, http.StatusCreated, map[string]any{"id": got[0].ID, "timestamp": telemetry.FormatTime(got[0].Timestamp)})
+	writeJSON(w, http.StatusCreated, insertAnswer{ID: got[0].ID, Timestamp: telemetry.FormatTime(got[0].Timestamp)})
 }
 
 // listNotifications is GET /device/{id}/notification.
