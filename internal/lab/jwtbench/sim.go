@@ -6,6 +6,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -333,6 +335,9 @@ type device struct {
 	conn           net.Conn
 	br             *bufio.Reader
 	tlsCache       tls.ClientSessionCache
+	wbuf, rbuf     []byte // the request being sent, the answer's body
+	body           []byte // the notification being sent
+	path           string // where notifications go
 	access, reauth string
 	expires        time.Time
 	disconnectAt   time.Time
@@ -349,11 +354,14 @@ func (d *device) run(ctx context.Context, t0 time.Time) {
 		next = t0.Add(time.Duration(d.rng.Int64N(int64(period)))) // devices spread over a period
 	}
 	d.planDisconnect(t0)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for ctx.Err() == nil {
 		if period > 0 {
 			if wait := time.Until(next); wait > 0 {
+				timer.Reset(wait)
 				select {
-				case <-time.After(wait):
+				case <-timer.C:
 				case <-ctx.Done():
 					return
 				}
@@ -500,17 +508,26 @@ func (d *device) setAccess(tok string) error {
 // notify posts one notification carrying a random UUID (36 bytes, the paper's payload).
 func (d *device) notify(ctx context.Context) error {
 	var u [16]byte
-	for i := range u {
-		u[i] = byte(d.rng.Uint32())
+	for i := 0; i < 16; i += 8 {
+		binary.LittleEndian.PutUint64(u[i:], d.rng.Uint64())
 	}
 	u[6], u[8] = u[6]&0x0f|0x40, u[8]&0x3f|0x80
-	uuid := fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
-	body := []byte(`{"notification":"uuid","parameters":{"uuid":"` + uuid + `"}}`)
+	b := append(d.body[:0], `{"notification":"uuid","parameters":{"uuid":"`...)
+	for i, part := range [][]byte{u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]} {
+		if i > 0 {
+			b = append(b, '-')
+		}
+		b = hex.AppendEncode(b, part)
+	}
+	d.body = append(b, `"}}`...)
 	auth := ""
 	if d.s.cfg.Transport != SSH {
 		auth = d.access
 	}
-	return d.call(ctx, apiPrefix+"/device/"+d.name+"/notification", auth, body, nil)
+	if d.path == "" {
+		d.path = apiPrefix + "/device/" + d.name + "/notification"
+	}
+	return d.call(ctx, d.path, auth, d.body, nil)
 }
 
 // call posts body to path and expects 201 Created; out, if set, receives the JSON.
@@ -524,35 +541,21 @@ func (d *device) call(ctx context.Context, path, bearer string, body []byte, out
 	if cfg.Transport == SSH {
 		host = cfg.Alias
 	}
-	var b strings.Builder
-	b.Grow(len(body) + len(bearer) + 200)
-	b.WriteString("POST " + path + " HTTP/1.1\r\nHost: " + host + "\r\nContent-Type: application/json\r\n")
-	if bearer != "" {
-		b.WriteString("Authorization: Bearer " + bearer + "\r\n")
-	}
-	if cfg.Transport == HTTPSNew {
-		b.WriteString("Connection: close\r\n")
-	}
-	fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n", len(body))
-	b.Write(body)
+	d.wbuf = appendRequest(d.wbuf[:0], path, host, bearer, cfg.Transport == HTTPSNew, body)
 	c.SetDeadline(time.Now().Add(cfg.Timeout))
-	if _, err := io.WriteString(c, b.String()); err != nil {
+	if _, err := c.Write(d.wbuf); err != nil {
 		return err
 	}
-	resp, err := http.ReadResponse(br, nil)
+	code, rb, closing, err := readAnswer(br, d.rbuf)
 	if err != nil {
 		return err
 	}
-	rb, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	resp.Body.Close()
-	if err != nil {
-		return err
-	}
-	if resp.Close || cfg.Transport == HTTPSNew {
+	d.rbuf = rb
+	if closing || cfg.Transport == HTTPSNew {
 		d.drop(false)
 	}
-	if resp.StatusCode != http.StatusCreated {
-		return &statusError{code: resp.StatusCode, body: strings.TrimSpace(string(rb))}
+	if code != http.StatusCreated {
+		return &statusError{code: code, body: strings.TrimSpace(string(rb))}
 	}
 	if out != nil {
 		return json.Unmarshal(rb, out)
