@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -119,8 +120,8 @@ func (t *Tokens) verifyCompact(token string, ks *KeySet, now time.Time, tm *Timi
 	if err != nil {
 		return nil, false, nil
 	}
-	var f flatClaims
-	if json.Unmarshal(raw, &f) != nil || f.Audience != nil {
+	f, ok := canonicalClaims(raw)
+	if !ok && (json.Unmarshal(raw, &f) != nil || f.Audience != nil) {
 		return nil, false, nil
 	}
 	for _, v := range []*int64{f.ExpiresAt, f.NotBefore, f.IssuedAt} {
@@ -176,4 +177,72 @@ func newDate(v *int64) *jwt.NumericDate {
 		return nil
 	}
 	return jwt.NewNumericDate(time.Unix(*v, 0))
+}
+
+// canonicalClaims reads the payload exactly as Issue writes it (encoding/json's field
+// order, no escapes, plain integers) without reflection; ok is false for anything else,
+// which json.Unmarshal then reads. On what it accepts both give the same values: no
+// duplicate keys, no escapes or non-ASCII in strings, integers within int64.
+func canonicalClaims(b []byte) (f flatClaims, ok bool) {
+	p := canonical{b: b}
+	var exp, nbf, iat int64
+	ok = p.lit(`{"sub":`) && p.str(&f.Subject) &&
+		p.lit(`,"exp":`) && p.int(&exp) && p.lit(`,"nbf":`) && p.int(&nbf) && p.lit(`,"iat":`) && p.int(&iat) &&
+		p.lit(`,"tokenType":`) && p.str(&f.TokenType) && p.lit(`,"kind":`) && p.str(&f.Kind) &&
+		p.lit(`,"gen":`) && p.int(&f.Gen) && p.lit(`}`) && len(p.b) == 0
+	if !ok {
+		return flatClaims{}, false
+	}
+	f.ExpiresAt, f.NotBefore, f.IssuedAt = &exp, &nbf, &iat
+	return f, true
+}
+
+type canonical struct{ b []byte }
+
+func (p *canonical) lit(s string) bool {
+	if len(p.b) < len(s) || string(p.b[:len(s)]) != s {
+		return false
+	}
+	p.b = p.b[len(s):]
+	return true
+}
+
+// str reads a string of printable ASCII without quotes or backslashes.
+func (p *canonical) str(out *string) bool {
+	if len(p.b) == 0 || p.b[0] != '"' {
+		return false
+	}
+	for i := 1; i < len(p.b); i++ {
+		switch c := p.b[i]; {
+		case c == '"':
+			*out = string(p.b[1:i])
+			p.b = p.b[i+1:]
+			return true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return false
+		}
+	}
+	return false
+}
+
+// int reads an integer as JSON writes it: an optional minus, no leading zeros.
+func (p *canonical) int(out *int64) bool {
+	i := 0
+	if i < len(p.b) && p.b[i] == '-' {
+		i++
+	}
+	start := i
+	for i < len(p.b) && p.b[i] >= '0' && p.b[i] <= '9' {
+		i++
+	}
+	if i == start || (p.b[start] == '0' && i > start+1) {
+		return false
+	}
+	v, err := strconv.ParseInt(string(p.b[:i]), 10, 64)
+	if err != nil {
+		return false
+	}
+	*out = v
+	p.b = p.b[i:]
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -111,20 +112,24 @@ func TestCompactAgreesWithLibrary(t *testing.T) {
 		now := f.now.Unix()
 		payloads := []string{
 			`{"sub":"dev1","iat":%d,"nbf":%d,"exp":%d,"tokenType":"ACCESS","kind":"device","gen":7}`,
+			`{"sub":"dev1","exp":%[3]d,"nbf":%[2]d,"iat":%[1]d,"tokenType":"ACCESS","kind":"device","gen":7}`, // the issuer's order
 		}
 		cases := [][3]int64{{now, now, now + 30}, {now, now, now - 10}, {now + 60, now, now + 90}, {now, now + 60, now + 90}, {now, now, now + 1}}
 		for i := range f.ks.Keys {
 			for _, c := range cases {
 				for mode := range uint8(4) {
-					p := []byte(fmt.Sprintf(payloads[0], c[0], c[1], c[2]))
-					f.agree(t, f.token(i, p, mode))
+					for _, pl := range payloads {
+						f.agree(t, f.token(i, []byte(fmt.Sprintf(pl, c[0], c[1], c[2])), mode))
+					}
 				}
 			}
 			if !f.agree(t, f.token(i, []byte(fmt.Sprintf(payloads[0], now, now, now+30)), 0)) {
 				t.Fatalf("key %s: the compact path did not handle an issued token", f.ks.Keys[i].Alg)
 			}
 		}
-		for _, odd := range []string{`{"exp":null}`, `{"exp":"1900000030"}`, `{"exp":1.5e9}`, `{"aud":null,"exp":1900000030}`, `{"exp":1900000030} trailing`,
+		for _, odd := range []string{`{"sub":"d\u0065v","exp":1900000030,"nbf":1,"iat":1,"tokenType":"ACCESS","kind":"device","gen":07}`,
+			`{"sub":"dev","exp":1900000030,"nbf":1,"iat":1,"tokenType":"ACCESS","kind":"device","gen":99999999999999999999}`,
+			`{"sub":"dev","exp":1900000030,"nbf":1,"iat":1,"tokenType":"ACCESS","kind":"device","gen":1} `, `{"exp":null}`, `{"exp":"1900000030"}`, `{"exp":1.5e9}`, `{"aud":null,"exp":1900000030}`, `{"exp":1900000030} trailing`,
 			`{"sub":"a","exp":1900000030,"EXP":1}`, `{"exp":99999999999999999999}`, `[]`, `{"gen":"7","exp":1900000030}`, `{"nbf":null,"iat":null,"exp":1900000030}`} {
 			for i := range f.ks.Keys {
 				f.agree(t, f.token(i, []byte(odd), 0))
@@ -157,6 +162,8 @@ func FuzzCompactAgrees(f *testing.F) {
 	f.Add([]byte(`{"sub":"dev1","iat":1900000000,"nbf":1900000000,"exp":1900000030,"tokenType":"ACCESS","kind":"device","gen":7}`), uint8(0), uint8(0), int64(0), false)
 	f.Add([]byte(`{"sub":"dev1","exp":1900000030,"aud":["x"]}`), uint8(1), uint8(1), int64(40), true)
 	f.Add([]byte(`{"exp":null,"nbf":1e3}`), uint8(3), uint8(2), int64(-5), true)
+	// The issuer's own form, read without reflection.
+	f.Add([]byte(`{"sub":"dev1","exp":1900000030,"nbf":1900000000,"iat":1900000000,"tokenType":"ACCESS","kind":"device","gen":-0}`), uint8(2), uint8(0), int64(0), false)
 	fx := [2]*compactFixture{newCompactFixture(f, false), newCompactFixture(f, true)}
 	f.Fuzz(func(t *testing.T, payload []byte, key, sigMode uint8, clock int64, allow bool) {
 		x := fx[0]
@@ -169,4 +176,20 @@ func FuzzCompactAgrees(f *testing.F) {
 		x.tk.Now = func() time.Time { return x.now }
 		x.agree(t, x.token(int(key), payload, sigMode))
 	})
+}
+
+// The issuer's payloads take the reflection-free reader; escapes, other orders and
+// leading zeros do not.
+func TestCanonicalClaims(t *testing.T) {
+	good := `{"sub":"dev-1","exp":1900000030,"nbf":1900000000,"iat":1900000000,"tokenType":"ACCESS","kind":"device","gen":1763879000123456}`
+	f, ok := canonicalClaims([]byte(good))
+	if !ok || f.Subject != "dev-1" || *f.ExpiresAt != 1900000030 || f.Gen != 1763879000123456 || f.Kind != "device" {
+		t.Fatalf("%+v %v", f, ok)
+	}
+	for _, bad := range []string{strings.Replace(good, "dev-1", `d\u0065v`, 1), strings.Replace(good, "1763879000123456", "01", 1),
+		good + " ", strings.Replace(good, `"exp"`, `"EXP"`, 1), strings.Replace(good, "dev-1", "dév", 1)} {
+		if _, ok := canonicalClaims([]byte(bad)); ok {
+			t.Errorf("accepted %s", bad)
+		}
+	}
 }
