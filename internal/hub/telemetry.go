@@ -7,8 +7,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
@@ -36,15 +34,17 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 	if alg == authn.None {
 		log.Warn("jwt.allow_unsigned is on and jwt.algorithm is none: tokens are unsigned and anyone can forge one; for measuring only")
 	}
-	if h.store, err = telemetry.Open(ctx, h.dir, h.cfg.Telemetry, nil); err != nil {
+	var obs *telemetry.Metrics
+	if h.metrics != nil {
+		obs = telemetry.NewMetrics()
+	}
+	if h.store, err = telemetry.Open(ctx, h.dir, h.cfg.Telemetry, observer(obs)); err != nil {
 		return err
 	}
 	var m *restapi.Metrics
 	if h.metrics != nil {
 		m = restapi.NewMetrics()
-		queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "iotsafe_telemetry_queue", Help: "Notifications waiting for the store's writer."},
-			func() float64 { return float64(h.store.Queued()) })
-		if err := h.metrics.Register(append(m.Collectors(), queue)...); err != nil {
+		if err := h.metrics.Register(append(m.Collectors(), obs.Collectors(h.store)...)...); err != nil {
 			return err
 		}
 	}
@@ -60,6 +60,14 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 	}
 	go h.pruneTelemetry(ctx, time.Hour)
 	return nil
+}
+
+// observer is m as a telemetry.Observer: nil (no metrics) stays an untyped nil.
+func observer(m *telemetry.Metrics) telemetry.Observer {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // serveREST starts answering on the plain listener, once everything the API calls runs.

@@ -47,9 +47,11 @@ func (c *Config) ApplyDefaults() {
 	}
 }
 
-// Observer is told about each commit (metrics); nil methods are not called.
+// Observer is told about each committed batch (metrics): how many notifications it held,
+// how many were still queued after it, how long its oldest request waited for the writer
+// and how long the transaction took (inserts and the fsync of its commit).
 type Observer interface {
-	Committed(batch int, queued int, took time.Duration)
+	Committed(batch, queued int, waited, took time.Duration)
 }
 
 // Store is the SQLite notification store.
@@ -73,6 +75,7 @@ type appendReq struct {
 	// fn, if set, runs in the writer's transaction instead (maintenance).
 	fn   func(*sql.Tx) error
 	done chan error
+	at   time.Time // when it was queued
 }
 
 const schema = `
@@ -151,7 +154,7 @@ func (s *Store) Append(ctx context.Context, items ...Notification) ([]Notificati
 			return nil, err
 		}
 	}
-	req := &appendReq{items: items, done: make(chan error, 1)}
+	req := &appendReq{items: items, done: make(chan error, 1), at: time.Now()}
 	if err := s.enqueue(req, len(items)); err != nil {
 		return nil, err
 	}
@@ -344,7 +347,7 @@ func (s *Store) commit(batch []*appendReq) {
 		r.done <- err
 	}
 	if s.obs != nil && n > 0 {
-		s.obs.Committed(n, queued, time.Since(start))
+		s.obs.Committed(n, queued, start.Sub(batch[0].at), time.Since(start))
 	}
 }
 

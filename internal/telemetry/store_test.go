@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func open(t *testing.T, dir string, cfg Config) *Store {
@@ -379,4 +381,53 @@ func BenchmarkAppendParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The metrics see every committed notification once, with the wait and commit times an
+// operator reads to tell a slow disk from a saturated writer.
+func TestMetricsCountEveryCommittedNotification(t *testing.T) {
+	m := NewMetrics()
+	s, err := Open(context.Background(), t.TempDir(), Config{}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Append(context.Background(), note("dev1", "a"), note("dev1", "b")); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m.Collectors(s)...)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, x := range f.GetMetric() {
+			switch {
+			case x.GetHistogram() != nil:
+				got[f.GetName()] = float64(x.GetHistogram().GetSampleCount())
+				if f.GetName() == "iotsafe_telemetry_batch_notifications" {
+					got["batched"] = x.GetHistogram().GetSampleSum()
+				}
+			case x.GetCounter() != nil:
+				got[f.GetName()] = x.GetCounter().GetValue()
+			case x.GetGauge() != nil:
+				got[f.GetName()] = x.GetGauge().GetValue()
+			}
+		}
+	}
+	batches := got["iotsafe_telemetry_commit_seconds"]
+	if got["iotsafe_telemetry_committed_total"] != 40 || got["batched"] != 40 || batches < 1 || batches > 20 ||
+		got["iotsafe_telemetry_queue_wait_seconds"] != batches || got["iotsafe_telemetry_queue"] != 0 {
+		t.Fatalf("metrics after 40 notifications in 20 calls: %v", got)
+	}
 }

@@ -424,7 +424,13 @@ type Point struct {
 	HubCPUPerReq    float64 `json:"hub_cpu_us_per_request"`
 	SimCPUPerReq    float64 `json:"sim_cpu_us_per_request"`
 	HubRSSMiB       float64 `json:"hub_rss_mib"`
-	Reps            int     `json:"reps"`
+	// Where a notification's time at the hub goes: the whole answer, the store's queue
+	// (oldest of a batch) and its batch's commit, with the batch's mean size.
+	HandlerMillis float64 `json:"hub_handler_ms"`
+	WaitMillis    float64 `json:"store_wait_ms"`
+	CommitMillis  float64 `json:"commit_ms"`
+	BatchSize     float64 `json:"batch_notifications"`
+	Reps          int     `json:"reps"`
 }
 
 // Points takes the median of each measure over repetitions.
@@ -470,6 +476,10 @@ func Points(rows []Row) []Point {
 			HubCPUPerReq:    med(func(r Row) float64 { return perReq(r.Hub.CPU, r.Sim.Complete) }),
 			SimCPUPerReq:    med(func(r Row) float64 { return perReq(r.Sim.CPU, r.Sim.Complete) }),
 			HubRSSMiB:       med(func(r Row) float64 { return r.Hub.RSSMiB }),
+			HandlerMillis:   med(func(r Row) float64 { return r.Hub.HandlerMillis() }),
+			WaitMillis:      med(func(r Row) float64 { return r.Hub.WaitMillis() }),
+			CommitMillis:    med(func(r Row) float64 { return r.Hub.CommitMillis() }),
+			BatchSize:       med(func(r Row) float64 { return r.Hub.BatchSize() }),
 		}
 		if total := p.Complete + p.Incomplete; total > 0 {
 			p.IncompletePct = 100 * p.Incomplete / total

@@ -23,7 +23,12 @@ type HubWindow struct {
 	JWTSum    float64 `json:"jwt_s"`       // their whole processing
 	SigSum    float64 `json:"signature_s"` // their signature checks alone
 	SigCount  float64 `json:"signature_count"`
-	Stored    float64 `json:"stored"`  // notifications stored
+	Stored    float64 `json:"stored"` // notifications stored
+	// The store's batches: the oldest request's wait for the writer and the transaction
+	// (inserts and fsync), summed over batches.
+	Batches   float64 `json:"batches"`
+	WaitSum   float64 `json:"store_wait_s"`
+	CommitSum float64 `json:"commit_s"`
 	CPU       float64 `json:"cpu_s"`   // the hub's CPU time (user + system)
 	RSSMiB    float64 `json:"rss_mib"` // at the end of the window
 }
@@ -31,7 +36,25 @@ type HubWindow struct {
 func (h HubWindow) minus(o HubWindow) HubWindow {
 	return HubWindow{Inserts: h.Inserts - o.Inserts, InsertSum: h.InsertSum - o.InsertSum, JWTCount: h.JWTCount - o.JWTCount,
 		JWTSum: h.JWTSum - o.JWTSum, SigSum: h.SigSum - o.SigSum, SigCount: h.SigCount - o.SigCount,
-		Stored: h.Stored - o.Stored, CPU: h.CPU - o.CPU}
+		Stored: h.Stored - o.Stored, Batches: h.Batches - o.Batches, WaitSum: h.WaitSum - o.WaitSum, CommitSum: h.CommitSum - o.CommitSum,
+		CPU: h.CPU - o.CPU}
+}
+
+// HandlerMillis is the mean time the hub took to answer a notification.
+func (h HubWindow) HandlerMillis() float64 { return mean(h.InsertSum, h.Inserts) / 1e3 }
+
+// WaitMillis is the mean wait of a batch's oldest notification for the store's writer.
+func (h HubWindow) WaitMillis() float64 { return mean(h.WaitSum, h.Batches) / 1e3 }
+
+// CommitMillis is the mean time of one batch's transaction.
+func (h HubWindow) CommitMillis() float64 { return mean(h.CommitSum, h.Batches) / 1e3 }
+
+// BatchSize is the mean number of notifications per batch.
+func (h HubWindow) BatchSize() float64 {
+	if h.Batches <= 0 {
+		return 0
+	}
+	return h.Stored / h.Batches
 }
 
 // JWTMicros is the mean whole token processing time.
@@ -82,6 +105,13 @@ func scrape(ctx context.Context, url string) (HubWindow, error) {
 	}
 	for _, m := range metricsOf(fams, "iotsafe_rest_notifications_stored_total") {
 		h.Stored += m.GetCounter().GetValue()
+	}
+	for _, m := range metricsOf(fams, "iotsafe_telemetry_queue_wait_seconds") {
+		h.WaitSum += m.GetHistogram().GetSampleSum()
+	}
+	for _, m := range metricsOf(fams, "iotsafe_telemetry_commit_seconds") {
+		h.Batches += float64(m.GetHistogram().GetSampleCount())
+		h.CommitSum += m.GetHistogram().GetSampleSum()
 	}
 	return h, nil
 }
