@@ -135,16 +135,6 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%+v accepted", bad)
 		}
 	}
-	for in, want := range map[string]Size{"1024": 1024, "1KiB": 1024, "10 MiB": 10 << 20, "2MB": 2e6} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("%q: %d, %v", in, got, err)
-		}
-	}
-	for _, in := range []string{"", "-1", "1TiB", "ten", "99999999999GiB"} {
-		if _, err := ParseSize(in); err == nil {
-			t.Errorf("%q accepted", in)
-		}
-	}
 }
 
 // The local CA can vouch for DNS names below its domain only: a leaf it signed that also

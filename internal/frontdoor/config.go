@@ -3,14 +3,12 @@ package frontdoor
 import (
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/net/publicsuffix"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/iotsafe/iotsafe/internal/bytesize"
 	"github.com/iotsafe/iotsafe/internal/profile"
 )
 
@@ -169,35 +167,5 @@ func validLabel(l string) bool {
 	return true
 }
 
-// Size is a byte count written as 1048576, "512KiB", "10MiB", "1GiB" (or KB/MB/GB, 1000-based).
-type Size int64
-
-// UnmarshalYAML parses a size.
-func (s *Size) UnmarshalYAML(n *yaml.Node) error {
-	v, err := ParseSize(n.Value)
-	if err != nil {
-		return err
-	}
-	*s = v
-	return nil
-}
-
-// ParseSize parses a byte count with an optional unit.
-func ParseSize(text string) (Size, error) {
-	t := strings.TrimSpace(text)
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}} {
-		if rest, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, mult = strings.TrimSpace(rest), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n < 0 || n > (1<<50)/mult {
-		return 0, fmt.Errorf("%q is not a size (e.g. 1048576, 512KiB, 10MiB)", text)
-	}
-	return Size(n * mult), nil
-}
+// Size is a byte count as written in hub.yaml (bytesize.Size).
+type Size = bytesize.Size

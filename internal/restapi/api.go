@@ -14,6 +14,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/authn"
+	"github.com/iotsafe/iotsafe/internal/bytesize"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -67,8 +68,8 @@ type Config struct {
 	// Listen is the plain HTTP listener for devices on their SSH session's direct alias;
 	// "" leaves it off. It must be a loopback address: it trusts source addresses.
 	Listen string `yaml:"listen"`
-	// MaxBody bounds a request body; 0 means 64 KiB.
-	MaxBody int64 `yaml:"max_body"`
+	// MaxBody bounds a request body (512KiB, 1MiB or bytes); 0 means 64 KiB.
+	MaxBody bytesize.Size `yaml:"max_body"`
 	// MaxWait bounds a long poll's waitTimeout; 0 means 60s.
 	MaxWait time.Duration `yaml:"max_wait"`
 	// MaxPolls bounds long polls and streams open at once; 0 means 10000.

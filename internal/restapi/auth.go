@@ -176,11 +176,11 @@ type tokenPair struct {
 
 // decode reads a JSON body of at most MaxBody bytes into v.
 func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	if r.ContentLength > a.cfg.MaxBody {
+	if r.ContentLength > int64(a.cfg.MaxBody) {
 		fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", a.cfg.MaxBody))
 		return false
 	}
-	body := http.MaxBytesReader(w, r.Body, a.cfg.MaxBody)
+	body := http.MaxBytesReader(w, r.Body, int64(a.cfg.MaxBody))
 	if err := decodeJSON(body, v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
