@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/accessnote"
 )
 
 type accessKey struct{}
@@ -16,12 +18,21 @@ type accessEntry struct {
 	user, device, alias   string
 	method, remote, proto string
 	reason                string
+	note                  *accessnote.Note // filled by a mounted handler (the REST API)
 }
 
 func (s *Server) logAccess(e *accessEntry, w *statusWriter) {
 	status := w.status
 	if status == 0 {
 		status = http.StatusOK
+	}
+	if e.note != nil {
+		if e.user == "" {
+			e.user = e.note.User
+		}
+		if e.device == "" {
+			e.device = e.note.Device
+		}
 	}
 	attrs := []any{"user", e.user, "device", e.device, "alias", e.alias, "method", e.method, "status", status,
 		"bytes", w.bytes, "duration", time.Since(e.start).Round(time.Microsecond), "remote", e.remote, "proto", e.proto}

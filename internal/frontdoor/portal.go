@@ -9,12 +9,18 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/iotsafe/iotsafe/internal/accessnote"
 )
 
 // portal serves DOMAIN itself: the login page, logout, and the list of the caller's devices.
 func (s *Server) portal(w http.ResponseWriter, r *http.Request) {
 	if h := s.mounted(r); h != nil {
-		h.ServeHTTP(w, r)
+		ctx, note := accessnote.With(r.Context())
+		if e, ok := r.Context().Value(accessKey{}).(*accessEntry); ok {
+			e.note = note
+		}
+		h.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/accessnote"
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
@@ -47,6 +48,7 @@ func (a *API) authed(fn func(http.ResponseWriter, *http.Request, caller)) http.H
 			fail(w, code, msg)
 			return
 		}
+		accessnote.Set(r.Context(), c.account, c.device)
 		fn(w, r, c)
 	}
 }

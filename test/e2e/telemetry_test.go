@@ -54,7 +54,7 @@ func restCall(t *testing.T, c *http.Client, method, url, auth string, body any) 
 // refusal a device or app can meet, grants, revocation taking effect at once, and the
 // plain listener that knows a device by the pool address of its SSH forward.
 func TestTelemetryREST(t *testing.T) {
-	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nrest: {listen: '127.0.0.1:0', max_body: 4096}\n")
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nrest: {listen: '127.0.0.1:0', max_body: 4KiB}\n")
 	if h.rest == "" || h.front == "" {
 		t.Fatalf("hub printed no REST or front door address; log:\n%s", h.log.text())
 	}
@@ -111,6 +111,8 @@ func TestTelemetryREST(t *testing.T) {
 		if code != 200 || one["deviceId"] != "dev1" {
 			t.Fatalf("get: %d %v", code, one)
 		}
+		// The front door's access log names the device its token belongs to.
+		h.log.wait(t, "access", "device", "dev1", "method", "POST", "status", "201")
 	})
 	t.Run("refusals", func(t *testing.T) {
 		for _, tc := range []struct {
