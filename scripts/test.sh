@@ -34,6 +34,7 @@ fuzz_count() {
   case "$1" in
     FuzzSession) echo 30000 ;;
     FuzzLikeMatch | FuzzPollFilter) echo 10000 ;; # slower per input (a regexp reference; time parsing)
+    FuzzInsertNotification) echo 5000 ;; # each input goes through the store and its fsync
     FuzzReadFrame) echo 300000 ;;
     FuzzForwardPayloads | FuzzParseRequest | FuzzParseHost | FuzzStripSessionCookie) echo 60000 ;;
     *) echo 50000 ;;
