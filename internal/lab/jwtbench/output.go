@@ -242,8 +242,10 @@ func byN(pts []Point, tr string) ([]int, map[int][]Point) {
 	return ns, m
 }
 
-// knee finds a transport's knee: closed loop, the N of the highest throughput (mean
-// over algorithms); rate mode, the largest N whose every algorithm met the targets.
+// knee finds a transport's knee: closed loop, the smallest N whose throughput (mean over
+// algorithms) is within 5% of the sweep's best, where the plateau starts (the best point
+// alone would wander along a flat plateau with the noise); rate mode, the largest N whose
+// every algorithm met the targets.
 func knee(pts []Point, tr string, rate float64) (Knee, bool) {
 	ns, m := byN(pts, tr)
 	if len(ns) == 0 {
@@ -273,10 +275,25 @@ func knee(pts []Point, tr string, rate float64) (Knee, bool) {
 		}
 	}
 	if rate == 0 {
+		best := k.Throughput
+		for _, n := range ns {
+			thr := 0.0
+			for _, p := range m[n] {
+				thr += p.Throughput / float64(len(m[n]))
+			}
+			if thr >= plateau*best {
+				k = Knee{Devices: n, Throughput: thr}
+				break
+			}
+		}
 		k.Beyond = ns[len(ns)-1] > k.Devices
 	}
 	return k, found
 }
+
+// plateau: a throughput within 5% of the best is on the plateau (the sweep's stopping
+// rule uses the same margin).
+const plateau = 0.95
 
 func worstP99(pts []Point, tr string, n int) float64 {
 	v := math.NaN()

@@ -11,7 +11,7 @@ func row(tr, alg string, n int, complete, incomplete int64, mean, sched float64)
 }
 
 // Closed loop: the sweep stops two points after throughput stops rising by 5%, and the
-// knee is the best point; table 3 compares each algorithm with none at the knee and
+// knee is where the plateau starts (within 5% of the best); table 3 compares each algorithm with none at the knee and
 // around it.
 func TestClosedLoopKnee(t *testing.T) {
 	var rows []Row
@@ -27,13 +27,13 @@ func TestClosedLoopKnee(t *testing.T) {
 	}
 	s := Summarize(&Results{Rows: rows}, Options{Algs: []string{"none", "HS512"}})
 	k := s.Knees[HTTPS]
-	if k.Devices != 1280 || !(k.Throughput > 9000) || !k.Beyond {
-		t.Fatalf("knee %+v: want the best point, 1280, passed", k)
+	if k.Devices != 640 || !(k.Throughput > 8900) || !k.Beyond {
+		t.Fatalf("knee %+v: want 640 (9000/s, within 5%% of the best 9100/s), passed", k)
 	}
-	if math.Abs(s.Targets.HS512VsNone-2) > 1e-9 || s.Targets.KneeDevices != 1280 {
+	if math.Abs(s.Targets.HS512VsNone-2) > 1e-9 || s.Targets.KneeDevices != 640 {
 		t.Fatalf("targets %+v", s.Targets)
 	}
-	if len(s.Table3) != 3 || s.Table3[0].Load != "before the knee" || s.Table3[0].Devices != 640 || s.Table3[2].Devices != 2560 {
+	if len(s.Table3) != 3 || s.Table3[0].Load != "before the knee" || s.Table3[0].Devices != 320 || s.Table3[2].Devices != 1280 {
 		t.Fatalf("table 3: %+v", s.Table3)
 	}
 	// Incomplete requests past 1% end a closed-loop sweep at once.
