@@ -28,6 +28,9 @@ const (
 	OpKick   = "kick"   // close a device's live sessions (after revoke or remove)
 	OpStatus = "status" // which devices are online
 	OpReload = "reload" // grants or device groups changed: rebuild the access policy
+	// OpRevoke revokes a device through the hub, which holds the revocation in memory when
+	// the registry cannot write (the CLI's fallback when its own write fails).
+	OpRevoke = "revoke"
 )
 
 // Request is one admin call.
@@ -44,6 +47,10 @@ type Reply struct {
 	Error  string          `json:"error,omitempty"`
 	Closed int             `json:"closed,omitempty"`
 	Online map[string]bool `json:"online,omitempty"`
+	// Status: revocations the hub holds in memory (device -> reason) and, when the
+	// registry cannot write, what the hub is holding.
+	Held     map[string]string `json:"held,omitempty"`
+	Degraded string            `json:"degraded,omitempty"`
 }
 
 // Handler executes requests inside the hub.
@@ -51,6 +58,12 @@ type Handler interface {
 	KickKey(device, fingerprint, reason string) int // "" closes all the device's sessions
 	OnlineDevices() map[string]bool
 	ReloadAccess() error
+	// Revoke revokes the device (in memory when the registry cannot write) and closes
+	// its sessions; it returns how many it closed.
+	Revoke(device, reason string) (int, error)
+	// RegistryState is what the hub holds because the registry cannot write: held
+	// revocations and a description ("" when none).
+	RegistryState() (held map[string]string, degraded string)
 }
 
 // ErrHubNotRunning means no hub listens on the admin socket.
@@ -157,7 +170,19 @@ func (s *Server) do(req Request, cred *unix.Ucred) Reply {
 		s.log.Info("admin kick", "device", req.Device, "key", req.Key, "reason", req.Reason, "closed", n, "uid", cred.Uid)
 		return Reply{OK: true, Closed: n}
 	case OpStatus:
-		return Reply{OK: true, Online: s.h.OnlineDevices()}
+		held, degraded := s.h.RegistryState()
+		return Reply{OK: true, Online: s.h.OnlineDevices(), Held: held, Degraded: degraded}
+	case OpRevoke:
+		if req.Device == "" {
+			return Reply{Error: "revoke needs a device"}
+		}
+		n, err := s.h.Revoke(req.Device, req.Reason)
+		if err != nil {
+			return Reply{Error: err.Error()}
+		}
+		s.log.Info("admin revoke", "device", req.Device, "reason", req.Reason, "closed", n, "uid", cred.Uid)
+		held, degraded := s.h.RegistryState()
+		return Reply{OK: true, Closed: n, Held: held, Degraded: degraded}
 	case OpReload:
 		if err := s.h.ReloadAccess(); err != nil {
 			return Reply{Error: err.Error()}

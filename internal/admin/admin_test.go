@@ -19,6 +19,11 @@ func (f *fakeHub) KickKey(device, key, _ string) int {
 }
 func (f *fakeHub) OnlineDevices() map[string]bool { return map[string]bool{"dev1": true} }
 func (f *fakeHub) ReloadAccess() error            { return nil }
+func (f *fakeHub) Revoke(device, _ string) (int, error) {
+	f.kicked = append(f.kicked, device)
+	return 1, nil
+}
+func (f *fakeHub) RegistryState() (map[string]string, string) { return nil, "" }
 
 func TestAdminSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), SocketName)

@@ -204,18 +204,18 @@ func deviceListCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				online := g.online()
+				hs := g.hubState(cmd)
 				if asJSON {
 					out := make([]deviceView, 0, len(devs))
 					for _, d := range devs {
-						out = append(out, deviceView{d, online[d.Name]})
+						out = append(out, hs.view(d))
 					}
 					return printJSON(cmd.OutOrStdout(), out)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "DEVICE\tPROFILE\tADDRESS\tSTATUS\tVIOLATIONS")
 				for _, d := range devs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", d.Name, d.Profile, d.Address, status(d, online), d.Violations)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", d.Name, d.Profile, d.Address, hs.status(d), d.Violations)
 				}
 				return tw.Flush()
 			})
@@ -228,21 +228,44 @@ func deviceListCmd(g *globals) *cobra.Command {
 type deviceView struct {
 	*registry.Device
 	Online bool `json:"online"`
+	// HeldRevocation: revoked by the running hub in memory only (the registry cannot
+	// write); the reason.
+	HeldRevocation string `json:"held_revocation,omitempty"`
 }
 
-// online asks the running hub which devices have a live session; nil if it is not running.
-func (g *globals) online() map[string]bool {
+// hubState is what the running hub says: online devices (nil when no hub answered) and
+// what it holds in memory because the registry cannot write.
+type hubState struct {
+	online   map[string]bool
+	held     map[string]string
+	degraded string
+}
+
+// hubState asks the running hub; a degraded hub is reported on standard error.
+func (g *globals) hubState(cmd *cobra.Command) hubState {
 	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpStatus})
 	if err != nil {
-		return nil // nil: the hub did not answer
+		return hubState{} // the hub did not answer
 	}
-	if rep.Online == nil {
-		return map[string]bool{} // the hub answered: no device is online (omitted when empty)
+	hs := hubState{online: rep.Online, held: rep.Held, degraded: rep.Degraded}
+	if hs.online == nil {
+		hs.online = map[string]bool{} // the hub answered: no device is online (omitted when empty)
 	}
-	return rep.Online
+	if hs.degraded != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the hub is degraded: %s\n", hs.degraded)
+	}
+	return hs
 }
 
-func status(d *registry.Device, online map[string]bool) string {
+func (hs hubState) view(d *registry.Device) deviceView {
+	return deviceView{Device: d, Online: hs.online[d.Name], HeldRevocation: hs.held[d.Name]}
+}
+
+func (hs hubState) status(d *registry.Device) string {
+	if _, ok := hs.held[d.Name]; ok && !d.Revoked() {
+		return "revoked (held in the hub's memory: the registry cannot write)"
+	}
+	online := hs.online
 	switch {
 	case d.Revoked():
 		return "revoked " + d.RevokedAt.Local().Format(time.DateTime)
@@ -269,11 +292,11 @@ func deviceShowCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				online := g.online()
+				hs := g.hubState(cmd)
 				if asJSON {
-					return printJSON(cmd.OutOrStdout(), deviceView{d, online[d.Name]})
+					return printJSON(cmd.OutOrStdout(), hs.view(d))
 				}
-				printDevice(cmd.OutOrStdout(), d, online)
+				printDevice(cmd.OutOrStdout(), d, hs)
 				return nil
 			})
 		},
@@ -282,14 +305,16 @@ func deviceShowCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func printDevice(w io.Writer, d *registry.Device, online map[string]bool) {
+func printDevice(w io.Writer, d *registry.Device, hs hubState) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "device\t%s\n", d.Name)
 	fmt.Fprintf(tw, "profile\t%s\n", d.Profile)
 	fmt.Fprintf(tw, "address\t%s\t(source of its direct forwards)\n", d.Address)
-	fmt.Fprintf(tw, "status\t%s\n", status(d, online))
+	fmt.Fprintf(tw, "status\t%s\n", hs.status(d))
 	if d.Revoked() && d.RevokeWhy != "" {
 		fmt.Fprintf(tw, "revoked because\t%s\n", d.RevokeWhy)
+	} else if why, ok := hs.held[d.Name]; ok {
+		fmt.Fprintf(tw, "revoked because\t%s\n", why)
 	}
 	fmt.Fprintf(tw, "violations\t%d\n", d.Violations)
 	if len(d.Groups) > 0 {
@@ -342,10 +367,14 @@ func deviceRevokeCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if err := reg.RevokeDevice(cmd.Context(), args[0], reason); err != nil {
+				err := reg.RevokeDevice(cmd.Context(), args[0], reason)
+				if err == nil {
+					return g.kick(cmd, args[0], "", "key revoked", "revoked", "revoked "+args[0], asJSON)
+				}
+				if errors.Is(err, registry.ErrNotFound) {
 					return err
 				}
-				return g.kick(cmd, args[0], "", "key revoked", "revoked", "revoked "+args[0], asJSON)
+				return g.revokeThroughHub(cmd, args[0], reason, err, asJSON)
 			})
 		},
 	}
@@ -379,6 +408,31 @@ func deviceRemoveCmd(g *globals) *cobra.Command {
 // kick tells a running hub to close the device's sessions now (only those of one key
 // when fingerprint is set) and reports the registry change (action, and headline for
 // people) together with what the hub did.
+// revokeThroughHub is device revoke when the registry refused the write (a full disk):
+// the running hub revokes the device in memory, closes its sessions, refuses it from now
+// on and writes the revocation when the registry can.
+func (g *globals) revokeThroughHub(cmd *cobra.Command, device, reason string, writeErr error, asJSON bool) error {
+	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpRevoke, Device: device, Reason: reason})
+	if err != nil {
+		return fmt.Errorf("%w; no running hub could hold the revocation either (%v): free space in the data folder and retry", writeErr, err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "warning: the registry could not be written (%v): the running hub revoked %s in memory, refuses it from now on and writes the revocation when the registry can take it (free space in the data folder); a hub restart before then forgets it\n", writeErr, device)
+	if asJSON {
+		return printJSON(cmd.OutOrStdout(), struct {
+			Device     string `json:"device"`
+			Action     string `json:"action"`
+			HubRunning bool   `json:"hub_running"`
+			Closed     int    `json:"closed_sessions"`
+			HeldByHub  bool   `json:"held_in_memory"`
+		}{device, "revoked", true, rep.Closed, true})
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (held in the hub's memory)\n", device)
+	if rep.Closed > 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "closed %d live session(s)\n", rep.Closed)
+	}
+	return nil
+}
+
 func (g *globals) kick(cmd *cobra.Command, device, fingerprint, why, action, headline string, asJSON bool) error {
 	res := struct {
 		Device     string `json:"device"`

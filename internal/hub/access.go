@@ -155,7 +155,7 @@ func (h *Hub) reportRefusedLocked(ctx context.Context) {
 		detail := fmt.Sprintf("kernel layer refused %d packet(s) to protected sockets from processes without a permission (the kernel does not report which)", n-last)
 		h.log.Warn("access denied by the kernel layer", "packets", n-last)
 		ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
-		h.reg.AddEvent(ctx2, registry.Event{Kind: registry.EventAccessDenied, Detail: detail})
+		h.guard.AddEvent(ctx2, registry.Event{Kind: registry.EventAccessDenied, Detail: detail})
 		cancel()
 	}
 }
@@ -283,7 +283,7 @@ func (l *deniedLog) record(h *Hub, uid uint32, device, op, msg string) {
 	h.log.Warn("access denied", "device", device, "uid", uid, "detail", detail)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := h.reg.AddEvent(ctx, registry.Event{Device: device, Kind: registry.EventAccessDenied, Detail: detail}); err != nil {
+	if err := h.guard.AddEvent(ctx, registry.Event{Device: device, Kind: registry.EventAccessDenied, Detail: detail}); err != nil {
 		h.log.Error("recording access_denied failed", "err", err)
 	}
 }

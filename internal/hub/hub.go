@@ -23,6 +23,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/firewall"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/metrics"
+	"github.com/iotsafe/iotsafe/internal/regguard"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
 	"github.com/iotsafe/iotsafe/internal/restapi"
@@ -38,6 +39,7 @@ type Hub struct {
 	log         *slog.Logger
 	level       *slog.LevelVar
 	reg         *registry.Registry
+	guard       *regguard.Guard // reg as live subsystems use it: holds revocations, violations and audit events when reg cannot write
 	ssh         *sshd.Server
 	admin       *admin.Server
 	metrics     *metrics.Metrics
@@ -112,6 +114,8 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if h.reg, err = registry.Open(ctx, h.dir, cfg.Pool); err != nil {
 		return nil, err
 	}
+	h.guard = regguard.New(h.reg, h.log.With("component", "registry"), 0)
+	go h.guard.Run(ctx, 5*time.Second)
 	if err := h.rehome(ctx); err != nil {
 		return nil, err
 	}
@@ -150,13 +154,16 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 			return nil, err
 		}
 		h.metricsAt = addr
+		if err := h.metrics.Register(registryGauges(h.guard)...); err != nil {
+			return nil, err
+		}
 		h.log.Info("metrics", "url", "http://"+addr.String()+"/metrics")
 	}
 	// Before any listener: the admin socket and sshd's callbacks reach the API.
 	if err := h.startTelemetry(ctx); err != nil {
 		return nil, err
 	}
-	if h.ssh, err = sshd.New(sc, h.reg, h.hostKeys); err != nil {
+	if h.ssh, err = sshd.New(sc, h.guard, h.hostKeys); err != nil {
 		return nil, err
 	}
 	if h.sshAddr, err = h.ssh.Listen(); err != nil {
@@ -317,7 +324,7 @@ func (h *Hub) Close() {
 		if h.reg != nil {
 			if h.recorded {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if err := h.reg.AddEvent(ctx, registry.Event{Kind: registry.EventHubStopped, Detail: "clean stop"}); err != nil {
+				if err := h.guard.AddEvent(ctx, registry.Event{Kind: registry.EventHubStopped, Detail: "clean stop"}); err != nil {
 					h.log.Error("recording the stop failed", "err", err)
 				}
 				cancel()

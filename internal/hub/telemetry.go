@@ -48,7 +48,7 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 			return err
 		}
 	}
-	h.api = restapi.New(h.cfg.REST, h.reg, h.store, h, tokens, m, log)
+	h.api = restapi.New(h.cfg.REST, h.guard, h.store, h, tokens, m, log)
 	if err := h.api.Reload(ctx); err != nil {
 		return err
 	}
@@ -137,11 +137,29 @@ func (h *Hub) pruneTelemetry(ctx context.Context, every time.Duration) {
 
 // RevokeDevice implements restapi.Hub: the registry first, then the live consequences.
 func (h *Hub) RevokeDevice(ctx context.Context, device, reason string) error {
-	if err := h.reg.RevokeDevice(ctx, device, reason); err != nil {
+	if err := h.guard.RevokeDevice(ctx, device, reason); err != nil {
 		return err
 	}
 	h.KickKey(device, "", "key revoked")
 	return nil
+}
+
+// Revoke implements admin.Handler: RevokeDevice, saying how many sessions it closed.
+func (h *Hub) Revoke(device, reason string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.guard.RevokeDevice(ctx, device, reason); err != nil {
+		return 0, err
+	}
+	return h.KickKey(device, "", "key revoked"), nil
+}
+
+// RegistryState implements admin.Handler.
+func (h *Hub) RegistryState() (map[string]string, string) {
+	if st := h.guard.Degraded(); st != nil {
+		return h.guard.Held(), st.String()
+	}
+	return nil, ""
 }
 
 // RemoveDevice implements restapi.Hub.

@@ -378,6 +378,20 @@ func (r *Registry) RevokeDevice(ctx context.Context, name, reason string) error 
 	})
 }
 
+// AddViolations adds n violations counted while the registry could not write to the
+// device's count, and returns the new count.
+func (r *Registry) AddViolations(ctx context.Context, device string, n int) (int, error) {
+	var total int
+	err := r.withTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `UPDATE devices SET violations=violations+? WHERE name=? RETURNING violations`, n, device).Scan(&total)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: device %q", ErrNotFound, device)
+		}
+		return err
+	})
+	return total, err
+}
+
 // RecordSession notes a successful handshake: when, from where, with which algorithms.
 func (r *Registry) RecordSession(ctx context.Context, device, remote string, algos Algorithms) error {
 	b, _ := json.Marshal(algos)

@@ -38,9 +38,15 @@ func (r *Registry) AddEvent(ctx context.Context, e Event) error {
 	return r.withTx(ctx, func(tx *sql.Tx) error { return addEvent(ctx, tx, e) })
 }
 
+// addEvent stores e at e.At, or now when it is zero (an event held while the registry
+// could not write keeps the time it happened).
 func addEvent(ctx context.Context, tx *sql.Tx, e Event) error {
+	at := now()
+	if !e.At.IsZero() {
+		at = e.At.UTC().Format(timeLayout)
+	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO events(at, device, kind, detail, remote) VALUES(?,?,?,?,?)`,
-		now(), e.Device, e.Kind, e.Detail, e.Remote)
+		at, e.Device, e.Kind, e.Detail, e.Remote)
 	if err != nil {
 		return fmt.Errorf("registry: add event: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -116,5 +117,32 @@ func TestDuplicateAndRevoke(t *testing.T) {
 	}
 	if _, _, err := r.DeviceByKey(ctx, k); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("key of removed device: %v", err)
+	}
+}
+
+// What a hub held in memory while the registry could not write goes in with its own
+// time and count: violations added in one step, an event at the time it happened.
+func TestHeldViolationsAndEventTimes(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, t.TempDir())
+	if _, err := r.AddDevice(ctx, "dev1", "default", newKey(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.AddViolation(ctx, "dev1", "x", "", false); err != nil || n != 1 {
+		t.Fatalf("%d %v", n, err)
+	}
+	if n, err := r.AddViolations(ctx, "dev1", 41); err != nil || n != 42 {
+		t.Fatalf("held violations: %d %v", n, err)
+	}
+	if _, err := r.AddViolations(ctx, "nodev", 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown device: %v", err)
+	}
+	at := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	if err := r.AddEvent(ctx, Event{At: at, Device: "dev1", Kind: EventAuthRefused, Detail: "held"}); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := r.Events(ctx, EventFilter{Device: "dev1", Kind: EventAuthRefused})
+	if err != nil || len(ev) != 1 || !ev[0].At.Equal(at) {
+		t.Fatalf("event: %+v %v", ev, err)
 	}
 }

@@ -184,20 +184,22 @@ func (w *logWatch) waitText(t *testing.T, s string) {
 }
 
 type hubProc struct {
-	t      *testing.T
-	wrap   []string // command prefix (namespaces, credentials); nil for none
-	args   []string // more arguments for 'iotsafe hub' (after --data)
-	cred   *syscall.Credential
-	data   string
-	config string
-	cmd    *exec.Cmd
-	log    *logWatch
-	addr   string // host:port of the SSH server
-	front  string // host:port of the front door, if configured
-	rest   string // host:port of the plain REST listener, if configured
-	port   string
-	hostFP string
-	hostPK string // authorized_keys form of the host key
+	t    *testing.T
+	wrap []string // command prefix (namespaces, credentials); nil for none
+	// cliWrap prefixes CLI commands (a mount namespace the data folder lives in).
+	cliWrap []string
+	args    []string // more arguments for 'iotsafe hub' (after --data)
+	cred    *syscall.Credential
+	data    string
+	config  string
+	cmd     *exec.Cmd
+	log     *logWatch
+	addr    string // host:port of the SSH server
+	front   string // host:port of the front door, if configured
+	rest    string // host:port of the plain REST listener, if configured
+	port    string
+	hostFP  string
+	hostPK  string // authorized_keys form of the host key
 }
 
 // startHub runs 'iotsafe hub' on a fresh data folder (or the given one) with extra YAML.
@@ -272,12 +274,10 @@ func (h *hubProc) start() {
 		t.Fatalf("hub did not start; log:\n%s", h.log.text())
 	}
 	_, h.port, _ = net.SplitHostPort(h.addr)
-	pub, err := os.ReadFile(filepath.Join(h.data, "host_ed25519_key"))
-	if err == nil && len(pub) > 0 {
-		out, err := exec.Command("ssh-keygen", "-y", "-f", filepath.Join(h.data, "host_ed25519_key")).Output()
-		if err == nil {
-			h.hostPK = strings.TrimSpace(string(out))
-		}
+	// Where the CLI runs (cliWrap): the data folder may live in a mount namespace.
+	keygen := append(append([]string{}, h.cliWrap...), "ssh-keygen", "-y", "-f", filepath.Join(h.data, "host_ed25519_key"))
+	if out, err := exec.Command(keygen[0], keygen[1:]...).Output(); err == nil {
+		h.hostPK = strings.TrimSpace(string(out))
 	}
 	t.Cleanup(h.stop)
 }
@@ -294,8 +294,14 @@ func (h *hubProc) stop() {
 // cli runs an admin command against this hub's data folder.
 func (h *hubProc) cli(args ...string) (string, error) {
 	args = append(args, "--data", h.data)
-	out, err := exec.Command(iotsafeBin, args...).CombinedOutput()
+	out, err := h.cliCommand(args...).CombinedOutput()
 	return string(out), err
+}
+
+// cliCommand is iotsafe with args, run where the hub's data folder is.
+func (h *hubProc) cliCommand(args ...string) *exec.Cmd {
+	argv := append(append(append([]string{}, h.cliWrap...), iotsafeBin), args...)
+	return exec.Command(argv[0], argv[1:]...)
 }
 
 func (h *hubProc) mustCLI(args ...string) string {
@@ -310,7 +316,7 @@ func (h *hubProc) mustCLI(args ...string) string {
 // mustCLIStdout is mustCLI for commands whose standard output is data (a token).
 func (h *hubProc) mustCLIStdout(args ...string) string {
 	h.t.Helper()
-	cmd := exec.Command(iotsafeBin, append(args, "--data", h.data)...)
+	cmd := h.cliCommand(append(args, "--data", h.data)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
