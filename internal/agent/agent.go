@@ -397,7 +397,13 @@ func (a *Agent) negotiateMux(conn ssh.Conn) *zmux.Session {
 		modes = append(modes, sshext.MuxPlain)
 	}
 	for _, mode := range modes {
-		ch, reqs, err := conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: mode, Coalesce: a.cfg.Coalesce}))
+		// Version 2 first; a hub that predates it refuses the mode as unknown.
+		v2 := true
+		ch, reqs, err := conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: mode + sshext.MuxV2, Coalesce: a.cfg.Coalesce}))
+		if oe := (*ssh.OpenChannelError)(nil); errors.As(err, &oe) && oe.Reason == ssh.UnknownChannelType {
+			v2 = false
+			ch, reqs, err = conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: mode, Coalesce: a.cfg.Coalesce}))
+		}
 		if err != nil {
 			if mode == sshext.MuxDeflate {
 				a.log.Warn("hub declined compression; going on without it", "reason", err)
@@ -407,16 +413,16 @@ func (a *Agent) negotiateMux(conn ssh.Conn) *zmux.Session {
 			continue
 		}
 		go ssh.DiscardRequests(reqs)
-		o := zmux.Options{Device: true, Compress: mode == sshext.MuxDeflate}
+		o := zmux.Options{Device: true, Compress: mode == sshext.MuxDeflate, Version2: v2}
 		if a.cfg.Coalesce {
 			o.FlushDelay = sshext.CoalesceDelay
 		}
 		m := zmux.New(ch, o)
 		go a.serveMux(m, conn)
 		if mode == sshext.MuxDeflate {
-			a.log.Info("compression on", "level", zmux.Level)
+			a.log.Info("compression on", "level", zmux.Level, "framing", o.FramingVersion())
 		} else {
-			a.log.Info("multiplexing on")
+			a.log.Info("multiplexing on", "framing", o.FramingVersion())
 		}
 		return m
 	}

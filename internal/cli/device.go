@@ -347,6 +347,10 @@ func printDevice(w io.Writer, d *registry.Device, hs hubState) {
 
 // forwardingMode says how a session carries its forwarded connections.
 func forwardingMode(mux string) string {
+	mux, v2 := sshext.MuxMode(mux)
+	if v2 {
+		return forwardingMode(mux) + " (framing version 2)"
+	}
 	switch mux {
 	case "":
 		return "one SSH channel per connection"

@@ -137,13 +137,14 @@ func (c FleetConfig) session(i int) (ssh.Conn, []string, error) {
 		}
 	}()
 	if c.Multiplex {
-		ch, mreqs, err := conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: sshext.MuxPlain}))
+		// The agent's default: version 2 of the framing (the lab's hub is this binary).
+		ch, mreqs, err := conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: sshext.MuxPlain + sshext.MuxV2}))
 		if err != nil {
 			conn.Close()
 			return nil, nil, fmt.Errorf("multiplexed channel: %w", err)
 		}
 		go ssh.DiscardRequests(mreqs)
-		go c.serveMux(zmux.New(ch, zmux.Options{Device: true}))
+		go c.serveMux(zmux.New(ch, zmux.Options{Device: true, Version2: true}))
 	}
 	var addrs []string
 	for p := range c.Forwards {

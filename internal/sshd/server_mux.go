@@ -16,11 +16,14 @@ import (
 // violation: the agent goes on with plain channels.
 func (ss *session) openMux(nc ssh.NewChannel) {
 	var req sshext.MuxOpen
-	if err := ssh.Unmarshal(nc.ExtraData(), &req); err != nil || (req.Mode != sshext.MuxDeflate && req.Mode != sshext.MuxPlain) {
-		ss.reject(nc, ssh.UnknownChannelType, fmt.Sprintf("multiplexed channel: unknown mode %q (this hub knows %q and %q)", req.Mode, sshext.MuxDeflate, sshext.MuxPlain), "")
+	err := ssh.Unmarshal(nc.ExtraData(), &req)
+	mode, v2 := sshext.MuxMode(req.Mode)
+	if err != nil || (mode != sshext.MuxDeflate && mode != sshext.MuxPlain) {
+		ss.reject(nc, ssh.UnknownChannelType, fmt.Sprintf("multiplexed channel: unknown mode %q (this hub knows %q and %q, each optionally with %q)",
+			req.Mode, sshext.MuxDeflate, sshext.MuxPlain, sshext.MuxV2), "")
 		return
 	}
-	compress := req.Mode == sshext.MuxDeflate
+	compress := mode == sshext.MuxDeflate
 	if compress && !ss.prof.Compression {
 		ss.reject(nc, ssh.Prohibited, fmt.Sprintf("compression is off in profile %q (compression: true allows it)", ss.prof.Name), "")
 		return
@@ -34,7 +37,7 @@ func (ss *session) openMux(nc ssh.NewChannel) {
 		return
 	}
 	go ssh.DiscardRequests(reqs)
-	o := zmux.Options{Compress: compress}
+	o := zmux.Options{Compress: compress, Version2: v2}
 	if req.Coalesce {
 		o.FlushDelay = sshext.CoalesceDelay
 	}
@@ -46,7 +49,7 @@ func (ss *session) openMux(nc ssh.NewChannel) {
 	go ss.serveMux(m)
 	ss.algos.Multiplexed = req.Mode
 	ss.record()
-	ss.log.Info("multiplexed channel open", "mode", req.Mode, "coalesce", req.Coalesce)
+	ss.log.Info("multiplexed channel open", "mode", mode, "framing", o.FramingVersion(), "coalesce", req.Coalesce)
 }
 
 // serveMux serves the streams the device opens in its multiplexed channel: direct

@@ -1,6 +1,9 @@
 package sshext
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 const (
 	// MuxChannel is the channel an agent opens to carry every forwarded connection of
@@ -19,7 +22,21 @@ const (
 	MuxDeflate = "deflate"
 	// MuxPlain only multiplexes.
 	MuxPlain = "none"
+	// MuxV2 appended to a mode ("none/2") asks for version 2 of zmux's framing: each side
+	// first announces its receive window per stream (2 MiB by default instead of 256 KiB,
+	// which halved bulk transfers). Hubs that predate it refuse the open as an unknown
+	// mode, and the agent then opens the mode alone.
+	MuxV2 = "/2"
 )
+
+// MuxMode splits a requested mode into its base (MuxDeflate, MuxPlain) and whether it
+// asks for version 2.
+func MuxMode(mode string) (base string, v2 bool) {
+	if b, ok := strings.CutSuffix(mode, MuxV2); ok {
+		return b, true
+	}
+	return mode, false
+}
 
 // MuxOpen is the extra data of a MuxChannel open (SSH wire encoding).
 type MuxOpen struct {

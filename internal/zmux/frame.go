@@ -1,7 +1,6 @@
 package zmux
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,6 +16,9 @@ import (
 //	window  increment(varint, 1..Window)
 //	eof     (no body): the sender will write no more on this stream
 //	reset   reason(str): the stream is aborted both ways (refused, if not yet served)
+//	settings window(varint, Window..MaxWindow), stream id 0: version 2 only, sent once
+//	        by each side first: its receive window per stream (before it arrives the
+//	        peer assumes Window)
 type frameType byte
 
 const (
@@ -25,12 +27,21 @@ const (
 	frameWindow frameType = 3
 	frameEOF    frameType = 4
 	frameReset  frameType = 5
+	// frameSettings is version 2's session-level frame (stream id 0).
+	frameSettings frameType = 6
 )
 
 const (
-	// Window is each stream's receive credit in bytes, in each direction. A reader that
-	// stalls holds at most this much of its peer's data.
+	// Window is each stream's receive credit in bytes, in each direction, in version 1
+	// of the framing, and in version 2 until a side's settings frame arrives. A reader
+	// that stalls holds at most its window of its peer's data.
 	Window = 256 << 10
+	// DefaultWindow2 is the receive window a version 2 session announces by default:
+	// that of an SSH channel in x/crypto/ssh, so a bulk transfer is not held back by
+	// credit round trips through two hops (256 KiB halved a transfer's rate).
+	DefaultWindow2 = 2 << 20
+	// MaxWindow bounds an announced window and a window increment.
+	MaxWindow = 16 << 20
 	// MaxData bounds one data frame.
 	MaxData = 16 << 10
 	// maxHost bounds host names in open frames; maxReason bounds reset reasons.
@@ -71,7 +82,7 @@ type frame struct {
 	id     uint64
 	target Target // open
 	data   []byte // data; aliases the reader's buffer
-	incr   uint64 // window
+	incr   uint64 // window; the announced window of settings
 	reason string // reset
 }
 
@@ -101,6 +112,10 @@ func appendWindow(b []byte, id uint64, n uint64) []byte {
 	return binary.AppendUvarint(appendHeader(b, frameWindow, id), n)
 }
 
+func appendSettings(b []byte, window uint64) []byte {
+	return binary.AppendUvarint(appendHeader(b, frameSettings, 0), window)
+}
+
 func appendReset(b []byte, id uint64, reason string) []byte {
 	if len(reason) > maxReason {
 		reason = reason[:maxReason]
@@ -108,9 +123,15 @@ func appendReset(b []byte, id uint64, reason string) []byte {
 	return appendString(appendHeader(b, frameReset, id), reason)
 }
 
+// frameReader is what frames are decoded from (a bufio.Reader, a burstReader).
+type frameReader interface {
+	io.Reader
+	io.ByteReader
+}
+
 // readFrame decodes one frame. buf must hold MaxData bytes; a data frame's payload is
 // read into it. io.EOF means the stream ended cleanly between frames.
-func readFrame(r *bufio.Reader, buf []byte) (frame, error) {
+func readFrame(r frameReader, buf []byte) (frame, error) {
 	var f frame
 	t, err := r.ReadByte()
 	if err != nil {
@@ -120,8 +141,8 @@ func readFrame(r *bufio.Reader, buf []byte) (frame, error) {
 	if f.id, err = readUvarint(r, "stream id"); err != nil {
 		return f, err
 	}
-	if f.id == 0 {
-		return f, protoErr("stream id 0")
+	if (f.id == 0) != (f.typ == frameSettings) {
+		return f, protoErr("frame type %d with stream id %d", f.typ, f.id)
 	}
 	switch f.typ {
 	case frameOpen:
@@ -161,8 +182,15 @@ func readFrame(r *bufio.Reader, buf []byte) (frame, error) {
 		if f.incr, err = readUvarint(r, "window increment"); err != nil {
 			return f, err
 		}
-		if f.incr == 0 || f.incr > Window {
-			return f, protoErr("window increment %d (1 to %d allowed)", f.incr, Window)
+		if f.incr == 0 || f.incr > MaxWindow {
+			return f, protoErr("window increment %d (1 to %d allowed)", f.incr, MaxWindow)
+		}
+	case frameSettings:
+		if f.incr, err = readUvarint(r, "window"); err != nil {
+			return f, err
+		}
+		if f.incr < Window || f.incr > MaxWindow {
+			return f, protoErr("announced window %d (%d to %d allowed)", f.incr, Window, MaxWindow)
 		}
 	case frameEOF:
 	case frameReset:
@@ -183,7 +211,7 @@ func unexpected(err error) error {
 	return err
 }
 
-func readUvarint(r *bufio.Reader, what string) (uint64, error) {
+func readUvarint(r frameReader, what string) (uint64, error) {
 	v, err := binary.ReadUvarint(r)
 	if err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -194,7 +222,7 @@ func readUvarint(r *bufio.Reader, what string) (uint64, error) {
 	return v, nil
 }
 
-func readPort(r *bufio.Reader) (uint32, error) {
+func readPort(r frameReader) (uint32, error) {
 	v, err := readUvarint(r, "port")
 	if err != nil {
 		return 0, err
@@ -205,7 +233,7 @@ func readPort(r *bufio.Reader) (uint32, error) {
 	return uint32(v), nil
 }
 
-func readString(r *bufio.Reader, limit int, what string) (string, error) {
+func readString(r frameReader, limit int, what string) (string, error) {
 	n, err := readUvarint(r, what+" length")
 	if err != nil {
 		return "", err

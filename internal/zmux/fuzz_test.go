@@ -19,6 +19,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(appendWindow(nil, 2, Window/2))
 	f.Add(appendHeader(nil, frameEOF, 5))
 	f.Add(appendReset(nil, 7, "refused"))
+	f.Add(appendSettings(nil, DefaultWindow2))
 	f.Add([]byte{2, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := bufio.NewReader(bytes.NewReader(in))
@@ -31,7 +32,8 @@ func FuzzReadFrame(f *testing.F) {
 				}
 				return
 			}
-			if fr.id == 0 || len(fr.data) > MaxData || len(fr.target.Host) > maxHost || len(fr.reason) > maxReason || fr.incr > Window {
+			if (fr.id == 0) != (fr.typ == frameSettings) || len(fr.data) > MaxData || len(fr.target.Host) > maxHost || len(fr.reason) > maxReason || fr.incr > MaxWindow ||
+				fr.typ == frameSettings && fr.incr < Window {
 				t.Fatalf("frame outside the limits: %+v", fr)
 			}
 		}
@@ -44,9 +46,13 @@ func FuzzSession(f *testing.F) {
 	f.Add(appendData(appendOpen(nil, 1, Target{Kind: Direct, Host: "api"}), 1, []byte("x")))
 	f.Add(appendReset(appendHeader(appendOpen(nil, 1, Target{Kind: Direct}), frameEOF, 1), 1, ""))
 	f.Add(appendWindow(appendOpen(nil, 3, Target{Kind: Forwarded}), 3, 100))
+	f.Add(appendData(appendOpen(appendSettings(nil, DefaultWindow2), 1, Target{Kind: Direct, Host: "api"}), 1, []byte("x")))
+	f.Add(appendSettings(appendSettings(nil, Window), Window))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		a, b := net.Pipe()
-		hub := New(b, Options{Compress: true})
+		// Version 2: the settings frame is allowed (once); version 1 takes the same input
+		// in FuzzSession's seeds without settings.
+		hub := New(b, Options{Compress: true, Version2: len(in) > 0 && in[0] == byte(frameSettings)})
 		defer hub.Close()
 		go io.Copy(io.Discard, a)
 		go func() {

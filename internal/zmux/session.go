@@ -23,6 +23,8 @@ const (
 	// acceptBacklog is how many streams opened by the peer may wait for Accept before
 	// the session stops reading.
 	acceptBacklog = 128
+	// idleBuffer is the largest write buffer an idle session keeps.
+	idleBuffer = 4 << 10
 	// smallBatch is the size under which a batch waits Options.FlushDelay for more.
 	smallBatch = 1024
 )
@@ -64,6 +66,20 @@ type Options struct {
 	// train and one acknowledgement fewer; with Nagle on, no small segment left waiting
 	// for an ACK). 0 sends at once. Agents with --coalesce use 2 ms.
 	FlushDelay time.Duration
+	// Version2 speaks version 2 of the framing (both sides must: the hub learns it from
+	// the channel open's mode): each side announces its receive window first.
+	Version2 bool
+	// Window is this side's receive window per stream in version 2; 0 means
+	// DefaultWindow2. It is clamped to Window..MaxWindow.
+	Window int
+}
+
+// FramingVersion is the version of the framing these options speak (for logs).
+func (o Options) FramingVersion() int {
+	if o.Version2 {
+		return 2
+	}
+	return 1
 }
 
 // Session multiplexes streams over one reliable byte stream (an SSH channel).
@@ -73,15 +89,22 @@ type Session struct {
 	compress bool
 	delay    time.Duration
 	done     chan struct{}
+	v2       bool
+	// recvWindow is this side's receive window per stream (announced in version 2).
+	recvWindow uint64
 
 	mu       sync.Mutex
 	err      error // set once the session ends
 	streams  map[uint64]*Stream
 	nextID   uint64 // next id this side opens
 	lastPeer uint64 // highest id the peer opened
-	out      []byte // encoded frames waiting for the writer
-	outReady *sync.Cond
-	outSpace *sync.Cond
+	// peerWindow is the peer's receive window per stream: Window until its settings
+	// frame arrives.
+	peerWindow uint64
+	settled    bool   // the peer's settings frame arrived
+	out        []byte // encoded frames waiting for the writer
+	outReady   *sync.Cond
+	outSpace   *sync.Cond
 
 	accept chan *Stream
 
@@ -94,6 +117,16 @@ func New(rw io.ReadWriteCloser, o Options) *Session {
 		rw: rw, odd: o.Device, compress: o.Compress, delay: o.FlushDelay, done: make(chan struct{}),
 		streams: map[uint64]*Stream{},
 		accept:  make(chan *Stream, acceptBacklog),
+		v2:      o.Version2, recvWindow: Window, peerWindow: Window,
+	}
+	if o.Version2 {
+		w := o.Window
+		if w == 0 {
+			w = DefaultWindow2
+		}
+		s.recvWindow = uint64(min(max(w, Window), MaxWindow))
+		// The first frame: streams the peer opens before reading it start with Window.
+		s.out = appendSettings(s.out, s.recvWindow)
 	}
 	s.nextID = 2
 	if o.Device {
@@ -218,8 +251,22 @@ func (s *Session) writeLoop() {
 	var spare []byte
 	for {
 		s.mu.Lock()
-		for len(s.out) == 0 && s.err == nil {
-			s.outReady.Wait()
+		if len(s.out) == 0 && s.err == nil {
+			// Going idle: buffers grown by a bulk transfer go back to a pool shared by
+			// all sessions rather than staying with an idle one. While busy both are
+			// kept; a new one per batch was a third of a bulk transfer's CPU in
+			// allocation and garbage collection.
+			if cap(s.out) > idleBuffer {
+				putWriteBuf(s.out)
+				s.out = nil
+			}
+			if cap(spare) > idleBuffer {
+				putWriteBuf(spare)
+				spare = nil
+			}
+			for len(s.out) == 0 && s.err == nil {
+				s.outReady.Wait()
+			}
 		}
 		if s.err == nil && len(s.out) < smallBatch {
 			// Frames about to be queued (a request after its open, a body after its
@@ -245,13 +292,7 @@ func (s *Session) writeLoop() {
 				return
 			}
 		}
-		// Keep a small buffer for the next batch (requests and answers of a few KiB); a
-		// bigger one (after a bulk transfer) goes back to the heap rather than staying
-		// with an idle session.
-		spare = nil
-		if cap(batch) <= 4<<10 {
-			spare = batch
-		}
+		spare = batch
 		if ended {
 			s.mu.Lock()
 			rest := len(s.out)
@@ -264,6 +305,21 @@ func (s *Session) writeLoop() {
 	}
 }
 
+// writeBufs hold queued frames of sessions that are sending data; an idle session
+// returns its buffers here.
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, maxQueued+2*MaxData); return &b }}
+
+// getWriteBuf is an empty buffer for a session's queue.
+func getWriteBuf() []byte { return (*writeBufs.Get().(*[]byte))[:0] }
+
+// putWriteBuf returns b (only buffers of the pool's size are kept).
+func putWriteBuf(b []byte) {
+	if cap(b) >= maxQueued+2*MaxData {
+		b = b[:0]
+		writeBufs.Put(&b)
+	}
+}
+
 // dataBufs hold one data frame's payload while it is dispatched.
 var dataBufs = sync.Pool{New: func() any { b := make([]byte, MaxData); return &b }}
 
@@ -271,22 +327,31 @@ var dataBufs = sync.Pool{New: func() any { b := make([]byte, MaxData); return &b
 // blocks on a stream: each stream's buffer is bounded by its window.
 func (s *Session) readLoop() {
 	cr := &countReader{r: s.rw, n: &s.wireIn}
-	// Small read buffers: a data frame's payload is read past them in one go.
-	var plain io.Reader = cr
+	// The channel is read by a burstReader (small buffer when quiet, large while data
+	// streams); without compression frames are decoded from it directly.
+	var br frameReader
+	var wait func() error
 	if s.compress {
-		plain = flate.NewReader(bufio.NewReaderSize(cr, 4<<10))
+		fr := bufio.NewReaderSize(&countReader{r: flate.NewReader(newBurstReader(cr)), n: &s.rawIn}, 4<<10)
+		br, wait = fr, func() error { _, err := fr.Peek(1); return err }
+	} else {
+		bu := newBurstReader(&countReader{r: cr, n: &s.rawIn})
+		br, wait = bu, bu.wait
+		defer bu.release()
 	}
-	br := bufio.NewReaderSize(&countReader{r: plain, n: &s.rawIn}, 4<<10)
 	for {
 		// Wait for a frame without holding a payload buffer: an idle session keeps none.
-		_, err := br.Peek(1)
+		err := wait()
 		if err == nil {
 			bp := dataBufs.Get().(*[]byte)
 			var f frame
+			kept := false
 			if f, err = readFrame(br, *bp); err == nil {
-				err = s.dispatch(f) // copies the payload into its stream
+				kept, err = s.dispatch(f, bp) // the stream keeps bp or copies the payload
 			}
-			dataBufs.Put(bp)
+			if !kept {
+				dataBufs.Put(bp)
+			}
 		}
 		if err != nil {
 			var corrupt flate.CorruptInputError
@@ -334,35 +399,40 @@ func (s *Session) open(f frame) error {
 	return nil
 }
 
-func (s *Session) dispatch(f frame) error {
+// dispatch hands f to its stream. bp holds a data frame's payload; kept reports that the
+// stream took it.
+func (s *Session) dispatch(f frame, bp *[]byte) (kept bool, err error) {
 	if f.typ == frameOpen {
-		return s.open(f)
+		return false, s.open(f)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if f.typ == frameSettings {
+		return false, s.settings(f.incr)
+	}
 	st := s.streams[f.id]
 	if st == nil {
 		if s.known(f.id) {
-			return nil // the stream is gone here; the peer has not heard yet
+			return false, nil // the stream is gone here; the peer has not heard yet
 		}
-		return protoErr("frame type %d for stream %d that was never opened", f.typ, f.id)
+		return false, protoErr("frame type %d for stream %d that was never opened", f.typ, f.id)
 	}
 	switch f.typ {
 	case frameData:
 		if st.recvEOF {
-			return protoErr("data on stream %d after its end", f.id)
+			return false, protoErr("data on stream %d after its end", f.id)
 		}
 		if uint64(len(f.data)) > st.credit {
-			return protoErr("stream %d: %d bytes over a window of %d", f.id, len(f.data), st.credit)
+			return false, protoErr("stream %d: %d bytes over a window of %d", f.id, len(f.data), st.credit)
 		}
 		st.credit -= uint64(len(f.data))
 		if !st.closed {
-			st.rbuf = append(st.rbuf, f.data...)
+			kept = st.rq.push(bp, f.data)
 		}
 	case frameWindow:
 		st.window += f.incr
-		if st.window > Window {
-			return protoErr("stream %d: window grown to %d, over %d", f.id, st.window, Window)
+		if st.window > s.peerWindow {
+			return false, protoErr("stream %d: window grown to %d, over %d", f.id, st.window, s.peerWindow)
 		}
 	case frameEOF:
 		st.recvEOF = true
@@ -372,6 +442,25 @@ func (s *Session) dispatch(f frame) error {
 		delete(s.streams, st.id)
 	}
 	st.cond.Broadcast()
+	return kept, nil
+}
+
+// settings applies the peer's announced receive window: every stream's send window
+// grows by what it adds to Window. s.mu is held.
+func (s *Session) settings(w uint64) error {
+	if !s.v2 {
+		return protoErr("settings frame in version 1")
+	}
+	if s.settled {
+		return protoErr("second settings frame")
+	}
+	s.settled = true
+	add := w - s.peerWindow
+	s.peerWindow = w
+	for _, st := range s.streams {
+		st.window += add
+		st.cond.Broadcast()
+	}
 	return nil
 }
 

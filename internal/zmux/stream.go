@@ -14,8 +14,7 @@ type Stream struct {
 	cond   *sync.Cond // on s.mu
 
 	// Guarded by s.mu.
-	rbuf    []byte      // received, not yet read
-	rstart  int         // read offset into rbuf
+	rq      recvQueue   // received, not yet read
 	credit  uint64      // bytes the peer may still send
 	unacked uint64      // bytes read but not yet returned to the peer as window
 	window  uint64      // bytes this side may still send
@@ -26,7 +25,7 @@ type Stream struct {
 }
 
 func newStream(s *Session, id uint64, t Target) *Stream {
-	return &Stream{s: s, id: id, target: t, cond: sync.NewCond(&s.mu), credit: Window, window: Window}
+	return &Stream{s: s, id: id, target: t, cond: sync.NewCond(&s.mu), credit: s.recvWindow, window: s.peerWindow}
 }
 
 // Target is what the opener asked for.
@@ -38,7 +37,7 @@ func (st *Stream) Read(p []byte) (int, error) {
 	s := st.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for st.rstart == len(st.rbuf) {
+	for st.rq.n == 0 {
 		switch {
 		case st.reset != nil:
 			return 0, st.reset
@@ -51,18 +50,10 @@ func (st *Stream) Read(p []byte) (int, error) {
 		}
 		st.cond.Wait()
 	}
-	n := copy(p, st.rbuf[st.rstart:])
-	st.rstart += n
-	if st.rstart == len(st.rbuf) {
-		// Drained: reuse a small buffer, let a big one (after a burst) go.
-		st.rbuf, st.rstart = st.rbuf[:0], 0
-		if cap(st.rbuf) > 16<<10 {
-			st.rbuf = nil
-		}
-	}
+	n := st.rq.read(p)
 	// Return credit once half the window is used: small exchanges need no window frames.
 	st.unacked += uint64(n)
-	if st.unacked >= Window/2 && !st.recvEOF && s.err == nil {
+	if st.unacked >= s.recvWindow/2 && !st.recvEOF && s.err == nil {
 		s.queue(appendWindow(s.out, st.id, st.unacked))
 		st.credit += st.unacked
 		st.unacked = 0
@@ -92,6 +83,9 @@ func (st *Stream) Write(p []byte) (int, error) {
 			continue
 		}
 		n := min(len(p), MaxData, int(st.window))
+		if s.out == nil && n > idleBuffer {
+			s.out = getWriteBuf() // a bulk transfer: a pooled buffer, not a growing one
+		}
 		s.queue(appendData(s.out, st.id, p[:n]))
 		st.window -= uint64(n)
 		written += n
@@ -133,7 +127,7 @@ func (st *Stream) abort(reason string) error {
 		return nil
 	}
 	st.closed = true
-	st.rbuf, st.rstart = nil, 0
+	st.rq.release()
 	if st.reset == nil && s.err == nil && !(st.sentEOF && st.recvEOF) {
 		s.queue(appendReset(s.out, st.id, reason))
 	}

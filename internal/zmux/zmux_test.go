@@ -29,18 +29,18 @@ func pairMode(t *testing.T, o Options) (device, hub *Session) {
 	return device, hub
 }
 
-// bothModes runs f with and without compression, and with a flush delay: multiplexing
-// must not depend on either.
+// bothModes runs f with and without compression, with a flush delay and in version 2:
+// multiplexing must not depend on any of them.
 func bothModes(t *testing.T, f func(t *testing.T, dev, hub *Session)) {
-	for _, o := range []Options{{Compress: true}, {}, {Compress: true, FlushDelay: time.Millisecond}} {
-		t.Run(fmt.Sprintf("compress=%v,delay=%v", o.Compress, o.FlushDelay), func(t *testing.T) {
+	for _, o := range []Options{{Compress: true}, {}, {Compress: true, FlushDelay: time.Millisecond}, {Version2: true}, {Compress: true, Version2: true}} {
+		t.Run(fmt.Sprintf("compress=%v,delay=%v,v2=%v", o.Compress, o.FlushDelay, o.Version2), func(t *testing.T) {
 			dev, hub := pairMode(t, o)
 			f(t, dev, hub)
 		})
 	}
 }
 
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+func tcpPair(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -244,7 +244,11 @@ func TestStalledStreamDoesNotBlockOthers(t *testing.T) {
 		}()
 		a, _ := dev.Open(Target{Kind: Direct, Host: "slow"})
 		// Fill the stalled stream's window entirely; the next write would wait.
-		if _, err := a.Write(random(Window)); err != nil {
+		win := Window
+		if dev.v2 {
+			win = int(hub.recvWindow) // announced by the hub
+		}
+		if _, err := a.Write(random(win)); err != nil {
 			t.Fatal(err)
 		}
 		<-stalled
@@ -316,9 +320,11 @@ type rawPeer struct {
 	zw   *flate.Writer
 }
 
-func newRawPeer(t *testing.T) (*rawPeer, *Session) {
+func newRawPeer(t *testing.T) (*rawPeer, *Session) { return newRawPeerWith(t, Options{Compress: true}) }
+
+func newRawPeerWith(t *testing.T, o Options) (*rawPeer, *Session) {
 	a, b := tcpPair(t)
-	hub := New(b, Options{Compress: true})
+	hub := New(b, o)
 	t.Cleanup(func() { hub.Close(); a.Close() })
 	zw, _ := flate.NewWriter(a, Level)
 	go io.Copy(io.Discard, a)
@@ -348,10 +354,70 @@ func TestProtocolViolationsEndTheSession(t *testing.T) {
 		"window overflow": func() []byte {
 			return appendWindow(appendOpen(nil, 1, Target{Kind: Direct}), 1, Window)
 		},
+		"settings in version 1": func() []byte { return appendSettings(nil, DefaultWindow2) },
 	}
 	for name, frames := range cases {
 		t.Run(name, func(t *testing.T) {
 			peer, hub := newRawPeer(t)
+			go func() {
+				for {
+					if _, err := hub.Accept(); err != nil {
+						return
+					}
+				}
+			}()
+			peer.send(frames())
+			<-hub.Done()
+			if err := hub.Err(); !errors.Is(err, ErrProtocol) {
+				t.Fatalf("session ended with %v, want a protocol error", err)
+			}
+		})
+	}
+}
+
+// Version 2: each side's announced window replaces Window, for streams opened before
+// and after the settings frame arrives; a reader that stalls still bounds what it holds.
+func TestVersion2AnnouncedWindow(t *testing.T) {
+	dev, hub := pairMode(t, Options{Version2: true})
+	stalled := make(chan *Stream, 1)
+	go func() {
+		st, _ := hub.Accept() // never read
+		stalled <- st
+		echo(hub)
+	}()
+	a, _ := dev.Open(Target{Kind: Direct, Host: "slow"})
+	// Four times version 1's window fits without the reader reading: the write returns.
+	if _, err := a.Write(random(4 * Window)); err != nil {
+		t.Fatal(err)
+	}
+	st := <-stalled
+	// The data arrived whole, and the stream still works both ways.
+	got := make([]byte, 4*Window)
+	if _, err := io.ReadFull(st, got); err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, dev, Target{Kind: Direct, Host: "fast"}, random(4*Window))
+}
+
+// A version 2 session refuses what breaks the announced limits.
+func TestVersion2Violations(t *testing.T) {
+	cases := map[string]func() []byte{
+		"second settings frame": func() []byte { return appendSettings(appendSettings(nil, Window), Window) },
+		"window over the announced one": func() []byte {
+			return appendWindow(appendOpen(appendSettings(nil, Window), 1, Target{Kind: Direct}), 1, 1)
+		},
+		"data over the hub's window": func() []byte {
+			b := appendOpen(nil, 1, Target{Kind: Direct, Host: "api"})
+			for range DefaultWindow2/MaxData + 1 {
+				b = appendData(b, 1, make([]byte, MaxData))
+			}
+			return b
+		},
+		"window below version 1's": func() []byte { return appendSettings(nil, Window-1) },
+	}
+	for name, frames := range cases {
+		t.Run(name, func(t *testing.T) {
+			peer, hub := newRawPeerWith(t, Options{Compress: true, Version2: true})
 			go func() {
 				for {
 					if _, err := hub.Accept(); err != nil {
