@@ -65,7 +65,7 @@ under two minutes; its figures are not measurements.`,
 				out = filepath.Join("bench-results", "hub-"+time.Now().Format("20060102-150405"))
 			}
 			var err error
-			if o.Only, err = choices("--only", only, []string{"rps", "ram", "inactive", "ps"}); err != nil {
+			if o.Only, err = choices("--only", only, []string{"rps", "bulk", "ram", "inactive", "ps"}); err != nil {
 				return err
 			}
 			if o.Servers, err = choices("--servers", servers, []string{"iotsafe", "openssh", "dropbear"}); err != nil {
@@ -101,7 +101,8 @@ under two minutes; its figures are not measurements.`,
 	fl := c.Flags()
 	fl.BoolVar(&o.Quick, "quick", false, "short runs to check the harness (under two minutes)")
 	fl.StringVar(&out, "out", "", "results folder (default ./bench-results/hub-TIMESTAMP)")
-	fl.StringVar(&only, "only", "", "comma-separated parts: rps, ram, inactive (fig. 17), ps (fig. 19); default all")
+	fl.StringVar(&only, "only", "", "comma-separated parts: rps, bulk (one large transfer per path), ram, inactive (fig. 17), ps (fig. 19); default all")
+	fl.IntVar(&o.BulkSize, "bulk-size", 0, "bytes of the bulk part's transfer (default 128 MiB, 4 MiB with --quick)")
 	fl.IntVar(&o.Active, "active", 0, "fig. 17: active forwards (default 1000, 50 with --quick)")
 	fl.IntSliceVar(&o.InactiveK, "inactive-k", nil, "fig. 17: inactive forwards (default 0,2000,4000,8000)")
 	fl.IntVar(&o.Total, "ps-total", 0, "fig. 19: forwards spread over the sessions (default 2000, 100 with --quick)")
@@ -111,7 +112,7 @@ under two minutes; its figures are not measurements.`,
 	fl.DurationVar(&o.Duration, "duration", 0, "measured length of each run (default 5s, 2s with --quick)")
 	fl.IntSliceVar(&o.RAMSizes, "ram-n", nil, "N for the memory scenario (default 100,1000; 20 with --quick)")
 	fl.IntVar(&size, "size", 1024, "response body bytes")
-	fl.StringVar(&paths, "paths", "", "comma-separated rps paths to measure: "+strings.Join(hubbench.RPSPaths, ", ")+"; default all")
+	fl.StringVar(&paths, "paths", "", "comma-separated paths to measure (rps and bulk parts): "+strings.Join(hubbench.RPSPaths, ", ")+"; default all")
 	fl.StringVar(&servers, "servers", "", "comma-separated SSH servers for ram, inactive, ps: iotsafe, openssh, dropbear; default all (10,000 OpenSSH sessions need ~16 GB)")
 	fl.IntSliceVar(&o.Payloads, "payloads", nil, "response sizes in bytes of the memory-vs-payload sweep (default 1024,4096,16384,65536,262144)")
 	fl.IntVar(&o.PayloadN, "payload-n", 0, "device sessions of the memory-vs-payload sweep (default 100, 10 with --quick)")

@@ -132,3 +132,15 @@ func FmtOpt(m map[string]float64, k string) string {
 	}
 	return "–"
 }
+
+// Median is the median of v (sorted in place); 0 for none.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}

@@ -30,7 +30,7 @@ func TestBenchHubQuick(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, text)
 	}
-	for _, f := range []string{"rps.csv", "ram.csv", "sweeps.csv", "environment.json", "summary.json", "report.html"} {
+	for _, f := range []string{"rps.csv", "bulk.csv", "ram.csv", "sweeps.csv", "environment.json", "summary.json", "report.html"} {
 		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s missing or empty: %v", f, err)
 		}
@@ -41,6 +41,10 @@ func TestBenchHubQuick(t *testing.T) {
 		Inactive map[string]map[string]float64 `json:"inactive_penalty"`
 		PS       map[string]map[string]float64 `json:"ps_normalized"`
 		Skipped  map[string]string             `json:"skipped"`
+		Bulk     struct {
+			MBps   map[string]float64 `json:"mb_per_s"`
+			Errors map[string]string  `json:"errors"`
+		} `json:"bulk"`
 	}
 	b, _ := os.ReadFile(filepath.Join(out, "summary.json"))
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -49,6 +53,11 @@ func TestBenchHubQuick(t *testing.T) {
 	for _, p := range []string{"iotsafe", "iotsafe_acl_off", "openssh", "dropbear", "https_go", "https_caddy", "https2", "plain", "frontdoor", "frontdoor_ka", "https_go_ka"} {
 		if _, ok := s.RPS[p]; !ok {
 			t.Errorf("summary has no rps.%s (skipped: %q)", p, s.Skipped[p])
+		}
+	}
+	for _, p := range []string{"plain", "iotsafe", "iotsafe_channels", "openssh", "dropbear"} {
+		if _, ok := s.Bulk.MBps[p]; !ok {
+			t.Errorf("summary has no bulk.mb_per_s.%s (error: %q, skipped: %q)", p, s.Bulk.Errors[p], s.Skipped[p])
 		}
 	}
 	for _, server := range []string{"iotsafe", "openssh", "dropbear"} {

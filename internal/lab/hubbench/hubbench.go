@@ -38,6 +38,8 @@ type Options struct {
 	// payload), at PayloadN device sessions; nil means 1K..256K (1K and 64K with Quick).
 	Payloads []int
 	PayloadN int
+	// BulkSize is the answer of the bulk part, in bytes; 0 means 128 MiB (4 MiB with Quick).
+	BulkSize int
 	Progress *lab.Progress
 }
 
@@ -98,6 +100,12 @@ func (o *Options) defaults() {
 		o.Payloads = []int{1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10}
 		if o.Quick {
 			o.Payloads = []int{1 << 10, 64 << 10}
+		}
+	}
+	if o.BulkSize == 0 {
+		o.BulkSize = 128 << 20
+		if o.Quick {
+			o.BulkSize = 4 << 20
 		}
 	}
 	if o.PayloadN == 0 {
@@ -183,6 +191,7 @@ type RAMRow struct {
 // Results is everything one run measured.
 type Results struct {
 	RPS     []RPSRow
+	Bulk    []BulkRow
 	RAM     []RAMRow
 	Sweeps  []SweepRow
 	Skipped map[string]string // path or server -> why
@@ -195,6 +204,9 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	steps := 0
 	if o.want("rps") {
 		steps += o.Reps * len(o.rpsPaths())
+	}
+	if o.want("bulk") {
+		steps += o.Reps * len(o.bulkPaths())
 	}
 	if o.want("ram") {
 		steps += o.nServers() * (2*len(o.RAMSizes) + len(o.Payloads))
@@ -210,6 +222,11 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	defer o.Progress.Done()
 	if o.want("rps") {
 		if err := runRPS(ctx, b, &o, res); err != nil {
+			return res, err
+		}
+	}
+	if o.want("bulk") {
+		if err := runBulk(ctx, b, &o, res); err != nil {
 			return res, err
 		}
 	}
@@ -267,7 +284,12 @@ func (r *rpsRun) skip(err error, paths ...string) {
 
 // app starts the device application, in ns if set, and returns its address.
 func (r *rpsRun) app(name string, ns *lab.Netns) (*lab.Proc, string, error) {
-	argv := append([]string{r.b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(r.b.Size)}, r.b.ProfileArgs(name)...)
+	return r.appSized(name, ns, r.b.Size)
+}
+
+// appSized is app answering size bytes.
+func (r *rpsRun) appSized(name string, ns *lab.Netns, size int) (*lab.Proc, string, error) {
+	argv := append([]string{r.b.Bin, "bench", "serve-app", "--listen", "127.0.0.1:0", "--size", fmt.Sprint(size)}, r.b.ProfileArgs(name)...)
 	if ns != nil {
 		argv = ns.Exec(argv...)
 	}
@@ -314,15 +336,7 @@ func runRPS(ctx context.Context, b *lab.Bench, o *Options, res *Results) error {
 	r.servers["plain"] = app
 
 	perDevice := rpsMaxChannels(o)
-	iotsafe := func(name string, opts lab.IoTsafeOpts, channels bool) func() (*lab.SSHServer, error) {
-		return func() (*lab.SSHServer, error) {
-			s, err := b.StartIoTsafe(ctx, name, opts)
-			if s != nil {
-				s.ChannelPerConnection = channels
-			}
-			return s, err
-		}
-	}
+	iotsafe := r.iotsafe
 	// The device side as the agent runs by default: its connections multiplexed in one
 	// channel.
 	r.ssh("iotsafe", appAddr, nil, iotsafe("iotsafe", lab.IoTsafeOpts{Sessions: 1, Forwards: 1, UserSpace: true, MaxChannels: perDevice}, false))
@@ -382,6 +396,18 @@ func runRPS(ctx context.Context, b *lab.Bench, o *Options, res *Results) error {
 		}
 	}
 	return nil
+}
+
+// iotsafe returns a starter of an iotsafe hub for path name; channels makes its device
+// side open one SSH channel per connection instead of multiplexing them in one.
+func (r *rpsRun) iotsafe(name string, opts lab.IoTsafeOpts, channels bool) func() (*lab.SSHServer, error) {
+	return func() (*lab.SSHServer, error) {
+		s, err := r.b.StartIoTsafe(r.ctx, name, opts)
+		if s != nil {
+			s.ChannelPerConnection = channels
+		}
+		return s, err
+	}
 }
 
 // rpsMaxChannels is the lab device's connection limit for the rps part: one device

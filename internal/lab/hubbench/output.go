@@ -43,8 +43,10 @@ type Summary struct {
 	// RAMPayload is the busy PSS growth per device session by response size (bytes).
 	RAMPayload map[string]map[string]float64 `json:"ram_payload_kb"`
 	BestPS     map[string]float64            `json:"best_ps"`
-	Paper      map[string]float64            `json:"paper_rps"`
-	Skipped    map[string]string             `json:"skipped,omitempty"`
+	// Bulk is one large transfer per path (issue 21.6): MB/s and CPU per MB.
+	Bulk    *BulkSummary       `json:"bulk,omitempty"`
+	Paper   map[string]float64 `json:"paper_rps"`
+	Skipped map[string]string  `json:"skipped,omitempty"`
 }
 
 // Summarize computes medians, ratios against the peers of the same run, and memory per unit.
@@ -57,6 +59,7 @@ func Summarize(r *Results, o Options) Summary {
 	s.summarizeSweeps(r, o)
 	s.summarizeRPS(r)
 	s.rpsRatios()
+	s.summarizeBulk(r, o)
 	s.summarizeRAM(r, o)
 	return s
 }
@@ -218,6 +221,14 @@ func Write(dir string, env lab.Environment, r *Results, s Summary) error {
 	}); err != nil {
 		return err
 	}
+	if err := lab.WriteCSV(filepath.Join(dir, "bulk.csv"), []string{"path", "rep", "bytes", "seconds", "mb_per_s", "server_cpu_seconds", "device_cpu_seconds", "error"}, func(w func(...string)) {
+		for _, row := range r.Bulk {
+			w(row.Path, fmt.Sprint(row.Rep), fmt.Sprint(row.Bytes), fmt.Sprintf("%.4f", row.Elapsed.Seconds()), fmt.Sprintf("%.1f", row.MBps()),
+				fmt.Sprintf("%.3f", row.ServerCPU.Seconds()), fmt.Sprintf("%.3f", row.DeviceCPU.Seconds()), row.Err)
+		}
+	}); err != nil {
+		return err
+	}
 	if err := lab.WriteCSV(filepath.Join(dir, "ram.csv"), []string{"server", "mode", "n", "payload_bytes", "phase", "rss_kb", "pss_kb", "processes", "served", "failed"}, func(w func(...string)) {
 		for _, row := range r.RAM {
 			w(row.Server, row.Mode, fmt.Sprint(row.N), fmt.Sprint(row.Payload), row.Phase, fmt.Sprint(row.Mem.RSS), fmt.Sprint(row.Mem.PSS), fmt.Sprint(row.Mem.Procs),
@@ -266,6 +277,7 @@ func Print(w io.Writer, s Summary) {
 			fmt.Fprintf(w, "WARNING: %s had %d failed requests (first: %s); its req/s counts successes only\n", p, n, s.RPSFirstErr[p])
 		}
 	}
+	printBulk(w, s.Bulk)
 	if len(s.Ratios) > 0 {
 		fmt.Fprintln(w, "\nratios (same run):")
 		for _, k := range lab.SortedKeys(s.Ratios) {
@@ -349,6 +361,11 @@ Peers: {{range $k, $v := .Env.Versions}}{{$k}}: {{$v}}; {{end}}</p>
 {{range .Ratios}}<tr><td>{{.K}}</td><td>{{printf "%.2f" .V}}</td></tr>{{end}}</table>
 {{else}}<h2>Requests per second (table 3)</h2><p><b>Not measured in this run</b> (run without <code>--only ram</code>).</p>{{end}}
 
+{{if .Bulk}}<h2>Bulk transfer</h2>
+<p class="note">One answer of {{.Bulk.Bytes}} bytes from the device application to a client through one forward (a recording, a firmware image); medians over the repetitions, which interleave the paths. CPU is per megabyte moved, of the server's process tree and of the device side.</p>
+<table><tr><th>path</th><th>MB/s</th><th>server CPU, ms per MB</th><th>device side CPU, ms per MB</th><th>error</th></tr>
+{{range .BulkRows}}<tr><td>{{.Name}}</td>{{range .Vals}}<td>{{.}}</td>{{end}}</tr>{{end}}</table>{{end}}
+
 <h2>lab.Memory per proxification (figs. 15, 16)</h2>
 <p class="note">PSS of the whole server process tree (one hub; every sshd or dropbear process), growth from before the fleet connected, per session (S=N, P=1) or per forward (S=1, P=N), at the largest N; "busy" is the peak while every forward serves a 1 KB request at once.</p>
 {{if .RAMRows}}<table><tr><th>server</th><th>per session idle, KiB</th><th>per session busy</th><th>per forward idle</th><th>per forward busy</th></tr>
@@ -365,7 +382,7 @@ Peers: {{range $k, $v := .Env.Versions}}{{$k}}: {{$v}}; {{end}}</p>
 {{range .PSRows}}<tr><td>{{.Name}}</td>{{range .Vals}}<td>{{.}}</td>{{end}}</tr>{{end}}</table>{{else}}<p>P/S sweep: not measured in this run.</p>{{end}}
 {{range .Charts}}{{.}}{{end}}
 {{if .Skipped}}<h2>Skipped</h2><ul>{{range $k, $v := .Skipped}}<li>{{$k}}: {{$v}}</li>{{end}}</ul>{{end}}
-<p class="note">Raw data: rps.csv, ram.csv; summary.json (schema in docs/bench.md); environment.json.</p>
+<p class="note">Raw data: rps.csv, bulk.csv, ram.csv; summary.json (schema in docs/bench.md); environment.json.</p>
 </body></html>
 `))
 
@@ -409,7 +426,9 @@ func writeReport(w io.Writer, env lab.Environment, r *Results, s Summary) error 
 		PSRows       []valRow
 		Charts       []template.HTML
 		RAMCharts    []template.HTML
-	}{Env: env, Conc: s.Concurrency, Skipped: s.Skipped, Errors: s.RPSErrors, FirstErr: s.RPSFirstErr, Inactive: len(s.Inactive) > 0}
+		Bulk         *BulkSummary
+		BulkRows     []valRow
+	}{Env: env, Bulk: s.Bulk, Conc: s.Concurrency, Skipped: s.Skipped, Errors: s.RPSErrors, FirstErr: s.RPSFirstErr, Inactive: len(s.Inactive) > 0}
 	data.RAMCharts = slices.DeleteFunc([]template.HTML{
 		lab.LineChart("Fig. 15: one session per device (S=N, P=1)", "device sessions N", "PSS growth, MiB", ramSeries(r, "sessions"), true),
 		lab.LineChart("Fig. 16: one gateway session (S=1, P=N)", "forwards N", "PSS growth, MiB", ramSeries(r, "forwards"), true),
@@ -456,6 +475,13 @@ func writeReport(w io.Writer, env lab.Environment, r *Results, s Summary) error 
 	}
 	for _, k := range lab.SortedKeys(s.Ratios) {
 		data.Ratios = append(data.Ratios, kv{k, s.Ratios[k]})
+	}
+	if b := s.Bulk; b != nil {
+		for _, p := range BulkPaths {
+			if v, ok := b.MBps[p]; ok {
+				data.BulkRows = append(data.BulkRows, valRow{Name: p, Vals: []string{fmt.Sprintf("%.1f", v), lab.FmtOpt(b.ServerCPUPerMB, p), lab.FmtOpt(b.DeviceCPUPerMB, p), b.Errors[p]}})
+			}
+		}
 	}
 	for _, server := range []string{"iotsafe", "openssh", "dropbear"} {
 		if m, ok := s.RAM[server]; ok {

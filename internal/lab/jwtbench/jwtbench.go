@@ -456,7 +456,7 @@ func Points(rows []Row) []Point {
 			for i, r := range rs {
 				v[i] = f(r)
 			}
-			return median(v)
+			return lab.Median(v)
 		}
 		p := Point{Transport: k.tr, Alg: k.alg, Devices: k.n, Reps: len(rs),
 			Throughput: med(Row.Throughput),
@@ -501,17 +501,6 @@ func perReq(seconds float64, n int64) float64 {
 		return 0
 	}
 	return seconds * 1e6 / float64(n)
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 // label names a transport and algorithm in tables and charts.
