@@ -320,8 +320,6 @@ type rawPeer struct {
 	zw   *flate.Writer
 }
 
-func newRawPeer(t *testing.T) (*rawPeer, *Session) { return newRawPeerWith(t, Options{Compress: true}) }
-
 func newRawPeerWith(t *testing.T, o Options) (*rawPeer, *Session) {
 	a, b := tcpPair(t)
 	hub := New(b, o)
@@ -356,9 +354,15 @@ func TestProtocolViolationsEndTheSession(t *testing.T) {
 		},
 		"settings in version 1": func() []byte { return appendSettings(nil, DefaultWindow2) },
 	}
+	expectProtocolErrors(t, Options{Compress: true}, cases)
+}
+
+// expectProtocolErrors sends each case's frames to a hub session with options o and
+// expects the session to end with a protocol error.
+func expectProtocolErrors(t *testing.T, o Options, cases map[string]func() []byte) {
 	for name, frames := range cases {
 		t.Run(name, func(t *testing.T) {
-			peer, hub := newRawPeer(t)
+			peer, hub := newRawPeerWith(t, o)
 			go func() {
 				for {
 					if _, err := hub.Accept(); err != nil {
@@ -415,23 +419,7 @@ func TestVersion2Violations(t *testing.T) {
 		},
 		"window below version 1's": func() []byte { return appendSettings(nil, Window-1) },
 	}
-	for name, frames := range cases {
-		t.Run(name, func(t *testing.T) {
-			peer, hub := newRawPeerWith(t, Options{Compress: true, Version2: true})
-			go func() {
-				for {
-					if _, err := hub.Accept(); err != nil {
-						return
-					}
-				}
-			}()
-			peer.send(frames())
-			<-hub.Done()
-			if err := hub.Err(); !errors.Is(err, ErrProtocol) {
-				t.Fatalf("session ended with %v, want a protocol error", err)
-			}
-		})
-	}
+	expectProtocolErrors(t, Options{Compress: true, Version2: true}, cases)
 }
 
 func TestFrameRoundTrip(t *testing.T) {
