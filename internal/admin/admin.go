@@ -26,7 +26,7 @@ const SocketName = "admin.sock"
 const (
 	OpPing   = "ping"
 	OpKick   = "kick"   // close a device's live sessions (after revoke or remove)
-	OpStatus = "status" // which devices are online
+	OpStatus = "status" // which devices are online, and the hub's own state
 	OpReload = "reload" // grants or device groups changed: rebuild the access policy
 	// OpRevoke revokes a device through the hub, which holds the revocation in memory when
 	// the registry cannot write (the CLI's fallback when its own write fails).
@@ -51,6 +51,25 @@ type Reply struct {
 	// registry cannot write, what the hub is holding.
 	Held     map[string]string `json:"held,omitempty"`
 	Degraded string            `json:"degraded,omitempty"`
+	// Hub is the status op's view of the hub itself (iotsafe status).
+	Hub *HubInfo `json:"hub,omitempty"`
+}
+
+// HubInfo is what `iotsafe status` shows of a running hub.
+type HubInfo struct {
+	Version string    `json:"version"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	// Listeners maps a listener's role (ssh, frontdoor, rest, metrics) to its address.
+	Listeners map[string]string `json:"listeners"`
+	Sessions  int               `json:"sessions"` // device sessions open
+	// Forwards open hub-wide and the most the memory budget allows.
+	Forwards     int64 `json:"forwards"`
+	ForwardLimit int64 `json:"forward_limit"`
+	// DataFreeMiB is the free space of the data folder's filesystem (-1: unknown);
+	// MinFreeMiB is audit.min_free_mib, below which enrolments stop.
+	DataFreeMiB int64 `json:"data_free_mib"`
+	MinFreeMiB  int   `json:"min_free_mib"`
 }
 
 // Handler executes requests inside the hub.
@@ -64,6 +83,8 @@ type Handler interface {
 	// RegistryState is what the hub holds because the registry cannot write: held
 	// revocations and a description ("" when none).
 	RegistryState() (held map[string]string, degraded string)
+	// Info describes the running hub.
+	Info() HubInfo
 }
 
 // ErrHubNotRunning means no hub listens on the admin socket.
@@ -171,7 +192,8 @@ func (s *Server) do(req Request, cred *unix.Ucred) Reply {
 		return Reply{OK: true, Closed: n}
 	case OpStatus:
 		held, degraded := s.h.RegistryState()
-		return Reply{OK: true, Online: s.h.OnlineDevices(), Held: held, Degraded: degraded}
+		info := s.h.Info()
+		return Reply{OK: true, Online: s.h.OnlineDevices(), Held: held, Degraded: degraded, Hub: &info}
 	case OpRevoke:
 		if req.Device == "" {
 			return Reply{Error: "revoke needs a device"}

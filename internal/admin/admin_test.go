@@ -24,6 +24,7 @@ func (f *fakeHub) Revoke(device, _ string) (int, error) {
 	return 1, nil
 }
 func (f *fakeHub) RegistryState() (map[string]string, string) { return nil, "" }
+func (f *fakeHub) Info() HubInfo                              { return HubInfo{PID: 1} }
 
 func TestAdminSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), SocketName)
@@ -43,7 +44,7 @@ func TestAdminSocket(t *testing.T) {
 	if err != nil || rep.Closed != 1 || len(h.kicked) != 1 || h.kicked[0] != "dev9" {
 		t.Fatalf("kick: %+v %v %v", rep, err, h.kicked)
 	}
-	if rep, err := Call(path, Request{Op: OpStatus}); err != nil || !rep.Online["dev1"] {
+	if rep, err := Call(path, Request{Op: OpStatus}); err != nil || !rep.Online["dev1"] || rep.Hub == nil || rep.Hub.PID != 1 {
 		t.Fatalf("status: %+v %v", rep, err)
 	}
 	if _, err := Call(path, Request{Op: "format-disk"}); err == nil || !strings.Contains(err.Error(), "unknown op") {

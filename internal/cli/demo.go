@@ -43,7 +43,7 @@ func demoCmd(g *globals) *cobra.Command {
 				defer cancel()
 			}
 			bin := os.Args[0]
-			return demo.Run(ctx, demo.Options{DataDir: g.data, Config: cfg, Devices: devices, Binary: bin, Out: cmd.OutOrStdout(), Logger: log})
+			return demo.Run(ctx, demo.Options{DataDir: g.data, Config: cfg, Devices: devices, Binary: bin, Version: Version, Out: cmd.OutOrStdout(), Logger: log})
 		},
 	}
 	c.Flags().IntVar(&devices, "devices", 3, "number of simulated devices")

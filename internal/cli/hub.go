@@ -35,7 +35,7 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 				defer stop()
 			}
 			log, level := hub.NewLogger(cfg.Log, cmd.ErrOrStderr())
-			h, err := hub.Start(cmd.Context(), cfg, hub.Options{DataDir: g.data, Logger: log, Level: level})
+			h, err := hub.Start(cmd.Context(), cfg, hub.Options{DataDir: g.data, Logger: log, Level: level, Version: Version})
 			if err != nil {
 				return err
 			}

@@ -27,6 +27,7 @@ type Options struct {
 	Config  hub.Config
 	Devices int           // how many simulated devices; 0 means 3
 	Binary  string        // how to call iotsafe in the printed hints
+	Version string        // of the binary, which iotsafe status shows
 	Out     io.Writer     // progress and hints
 	Logger  *slog.Logger  // hub and agent logs
 	Ready   chan<- string // receives the first device's protected socket once all are up (tests)
@@ -41,7 +42,7 @@ func Run(ctx context.Context, o Options) error {
 		o.Binary = "iotsafe"
 	}
 	fmt.Fprintf(o.Out, "starting hub (data folder %s)\n", o.DataDir)
-	h, err := hub.Start(ctx, o.Config, hub.Options{DataDir: o.DataDir, Logger: o.Logger})
+	h, err := hub.Start(ctx, o.Config, hub.Options{DataDir: o.DataDir, Logger: o.Logger, Version: o.Version})
 	if err != nil {
 		return err
 	}
@@ -108,6 +109,7 @@ func Run(ctx context.Context, o Options) error {
 	data := o.DataDir
 	fmt.Fprintf(o.Out, `All set. In another terminal, try:
   printf 'GET / HTTP/1.0\r\n\r\n' | %[1]s connect dev2 http --data %[2]s
+  %[1]s status --data %[2]s
   %[1]s device list --data %[2]s
   %[1]s device show dev1 --data %[2]s
   %[1]s events --data %[2]s

@@ -45,13 +45,22 @@ var ErrLowSpace = errors.New("hub: the data folder is nearly full")
 // free: enrolments stop there, so that revocations, violations and the audit log still
 // find room.
 func CheckFreeSpace(dir string, minMiB int) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
+	free := FreeMiB(dir)
+	if free < 0 {
 		return nil // cannot tell; the write itself will say
 	}
-	free := int64(st.Bavail) * int64(st.Bsize) >> 20
 	if free < int64(minMiB) {
 		return fmt.Errorf("%w: %s has %d MiB free, below audit.min_free_mib (%d); free some space first (revocations still work)", ErrLowSpace, dir, free, minMiB)
 	}
 	return nil
+}
+
+// FreeMiB is the space left to unprivileged writers on the filesystem holding dir, in
+// MiB; -1 when it cannot be read.
+func FreeMiB(dir string) int64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * int64(st.Bsize) >> 20
 }

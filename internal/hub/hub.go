@@ -66,6 +66,8 @@ type Hub struct {
 	store       *telemetry.Store // nil without a telemetry path
 	api         *restapi.API
 	plainREST   *restapi.Plain
+	version     string    // of the binary, for iotsafe status
+	started     time.Time // for iotsafe status
 }
 
 // Options are what the caller decides besides the config file.
@@ -73,6 +75,7 @@ type Options struct {
 	DataDir string
 	Logger  *slog.Logger   // nil: a logger built from cfg.Log on stderr
 	Level   *slog.LevelVar // the level Logger uses, so SIGHUP can change it
+	Version string         // the binary's version, which iotsafe status shows
 }
 
 // Start opens the registry, loads or creates host keys, and binds every listener. The hub
@@ -82,7 +85,8 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	h := &Hub{cfg: cfg, dir: opt.DataDir, log: opt.Logger, level: opt.Level, ids: access.NewIdentities(0), selfUID: uint32(os.Getuid())}
+	h := &Hub{cfg: cfg, dir: opt.DataDir, log: opt.Logger, level: opt.Level, ids: access.NewIdentities(0), selfUID: uint32(os.Getuid()),
+		version: opt.Version, started: time.Now()}
 	if h.log == nil {
 		h.log, h.level = NewLogger(cfg.Log, os.Stderr)
 	}

@@ -10,8 +10,9 @@ import (
 
 // ChannelWorstCase is what one forwarded connection may hold in the hub's memory when
 // its local reader stalls: x/crypto's fixed 2 MiB channel window plus buffers (measured
-// 2.45 MB; a multiplexed stream holds about 0.73 MB and is counted the same, to keep one
-// simple bound).
+// 2.45 MB; a multiplexed stream holds its announced window, 2 MiB with framing version
+// 2 or 256 KiB with version 1, plus 32 KiB, and is counted the same, to keep one simple
+// bound).
 const ChannelWorstCase = 5 << 19 // 2.5 MiB
 
 // forwardBudget bounds the forwarded connections open hub-wide so that stalled readers

@@ -325,6 +325,17 @@ func (s *Server) Online(device string) bool {
 	return ds != nil && len(ds.sessions) > 0
 }
 
+// Load is what the server carries now: device sessions, forwarded connections open
+// hub-wide, and the most the forward memory budget allows.
+func (s *Server) Load() (sessions int, forwards, forwardLimit int64) {
+	s.mu.Lock()
+	for _, ds := range s.devices {
+		sessions += len(ds.sessions)
+	}
+	s.mu.Unlock()
+	return sessions, s.budget.open.Load(), s.budget.max
+}
+
 // violation records a breach of the profile and applies the profile's policy.
 func (s *Server) violation(d *registry.Device, prof *profile.Profile, detail, remote string) {
 	s.metrics.Violation(d.Name)

@@ -107,6 +107,12 @@ func TestFullDiskKeepsRevocationAndViolations(t *testing.T) {
 	if !strings.Contains(show, "held in the hub's memory") || !strings.Contains(show, "hub is degraded") || !strings.Contains(show, "stolen") {
 		t.Fatalf("device show on a degraded hub:\n%s", show)
 	}
+	// iotsafe status says it and exits non-zero, for a monitoring check; the full disk
+	// is below audit.min_free_mib too.
+	if st, err := h.cli("status"); err == nil || !strings.Contains(st, "DEGRADED") || !strings.Contains(st, "1 revocation(s) held") ||
+		!strings.Contains(st, "LOW") || !strings.Contains(st, "the hub is degraded") {
+		t.Fatalf("status on a degraded hub: err=%v\n%s", err, st)
+	}
 
 	// dev2's profile revokes it at its third violation: forwards of an alias it does not
 	// have are violations, counted in memory now.
@@ -137,5 +143,8 @@ func TestFullDiskKeepsRevocationAndViolations(t *testing.T) {
 	}
 	if show := h.mustCLI("device", "show", "dev1"); strings.Contains(show, "degraded") || !strings.Contains(show, "stolen") {
 		t.Fatalf("device show after recovery:\n%s", show)
+	}
+	if st, err := h.cli("status"); err != nil || !strings.Contains(st, "registry   ok") {
+		t.Fatalf("status after recovery: err=%v\n%s", err, st)
 	}
 }

@@ -76,3 +76,31 @@ func TestEnrolmentRefusedWhenTheDiskIsNearlyFull(t *testing.T) {
 		t.Fatalf("revoke with the disk nearly full: %s", out)
 	}
 }
+
+// iotsafe status: the running hub's listeners and devices, exit 0; no hub, exit 1 with
+// the reason, so a monitoring check can run it as is.
+func TestStatus(t *testing.T) {
+	h := startHub(t, "", "")
+	h.addDevice("dev1")
+	h.addDevice("dev2")
+	h.mustCLI("device", "revoke", "dev2", "--reason", "lost")
+	out := h.mustCLI("status")
+	for _, want := range []string{"hub        running, pid", "registry   ok", "ssh " + h.addr, "2 enrolled, 0 online, 1 revoked", "MiB free"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("status lacks %q:\n%s", want, out)
+		}
+	}
+	h.stop()
+	out, err := h.cli("status")
+	if err == nil || !strings.Contains(out, "not running") || !strings.Contains(out, "2 enrolled, 1 revoked") {
+		t.Fatalf("status with the hub stopped: err=%v\n%s", err, out)
+	}
+	nowhere := filepath.Join(t.TempDir(), "nowhere")
+	out2, err := h.cliCommand("status", "--data", nowhere).CombinedOutput()
+	if err == nil || !strings.Contains(string(out2), "no registry in") {
+		t.Fatalf("status of an empty data folder: err=%v\n%s", err, out2)
+	}
+	if _, err := os.Stat(nowhere); err == nil {
+		t.Fatal("status created a data folder")
+	}
+}

@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// hubStatus is what `iotsafe status` reports (and prints with --json).
+type hubStatus struct {
+	Running bool           `json:"running"`
+	Hub     *admin.HubInfo `json:"hub,omitempty"`
+	// Degraded describes what the hub holds in memory because the registry cannot
+	// write ("" when it writes); Held are its held revocations (device -> reason).
+	Degraded string            `json:"degraded,omitempty"`
+	Held     map[string]string `json:"held,omitempty"`
+	Devices  *deviceCounts     `json:"devices,omitempty"`
+	// RegistryError says why the device counts are missing.
+	RegistryError string `json:"registry_error,omitempty"`
+}
+
+type deviceCounts struct {
+	Enrolled int `json:"enrolled"`
+	Online   int `json:"online"`
+	Revoked  int `json:"revoked"`
+}
+
+func statusCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Is the hub running and healthy: listeners, devices online, registry, free space",
+		Long: `Status asks the hub running on the data folder (over its admin socket) and reads the
+registry. It exits 0 when the hub runs and is healthy, and 1 when no hub runs, the
+registry cannot write (the hub holds revocations and audit events in memory), or the data
+folder is below audit.min_free_mib: a monitoring check can run it as is.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st := g.status(cmd)
+			if asJSON {
+				if err := printJSON(cmd.OutOrStdout(), st); err != nil {
+					return err
+				}
+			} else {
+				printStatus(cmd.OutOrStdout(), g.data, st)
+			}
+			if problems := st.problems(); len(problems) > 0 {
+				return errors.New(strings.Join(problems, "; "))
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+// status asks the hub and reads the registry; neither failing is an error here.
+func (g *globals) status(cmd *cobra.Command) hubStatus {
+	var st hubStatus
+	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpStatus})
+	if err == nil {
+		st.Running, st.Hub, st.Degraded, st.Held = true, rep.Hub, rep.Degraded, rep.Held
+	}
+	// Status only reads: a data folder without a registry is not given one.
+	if _, err := os.Stat(filepath.Join(g.data, registry.FileName)); err != nil {
+		st.RegistryError = fmt.Sprintf("no registry in %s (is --data right?)", g.data)
+		return st
+	}
+	reg, _, err := g.openRegistry(cmd.Context())
+	if err != nil {
+		st.RegistryError = err.Error()
+		return st
+	}
+	defer reg.Close()
+	states, err := reg.DeviceStates(cmd.Context())
+	if err != nil {
+		st.RegistryError = err.Error()
+		return st
+	}
+	n := deviceCounts{Enrolled: len(states), Online: len(rep.Online)}
+	for _, d := range states {
+		if _, held := st.Held[d.Name]; d.Revoked || held {
+			n.Revoked++
+		}
+	}
+	st.Devices = &n
+	return st
+}
+
+// problems are what makes the status unhealthy.
+func (st hubStatus) problems() []string {
+	var out []string
+	if !st.Running {
+		out = append(out, "the hub is not running")
+	}
+	if st.Degraded != "" {
+		out = append(out, "the hub is degraded: the registry cannot write")
+	}
+	if h := st.Hub; h != nil && h.DataFreeMiB >= 0 && h.DataFreeMiB < int64(h.MinFreeMiB) {
+		out = append(out, "the data folder is nearly full")
+	}
+	return out
+}
+
+func printStatus(w io.Writer, data string, st hubStatus) {
+	row := func(name, format string, args ...any) {
+		fmt.Fprintf(w, "%-10s %s\n", name, fmt.Sprintf(format, args...))
+	}
+	if !st.Running {
+		row("hub", "not running (no answer on %s/%s)", data, admin.SocketName)
+	} else if h := st.Hub; h != nil {
+		row("hub", "running, pid %d, version %s, up %s (since %s)", h.PID, h.Version,
+			time.Since(h.Started).Round(time.Second), h.Started.Local().Format(time.DateTime))
+	}
+	switch {
+	case st.Degraded != "":
+		row("registry", "DEGRADED: %s; %d revocation(s) held in memory", st.Degraded, len(st.Held))
+	case st.RegistryError != "":
+		row("registry", "cannot be read: %s", st.RegistryError)
+	default:
+		row("registry", "ok")
+	}
+	if h := st.Hub; h != nil {
+		switch {
+		case h.DataFreeMiB < 0:
+			row("data", "%s: free space unknown", data)
+		case h.DataFreeMiB < int64(h.MinFreeMiB):
+			row("data", "%s: LOW, %d MiB free, below audit.min_free_mib (%d): enrolments are refused", data, h.DataFreeMiB, h.MinFreeMiB)
+		default:
+			row("data", "%s: %d MiB free (enrolments stop below %d MiB)", data, h.DataFreeMiB, h.MinFreeMiB)
+		}
+		roles := make([]string, 0, len(h.Listeners))
+		for role := range h.Listeners {
+			roles = append(roles, role)
+		}
+		sort.Strings(roles)
+		var ls []string
+		for _, role := range roles {
+			ls = append(ls, role+" "+h.Listeners[role])
+		}
+		row("listeners", "%s", strings.Join(ls, ", "))
+	}
+	if d := st.Devices; d != nil {
+		if st.Running {
+			sessions := ""
+			if h := st.Hub; h != nil && h.Sessions != d.Online {
+				sessions = fmt.Sprintf(" (%d sessions)", h.Sessions)
+			}
+			row("devices", "%d enrolled, %d online%s, %d revoked", d.Enrolled, d.Online, sessions, d.Revoked)
+		} else {
+			row("devices", "%d enrolled, %d revoked", d.Enrolled, d.Revoked)
+		}
+	}
+	if h := st.Hub; h != nil {
+		row("forwards", "%d open; the memory budget allows %d (ssh.forward_memory_mib)", h.Forwards, h.ForwardLimit)
+	}
+}

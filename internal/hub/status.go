@@ -1,0 +1,24 @@
+package hub
+
+import (
+	"net"
+	"os"
+
+	"github.com/iotsafe/iotsafe/internal/admin"
+)
+
+// Info implements admin.Handler: what `iotsafe status` shows of this hub.
+func (h *Hub) Info() admin.HubInfo {
+	sessions, forwards, limit := h.ssh.Load()
+	info := admin.HubInfo{
+		Version: h.version, PID: os.Getpid(), Started: h.started,
+		Listeners: map[string]string{}, Sessions: sessions, Forwards: forwards, ForwardLimit: limit,
+		DataFreeMiB: FreeMiB(h.dir), MinFreeMiB: h.cfg.Audit.MinFreeMiB,
+	}
+	for role, a := range map[string]net.Addr{"ssh": h.sshAddr, "frontdoor": h.frontAt, "rest": h.RESTAddr(), "metrics": h.metricsAt} {
+		if a != nil {
+			info.Listeners[role] = a.String()
+		}
+	}
+	return info
+}
