@@ -79,6 +79,9 @@ type Config struct {
 	// OnReady, if set, is called each time a session is up with all reverse forwards
 	// registered (tests and the demo use it as a readiness signal).
 	OnReady func()
+	// OnRetry, if set, is called each time a session attempt failed or a session ended,
+	// with the delay before the next attempt (the outage lab counts attempts with it).
+	OnRetry func(err error, delay time.Duration)
 }
 
 func (c *Config) applyDefaults() {
@@ -92,7 +95,7 @@ func (c *Config) applyDefaults() {
 	def(&c.BackoffMin, time.Second)
 	def(&c.BackoffMax, time.Minute)
 	def(&c.RecentWindow, 5*time.Minute)
-	def(&c.RecentMax, 5*time.Second)
+	def(&c.RecentMax, DefaultRecentMax)
 	def(&c.RevokedWait, time.Hour)
 	def(&c.ConnectWait, 10*time.Second)
 	def(&c.HandshakeTimeout, 15*time.Second)
@@ -100,6 +103,9 @@ func (c *Config) applyDefaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 }
+
+// DefaultRecentMax is Config.RecentMax's default.
+const DefaultRecentMax = 5 * time.Second
 
 // Sandbox confines the device application's network access while the agent runs.
 type Sandbox interface {
@@ -208,6 +214,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		delay := a.reconnectDelay(attempt, lost)
 		attempt++
 		a.log.Warn("session ended; reconnecting", "err", err, "in", delay.Round(time.Millisecond).String())
+		if a.cfg.OnRetry != nil {
+			a.cfg.OnRetry(err, delay)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

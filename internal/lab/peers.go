@@ -90,6 +90,9 @@ type IoTsafeOpts struct {
 	Direct map[string]string
 	// Config is more hub.yaml (whole top-level sections: rest, jwt, metrics, ...).
 	Config string
+	// SSHListen is where the hub listens for devices; "" means a free loopback port.
+	// A bench that restarts a hub on the same address sets it.
+	SSHListen string
 	// Enrolled, if set, runs on the registry once the devices are enrolled (secrets).
 	Enrolled func(ctx context.Context, reg *registry.Registry, devices []string) error
 }
@@ -220,8 +223,12 @@ func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 	}
 	// forward_memory_mib: the lab measures the hub's memory itself and runs more busy
 	// sessions at once than the default budget (half the machine) admits.
-	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '127.0.0.1:0', max_handshakes: 4096, forward_memory_mib: 1048576}\npool: {cidr: %s}\naccess: {kernel: %s, userspace: %s}\n",
-		pool.CIDR, onOff(o.Kernel), onOff(o.UserSpace))
+	listen := o.SSHListen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '%s', max_handshakes: 4096, forward_memory_mib: 1048576}\npool: {cidr: %s}\naccess: {kernel: %s, userspace: %s}\n",
+		listen, pool.CIDR, onOff(o.Kernel), onOff(o.UserSpace))
 	if o.Frontdoor {
 		conns := ""
 		if o.FrontdoorConns > 0 {

@@ -124,6 +124,12 @@ func (p *Proc) Stop() {
 	// Children that left the group (none expected) are not chased.
 }
 
+// Kill ends the process group at once (SIGKILL: a crash, no clean shutdown) and waits.
+func (p *Proc) Kill() {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
 // WaitTCP waits until addr accepts connections: for peers that print no readiness line.
 func WaitTCP(ctx context.Context, p *Proc, addr string) error {
 	return WaitTCPWith(ctx, p, addr, func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) })
