@@ -25,6 +25,8 @@ type hubStatus struct {
 	Degraded string            `json:"degraded,omitempty"`
 	Held     map[string]string `json:"held,omitempty"`
 	Devices  *deviceCounts     `json:"devices,omitempty"`
+	// Schema is the registry's schema version.
+	Schema int `json:"schema_version,omitempty"`
 	// RegistryError says why the device counts are missing.
 	RegistryError string `json:"registry_error,omitempty"`
 }
@@ -82,6 +84,10 @@ func (g *globals) status(cmd *cobra.Command) hubStatus {
 		return st
 	}
 	defer reg.Close()
+	if st.Schema, err = reg.Version(cmd.Context()); err != nil {
+		st.RegistryError = err.Error()
+		return st
+	}
 	states, err := reg.DeviceStates(cmd.Context())
 	if err != nil {
 		st.RegistryError = err.Error()
@@ -128,7 +134,7 @@ func printStatus(w io.Writer, data string, st hubStatus) {
 	case st.RegistryError != "":
 		row("registry", "cannot be read: %s", st.RegistryError)
 	default:
-		row("registry", "ok")
+		row("registry", "ok, schema version %d", st.Schema)
 	}
 	if h := st.Hub; h != nil {
 		switch {

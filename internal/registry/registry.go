@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/migrate"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	_ "modernc.org/sqlite" // pure-Go SQLite: no cgo toolchain needed on the hub
 )
@@ -62,9 +63,9 @@ func Open(ctx context.Context, dir string, want sockets.Config) (*Registry, erro
 	if err != nil {
 		return nil, fmt.Errorf("registry: open %s: %w", path, err)
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if _, err := migrate.Apply(ctx, db, migrations); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("registry: schema in %s: %w", path, err)
+		return nil, fmt.Errorf("registry %s: %w", path, err)
 	}
 	// WAL side files inherit the umask; keep them private too.
 	for _, side := range []string{"-wal", "-shm"} {

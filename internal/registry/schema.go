@@ -1,8 +1,10 @@
 package registry
 
-// schema is applied at open; every statement is idempotent. Times are fixed-width UTC
-// text so they sort and read well in the sqlite3 shell.
-const schema = `
+// schemaV1 is the first migration: the registry as it was before versions were kept.
+// Every statement is idempotent, so a registry made before then takes it as is and is
+// recorded at version 1. Times are fixed-width UTC text so they sort and read well in
+// the sqlite3 shell.
+const schemaV1 = `
 -- Settings the registry owns for every hub and command that opens it, such as the
 -- reserved pool (recorded at the first open; moved only by 'iotsafe pool move').
 CREATE TABLE IF NOT EXISTS settings (

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite, as the registry
+
+	"github.com/iotsafe/iotsafe/internal/migrate"
 )
 
 // FileName is the store's SQLite file inside the data folder.
@@ -78,7 +80,11 @@ type appendReq struct {
 	at   time.Time // when it was queued
 }
 
-const schema = `
+// migrations are the store's schema steps, oldest first (package migrate). The first
+// is idempotent: a store made before versions were kept takes it as is.
+var migrations = []migrate.Step{{Version: 1, Name: "notifications", SQL: schemaV1}}
+
+const schemaV1 = `
 CREATE TABLE IF NOT EXISTS notifications (
 	id         INTEGER PRIMARY KEY AUTOINCREMENT, -- increases per hub, never reused
 	device     TEXT NOT NULL,
@@ -114,9 +120,9 @@ func Open(ctx context.Context, dir string, cfg Config, obs Observer) (*Store, er
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: open %s: %w", path, err)
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	if _, err := migrate.Apply(ctx, db, migrations); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("telemetry: schema in %s: %w", path, err)
+		return nil, fmt.Errorf("telemetry store %s: %w", path, err)
 	}
 	for _, side := range []string{"-wal", "-shm"} {
 		_ = os.Chmod(path+side, 0o600)

@@ -85,7 +85,7 @@ func TestStatus(t *testing.T) {
 	h.addDevice("dev2")
 	h.mustCLI("device", "revoke", "dev2", "--reason", "lost")
 	out := h.mustCLI("status")
-	for _, want := range []string{"hub        running, pid", "registry   ok", "ssh " + h.addr, "2 enrolled, 0 online, 1 revoked", "MiB free"} {
+	for _, want := range []string{"hub        running, pid", "registry   ok, schema version ", "ssh " + h.addr, "2 enrolled, 0 online, 1 revoked", "MiB free"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("status lacks %q:\n%s", want, out)
 		}

@@ -1,0 +1,18 @@
+package registry
+
+import (
+	"context"
+
+	"github.com/iotsafe/iotsafe/internal/migrate"
+)
+
+// migrations are the registry's schema steps, oldest first (package migrate).
+var migrations = []migrate.Step{
+	{Version: 1, Name: "initial schema", SQL: schemaV1},
+}
+
+// SchemaVersion is the newest registry schema this build knows.
+func SchemaVersion() int { return migrate.Latest(migrations) }
+
+// Version is the registry's schema version.
+func (r *Registry) Version(ctx context.Context) (int, error) { return migrate.Version(ctx, r.db) }
