@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 # for operators who want to look into the registry, and util-linux/mount/iproute2/nftables
 # for the access-control tests (unshare, bind mounts, network namespaces, nft to inspect).
 # The lab's peers: OpenSSH's server and Caddy (started by 'iotsafe bench' on free loopback
-# ports with generated configuration, never as system services).
-PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables openssh-server caddy python3 python3-venv)
+# ports with generated configuration, never as system services). OpenSSL's command line
+# checks the TLS policy of the hub's listeners (s_client, cipher names).
+PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables openssh-server caddy python3 python3-venv openssl)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

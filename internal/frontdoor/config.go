@@ -10,6 +10,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/bytesize"
 	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/tlspolicy"
 )
 
 // Config of the front door. Listen "" leaves it off.
@@ -23,6 +24,9 @@ type Config struct {
 	// in DATA/frontdoor issues certificates. The files are re-read when they change.
 	Cert string `yaml:"cert"`
 	Key  string `yaml:"key"`
+	// TLS is the listener's TLS policy: versions, TLS 1.2 suites, groups, session
+	// tickets (package tlspolicy; the zero value is the safe default).
+	TLS tlspolicy.Policy `yaml:"tls"`
 	// MaxBody bounds request bodies; 0 means 10 MiB. Routes may change it per alias.
 	MaxBody Size `yaml:"max_body"`
 	// ResponseTimeout bounds the wait for a device's response headers; 0 means 30s.
@@ -96,6 +100,9 @@ func (c Config) Validate() error {
 	}
 	if (c.Cert == "") != (c.Key == "") {
 		return fmt.Errorf("frontdoor: give both cert and key, or neither (local CA)")
+	}
+	if _, err := c.TLS.Check("frontdoor.tls"); err != nil {
+		return err
 	}
 	if c.MaxBody < 0 || c.MaxConns < 0 || c.MaxConnsPerAddress < 0 || c.MaxFailedLogins < 0 {
 		return fmt.Errorf("frontdoor: limits must not be negative")

@@ -188,16 +188,19 @@ func (s *Server) Listen() (net.Addr, error) {
 		}
 	})
 	s.ln = netutil.LimitListener(perAddr, s.cfg.MaxConns)
+	tc, err := s.cfg.TLS.Config()
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("frontdoor: %w", err)
+	}
+	tc.GetCertificate = s.getCert
 	s.srv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		TLSConfig: &tls.Config{
-			MinVersion:     tls.VersionTLS12,
-			GetCertificate: s.getCert,
-		},
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		TLSConfig:         tc,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	return ln.Addr(), nil
 }

@@ -171,6 +171,13 @@ func (c *Config) Validate() ([]string, error) {
 	if err := c.Frontdoor.Validate(); err != nil {
 		return nil, err
 	}
+	var insecure []string
+	if c.Frontdoor.Enabled() {
+		weak, _ := c.Frontdoor.TLS.Check("frontdoor.tls") // checked by Validate
+		for _, w := range weak {
+			insecure = append(insecure, "frontdoor.tls: "+w)
+		}
+	}
 	if err := c.REST.Validate(); err != nil {
 		return nil, err
 	}
@@ -180,5 +187,12 @@ func (c *Config) Validate() ([]string, error) {
 	if _, err := sockets.NewPool(c.Pool); err != nil {
 		return nil, err
 	}
-	return c.SSH.Validate()
+	weak, err := c.SSH.Validate()
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range weak {
+		insecure = append(insecure, "ssh: "+w)
+	}
+	return insecure, nil
 }

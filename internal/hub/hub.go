@@ -93,10 +93,17 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if cfg.Source != "" {
 		h.log.Info("configuration", "source", cfg.Source)
 	}
+	sshWeak := 0
 	for _, a := range insecure {
-		h.log.Warn("insecure algorithm enabled by ssh.allow_insecure", "algorithm", a)
+		// "ssh: aes128-cbc", "frontdoor.tls: TLS 1.0", each let through by its section's
+		// allow_insecure.
+		section, algorithm, _ := strings.Cut(a, ": ")
+		h.log.Warn("insecure algorithm enabled by "+section+".allow_insecure", "algorithm", algorithm)
+		if section == "ssh" {
+			sshWeak++
+		}
 	}
-	if cfg.SSH.Crypto.AllowInsecure && len(insecure) == 0 {
+	if cfg.SSH.Crypto.AllowInsecure && sshWeak == 0 {
 		h.log.Warn("ssh.allow_insecure is set but no insecure algorithm is listed: it enables nothing by itself; name the algorithms in ssh.kex, ciphers, macs, host_key_algorithms or device_key_algorithms")
 	}
 	// First of all: nothing in the folder is touched without its lock.

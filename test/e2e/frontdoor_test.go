@@ -642,3 +642,42 @@ func TestFrontdoorWithKernelLayer(t *testing.T) {
 		t.Fatalf("the same uid straight to the protected socket: want refused by the kernel, got %v %s", err, out)
 	}
 }
+
+// The front door takes its TLS policy from frontdoor.tls (package tlspolicy), checked with
+// real clients: by default no CBC-SHA1 suite (Go's own default would accept
+// ECDHE-ECDSA-AES128-SHA); an X25519-only listener refuses a client offering only P-256;
+// a weak suite is offered only with allow_insecure, and the hub warns about it.
+func TestFrontdoorTLSPolicy(t *testing.T) {
+	h := startHub(t, "", "frontdoor:\n  listen: 127.0.0.1:0\n  domain: "+fdDomain+"\n  tls: {groups: [X25519]}\n")
+	ca := filepath.Join(h.data, "exported-ca.crt")
+	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	tlsCurl := func(h *hubProc, args ...string) error {
+		_, port, _ := net.SplitHostPort(h.front)
+		all := append([]string{"-sS", "-o", "/dev/null", "--max-time", "20", "--cacert", ca, "--resolve", fdDomain + ":" + port + ":127.0.0.1"}, args...)
+		return exec.Command(needTool(t, "curl"), append(all, "https://"+fdDomain+":"+port+"/")...).Run()
+	}
+	if err := tlsCurl(h, "--tls-max", "1.2", "--ciphers", "ECDHE-ECDSA-AES128-GCM-SHA256"); err != nil {
+		t.Fatalf("an AEAD suite was refused: %v", err)
+	}
+	if err := tlsCurl(h, "--tls-max", "1.2", "--ciphers", "ECDHE-ECDSA-AES128-SHA"); err == nil {
+		t.Fatal("the front door accepted ECDHE-ECDSA-AES128-SHA by default")
+	}
+	sClient := func(h *hubProc, groups string) bool {
+		cmd := exec.Command(needTool(t, "openssl"), "s_client", "-connect", h.front, "-servername", fdDomain, "-brief", "-groups", groups)
+		cmd.Stdin = strings.NewReader("")
+		out, _ := cmd.CombinedOutput()
+		return strings.Contains(string(out), "CONNECTION ESTABLISHED")
+	}
+	if !sClient(h, "X25519") || sClient(h, "P-256") {
+		t.Fatal("groups [X25519]: X25519 must connect and P-256 alone must not")
+	}
+	h.stop()
+
+	weak := startHub(t, "", "frontdoor:\n  listen: 127.0.0.1:0\n  domain: "+fdDomain+"\n  tls: {suites: [ECDHE-ECDSA-AES128-SHA, ECDHE-ECDSA-AES128-GCM-SHA256], allow_insecure: true}\n")
+	weak.log.waitText(t, "insecure algorithm enabled by frontdoor.tls.allow_insecure")
+	os.WriteFile(ca, []byte(weak.mustCLI("frontdoor", "ca")), 0o644)
+	// HTTP/1.1: HTTP/2 forbids CBC suites (RFC 7540, 9.2.2), and Go's server says so.
+	if err := tlsCurl(weak, "--http1.1", "--tls-max", "1.2", "--ciphers", "ECDHE-ECDSA-AES128-SHA"); err != nil {
+		t.Fatalf("allow_insecure with the suite listed: %v", err)
+	}
+}

@@ -165,6 +165,8 @@ func TestMalformedConfigAndProfileNameTheField(t *testing.T) {
 		{"ssh:\n  kex: [diffie-hellman-group1-sha1]\n", "allow_insecure"},
 		{"pool:\n  cidr: 10.0.0.0/33\n", "pool.cidr"},
 		{"log: {level: loud}\n", "log.level"},
+		{"frontdoor: {listen: 127.0.0.1:0, domain: d.localhost, tls: {suites: [DHE-RSA-AES128-GCM-SHA256]}}\n", "frontdoor.tls.suites: \"DHE-RSA-AES128-GCM-SHA256\": Go's TLS has no finite-field"},
+		{"frontdoor: {listen: 127.0.0.1:0, domain: d.localhost, tls: {min_version: \"1.0\"}}\n", "frontdoor.tls.allow_insecure"},
 	} {
 		cfg := filepath.Join(dir, "bad.yaml")
 		os.WriteFile(cfg, []byte(tc.yaml), 0o600)
