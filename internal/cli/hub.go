@@ -14,7 +14,7 @@ import (
 )
 
 func hubCmd(g *globals) *cobra.Command {
-	var cpuProfile string
+	var cpuProfile, readyFile string
 	c := &cobra.Command{
 		Use:   "hub",
 		Short: "Run the hub: SSH server for devices, protected sockets, admin socket",
@@ -52,6 +52,13 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 			if ma := h.MetricsAddr(); ma != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "metrics on http://%s/metrics\n", ma)
 			}
+			if readyFile != "" {
+				// Before the last line: whoever waits for that line finds the file.
+				if err := hub.WriteReadyFile(readyFile, h.Ready()); err != nil {
+					return err
+				}
+				defer os.Remove(readyFile)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "hub listening for devices on %s (data %s)\n", h.SSHAddr(), g.data)
 			log.Info("hub ready", "ssh", h.SSHAddr().String(), "data", g.data)
 			sig := make(chan os.Signal, 4)
@@ -77,6 +84,7 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 			}
 		},
 	}
+	c.Flags().StringVar(&readyFile, "ready-file", "", "once every listener is up, write FILE (JSON: pid, addresses, host keys, the front door's CA); removed at a clean stop")
 	c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile to FILE until the hub stops (for 'go tool pprof')")
 	return c
 }

@@ -15,7 +15,6 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/credential"
-	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -140,7 +139,7 @@ func (b *Bench) StartEnrolled(ctx context.Context, lh *LabHub, o IoTsafeOpts) (*
 	if err := writeLabHubConfig(lh.Dir, lh.pool, o); err != nil {
 		return nil, err
 	}
-	argv := append([]string{b.Bin, "hub", "--data", lh.Dir}, b.ProfileArgs(lh.Name)...)
+	argv := append([]string{b.Bin, "hub", "--data", lh.Dir, "--ready-file", filepath.Join(lh.Dir, readyFile)}, b.ProfileArgs(lh.Name)...)
 	if o.Netns != nil {
 		argv = o.Netns.Exec(argv...)
 	}
@@ -240,48 +239,45 @@ func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 	return os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600)
 }
 
-// awaitLabHub reads a started hub's addresses from its output and its host key (and
-// the front door's CA) from its data folder.
+// awaitLabHub waits for a started hub's last start line, then reads where it listens,
+// its host key and its front door's CA from its ready file.
 func awaitLabHub(ctx context.Context, proc *Proc, dir string, withFront bool) (*SSHServer, error) {
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	// The hub prints its other listeners before the SSH one.
-	var front, rest, metricsURL string
-	addr, err := proc.ReadLineSeeing(rctx, "hub listening for devices on ", func(l string) {
-		if v, ok := strings.CutPrefix(l, "front door on "); ok {
-			front = strings.Fields(v)[0]
-		} else if v, ok := strings.CutPrefix(l, "REST API for devices on "); ok {
-			rest = strings.TrimSuffix(strings.TrimPrefix(strings.Fields(v)[0], "http://"), "/api/rest")
-		} else if v, ok := strings.CutPrefix(l, "metrics on "); ok {
-			metricsURL = strings.TrimSpace(v)
-		}
-	})
+	if _, err := proc.ReadLine(rctx, "hub listening for devices on "); err != nil {
+		return nil, err
+	}
+	ready, err := hub.ReadReadyFile(filepath.Join(dir, readyFile))
 	if err != nil {
 		return nil, err
 	}
-	if withFront && front == "" {
-		return nil, fmt.Errorf("lab: the hub did not say where its front door is")
+	if withFront && ready.Frontdoor == "" {
+		return nil, fmt.Errorf("lab: the hub's ready file names no front door")
 	}
-	hk, err := os.ReadFile(filepath.Join(dir, "host_ed25519_key"))
+	if len(ready.HostKeys) == 0 {
+		return nil, fmt.Errorf("lab: the hub's ready file names no host key")
+	}
+	hostKey, _, _, _, err := ssh.ParseAuthorizedKey([]byte(ready.HostKeys[0].PublicKey))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("lab: host key in the ready file: %w", err)
 	}
-	signer, err := ssh.ParsePrivateKey(hk)
-	if err != nil {
-		return nil, err
+	srv := &SSHServer{Proc: proc, Addr: ready.SSH, HostKey: hostKey, IoTsafe: true, dataDir: dir, REST: ready.REST}
+	if ready.Metrics != "" {
+		srv.MetricsURL = "http://" + ready.Metrics + "/metrics"
 	}
-	srv := &SSHServer{Proc: proc, Addr: strings.Fields(addr)[0], HostKey: signer.PublicKey(), IoTsafe: true, dataDir: dir,
-		REST: rest, MetricsURL: metricsURL}
 	if withFront {
-		caPEM, err := os.ReadFile(filepath.Join(dir, frontdoor.CADir, frontdoor.CACertFile))
+		caPEM, err := os.ReadFile(ready.FrontdoorCA)
 		if err != nil {
 			return nil, err
 		}
-		srv.Front = &FrontdoorInfo{Addr: front, CA: x509.NewCertPool(), CAFile: filepath.Join(dir, frontdoor.CADir, frontdoor.CACertFile)}
+		srv.Front = &FrontdoorInfo{Addr: ready.Frontdoor, CA: x509.NewCertPool(), CAFile: ready.FrontdoorCA}
 		srv.Front.CA.AppendCertsFromPEM(caPEM)
 	}
 	return srv, nil
 }
+
+// readyFile is the lab hub's --ready-file, in its data folder.
+const readyFile = "ready.json"
 
 // FrontdoorDomain is the front door's domain in lab hubs.
 const FrontdoorDomain = "lab.test"

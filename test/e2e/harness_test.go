@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/childproc"
+	"github.com/iotsafe/iotsafe/internal/hub"
 )
 
 var iotsafeBin string
@@ -240,7 +241,8 @@ func startHubWith(t *testing.T, data, extra string, setup func(*hubProc)) *hubPr
 func (h *hubProc) start() {
 	t := h.t
 	t.Helper()
-	argv := append(append(append([]string{}, h.wrap...), iotsafeBin, "hub", "--data", h.data), h.args...)
+	readyPath := filepath.Join(h.data, "ready.json")
+	argv := append(append(append([]string{}, h.wrap...), iotsafeBin, "hub", "--data", h.data, "--ready-file", readyPath), h.args...)
 	h.cmd = exec.Command(argv[0], argv[1:]...)
 	if h.cred != nil {
 		h.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: h.cred}
@@ -251,34 +253,41 @@ func (h *hubProc) start() {
 		t.Fatal(err)
 	}
 	h.log = newLogWatch(stderr)
+	// The last start line says the hub is ready; its ready file then says the rest. The
+	// printed host key must be the file's (people copy it from the output).
 	sc := bufio.NewScanner(stdout)
+	printedFP, up := "", false
 	for sc.Scan() {
 		line := sc.Text()
-		if f := strings.Fields(line); strings.HasPrefix(line, "host key ") && len(f) == 4 {
-			h.hostFP = f[3]
-		}
-		if rest, ok := strings.CutPrefix(line, "front door on "); ok {
-			h.front = strings.Fields(rest)[0]
-		}
-		if rest, ok := strings.CutPrefix(line, "REST API for devices on http://"); ok {
-			h.rest = strings.TrimSuffix(strings.Fields(rest)[0], "/api/rest")
+		if f := strings.Fields(line); strings.HasPrefix(line, "host key ") && len(f) == 4 && printedFP == "" {
+			printedFP = f[3]
 		}
 		if strings.HasPrefix(line, "hub listening for devices on ") {
-			h.addr = strings.Fields(strings.TrimPrefix(line, "hub listening for devices on "))[0]
+			up = true
 			break
 		}
 	}
 	go io.Copy(io.Discard, stdout)
-	if h.addr == "" {
+	if !up {
 		h.cmd.Wait()
 		t.Fatalf("hub did not start; log:\n%s", h.log.text())
 	}
-	_, h.port, _ = net.SplitHostPort(h.addr)
 	// Where the CLI runs (cliWrap): the data folder may live in a mount namespace.
-	keygen := append(append([]string{}, h.cliWrap...), "ssh-keygen", "-y", "-f", filepath.Join(h.data, "host_ed25519_key"))
-	if out, err := exec.Command(keygen[0], keygen[1:]...).Output(); err == nil {
-		h.hostPK = strings.TrimSpace(string(out))
+	cat := append(append([]string{}, h.cliWrap...), "cat", readyPath)
+	b, err := exec.Command(cat[0], cat[1:]...).Output()
+	var ready hub.Ready
+	if err == nil {
+		err = json.Unmarshal(b, &ready)
 	}
+	if err != nil || len(ready.HostKeys) == 0 {
+		t.Fatalf("ready file %s: %v\n%s", readyPath, err, b)
+	}
+	h.addr, h.front, h.rest = ready.SSH, ready.Frontdoor, ready.REST
+	h.hostFP, h.hostPK = ready.HostKeys[0].Fingerprint, ready.HostKeys[0].PublicKey
+	if printedFP != h.hostFP {
+		t.Fatalf("the hub printed host key %s, its ready file says %s", printedFP, h.hostFP)
+	}
+	_, h.port, _ = net.SplitHostPort(h.addr)
 	t.Cleanup(h.stop)
 }
 

@@ -91,6 +91,10 @@ func TestStatus(t *testing.T) {
 		}
 	}
 	h.stop()
+	// The hub's ready file (the harness reads it at start) goes with a clean stop.
+	if _, err := os.Stat(filepath.Join(h.data, "ready.json")); !os.IsNotExist(err) {
+		t.Fatalf("ready file after a clean stop: %v", err)
+	}
 	out, err := h.cli("status")
 	if err == nil || !strings.Contains(out, "not running") || !strings.Contains(out, "2 enrolled, 1 revoked") {
 		t.Fatalf("status with the hub stopped: err=%v\n%s", err, out)

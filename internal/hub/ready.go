@@ -1,0 +1,95 @@
+package hub
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/frontdoor"
+)
+
+// Ready is what `iotsafe hub --ready-file FILE` writes once every listener is up: what a
+// supervisor, a script or the lab needs to reach the hub, without parsing its output.
+type Ready struct {
+	PID     int       `json:"pid"`
+	Version string    `json:"version"`
+	Started time.Time `json:"started"`
+	Data    string    `json:"data"`
+	SSH     string    `json:"ssh"`
+	// HostKeys are the hub's public host keys, for agents' --hub-key and known_hosts.
+	HostKeys []ReadyHostKey `json:"host_keys"`
+	// Frontdoor, FrontdoorDomain and FrontdoorCA (the local CA's certificate file, when
+	// the hub issues its own) are set when the front door is on.
+	Frontdoor       string `json:"frontdoor,omitempty"`
+	FrontdoorDomain string `json:"frontdoor_domain,omitempty"`
+	FrontdoorCA     string `json:"frontdoor_ca,omitempty"`
+	REST            string `json:"rest,omitempty"`    // the plain REST listener, host:port
+	Metrics         string `json:"metrics,omitempty"` // host:port of /metrics
+}
+
+// ReadyHostKey is one host key.
+type ReadyHostKey struct {
+	Type        string `json:"type"`
+	Fingerprint string `json:"fingerprint"` // SHA256:...
+	PublicKey   string `json:"public_key"`  // authorized_keys format
+}
+
+// Ready describes the running hub.
+func (h *Hub) Ready() Ready {
+	r := Ready{PID: os.Getpid(), Version: h.version, Started: h.started, SSH: h.sshAddr.String()}
+	if abs, err := filepath.Abs(h.dir); err == nil {
+		r.Data = abs
+	}
+	for _, k := range h.HostKeys() {
+		r.HostKeys = append(r.HostKeys, ReadyHostKey{Type: k.Type(), Fingerprint: ssh.FingerprintSHA256(k),
+			PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))})
+	}
+	if h.frontAt != nil {
+		r.Frontdoor, r.FrontdoorDomain = h.frontAt.String(), h.cfg.Frontdoor.Domain
+		if h.cfg.Frontdoor.Cert == "" {
+			r.FrontdoorCA = filepath.Join(r.Data, frontdoor.CADir, frontdoor.CACertFile)
+		}
+	}
+	if a := h.RESTAddr(); a != nil {
+		r.REST = a.String()
+	}
+	if h.metricsAt != nil {
+		r.Metrics = h.metricsAt.String()
+	}
+	return r
+}
+
+// WriteReadyFile writes r to path at once (a reader never sees half of it).
+func WriteReadyFile(path string, r Ready) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("ready file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("ready file: %w", err)
+	}
+	return nil
+}
+
+// ReadReadyFile reads what WriteReadyFile wrote.
+func ReadReadyFile(path string) (Ready, error) {
+	var r Ready
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("ready file %s: %w", path, err)
+	}
+	return r, nil
+}
