@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/sshext"
+	"github.com/iotsafe/iotsafe/internal/sshwire"
 	"github.com/iotsafe/iotsafe/internal/tunnel"
 	"github.com/iotsafe/iotsafe/internal/zmux"
 )
@@ -326,10 +327,7 @@ func (a *Agent) session(ctx context.Context) error {
 
 	for _, e := range a.cfg.Expose {
 		// Port 0: the alias names the service; the hub reports the protected socket's port.
-		ok, _, err := conn.SendRequest("tcpip-forward", true, ssh.Marshal(struct {
-			Addr string
-			Port uint32
-		}{e.Alias, 0}))
+		ok, _, err := conn.SendRequest("tcpip-forward", true, ssh.Marshal(sshwire.ForwardRequest{Addr: e.Alias}))
 		if err != nil {
 			return fmt.Errorf("agent: expose %s: %w", e.Alias, err)
 		}
@@ -523,12 +521,7 @@ func (a *Agent) serveForwarded(chans <-chan ssh.NewChannel) {
 			nc.Reject(ssh.UnknownChannelType, "not accepted by the device agent")
 			continue
 		}
-		var p struct {
-			Addr       string
-			Port       uint32
-			OriginAddr string
-			OriginPort uint32
-		}
+		var p sshwire.ForwardedTCPIP
 		if err := ssh.Unmarshal(nc.ExtraData(), &p); err != nil {
 			nc.Reject(ssh.ConnectionFailed, "malformed forwarded-tcpip")
 			continue
@@ -581,12 +574,7 @@ func (a *Agent) acceptDirect(ctx context.Context, ln net.Listener, f Forward) {
 					return
 				}
 			}
-			ch, reqs, err := conn.OpenChannel("direct-tcpip", ssh.Marshal(struct {
-				Host       string
-				Port       uint32
-				OriginAddr string
-				OriginPort uint32
-			}{f.Alias, uint32(lport), host, uint32(oport)}))
+			ch, reqs, err := conn.OpenChannel("direct-tcpip", ssh.Marshal(sshwire.DirectTCPIP{Host: f.Alias, Port: uint32(lport), OriginAddr: host, OriginPort: uint32(oport)}))
 			if err != nil {
 				a.log.Warn("hub refused direct forward", "alias", f.Alias, "err", err)
 				c.Close()

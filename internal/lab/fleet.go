@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/sshext"
+	"github.com/iotsafe/iotsafe/internal/sshwire"
 	"github.com/iotsafe/iotsafe/internal/tunnel"
 	"github.com/iotsafe/iotsafe/internal/zmux"
 )
@@ -172,13 +173,9 @@ const forwardAttempts = 3
 // listening port, where requests would reach its SSH banner instead of the forward: such
 // an answer is cancelled and asked again.
 func (c FleetConfig) forward(conn ssh.Conn, host string) (uint32, error) {
-	type request struct {
-		Addr string
-		Port uint32
-	}
 	_, serverPort, _ := net.SplitHostPort(c.Server)
 	for range forwardAttempts {
-		ok, reply, err := conn.SendRequest("tcpip-forward", true, ssh.Marshal(request{host, 0}))
+		ok, reply, err := conn.SendRequest("tcpip-forward", true, ssh.Marshal(sshwire.ForwardRequest{Addr: host}))
 		if err != nil {
 			return 0, err
 		}
@@ -188,7 +185,7 @@ func (c FleetConfig) forward(conn ssh.Conn, host string) (uint32, error) {
 		if c.IoTsafe {
 			return 0, nil // the hub answers with the protected socket's port; the lab asks the hub
 		}
-		var allocated struct{ Port uint32 }
+		var allocated sshwire.ForwardReply
 		if err := ssh.Unmarshal(reply, &allocated); err != nil || allocated.Port == 0 {
 			return 0, fmt.Errorf("the server did not say which port it allocated (reply %x)", reply)
 		}
@@ -196,7 +193,7 @@ func (c FleetConfig) forward(conn ssh.Conn, host string) (uint32, error) {
 			return allocated.Port, nil
 		}
 		fmt.Fprintf(os.Stderr, "fleet: %s allocated its own listening port %d for a forward; asking again\n", c.Server, allocated.Port)
-		conn.SendRequest("cancel-tcpip-forward", true, ssh.Marshal(request{host, allocated.Port}))
+		conn.SendRequest("cancel-tcpip-forward", true, ssh.Marshal(sshwire.ForwardRequest{Addr: host, Port: allocated.Port}))
 	}
 	return 0, fmt.Errorf("the server allocated its own listening port %s %d times", serverPort, forwardAttempts)
 }

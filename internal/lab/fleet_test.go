@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/sshwire"
 )
 
 // badForwardServer is an SSH server that answers the first `wrong` port-0 forward
@@ -54,7 +56,7 @@ func badForwardServer(t *testing.T, wrong int) (addr string, hostKey ssh.PublicK
 					wrong--
 					port = own
 				}
-				r.Reply(true, ssh.Marshal(struct{ Port uint32 }{port}))
+				r.Reply(true, ssh.Marshal(sshwire.ForwardReply{Port: port}))
 			case "cancel-tcpip-forward":
 				*cancels++ // read by the test only after forward returns: the reply orders it
 				r.Reply(false, nil)

@@ -14,31 +14,10 @@ import (
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshext"
+	"github.com/iotsafe/iotsafe/internal/sshwire"
 	"github.com/iotsafe/iotsafe/internal/tunnel"
 	"github.com/iotsafe/iotsafe/internal/zmux"
 )
-
-// Wire formats of RFC 4254 section 7.
-type forwardRequest struct {
-	Addr string
-	Port uint32
-}
-
-type forwardReply struct{ Port uint32 }
-
-type forwardedTCPPayload struct {
-	Addr       string
-	Port       uint32
-	OriginAddr string
-	OriginPort uint32
-}
-
-type directTCPPayload struct {
-	Host       string
-	Port       uint32
-	OriginAddr string
-	OriginPort uint32
-}
 
 // forward is one reverse alias being served: the protected socket's listener, whose
 // connections become forwarded-tcpip channels to the device.
@@ -67,9 +46,9 @@ func (ss *session) handleRequest(req *ssh.Request) {
 			ss.refused("") // the violation, if any, was recorded with its detail
 			return
 		}
-		req.Reply(true, ssh.Marshal(forwardReply{Port: port}))
+		req.Reply(true, ssh.Marshal(sshwire.ForwardReply{Port: port}))
 	case "cancel-tcpip-forward":
-		var fr forwardRequest
+		var fr sshwire.ForwardRequest
 		if ssh.Unmarshal(req.Payload, &fr) != nil {
 			req.Reply(false, nil)
 			return
@@ -102,7 +81,7 @@ func (ss *session) handleRequest(req *ssh.Request) {
 // protected socket. It returns the port to report to the client.
 func (ss *session) startForward(payload []byte) (uint32, error) {
 	s := ss.srv
-	var fr forwardRequest
+	var fr sshwire.ForwardRequest
 	if err := ssh.Unmarshal(payload, &fr); err != nil {
 		ss.violate("malformed tcpip-forward request")
 		return 0, fmt.Errorf("malformed request: %w", err)
@@ -221,7 +200,7 @@ func (f *forward) serve(c net.Conn) {
 	}
 	defer release()
 	origin, _ := c.RemoteAddr().(*net.TCPAddr)
-	p := forwardedTCPPayload{Addr: f.bindAddr, Port: f.bindPort}
+	p := sshwire.ForwardedTCPIP{Addr: f.bindAddr, Port: f.bindPort}
 	if origin != nil {
 		p.OriginAddr, p.OriginPort = origin.IP.String(), uint32(origin.Port)
 	}
@@ -374,7 +353,7 @@ func (ss *session) dialTarget(alias, target string) (net.Conn, error) {
 
 // checkReverse decides a tcpip-forward request against the profile; the error text is
 // the violation recorded.
-func checkReverse(p *profile.Profile, fr forwardRequest) error {
+func checkReverse(p *profile.Profile, fr sshwire.ForwardRequest) error {
 	want, ok := p.Reverse[fr.Addr]
 	if !ok {
 		return fmt.Errorf("reverse forward %q:%d: alias not in profile %q (ssh -R ALIAS:PORT:HOST:PORT, allowed: %v)", fr.Addr, fr.Port, p.Name, p.ReverseAliases())
@@ -387,8 +366,8 @@ func checkReverse(p *profile.Profile, fr forwardRequest) error {
 
 // checkDirect parses a direct-tcpip open and decides it against the profile. The alias
 // alone decides the target; the requested port is not used.
-func checkDirect(p *profile.Profile, payload []byte) (directTCPPayload, string, error) {
-	var d directTCPPayload
+func checkDirect(p *profile.Profile, payload []byte) (sshwire.DirectTCPIP, string, error) {
+	var d sshwire.DirectTCPIP
 	if err := ssh.Unmarshal(payload, &d); err != nil {
 		return d, "", fmt.Errorf("malformed direct-tcpip request")
 	}

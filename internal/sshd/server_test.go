@@ -17,6 +17,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sshwire"
 )
 
 type fixture struct {
@@ -149,7 +150,7 @@ func echoServer(t *testing.T) string {
 
 // openDirect opens a direct-tcpip channel; closed is closed once the server has closed it.
 func openDirect(conn ssh.Conn, alias string) (ch ssh.Channel, closed <-chan struct{}, err error) {
-	ch, reqs, err := conn.OpenChannel("direct-tcpip", ssh.Marshal(directTCPPayload{Host: alias, Port: 1, OriginAddr: "127.0.0.1", OriginPort: 1}))
+	ch, reqs, err := conn.OpenChannel("direct-tcpip", ssh.Marshal(sshwire.DirectTCPIP{Host: alias, Port: 1, OriginAddr: "127.0.0.1", OriginPort: 1}))
 	done := make(chan struct{})
 	if err == nil {
 		go func() { ssh.DiscardRequests(reqs); close(done) }()
@@ -243,12 +244,12 @@ func TestUnknownAndWrongUserRefused(t *testing.T) {
 // payload, the decision never panics and only profile aliases are allowed.
 func FuzzForwardPayloads(f *testing.F) {
 	p := testProfile("name: p\nreverse: {http: 80, cam: 0}\ndirect: {broker: '127.0.0.1:1883'}\n")
-	f.Add(ssh.Marshal(forwardRequest{Addr: "http", Port: 80}))
-	f.Add(ssh.Marshal(forwardRequest{Addr: "cam", Port: 0}))
-	f.Add(ssh.Marshal(directTCPPayload{Host: "broker", Port: 1883, OriginAddr: "127.0.0.1", OriginPort: 5}))
+	f.Add(ssh.Marshal(sshwire.ForwardRequest{Addr: "http", Port: 80}))
+	f.Add(ssh.Marshal(sshwire.ForwardRequest{Addr: "cam", Port: 0}))
+	f.Add(ssh.Marshal(sshwire.DirectTCPIP{Host: "broker", Port: 1883, OriginAddr: "127.0.0.1", OriginPort: 5}))
 	f.Add([]byte{0, 0, 0, 200, 'x'})
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		var fr forwardRequest
+		var fr sshwire.ForwardRequest
 		if ssh.Unmarshal(payload, &fr) == nil && checkReverse(p, fr) == nil {
 			if _, ok := p.Reverse[fr.Addr]; !ok {
 				t.Fatalf("reverse %q allowed outside the profile", fr.Addr)

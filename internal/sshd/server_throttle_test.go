@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/sshwire"
 	"github.com/iotsafe/iotsafe/internal/throttle"
 )
 
@@ -150,7 +151,7 @@ func TestRefusedForwardRequestsEndTheSession(t *testing.T) {
 	}()
 	var err error
 	for i := 0; i < 50 && err == nil; i++ {
-		_, _, err = conn.SendRequest("tcpip-forward", true, ssh.Marshal(forwardRequest{Addr: "nope", Port: 0}))
+		_, _, err = conn.SendRequest("tcpip-forward", true, ssh.Marshal(sshwire.ForwardRequest{Addr: "nope", Port: 0}))
 	}
 	if err == nil {
 		t.Fatal("50 refused forward requests and the connection is still open")
