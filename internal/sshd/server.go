@@ -65,10 +65,15 @@ type deviceState struct {
 	forwards map[string]*forward // alias -> the forward currently serving it
 }
 
-// New builds a server. cfg must have had ApplyDefaults and Validate called.
+// New builds a server. It applies cfg's defaults itself (a zero Config listens on
+// DefaultListen, loopback, with every limit at its default) and refuses an invalid one.
 func New(cfg Config, store Store, hostKeys []ssh.Signer) (*Server, error) {
 	if len(hostKeys) == 0 {
 		return nil, errors.New("sshd: no host key")
+	}
+	cfg.ApplyDefaults()
+	if _, err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	s := &Server{
 		cfg: cfg, store: store, log: cfg.Logger, metrics: cfg.Metrics,

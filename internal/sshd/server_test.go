@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,4 +260,45 @@ func FuzzForwardPayloads(f *testing.F) {
 			t.Fatalf("direct %q allowed outside the profile", d.Host)
 		}
 	})
+}
+
+// A zero Config is a safe one: New applies the defaults itself, so the server listens on
+// loopback only and serves a device without the caller setting any limit.
+func TestZeroConfigIsSafe(t *testing.T) {
+	reg, err := registry.Open(context.Background(), t.TempDir(), sockets.Config{CIDR: "127.79.0.0/16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	prof := testProfile("name: p\nreverse: {http: 80}\n")
+	reg.PutProfile(context.Background(), prof)
+	dev := signer(t)
+	if _, err := reg.AddDevice(context.Background(), "dev1", "p", dev.PublicKey()); err != nil {
+		t.Fatal(err)
+	}
+	host := signer(t)
+	zero, err := New(Config{}, reg, []ssh.Signer{host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if zero.cfg.Listen != DefaultListen || !strings.HasPrefix(DefaultListen, "127.") {
+		t.Fatalf("a zero Config listens on %q, want loopback", zero.cfg.Listen)
+	}
+	// The same with only a free port chosen serves a device (no zero limit left to trip on).
+	srv, err := New(Config{Listen: "127.0.0.1:0"}, reg, []ssh.Signer{host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := srv.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go srv.Serve()
+	f := &fixture{srv: srv, reg: reg, addr: addr.String(), device: dev, host: host.PublicKey()}
+	conn, _, reqs := f.dial(t)
+	go ssh.DiscardRequests(reqs)
+	if ok, _, err := conn.SendRequest("tcpip-forward", true, ssh.Marshal(sshwire.ForwardRequest{Addr: "http"})); err != nil || !ok {
+		t.Fatalf("forward on a zero-Config server: %v %v", ok, err)
+	}
 }
