@@ -133,9 +133,9 @@ func TestDirectForwardUsesDeviceSourceAddress(t *testing.T) {
 
 	l2 := freePort(t)
 	_, port2, _ := net.SplitHostPort(l2)
-	startProc(t, "ssh", append(sshArgs(h, k2), "-L", port2+":broker:1883", "dev2@127.0.0.1")...)
-	h.log.wait(t, "session open", "device", "dev2")
-	// ssh binds its -L listener before authenticating; wait until the session is up.
+	// ssh binds its -L listener after the session is up; its debug output says when.
+	ssh := startProc(t, "ssh", append(sshArgs(h, k2), "-v", "-L", port2+":broker:1883", "dev2@127.0.0.1")...)
+	ssh.stderr.waitText(t, "Local forwarding listening on 127.0.0.1 port "+port2)
 	if got, want := readLine(t, l2), h.device("dev2").Address; got != want {
 		t.Fatalf("ssh -L: target saw source %s, want dev2's address %s", got, want)
 	}
