@@ -20,6 +20,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/firewall"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/metrics"
@@ -65,6 +66,7 @@ type Hub struct {
 	recorded    bool             // hub_started was recorded: Close records hub_stopped
 	store       *telemetry.Store // nil without a telemetry path
 	api         *restapi.API
+	devices     *devicedir.Directory // device identities of the telemetry paths; nil without one
 	plainREST   *restapi.Plain
 	version     string    // of the binary, for iotsafe status
 	started     time.Time // for iotsafe status

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/authn"
+	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
@@ -48,10 +49,12 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 			return err
 		}
 	}
-	h.api = restapi.New(h.cfg.REST, h.guard, h.store, h, tokens, m, log)
-	if err := h.api.Reload(ctx); err != nil {
+	// One directory of device identities for every telemetry path.
+	h.devices = devicedir.New(h.guard)
+	if err := h.devices.Reload(ctx); err != nil {
 		return err
 	}
+	h.api = restapi.New(h.cfg.REST, h.guard, h.devices, h.store, h, tokens, m, log)
 	if h.cfg.REST.Listen != "" {
 		if h.plainREST, err = h.api.ListenPlain(log); err != nil {
 			return err
@@ -103,16 +106,16 @@ func (h *Hub) mountREST() {
 	h.log.Info("REST API on the front door", "url", "https://"+h.cfg.Frontdoor.Domain+restapi.Prefix+"/")
 }
 
-// reloadTelemetry refreshes the API's snapshot of devices (a revoked or removed device's
-// tokens stop at once).
+// reloadTelemetry refreshes the telemetry paths' device directory (a revoked or removed
+// device's tokens and secrets stop at once).
 func (h *Hub) reloadTelemetry() {
-	if h.api == nil {
+	if h.devices == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := h.api.Reload(ctx); err != nil {
-		h.log.Error("reloading the REST API's device snapshot failed", "err", err)
+	if err := h.devices.Reload(ctx); err != nil {
+		h.log.Error("reloading the device directory of the telemetry paths failed", "err", err)
 	}
 }
 

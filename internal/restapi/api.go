@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"sort"
 	"sync/atomic"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/bytesize"
+	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -28,8 +28,7 @@ const APIVersion = "3.5.0"
 
 // Registry is what the API reads and writes in the registry.
 type Registry interface {
-	DeviceStates(ctx context.Context) ([]registry.DeviceState, error)
-	DeviceSecretHashes(ctx context.Context) (map[string]string, error)
+	devicedir.Source
 	DeviceData(ctx context.Context, device string) (json.RawMessage, error)
 	SetDeviceData(ctx context.Context, device string, data json.RawMessage) error
 	AddEvent(ctx context.Context, e registry.Event) error
@@ -123,7 +122,7 @@ type API struct {
 	accounts atomic.Pointer[accountsBox]
 	tokens   *authn.Tokens
 	log      *slog.Logger
-	dir      atomic.Pointer[directory]
+	dir      *devicedir.Directory // the identities requests are checked against
 	mux      *http.ServeMux
 	polls    chan struct{}
 	metrics  *Metrics
@@ -134,17 +133,9 @@ type API struct {
 
 type accountsBox struct{ a Accounts }
 
-// directory is the registry snapshot requests are checked against.
-type directory struct {
-	devices map[string]registry.DeviceState
-	byAddr  map[netip.Addr]string
-	secrets map[string]string // device -> SHA-256 of its secret
-	names   []string          // sorted
-	loaded  time.Time
-}
-
-// New builds the API; call Reload before serving.
-func New(cfg Config, reg Registry, store Store, hub Hub, tokens *authn.Tokens, m *Metrics, log *slog.Logger) *API {
+// New builds the API. dir is the hub's device directory (nil: the API makes its own over
+// reg); call Reload, or reload dir, before serving.
+func New(cfg Config, reg Registry, dir *devicedir.Directory, store Store, hub Hub, tokens *authn.Tokens, m *Metrics, log *slog.Logger) *API {
 	cfg.ApplyDefaults()
 	if m == nil {
 		m = NewMetrics()
@@ -152,7 +143,9 @@ func New(cfg Config, reg Registry, store Store, hub Hub, tokens *authn.Tokens, m
 	a := &API{cfg: cfg, reg: reg, store: store, hub: hub, tokens: tokens, log: log, metrics: m,
 		polls: make(chan struct{}, cfg.MaxPolls), gate: throttle.NewLogGate(time.Minute)}
 	a.unsigned = tokens.Config().AllowUnsigned
-	a.dir.Store(&directory{devices: map[string]registry.DeviceState{}, byAddr: map[netip.Addr]string{}, secrets: map[string]string{}})
+	if a.dir = dir; dir == nil {
+		a.dir = devicedir.New(reg)
+	}
 	a.routes()
 	return a
 }
@@ -167,28 +160,9 @@ func (a *API) accountsOrNil() Accounts {
 	return nil
 }
 
-// Reload re-reads devices and secrets (after any registry change: a revoked or removed
-// device's tokens stop working at once).
-func (a *API) Reload(ctx context.Context) error {
-	states, err := a.reg.DeviceStates(ctx)
-	if err != nil {
-		return err
-	}
-	secrets, err := a.reg.DeviceSecretHashes(ctx)
-	if err != nil {
-		return err
-	}
-	d := &directory{devices: make(map[string]registry.DeviceState, len(states)), byAddr: make(map[netip.Addr]string, len(states)),
-		secrets: secrets, names: make([]string, 0, len(states)), loaded: time.Now()}
-	for _, s := range states {
-		d.devices[s.Name] = s
-		d.byAddr[s.Address] = s.Name
-		d.names = append(d.names, s.Name)
-	}
-	sort.Strings(d.names)
-	a.dir.Store(d)
-	return nil
-}
+// Reload re-reads devices and secrets into the directory (after any registry change: a
+// revoked or removed device's tokens stop working at once).
+func (a *API) Reload(ctx context.Context) error { return a.dir.Reload(ctx) }
 
 // ServeHTTP serves the API (paths under Prefix).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {

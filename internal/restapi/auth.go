@@ -2,9 +2,6 @@ package restapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/accessnote"
 	"github.com/iotsafe/iotsafe/internal/authn"
+	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
@@ -68,12 +66,11 @@ func (a *API) identify(r *http.Request) (caller, int, string) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		if r.Context().Value(plainKey{}) != nil {
-			d := a.dir.Load()
-			if name, ok := d.byAddr[ip]; ok {
-				if st := d.devices[name]; st.Revoked {
-					return caller{}, http.StatusUnauthorized, fmt.Sprintf("device %s is revoked", name)
+			if st, ok := a.dir.Load().ByAddress(ip); ok {
+				if st.Revoked {
+					return caller{}, http.StatusUnauthorized, fmt.Sprintf("device %s is revoked", st.Name)
 				}
-				return caller{device: name, via: "address"}, 0, ""
+				return caller{device: st.Name, via: "address"}, 0, ""
 			}
 		}
 		return caller{}, http.StatusUnauthorized, "log in: Authorization: Bearer ACCESS_TOKEN (from POST " + Prefix + "/token)"
@@ -134,7 +131,7 @@ func (a *API) fromJWT(r *http.Request, ip netip.Addr, tok, want string) (caller,
 	}
 	switch cl.Kind {
 	case authn.KindDevice:
-		st, ok := a.dir.Load().devices[cl.Subject]
+		st, ok := a.dir.Load().Device(cl.Subject)
 		switch {
 		case !ok || st.Gen() != cl.Gen:
 			a.refused(r, ip, cl.Subject, "token of a removed device")
@@ -208,12 +205,8 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "give login (a device or account name) and password (its secret)")
 		return
 	}
-	d := a.dir.Load()
-	if want, ok := d.secrets[in.Login]; ok {
-		sum := sha256.Sum256([]byte(in.Password))
-		got := hex.EncodeToString(sum[:])
-		st, live := d.devices[in.Login]
-		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 || !live {
+	if st, res := a.dir.Load().CheckSecret(in.Login, in.Password); res != devicedir.NoSecret {
+		if res != devicedir.SecretOK {
 			fail(w, http.StatusUnauthorized, "wrong login or password")
 			return
 		}
@@ -270,7 +263,7 @@ func (a *API) refresh(w http.ResponseWriter, r *http.Request) {
 	}
 	kind, subject, gen := authn.KindAccount, c.account, c.accountID
 	if c.device != "" {
-		kind, subject, gen = authn.KindDevice, c.device, a.dir.Load().devices[c.device].Gen()
+		kind, subject, gen = authn.KindDevice, c.device, deviceGen(a.dir.Load(), c.device)
 	}
 	tok, _, err := a.tokens.Issue(authn.Access, kind, subject, gen, 0)
 	if err != nil {
@@ -299,7 +292,7 @@ func (a *API) createToken(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	dev := in.DeviceIDs[0]
-	st, ok := a.dir.Load().devices[dev]
+	st, ok := a.dir.Load().Device(dev)
 	if !ok || !a.hub.Policy().VisibleToAccount(c.accountID, dev) {
 		fail(w, http.StatusNotFound, fmt.Sprintf("device %s not found", trim(dev)))
 		return
@@ -347,4 +340,10 @@ func decodeJSON(body interface{ Read([]byte) (int, error) }, v any) error {
 		return errors.New("malformed JSON body: more than one value")
 	}
 	return nil
+}
+
+// deviceGen is the device's incarnation (0 if unknown).
+func deviceGen(s *devicedir.Snapshot, name string) int64 {
+	st, _ := s.Device(name)
+	return st.Gen()
 }

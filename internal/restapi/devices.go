@@ -41,7 +41,7 @@ func (a *API) mayManage(c caller, device string) bool {
 // answers 404 itself.
 func (a *API) pathDevice(w http.ResponseWriter, r *http.Request, c caller) (registry.DeviceState, bool) {
 	id := r.PathValue("id")
-	st, ok := a.dir.Load().devices[id]
+	st, ok := a.dir.Load().Device(id)
 	if !ok || !profile.ValidName(id) || !a.mayRead(c, id) {
 		fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found", trim(id)))
 		return st, false
@@ -89,7 +89,7 @@ func (a *API) listDevices(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	d := a.dir.Load()
 	var names []string
-	for _, n := range d.names {
+	for _, n := range d.Names() {
 		if (name == "" || n == name) && (pattern == "" || likeMatch(pattern, n)) && a.mayRead(c, n) {
 			names = append(names, n)
 		}
@@ -101,7 +101,8 @@ func (a *API) listDevices(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	out := []deviceJSON{}
 	for i := skip; i < len(names) && len(out) < take; i++ {
-		rec, err := a.deviceRecord(r.Context(), d.devices[names[i]])
+		st, _ := d.Device(names[i])
+		rec, err := a.deviceRecord(r.Context(), st)
 		if err != nil {
 			fail(w, http.StatusServiceUnavailable, "reading devices failed; retry")
 			return
@@ -140,7 +141,7 @@ func likeMatch(p, s string) bool {
 // also block (revoke) it. Devices are enrolled with 'iotsafe device add', not here.
 func (a *API) putDevice(w http.ResponseWriter, r *http.Request, c caller) {
 	id := r.PathValue("id")
-	st, known := a.dir.Load().devices[id]
+	st, known := a.dir.Load().Device(id)
 	if !known || !a.mayRead(c, id) {
 		fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found: devices are enrolled with 'iotsafe device add' on the hub", trim(id)))
 		return

@@ -63,11 +63,11 @@ func newInsertFixture(t testing.TB) *insertFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := New(Config{MaxBody: 1024}, reg, store, noHub{}, tokens, nil, slog.New(slog.DiscardHandler))
+	api := New(Config{MaxBody: 1024}, reg, nil, store, noHub{}, tokens, nil, slog.New(slog.DiscardHandler))
 	if err := api.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st := api.dir.Load().devices["dev1"]
+	st, _ := api.dir.Load().Device("dev1")
 	tok, _, err := tokens.Issue(authn.Access, authn.KindDevice, "dev1", st.Gen(), time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -194,13 +194,13 @@ func (a *API) devicesParam(w http.ResponseWriter, r *http.Request, c caller) ([]
 		if c.device != "" {
 			return []string{c.device}, true
 		}
-		return a.hub.Policy().DevicesWithRight(c.accountID, registry.RightTelemetry, a.dir.Load().names), true
+		return a.hub.Policy().DevicesWithRight(c.accountID, registry.RightTelemetry, a.dir.Load().Names()), true
 	}
 	d := a.dir.Load()
 	var out []string
 	for _, id := range strings.Split(param, ",") {
 		id = strings.TrimSpace(id)
-		if _, ok := d.devices[id]; !ok || !profile.ValidName(id) || !a.mayRead(c, id) {
+		if _, ok := d.Device(id); !ok || !profile.ValidName(id) || !a.mayRead(c, id) {
 			fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found", trim(id)))
 			return nil, false
 		}
@@ -339,7 +339,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c caller) {
 // their start).
 func (a *API) stillValid(c caller) bool {
 	if c.device != "" {
-		st, ok := a.dir.Load().devices[c.device]
+		st, ok := a.dir.Load().Device(c.device)
 		return ok && !st.Revoked
 	}
 	acc := a.accountsOrNil()
