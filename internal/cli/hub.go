@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 )
 
 func hubCmd(g *globals) *cobra.Command {
@@ -48,6 +49,12 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 			}
 			if ra := h.RESTAddr(); ra != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "REST API for devices on http://%s/api/rest (give devices a direct alias to it)\n", ra)
+			}
+			if a := h.MQTTAddr(mqttbroker.PlainListener); a != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "MQTT for devices on %s (give devices a direct alias to it)\n", a)
+			}
+			if a := h.MQTTAddr(mqttbroker.TLSListener); a != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "MQTT over TLS on %s (devices log in with their name and telemetry secret)\n", a)
 			}
 			if ma := h.MetricsAddr(); ma != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "metrics on http://%s/metrics\n", ma)

@@ -234,6 +234,16 @@ type fileCert struct {
 	checked time.Time
 }
 
+// FileCertificate serves an operator's certificate and key files, re-read when they
+// change, for a TLS listener's GetCertificate.
+func FileCertificate(certPath, keyPath string, log *slog.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	fc, err := newFileCert(certPath, keyPath, log)
+	if err != nil {
+		return nil, err
+	}
+	return fc.GetCertificate, nil
+}
+
 func newFileCert(certPath, keyPath string, log *slog.Logger) (*fileCert, error) {
 	f := &fileCert{certPath: certPath, keyPath: keyPath, log: log}
 	if err := f.load(); err != nil {

@@ -205,6 +205,12 @@ func (s *Server) Listen() (net.Addr, error) {
 	return ln.Addr(), nil
 }
 
+// GetCertificate serves the front door's certificate (its local CA's or the operator's)
+// for another TLS listener of the hub on the same names (the MQTT broker's).
+func (s *Server) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return s.getCert(hello)
+}
+
 // Serve answers until Close (HTTP/2 and HTTP/1.1 over TLS 1.2/1.3).
 func (s *Server) Serve() error {
 	err := s.srv.ServeTLS(s.ln, "", "")

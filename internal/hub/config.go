@@ -11,6 +11,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/metrics"
+	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
@@ -44,6 +45,8 @@ type Config struct {
 	JWT authn.Config `yaml:"jwt"`
 	// Telemetry bounds the notification store.
 	Telemetry telemetry.Config `yaml:"telemetry"`
+	// MQTT is the hub's broker (paper 002's site broker); off unless a listener is set.
+	MQTT mqttbroker.Config `yaml:"mqtt"`
 	// Source says where the configuration came from, for the start-up log; set by
 	// LoadConfig.
 	Source string `yaml:"-"`
@@ -139,12 +142,14 @@ func (c *Config) ApplyDefaults() {
 	c.REST.ApplyDefaults()
 	c.JWT.ApplyDefaults()
 	c.Telemetry.ApplyDefaults()
+	c.MQTT.ApplyDefaults()
 }
 
 // TelemetryEnabled reports whether any telemetry path is configured: the plain REST
-// listener, or the front door (which carries the API unless rest.frontdoor is off).
+// listener, the front door (which carries the API unless rest.frontdoor is off), or the
+// MQTT broker.
 func (c *Config) TelemetryEnabled() bool {
-	return c.REST.Listen != "" || c.Frontdoor.Enabled() && c.REST.OnFrontdoor()
+	return c.REST.Listen != "" || c.Frontdoor.Enabled() && c.REST.OnFrontdoor() || c.MQTT.Enabled()
 }
 
 // Validate checks all sections and returns insecure algorithms that are enabled.
@@ -180,6 +185,13 @@ func (c *Config) Validate() ([]string, error) {
 	}
 	if err := c.REST.Validate(); err != nil {
 		return nil, err
+	}
+	weakMQTT, err := c.MQTT.Validate(c.Frontdoor.Enabled())
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range weakMQTT {
+		insecure = append(insecure, "mqtt.tls: "+w)
 	}
 	if err := c.JWT.Validate(); err != nil {
 		return nil, err

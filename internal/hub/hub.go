@@ -24,6 +24,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/firewall"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/metrics"
+	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/regguard"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
@@ -66,7 +67,8 @@ type Hub struct {
 	recorded    bool             // hub_started was recorded: Close records hub_stopped
 	store       *telemetry.Store // nil without a telemetry path
 	api         *restapi.API
-	devices     *devicedir.Directory // device identities of the telemetry paths; nil without one
+	devices     *devicedir.Directory              // device identities of the telemetry paths; nil without one
+	mqtt        atomic.Pointer[mqttbroker.Broker] // nil when off; set after the admin socket listens
 	plainREST   *restapi.Plain
 	version     string    // of the binary, for iotsafe status
 	started     time.Time // for iotsafe status
@@ -194,6 +196,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 		}
 	}
 	h.serveREST()
+	if err := h.startMQTT(); err != nil {
+		return nil, err
+	}
 	go h.watchChanges(ctx, DefaultChangePoll, changesFrom)
 	go h.pruneAudit(ctx, time.Hour)
 	go func() {
@@ -310,6 +315,9 @@ func (h *Hub) Close() {
 		}
 		if h.plainREST != nil {
 			h.plainREST.Close()
+		}
+		if b := h.mqtt.Load(); b != nil {
+			b.Close()
 		}
 		if h.admin != nil {
 			h.admin.Close()

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
+	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 )
 
 // Ready is what `iotsafe hub --ready-file FILE` writes once every listener is up: what a
@@ -28,8 +29,10 @@ type Ready struct {
 	Frontdoor       string `json:"frontdoor,omitempty"`
 	FrontdoorDomain string `json:"frontdoor_domain,omitempty"`
 	FrontdoorCA     string `json:"frontdoor_ca,omitempty"`
-	REST            string `json:"rest,omitempty"`    // the plain REST listener, host:port
-	Metrics         string `json:"metrics,omitempty"` // host:port of /metrics
+	REST            string `json:"rest,omitempty"`     // the plain REST listener, host:port
+	MQTT            string `json:"mqtt,omitempty"`     // the broker's plain listener
+	MQTTTLS         string `json:"mqtt_tls,omitempty"` // the broker's TLS listener
+	Metrics         string `json:"metrics,omitempty"`  // host:port of /metrics
 }
 
 // ReadyHostKey is one host key.
@@ -57,6 +60,12 @@ func (h *Hub) Ready() Ready {
 	}
 	if a := h.RESTAddr(); a != nil {
 		r.REST = a.String()
+	}
+	if a := h.MQTTAddr(mqttbroker.PlainListener); a != nil {
+		r.MQTT = a.String()
+	}
+	if a := h.MQTTAddr(mqttbroker.TLSListener); a != nil {
+		r.MQTTTLS = a.String()
 	}
 	if h.metricsAt != nil {
 		r.Metrics = h.metricsAt.String()

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 )
 
 // Info implements admin.Handler: what `iotsafe status` shows of this hub.
@@ -15,7 +16,8 @@ func (h *Hub) Info() admin.HubInfo {
 		Listeners: map[string]string{}, Sessions: sessions, Forwards: forwards, ForwardLimit: limit,
 		DataFreeMiB: FreeMiB(h.dir), MinFreeMiB: h.cfg.Audit.MinFreeMiB,
 	}
-	for role, a := range map[string]net.Addr{"ssh": h.sshAddr, "frontdoor": h.frontAt, "rest": h.RESTAddr(), "metrics": h.metricsAt} {
+	for role, a := range map[string]net.Addr{"ssh": h.sshAddr, "frontdoor": h.frontAt, "rest": h.RESTAddr(), "metrics": h.metricsAt,
+		"mqtt": h.MQTTAddr(mqttbroker.PlainListener), "mqtt_tls": h.MQTTAddr(mqttbroker.TLSListener)} {
 		if a != nil {
 			info.Listeners[role] = a.String()
 		}

@@ -116,6 +116,10 @@ func (h *Hub) reloadTelemetry() {
 	defer cancel()
 	if err := h.devices.Reload(ctx); err != nil {
 		h.log.Error("reloading the device directory of the telemetry paths failed", "err", err)
+		return
+	}
+	if b := h.mqtt.Load(); b != nil {
+		b.Revalidate() // a revoked or removed device's MQTT clients go now
 	}
 }
 

@@ -198,6 +198,8 @@ type hubProc struct {
 	addr    string // host:port of the SSH server
 	front   string // host:port of the front door, if configured
 	rest    string // host:port of the plain REST listener, if configured
+	mqtt    string // host:port of the broker's plain and TLS listeners, if configured
+	mqttTLS string
 	port    string
 	hostFP  string
 	hostPK  string // authorized_keys form of the host key
@@ -282,7 +284,7 @@ func (h *hubProc) start() {
 	if err != nil || len(ready.HostKeys) == 0 {
 		t.Fatalf("ready file %s: %v\n%s", readyPath, err, b)
 	}
-	h.addr, h.front, h.rest = ready.SSH, ready.Frontdoor, ready.REST
+	h.addr, h.front, h.rest, h.mqtt, h.mqttTLS = ready.SSH, ready.Frontdoor, ready.REST, ready.MQTT, ready.MQTTTLS
 	h.hostFP, h.hostPK = ready.HostKeys[0].Fingerprint, ready.HostKeys[0].PublicKey
 	if printedFP != h.hostFP {
 		t.Fatalf("the hub printed host key %s, its ready file says %s", printedFP, h.hostFP)

@@ -1,0 +1,61 @@
+package hub
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+
+	"github.com/iotsafe/iotsafe/internal/frontdoor"
+	"github.com/iotsafe/iotsafe/internal/mqttbroker"
+)
+
+// startMQTT starts the broker when a listener is configured; after the front door, whose
+// certificate the TLS listener uses unless mqtt.cert is set.
+func (h *Hub) startMQTT() error {
+	cfg := h.cfg.MQTT
+	if !cfg.Enabled() {
+		return nil
+	}
+	log := h.log.With("component", "mqtt")
+	b := mqttbroker.New(cfg, h.devices, h.store, h.guard, log)
+	var tc *tls.Config
+	if cfg.TLSListen != "" {
+		c, err := cfg.TLS.Config()
+		if err != nil {
+			return fmt.Errorf("hub: mqtt: %w", err)
+		}
+		switch {
+		case cfg.Cert != "":
+			if c.GetCertificate, err = frontdoor.FileCertificate(cfg.Cert, cfg.Key, log); err != nil {
+				return fmt.Errorf("hub: mqtt: %w", err)
+			}
+		case h.front != nil:
+			c.GetCertificate = h.front.GetCertificate
+		default:
+			return fmt.Errorf("hub: mqtt.tls_listen needs mqtt.cert and mqtt.key, or the front door")
+		}
+		c.NextProtos = []string{"mqtt"}
+		tc = c
+	}
+	if err := b.Start(tc); err != nil {
+		b.Close()
+		return fmt.Errorf("hub: %w", err)
+	}
+	h.mqtt.Store(b)
+	for _, id := range []string{mqttbroker.PlainListener, mqttbroker.TLSListener} {
+		if a := b.Addr(id); a != nil {
+			log.Info("MQTT broker", "listener", id, "listen", a.String())
+		}
+	}
+	return nil
+}
+
+// MQTTAddr is where the broker's listener (mqttbroker.PlainListener or TLSListener)
+// listens; nil when it is off.
+func (h *Hub) MQTTAddr(id string) net.Addr {
+	b := h.mqtt.Load()
+	if b == nil {
+		return nil
+	}
+	return b.Addr(id)
+}

@@ -1,0 +1,250 @@
+package mqttbroker
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/iotsafe/iotsafe/internal/devicedir"
+	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
+	"github.com/iotsafe/iotsafe/internal/throttle"
+)
+
+// Store is where stored topics go: the telemetry store.
+type Store interface {
+	Append(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error)
+}
+
+// Auditor records refusals in the audit log.
+type Auditor interface {
+	AddEvent(ctx context.Context, e registry.Event) error
+}
+
+// Audit event kinds.
+const (
+	EventAuthRefused = "mqtt_auth_refused" // a CONNECT without a valid device identity
+	EventACLRefused  = "mqtt_acl_refused"  // a publish or subscribe outside devices/NAME/
+	EventNotStored   = "mqtt_not_stored"   // a message on a stored topic the store refused (delivered all the same)
+)
+
+// Listener IDs.
+const (
+	PlainListener = "plain"
+	TLSListener   = "tls"
+)
+
+// Broker is the running broker.
+type Broker struct {
+	cfg     Config
+	dir     *devicedir.Directory
+	store   Store
+	audit   Auditor
+	log     *slog.Logger
+	srv     *mqtt.Server
+	gate    *throttle.LogGate
+	clients sync.Map // *mqtt.Client -> identity
+	addrs   map[string]net.Addr
+}
+
+// identity is who a connected client is.
+type identity struct {
+	device string
+	gen    int64 // the device's incarnation: a removed and re-added name is another device
+}
+
+// New builds the broker; Start binds and serves. getCert serves the TLS listener's
+// certificate when cfg has no Cert (the front door's).
+func New(cfg Config, dir *devicedir.Directory, store Store, audit Auditor, log *slog.Logger) *Broker {
+	cfg.ApplyDefaults()
+	return &Broker{cfg: cfg, dir: dir, store: store, audit: audit, log: log, gate: throttle.NewLogGate(time.Minute), addrs: map[string]net.Addr{}}
+}
+
+// Start binds the configured listeners and serves. tlsConfig is the TLS listener's
+// (policy and certificate applied by the caller); nil when there is none.
+func (b *Broker) Start(tlsConfig *tls.Config) error {
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumClients = int64(b.cfg.MaxClients)
+	caps.MaximumPacketSize = uint32(b.cfg.MaxPacket)
+	// mochi logs every client's end at WARN (a closed connection, a refused login the
+	// hook already reported): only its errors reach the hub's log.
+	b.srv = mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(errorsOnly{b.log.Handler()})})
+	if err := b.srv.AddHook(&hook{b: b}, nil); err != nil {
+		return err
+	}
+	type lc struct {
+		id, addr string
+		tls      *tls.Config
+	}
+	var want []lc
+	if b.cfg.Listen != "" {
+		want = append(want, lc{PlainListener, b.cfg.Listen, nil})
+	}
+	if b.cfg.TLSListen != "" {
+		if tlsConfig == nil {
+			return errors.New("mqtt: the TLS listener has no TLS configuration")
+		}
+		want = append(want, lc{TLSListener, b.cfg.TLSListen, tlsConfig})
+	}
+	for _, l := range want {
+		// Bind here so a taken port fails the hub's start with its name, and port 0
+		// yields the address the hub prints.
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			return fmt.Errorf("mqtt: %s listener %s: %w", l.id, l.addr, err)
+		}
+		b.addrs[l.id] = ln.Addr()
+		if l.tls != nil {
+			ln = tls.NewListener(ln, l.tls)
+		}
+		if err := b.srv.AddListener(listeners.NewNet(l.id, ln)); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	return b.srv.Serve()
+}
+
+// Addr is where a listener (PlainListener, TLSListener) listens; nil if it is off.
+func (b *Broker) Addr(id string) net.Addr { return b.addrs[id] }
+
+// Close disconnects every client and stops.
+func (b *Broker) Close() error {
+	if b.srv == nil {
+		return nil
+	}
+	return b.srv.Close()
+}
+
+// Revalidate disconnects clients whose device is revoked, removed or replaced: the hub
+// calls it after every reload of the directory.
+func (b *Broker) Revalidate() int {
+	if b.srv == nil {
+		return 0
+	}
+	snap := b.dir.Load()
+	n := 0
+	for _, cl := range b.srv.Clients.GetAll() {
+		v, ok := b.clients.Load(cl)
+		if !ok {
+			continue
+		}
+		id := v.(identity)
+		st, known := snap.Device(id.device)
+		if known && !st.Revoked && st.Gen() == id.gen {
+			continue
+		}
+		why := "removed"
+		if known && st.Revoked {
+			why = "revoked"
+		}
+		b.log.Info("disconnecting a device's MQTT client", "device", id.device, "client", cl.ID, "why", why)
+		b.srv.DisconnectClient(cl, packets.ErrNotAuthorized)
+		n++
+	}
+	return n
+}
+
+// refuse logs and audits a refusal, once a minute per device, kind and reason.
+func (b *Broker) refuse(kind, device, remote, detail string) {
+	if ok, n := b.gate.Allow(kind + "|" + device + "|" + remote + "|" + detail); !ok {
+		return
+	} else if n > 0 {
+		detail = fmt.Sprintf("%s (and %d more like it in the last minute)", detail, n)
+	}
+	b.log.Warn("mqtt refused", "kind", kind, "device", device, "remote", remote, "detail", detail)
+	if b.audit != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := b.audit.AddEvent(ctx, registry.Event{Kind: kind, Device: device, Remote: remote, Detail: detail}); err != nil {
+			b.log.Error("recording an MQTT refusal failed", "err", err)
+		}
+	}
+}
+
+// authenticate finds the device a CONNECT comes from, or why it is refused.
+func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (identity, string) {
+	snap := b.dir.Load()
+	user := string(pk.Connect.Username)
+	var st registry.DeviceState
+	switch cl.Net.Listener {
+	case PlainListener:
+		ap, err := netip.ParseAddrPort(cl.Net.Remote)
+		if err != nil {
+			return identity{}, "no source address"
+		}
+		var ok bool
+		if st, ok = snap.ByAddress(ap.Addr()); !ok {
+			return identity{}, "the plain listener serves devices over their SSH session only (the source is no device's pool address)"
+		}
+		if user != "" && user != st.Name {
+			return identity{}, fmt.Sprintf("user name %q is not this device's (%s)", user, st.Name)
+		}
+	case TLSListener:
+		if user == "" {
+			return identity{}, "no user name: log in with the device's name and telemetry secret"
+		}
+		var res devicedir.SecretResult
+		if st, res = snap.CheckSecret(user, string(pk.Connect.Password)); res != devicedir.SecretOK {
+			return identity{}, "wrong user name or password"
+		}
+	default:
+		return identity{}, "unknown listener"
+	}
+	if st.Revoked {
+		return identity{}, fmt.Sprintf("device %s is revoked", st.Name)
+	}
+	if id := pk.Connect.ClientIdentifier; id != "" && id != st.Name && !strings.HasPrefix(id, st.Name+"/") {
+		return identity{}, fmt.Sprintf("client identifier %q: a device's is its name, or NAME/anything", id)
+	}
+	return identity{device: st.Name, gen: st.Gen()}, ""
+}
+
+// allowed reports whether a device may use topic (a name or a filter): devices/NAME and
+// below only.
+func allowed(device, topic string) bool {
+	own := "devices/" + device
+	return topic == own || strings.HasPrefix(topic, own+"/")
+}
+
+// notification maps a published message to a stored notification.
+func notification(device, topic string, payload []byte) telemetry.Notification {
+	name := strings.TrimPrefix(topic, "devices/"+device+"/notifications/")
+	if name == topic {
+		name = topic[strings.LastIndexByte(topic, '/')+1:]
+	}
+	n := telemetry.Notification{Device: device, Name: name}
+	switch {
+	case len(payload) == 0:
+	case json.Valid(payload):
+		n.Parameters = json.RawMessage(append([]byte(nil), payload...))
+	case utf8.Valid(payload):
+		n.Parameters, _ = json.Marshal(map[string]string{"payload": string(payload)})
+	default:
+		n.Parameters, _ = json.Marshal(map[string][]byte{"payload_base64": payload})
+	}
+	return n
+}
+
+// errorsOnly passes a handler's ERROR records only.
+type errorsOnly struct{ slog.Handler }
+
+func (e errorsOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelError && e.Handler.Enabled(ctx, l)
+}
+
+func (e errorsOnly) WithAttrs(a []slog.Attr) slog.Handler { return errorsOnly{e.Handler.WithAttrs(a)} }
+func (e errorsOnly) WithGroup(n string) slog.Handler      { return errorsOnly{e.Handler.WithGroup(n)} }

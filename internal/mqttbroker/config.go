@@ -1,0 +1,123 @@
+package mqttbroker
+
+import (
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/iotsafe/iotsafe/internal/bytesize"
+	"github.com/iotsafe/iotsafe/internal/tlspolicy"
+)
+
+// Config is hub.yaml's mqtt section. With neither Listen nor TLSListen the broker is off.
+type Config struct {
+	// Listen is the plain listener, for devices whose MQTT comes over their SSH session
+	// (a direct alias to it in the profile); loopback only.
+	Listen string `yaml:"listen"`
+	// TLSListen is the MQTT-over-TLS listener (devices log in with their name and
+	// telemetry secret). Its certificate: Cert and Key, or else the front door's.
+	TLSListen string           `yaml:"tls_listen"`
+	TLS       tlspolicy.Policy `yaml:"tls"`
+	Cert      string           `yaml:"cert"`
+	Key       string           `yaml:"key"`
+	// Store are topic filters whose messages are also stored as notifications: the
+	// notification's name is the topic after devices/NAME/notifications/ (or the last
+	// level); its parameters the payload if it is JSON, else {"payload": "TEXT"}.
+	// Default: devices/+/notifications/#. [] stores nothing.
+	Store []string `yaml:"store"`
+	// MaxClients bounds concurrent clients; 0 means 10,000.
+	MaxClients int `yaml:"max_clients"`
+	// MaxPacket bounds a packet's size (256KiB, 1MiB); 0 means 256 KiB.
+	MaxPacket bytesize.Size `yaml:"max_packet"`
+}
+
+// Enabled reports whether a listener is configured.
+func (c Config) Enabled() bool { return c.Listen != "" || c.TLSListen != "" }
+
+// ApplyDefaults fills zero values.
+func (c *Config) ApplyDefaults() {
+	if c.Store == nil {
+		c.Store = []string{"devices/+/notifications/#"}
+	}
+	if c.MaxClients == 0 {
+		c.MaxClients = 10000
+	}
+	if c.MaxPacket == 0 {
+		c.MaxPacket = 256 << 10
+	}
+}
+
+// Validate checks a config after ApplyDefaults; frontdoor says whether the front door
+// (whose certificate a TLS listener without Cert uses) is on. It returns the insecure
+// TLS choices allow_insecure let through.
+func (c Config) Validate(frontdoor bool) ([]string, error) {
+	if !c.Enabled() {
+		return nil, nil
+	}
+	if c.Listen != "" {
+		host, _, err := net.SplitHostPort(c.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt.listen: %q: %v", c.Listen, err)
+		}
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			return nil, fmt.Errorf("mqtt.listen: %q must be a loopback address: devices reach it over their SSH session, and it trusts their source address (use mqtt.tls_listen for other networks)", c.Listen)
+		}
+	}
+	var weak []string
+	if c.TLSListen != "" {
+		if _, _, err := net.SplitHostPort(c.TLSListen); err != nil {
+			return nil, fmt.Errorf("mqtt.tls_listen: %q: %v", c.TLSListen, err)
+		}
+		if (c.Cert == "") != (c.Key == "") {
+			return nil, fmt.Errorf("mqtt: give both cert and key, or neither (the front door's certificate)")
+		}
+		if c.Cert == "" && !frontdoor {
+			return nil, fmt.Errorf("mqtt.tls_listen needs mqtt.cert and mqtt.key, or the front door (its certificate is then used)")
+		}
+		var err error
+		if weak, err = c.TLS.Check("mqtt.tls"); err != nil {
+			return nil, err
+		}
+	}
+	for i, f := range c.Store {
+		if err := validFilter(f); err != nil {
+			return nil, fmt.Errorf("mqtt.store[%d]: %q: %v", i, f, err)
+		}
+	}
+	if c.MaxClients < 0 || c.MaxPacket < 0 || c.MaxPacket > 256<<20 {
+		return nil, fmt.Errorf("mqtt: max_clients must not be negative and max_packet must be 0 to 256 MiB")
+	}
+	return weak, nil
+}
+
+// validFilter checks an MQTT topic filter: '#' only last and alone in its level, '+'
+// alone in its level, and under devices/.
+func validFilter(f string) error {
+	levels := strings.Split(f, "/")
+	if len(levels) < 2 || levels[0] != "devices" {
+		return fmt.Errorf("a filter of devices' topics must start with devices/")
+	}
+	for i, l := range levels {
+		switch {
+		case l == "#" && i != len(levels)-1:
+			return fmt.Errorf("'#' must be the last level")
+		case l != "#" && l != "+" && strings.ContainsAny(l, "#+"):
+			return fmt.Errorf("a wildcard must be a whole level")
+		}
+	}
+	return nil
+}
+
+// matches reports whether topic matches filter (both valid; no $-topics here).
+func matches(filter, topic string) bool {
+	fl, tl := strings.Split(filter, "/"), strings.Split(topic, "/")
+	for i, f := range fl {
+		if f == "#" {
+			return true
+		}
+		if i >= len(tl) || f != "+" && f != tl[i] {
+			return false
+		}
+	}
+	return len(fl) == len(tl)
+}

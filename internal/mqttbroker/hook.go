@@ -1,0 +1,92 @@
+package mqttbroker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/iotsafe/iotsafe/internal/telemetry"
+)
+
+// hook connects mochi to the hub: who a client is, what it may touch, what is stored.
+type hook struct {
+	mqtt.HookBase
+	b *Broker
+}
+
+func (h *hook) ID() string { return "iotsafe" }
+
+func (h *hook) Provides(b byte) bool {
+	return bytes.Contains([]byte{mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnDisconnect, mqtt.OnPublish}, []byte{b})
+}
+
+func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
+	id, why := h.b.authenticate(cl, pk)
+	if why != "" {
+		h.b.refuse(EventAuthRefused, string(pk.Connect.Username), cl.Net.Remote, why)
+		return false
+	}
+	h.b.clients.Store(cl, id)
+	h.b.log.Debug("mqtt client connected", "device", id.device, "client", cl.ID, "listener", cl.Net.Listener, "remote", cl.Net.Remote)
+	return true
+}
+
+func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	v, ok := h.b.clients.Load(cl)
+	if !ok {
+		return false
+	}
+	device := v.(identity).device
+	if allowed(device, topic) {
+		return true
+	}
+	what := "subscribe to "
+	if write {
+		what = "publish to "
+	}
+	h.b.refuse(EventACLRefused, device, cl.Net.Remote, what+topic+" (a device uses devices/"+device+"/ only)")
+	return false
+}
+
+func (h *hook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
+	h.b.clients.Delete(cl)
+}
+
+// OnPublish stores messages on the configured topics before the broker acknowledges
+// them: a QoS 1 or 2 message the store did not take is not acknowledged, so the client
+// sends it again.
+func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	v, ok := h.b.clients.Load(cl)
+	if !ok {
+		return pk, nil
+	}
+	device := v.(identity).device
+	stored := false
+	for _, f := range h.b.cfg.Store {
+		if matches(f, pk.TopicName) {
+			stored = true
+			break
+		}
+	}
+	if !stored {
+		return pk, nil
+	}
+	n := notification(device, pk.TopicName, pk.Payload)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := h.b.store.Append(ctx, n); err != nil {
+		if errors.Is(err, telemetry.ErrInvalid) {
+			// The message itself cannot be stored (too large, a name too long): it is
+			// still delivered, and the refusal is said once a minute.
+			h.b.refuse(EventNotStored, device, cl.Net.Remote, "not stored as a notification: "+err.Error())
+			return pk, nil
+		}
+		h.b.log.Warn("storing an MQTT message failed; not acknowledged, the client will send it again", "device", device, "topic", pk.TopicName, "err", err)
+		return pk, packets.ErrRejectPacket
+	}
+	return pk, nil
+}
