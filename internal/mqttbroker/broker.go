@@ -210,6 +210,10 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (identity, str
 	if id := pk.Connect.ClientIdentifier; id != "" && id != st.Name && !strings.HasPrefix(id, st.Name+"/") {
 		return identity{}, fmt.Sprintf("client identifier %q: a device's is its name, or NAME/anything", id)
 	}
+	// The broker publishes a will without asking the ACL: check its topic here.
+	if pk.Connect.WillFlag && !allowed(st.Name, pk.Connect.WillTopic) {
+		return identity{}, fmt.Sprintf("will topic %q is outside devices/%s/", pk.Connect.WillTopic, st.Name)
+	}
 	return identity{device: st.Name, gen: st.Gen()}, ""
 }
 

@@ -110,6 +110,12 @@ func TestMQTT(t *testing.T) {
 	if out, _ := mosq(t, "mosquitto_pub", append(tlsArgs("dev1", secret), "-t", "devices/dev3/notifications/fake", "-m", "x", "-q", "1")...); !strings.Contains(out, "Not authorized") {
 		t.Fatalf("publishing to dev3's topics:\n%s", out)
 	}
+	// A will is published by the broker on the client's behalf: its topic is checked at
+	// CONNECT.
+	if out, err := mosq(t, "mosquitto_pub", append(tls311("dev1", secret), "--will-topic", "devices/dev3/notifications/fake", "--will-payload", "x",
+		"-t", "devices/dev1/ok", "-m", "x")...); err == nil || !strings.Contains(out, "not authorised") {
+		t.Fatalf("a will on dev3's topic: %v\n%s", err, out)
+	}
 	if out, err := mosq(t, "mosquitto_pub", "-h", "127.0.0.1", "-p", portOf(h.mqtt), "-t", "devices/dev3/x", "-m", "x"); err == nil {
 		t.Fatalf("a stranger on the plain listener was served:\n%s", out)
 	}
