@@ -27,6 +27,10 @@ type Config struct {
 	// TLS is the listener's TLS policy: versions, TLS 1.2 suites, groups, session
 	// tickets (package tlspolicy; the zero value is the safe default).
 	TLS tlspolicy.Policy `yaml:"tls"`
+	// HSTS sends Strict-Transport-Security (one year, subdomains included: every name
+	// under the domain is the front door's) so browsers never try plain HTTP; nil means
+	// on.
+	HSTS *bool `yaml:"hsts"`
 	// MaxBody bounds request bodies; 0 means 10 MiB. Routes may change it per alias.
 	MaxBody Size `yaml:"max_body"`
 	// ResponseTimeout bounds the wait for a device's response headers; 0 means 30s.
@@ -56,6 +60,12 @@ type Route struct {
 	MaxBody         Size          `yaml:"max_body"`
 	ResponseTimeout time.Duration `yaml:"response_timeout"`
 }
+
+// hsts reports whether responses carry Strict-Transport-Security.
+func (c Config) hsts() bool { return c.HSTS == nil || *c.HSTS }
+
+// hstsValue is the Strict-Transport-Security header the front door sends.
+const hstsValue = "max-age=31536000; includeSubDomains"
 
 // Enabled reports whether a front door is configured.
 func (c Config) Enabled() bool { return c.Listen != "" }

@@ -88,10 +88,12 @@ func crossOrigin(r *http.Request) bool {
 }
 
 // deviceResponse notes that the device's headers arrived and keeps the device from
-// setting cookies beyond its own host or under the front door's names.
+// setting cookies beyond its own host or under the front door's names, or HSTS for the
+// front door's names (the front door sets its own).
 func deviceResponse(resp *http.Response) error {
 	headersArrived(resp)
 	sanitizeSetCookie(resp.Header)
+	resp.Header.Del("Strict-Transport-Security")
 	return nil
 }
 
@@ -203,6 +205,9 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 
 // ServeHTTP routes by host name, authenticates, checks the grants and proxies.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.hsts() {
+		w.Header().Set("Strict-Transport-Security", hstsValue)
+	}
 	entry := &accessEntry{start: time.Now(), method: r.Method, remote: clientIP(r), proto: r.Proto}
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() { s.logAccess(entry, sw) }()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,5 +132,18 @@ func TestCrossOrigin(t *testing.T) {
 		if got := crossOrigin(r); got != tc.cross {
 			t.Errorf("%+v: cross-origin %v", tc, got)
 		}
+	}
+}
+
+// A device cannot set HSTS for the front door's names: its header is dropped (the front
+// door sends its own).
+func TestDeviceResponseDropsHSTS(t *testing.T) {
+	resp := &http.Response{Header: http.Header{"Strict-Transport-Security": {"max-age=1; includeSubDomains"}, "X-Other": {"kept"}}}
+	resp.Request = httptest.NewRequest("GET", "https://dev1.devices.test/", nil)
+	if err := deviceResponse(resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Get("Strict-Transport-Security") != "" || resp.Header.Get("X-Other") != "kept" {
+		t.Fatalf("headers after deviceResponse: %v", resp.Header)
 	}
 }

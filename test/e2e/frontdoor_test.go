@@ -662,6 +662,13 @@ func TestFrontdoorTLSPolicy(t *testing.T) {
 	if err := tlsCurl(h, "--tls-max", "1.2", "--ciphers", "ECDHE-ECDSA-AES128-SHA"); err == nil {
 		t.Fatal("the front door accepted ECDHE-ECDSA-AES128-SHA by default")
 	}
+	// HSTS by default: browsers never try the front door's names over plain HTTP.
+	_, port, _ := net.SplitHostPort(h.front)
+	hdr, err := exec.Command(needTool(t, "curl"), "-sS", "-D", "-", "-o", "/dev/null", "--cacert", ca, "--resolve", fdDomain+":"+port+":127.0.0.1",
+		"https://"+fdDomain+":"+port+"/").Output()
+	if err != nil || !strings.Contains(strings.ToLower(string(hdr)), "strict-transport-security: max-age=31536000; includesubdomains") {
+		t.Fatalf("no HSTS header (%v):\n%s", err, hdr)
+	}
 	sClient := func(h *hubProc, groups string) bool {
 		cmd := exec.Command(needTool(t, "openssl"), "s_client", "-connect", h.front, "-servername", fdDomain, "-brief", "-groups", groups)
 		cmd.Stdin = strings.NewReader("")
