@@ -18,6 +18,7 @@ func (h *Hub) startMQTT() error {
 	}
 	log := h.log.With("component", "mqtt")
 	b := mqttbroker.New(cfg, h.devices, h.store, h.guard, log)
+	b.Violation = h.ssh.Violation // one count per device, whichever path it broke
 	var tc *tls.Config
 	if cfg.TLSListen != "" {
 		c, err := cfg.TLS.Config()

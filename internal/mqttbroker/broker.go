@@ -58,6 +58,9 @@ type Broker struct {
 	gate    *throttle.LogGate
 	clients sync.Map // *mqtt.Client -> identity
 	addrs   map[string]net.Addr
+	// Violation, if set before Start, counts a device's refused topic as a violation of
+	// its profile (on_violation applies) instead of an mqtt_acl_refused event.
+	Violation func(device, detail, remote string)
 }
 
 // identity is who a connected client is.
@@ -175,8 +178,9 @@ func (b *Broker) refuse(kind, device, remote, detail string) {
 	}
 }
 
-// authenticate finds the device a CONNECT comes from, or why it is refused.
-func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (identity, string) {
+// authenticate finds the device a CONNECT comes from, or why it is refused; breach
+// marks a refusal of a known device breaking its rules (a violation of its profile).
+func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, why string, breach bool) {
 	snap := b.dir.Load()
 	user := string(pk.Connect.Username)
 	var st registry.DeviceState
@@ -184,37 +188,37 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (identity, str
 	case PlainListener:
 		ap, err := netip.ParseAddrPort(cl.Net.Remote)
 		if err != nil {
-			return identity{}, "no source address"
+			return identity{}, "no source address", false
 		}
 		var ok bool
 		if st, ok = snap.ByAddress(ap.Addr()); !ok {
-			return identity{}, "the plain listener serves devices over their SSH session only (the source is no device's pool address)"
+			return identity{}, "the plain listener serves devices over their SSH session only (the source is no device's pool address)", false
 		}
 		if user != "" && user != st.Name {
-			return identity{}, fmt.Sprintf("user name %q is not this device's (%s)", user, st.Name)
+			return identity{}, fmt.Sprintf("user name %q is not this device's (%s)", user, st.Name), false
 		}
 	case TLSListener:
 		if user == "" {
-			return identity{}, "no user name: log in with the device's name and telemetry secret"
+			return identity{}, "no user name: log in with the device's name and telemetry secret", false
 		}
 		var res devicedir.SecretResult
 		if st, res = snap.CheckSecret(user, string(pk.Connect.Password)); res != devicedir.SecretOK {
-			return identity{}, "wrong user name or password"
+			return identity{}, "wrong user name or password", false
 		}
 	default:
-		return identity{}, "unknown listener"
+		return identity{}, "unknown listener", false
 	}
 	if st.Revoked {
-		return identity{}, fmt.Sprintf("device %s is revoked", st.Name)
+		return identity{}, fmt.Sprintf("device %s is revoked", st.Name), false
 	}
-	if id := pk.Connect.ClientIdentifier; id != "" && id != st.Name && !strings.HasPrefix(id, st.Name+"/") {
-		return identity{}, fmt.Sprintf("client identifier %q: a device's is its name, or NAME/anything", id)
+	if cid := pk.Connect.ClientIdentifier; cid != "" && cid != st.Name && !strings.HasPrefix(cid, st.Name+"/") {
+		return identity{device: st.Name}, fmt.Sprintf("client identifier %q: a device's is its name, or NAME/anything", cid), true
 	}
 	// The broker publishes a will without asking the ACL: check its topic here.
 	if pk.Connect.WillFlag && !allowed(st.Name, pk.Connect.WillTopic) {
-		return identity{}, fmt.Sprintf("will topic %q is outside devices/%s/", pk.Connect.WillTopic, st.Name)
+		return identity{device: st.Name}, fmt.Sprintf("will topic %q is outside devices/%s/", pk.Connect.WillTopic, st.Name), true
 	}
-	return identity{device: st.Name, gen: st.Gen()}, ""
+	return identity{device: st.Name, gen: st.Gen()}, "", false
 }
 
 // allowed reports whether a device may use topic (a name or a filter): devices/NAME and

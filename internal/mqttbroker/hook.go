@@ -25,9 +25,13 @@ func (h *hook) Provides(b byte) bool {
 }
 
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
-	id, why := h.b.authenticate(cl, pk)
+	id, why, breach := h.b.authenticate(cl, pk)
 	if why != "" {
-		h.b.refuse(EventAuthRefused, string(pk.Connect.Username), cl.Net.Remote, why)
+		if breach && h.b.Violation != nil {
+			h.b.Violation(id.device, "mqtt: "+why, cl.Net.Remote)
+		} else {
+			h.b.refuse(EventAuthRefused, string(pk.Connect.Username), cl.Net.Remote, why)
+		}
 		return false
 	}
 	h.b.clients.Store(cl, id)
@@ -48,7 +52,12 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if write {
 		what = "publish to "
 	}
-	h.b.refuse(EventACLRefused, device, cl.Net.Remote, what+topic+" (a device uses devices/"+device+"/ only)")
+	detail := "mqtt: " + what + topic + " (a device uses devices/" + device + "/ only)"
+	if h.b.Violation != nil {
+		h.b.Violation(device, detail, cl.Net.Remote)
+	} else {
+		h.b.refuse(EventACLRefused, device, cl.Net.Remote, detail)
+	}
 	return false
 }
 

@@ -336,6 +336,25 @@ func (s *Server) Load() (sessions int, forwards, forwardLimit int64) {
 	return sessions, s.budget.open.Load(), s.budget.max
 }
 
+// Violation records a breach of device's profile that another path of the hub saw (the
+// MQTT broker's refusals) and applies the profile's on_violation, as for the SSH
+// session's own: counted, audited once a minute per detail, revoked past the limit.
+func (s *Server) Violation(device, detail, remote string) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
+	defer cancel()
+	d, err := s.store.Device(ctx, device)
+	if err != nil {
+		s.log.Error("recording a violation: no such device", "device", device, "err", err)
+		return
+	}
+	prof, err := s.store.Profile(ctx, d.Profile)
+	if err != nil {
+		s.log.Error("recording a violation: the device's profile", "device", device, "err", err)
+		return
+	}
+	s.violation(d, prof, detail, remote)
+}
+
 // violation records a breach of the profile and applies the profile's policy.
 func (s *Server) violation(d *registry.Device, prof *profile.Profile, detail, remote string) {
 	s.metrics.Violation(d.Name)

@@ -128,11 +128,24 @@ func TestMQTT(t *testing.T) {
 	if n := len(notes("dev1")); n != 1 {
 		t.Fatalf("dev1 has %d notifications after the refusals, want the first one only", n)
 	}
-	for _, kind := range []string{"mqtt_auth_refused", "mqtt_acl_refused"} {
-		if len(h.events("", kind)) == 0 {
-			t.Errorf("no %s event in the audit log", kind)
-		}
+	// The wrong secret is an audited refusal; what dev1 did against its rules (a
+	// subscription, a publish and a will outside its topics, another's client id) are
+	// violations of its profile, counted as over SSH.
+	if out, err := mosq(t, "mosquitto_pub", append(tls311("dev1", secret), "-i", "dev3", "-t", "devices/dev1/x", "-m", "x")...); err == nil || !strings.Contains(out, "not authorised") {
+		t.Fatalf("dev1 with dev3's client id: %v\n%s", err, out)
 	}
+	if len(h.events("", "mqtt_auth_refused")) == 0 {
+		t.Error("no mqtt_auth_refused event in the audit log")
+	}
+	if d := h.device("dev1"); d.Violations < 4 || len(h.events("dev1", "violation")) == 0 {
+		t.Errorf("dev1 has %d violations recorded, want at least 4", d.Violations)
+	}
+	// A profile that revokes at the first violation does so for an MQTT one too.
+	strict := writeProfile(t, t.TempDir(), "name: strict\non_violation: {action: revoke, after: 1}\n")
+	h.addDevice("dev4", "--profile", strict)
+	secret4 := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev4"))
+	mosq(t, "mosquitto_sub", append(tlsArgs("dev4", secret4), "-t", "devices/dev1/#", "-C", "1")...)
+	h.log.wait(t, "device revoked", "device", "dev4")
 	if len(notes("dev3")) != 0 {
 		t.Fatal("a refused message was stored")
 	}
