@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -67,10 +68,12 @@ type Broker struct {
 type identity struct {
 	device string
 	gen    int64 // the device's incarnation: a removed and re-added name is another device
+	// refused counts the client's refused topics: past MaxRefusals it is disconnected,
+	// so one connection cannot write violations without bound.
+	refused *atomic.Int32
 }
 
-// New builds the broker; Start binds and serves. getCert serves the TLS listener's
-// certificate when cfg has no Cert (the front door's).
+// New builds the broker; Start binds and serves.
 func New(cfg Config, dir *devicedir.Directory, store Store, audit Auditor, log *slog.Logger) *Broker {
 	cfg.ApplyDefaults()
 	return &Broker{cfg: cfg, dir: dir, store: store, audit: audit, log: log, gate: throttle.NewLogGate(time.Minute), addrs: map[string]net.Addr{}}
@@ -218,7 +221,7 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 	if pk.Connect.WillFlag && !allowed(st.Name, pk.Connect.WillTopic) {
 		return identity{device: st.Name}, fmt.Sprintf("will topic %q is outside devices/%s/", pk.Connect.WillTopic, st.Name), true
 	}
-	return identity{device: st.Name, gen: st.Gen()}, "", false
+	return identity{device: st.Name, gen: st.Gen(), refused: new(atomic.Int32)}, "", false
 }
 
 // allowed reports whether a device may use topic (a name or a filter): devices/NAME and

@@ -29,6 +29,9 @@ type Config struct {
 	MaxClients int `yaml:"max_clients"`
 	// MaxPacket bounds a packet's size (256KiB, 1MiB); 0 means 256 KiB.
 	MaxPacket bytesize.Size `yaml:"max_packet"`
+	// MaxRefusals is how many refused topics one connection may have before the broker
+	// disconnects it (each is a violation of the device's profile); 0 means 32.
+	MaxRefusals int `yaml:"max_refusals"`
 }
 
 // Enabled reports whether a listener is configured.
@@ -44,6 +47,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.MaxPacket == 0 {
 		c.MaxPacket = 256 << 10
+	}
+	if c.MaxRefusals == 0 {
+		c.MaxRefusals = 32
 	}
 }
 
@@ -84,8 +90,8 @@ func (c Config) Validate(frontdoor bool) ([]string, error) {
 			return nil, fmt.Errorf("mqtt.store[%d]: %q: %v", i, f, err)
 		}
 	}
-	if c.MaxClients < 0 || c.MaxPacket < 0 || c.MaxPacket > 256<<20 {
-		return nil, fmt.Errorf("mqtt: max_clients must not be negative and max_packet must be 0 to 256 MiB")
+	if c.MaxClients < 0 || c.MaxRefusals < 0 || c.MaxPacket < 0 || c.MaxPacket > 256<<20 {
+		return nil, fmt.Errorf("mqtt: max_clients and max_refusals must not be negative and max_packet must be 0 to 256 MiB")
 	}
 	return weak, nil
 }

@@ -44,9 +44,17 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if !ok {
 		return false
 	}
-	device := v.(identity).device
+	id := v.(identity)
+	device := id.device
 	if allowed(device, topic) {
 		return true
+	}
+	if n := id.refused.Add(1); n > int32(h.b.cfg.MaxRefusals) {
+		if n == int32(h.b.cfg.MaxRefusals)+1 {
+			h.b.log.Warn("an MQTT client passed its refusal budget; disconnecting it", "device", device, "client", cl.ID, "max_refusals", h.b.cfg.MaxRefusals)
+			go h.b.srv.DisconnectClient(cl, packets.ErrNotAuthorized)
+		}
+		return false
 	}
 	what := "subscribe to "
 	if write {

@@ -140,6 +140,19 @@ func TestMQTT(t *testing.T) {
 	if d := h.device("dev1"); d.Violations < 4 || len(h.events("dev1", "violation")) == 0 {
 		t.Errorf("dev1 has %d violations recorded, want at least 4", d.Violations)
 	}
+	// One connection's refusals are bounded (mqtt.max_refusals, 32): past them the client
+	// is disconnected and nothing more is counted.
+	h.addDevice("dev5")
+	secret5 := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev5"))
+	many := tlsArgs("dev5", secret5)
+	for i := range 40 {
+		many = append(many, "-t", fmt.Sprintf("devices/dev1/t%d", i))
+	}
+	mosq(t, "mosquitto_sub", append(many, "-C", "1")...)
+	h.log.wait(t, "an MQTT client passed its refusal budget; disconnecting it", "device", "dev5")
+	if v := h.device("dev5").Violations; v != 32 {
+		t.Errorf("dev5 has %d violations after 40 refused topics on one connection, want 32", v)
+	}
 	// A profile that revokes at the first violation does so for an MQTT one too.
 	strict := writeProfile(t, t.TempDir(), "name: strict\non_violation: {action: revoke, after: 1}\n")
 	h.addDevice("dev4", "--profile", strict)
