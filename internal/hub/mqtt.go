@@ -17,7 +17,7 @@ func (h *Hub) startMQTT() error {
 		return nil
 	}
 	log := h.log.With("component", "mqtt")
-	b := mqttbroker.New(cfg, h.devices, h.store, h.guard, log)
+	b := mqttbroker.New(cfg, h.dir, h.devices, h.store, h.guard, log)
 	b.Violation = h.ssh.Violation // one count per device, whichever path it broke
 	var tc *tls.Config
 	if cfg.TLSListen != "" {

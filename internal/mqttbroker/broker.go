@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,8 +17,10 @@ import (
 	"unicode/utf8"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/storage/bolt"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"go.etcd.io/bbolt"
 
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -51,6 +54,7 @@ const (
 // Broker is the running broker.
 type Broker struct {
 	cfg     Config
+	dataDir string
 	dir     *devicedir.Directory
 	store   Store
 	audit   Auditor
@@ -73,10 +77,13 @@ type identity struct {
 	refused *atomic.Int32
 }
 
-// New builds the broker; Start binds and serves.
-func New(cfg Config, dir *devicedir.Directory, store Store, audit Auditor, log *slog.Logger) *Broker {
+// FileName is the broker's session store in the data folder.
+const FileName = "mqtt.db"
+
+// New builds the broker; Start binds and serves. dataDir holds its session store.
+func New(cfg Config, dataDir string, dir *devicedir.Directory, store Store, audit Auditor, log *slog.Logger) *Broker {
 	cfg.ApplyDefaults()
-	return &Broker{cfg: cfg, dir: dir, store: store, audit: audit, log: log, gate: throttle.NewLogGate(time.Minute), addrs: map[string]net.Addr{}}
+	return &Broker{cfg: cfg, dataDir: dataDir, dir: dir, store: store, audit: audit, log: log, gate: throttle.NewLogGate(time.Minute), addrs: map[string]net.Addr{}}
 }
 
 // Start binds the configured listeners and serves. tlsConfig is the TLS listener's
@@ -90,6 +97,13 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 	b.srv = mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(errorsOnly{b.log.Handler()})})
 	if err := b.srv.AddHook(&hook{b: b}, nil); err != nil {
 		return err
+	}
+	if b.cfg.persist() {
+		// mochi's bbolt store: one file, fsync on every commit, created 0600.
+		path := filepath.Join(b.dataDir, FileName)
+		if err := b.srv.AddHook(sessionStore{new(bolt.Hook)}, &bolt.Options{Path: path, Options: &bbolt.Options{Timeout: 5 * time.Second}}); err != nil {
+			return fmt.Errorf("mqtt: session store %s: %w", path, err)
+		}
 	}
 	type lc struct {
 		id, addr string
@@ -213,6 +227,9 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 	}
 	if st.Revoked {
 		return identity{}, fmt.Sprintf("device %s is revoked", st.Name), false
+	}
+	if pk.Connect.ClientIdentifier == "" && !pk.Connect.Clean {
+		return identity{}, "a persistent session needs a client identifier: the device's name, or NAME/anything", false
 	}
 	if cid := pk.Connect.ClientIdentifier; cid != "" && cid != st.Name && !strings.HasPrefix(cid, st.Name+"/") {
 		return identity{device: st.Name}, fmt.Sprintf("client identifier %q: a device's is its name, or NAME/anything", cid), true

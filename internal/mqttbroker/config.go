@@ -25,6 +25,10 @@ type Config struct {
 	// level); its parameters the payload if it is JSON, else {"payload": "TEXT"}.
 	// Default: devices/+/notifications/#. [] stores nothing.
 	Store []string `yaml:"store"`
+	// Persist keeps sessions (subscriptions of clients that asked for a persistent
+	// session), QoS 1 and 2 messages in flight and retained messages in the data folder
+	// (mqtt.db, 0600), so they survive a hub restart; nil means on.
+	Persist *bool `yaml:"persist"`
 	// MaxClients bounds concurrent clients; 0 means 10,000.
 	MaxClients int `yaml:"max_clients"`
 	// MaxPacket bounds a packet's size (256KiB, 1MiB); 0 means 256 KiB.
@@ -33,6 +37,9 @@ type Config struct {
 	// disconnects it (each is a violation of the device's profile); 0 means 32.
 	MaxRefusals int `yaml:"max_refusals"`
 }
+
+// persist reports whether session state is kept on disk.
+func (c Config) persist() bool { return c.Persist == nil || *c.Persist }
 
 // Enabled reports whether a listener is configured.
 func (c Config) Enabled() bool { return c.Listen != "" || c.TLSListen != "" }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -42,7 +43,15 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	v, ok := h.b.clients.Load(cl)
 	if !ok {
-		return false
+		// Not connected: a persistent session the broker delivers to while its client is
+		// away, or one restored from the session store after a restart. Its client id
+		// names its device (the rule at CONNECT), which must still be in good standing.
+		if write {
+			return false
+		}
+		device, _, _ := strings.Cut(cl.ID, "/")
+		st, known := h.b.dir.Load().Device(device)
+		return known && !st.Revoked && allowed(device, topic)
 	}
 	id := v.(identity)
 	device := id.device

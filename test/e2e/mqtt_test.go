@@ -187,3 +187,34 @@ func TestMQTT(t *testing.T) {
 	}
 	h.log.wait(t, "disconnecting a device's MQTT client", "device", "dev1", "why", "revoked")
 }
+
+// A device's persistent session and the QoS 1 message waiting in it survive a hub
+// restart: the subscription is made, its client goes away, a message arrives for it, the
+// hub restarts, and the client reconnecting with the same identifier gets the message.
+func TestMQTTSessionSurvivesRestart(t *testing.T) {
+	port := freePort(t) // the same address before and after the restart
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '"+port+"'}\n")
+	h.addDevice("dev1")
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	args := func(more ...string) []string {
+		return append([]string{"-h", "127.0.0.1", "-p", portOf(port), "--cafile", ca, "--insecure", "-u", "dev1", "-P", secret, "-V", "mqttv311"}, more...)
+	}
+	persistent := []string{"-c", "-i", "dev1", "-q", "1", "-t", "devices/dev1/commands/#"}
+	if out, err := mosq(t, "mosquitto_sub", args(append(persistent, "-E")...)...); err != nil {
+		t.Fatalf("persistent subscription: %v\n%s", err, out)
+	}
+	if out, err := mosq(t, "mosquitto_pub", args("-i", "dev1/app", "-q", "1", "-t", "devices/dev1/commands/reboot", "-m", "at 3am")...); err != nil {
+		t.Fatalf("publish while the subscriber is away: %v\n%s", err, out)
+	}
+	if fi, err := os.Stat(filepath.Join(h.data, "mqtt.db")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("session store: %v %v", err, fi)
+	}
+	h.stop()
+	h.start()
+	out, err := mosq(t, "mosquitto_sub", args(append(persistent, "-C", "1", "-v")...)...)
+	if err != nil || !strings.Contains(out, "devices/dev1/commands/reboot at 3am") {
+		t.Fatalf("after the restart the session did not deliver the waiting message: %v\n%s", err, out)
+	}
+}
