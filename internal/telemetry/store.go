@@ -349,11 +349,12 @@ func (s *Store) commit(batch []*appendReq) {
 		}
 		s.feed.publish(all)
 	}
+	// Metrics before the waiters hear: once an Append returns, its batch is counted.
+	if s.obs != nil && n > 0 && err == nil {
+		s.obs.Committed(n, queued, start.Sub(batch[0].at), time.Since(start))
+	}
 	for _, r := range batch {
 		r.done <- err
-	}
-	if s.obs != nil && n > 0 {
-		s.obs.Committed(n, queued, start.Sub(batch[0].at), time.Since(start))
 	}
 }
 
