@@ -42,6 +42,12 @@ func (h *Hub) startMQTT() error {
 		b.Close()
 		return fmt.Errorf("hub: %w", err)
 	}
+	if h.metrics != nil {
+		if err := h.metrics.Register(b.Collectors()...); err != nil {
+			b.Close()
+			return fmt.Errorf("hub: %w", err)
+		}
+	}
 	h.mqtt.Store(b)
 	for _, id := range []string{mqttbroker.PlainListener, mqttbroker.TLSListener} {
 		if a := b.Addr(id); a != nil {

@@ -62,6 +62,7 @@ type Broker struct {
 	srv     *mqtt.Server
 	gate    *throttle.LogGate
 	clients sync.Map // *mqtt.Client -> identity
+	counts  counts
 	addrs   map[string]net.Addr
 	// Violation, if set before Start, counts a device's refused topic as a violation of
 	// its profile (on_violation applies) instead of an mqtt_acl_refused event.

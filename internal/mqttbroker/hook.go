@@ -28,6 +28,11 @@ func (h *hook) Provides(b byte) bool {
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	id, why, breach := h.b.authenticate(cl, pk)
 	if why != "" {
+		if breach {
+			h.b.counts.topicRefused.Add(1)
+		} else {
+			h.b.counts.authRefused.Add(1)
+		}
 		if breach && h.b.Violation != nil {
 			h.b.Violation(id.device, "mqtt: "+why, cl.Net.Remote)
 		} else {
@@ -58,6 +63,7 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if allowed(device, topic) {
 		return true
 	}
+	h.b.counts.topicRefused.Add(1)
 	if n := id.refused.Add(1); n > int32(h.b.cfg.MaxRefusals) {
 		if n == int32(h.b.cfg.MaxRefusals)+1 {
 			h.b.log.Warn("an MQTT client passed its refusal budget; disconnecting it", "device", device, "client", cl.ID, "max_refusals", h.b.cfg.MaxRefusals)
@@ -106,6 +112,7 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	defer cancel()
 	if _, err := h.b.store.Append(ctx, n); err != nil {
 		if errors.Is(err, telemetry.ErrInvalid) {
+			h.b.counts.notStored.Add(1)
 			// The message itself cannot be stored (too large, a name too long): it is
 			// still delivered, and the refusal is said once a minute.
 			h.b.refuse(EventNotStored, device, cl.Net.Remote, "not stored as a notification: "+err.Error())
@@ -114,5 +121,6 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		h.b.log.Warn("storing an MQTT message failed; not acknowledged, the client will send it again", "device", device, "topic", pk.TopicName, "err", err)
 		return pk, packets.ErrRejectPacket
 	}
+	h.b.counts.stored.Add(1)
 	return pk, nil
 }

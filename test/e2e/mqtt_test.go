@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,7 +49,7 @@ func startSub(t *testing.T, args ...string) (*logWatch, <-chan struct{}) {
 // on the plain listener; wrong secrets, other devices' topics and strangers on the plain
 // listener are refused and audited; a revoked device's client is disconnected at once.
 func TestMQTT(t *testing.T) {
-	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {listen: '127.0.0.1:0', tls_listen: '127.0.0.1:0'}\n")
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {listen: '127.0.0.1:0', tls_listen: '127.0.0.1:0'}\nmetrics: {listen: '127.0.0.1:0'}\n")
 	if h.mqtt == "" || h.mqttTLS == "" {
 		t.Fatalf("no MQTT listeners in the ready file; log:\n%s", h.log.text())
 	}
@@ -186,6 +187,33 @@ func TestMQTT(t *testing.T) {
 		t.Fatalf("the subscriber did not get the message:\n%s", out)
 	}
 	h.log.wait(t, "disconnecting a device's MQTT client", "device", "dev1", "why", "revoked")
+
+	// The broker's metrics: what was stored and refused.
+	resp, err := http.Get("http://" + h.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"iotsafe_mqtt_stored_total 2", "iotsafe_mqtt_auth_refused_total ", "iotsafe_mqtt_topic_refused_total ", "iotsafe_mqtt_clients "} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(string(body), "iotsafe_mqtt_auth_refused_total 0") || strings.Contains(string(body), "iotsafe_mqtt_topic_refused_total 0") {
+		t.Errorf("refusals not counted:\n%s", grepLines(string(body), "iotsafe_mqtt_"))
+	}
+}
+
+// grepLines keeps the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // A device's persistent session and the QoS 1 message waiting in it survive a hub

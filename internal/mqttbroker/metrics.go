@@ -1,0 +1,44 @@
+package mqttbroker
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// counts are the broker's own counters (mochi's are read from its Info).
+type counts struct {
+	stored, authRefused, topicRefused, notStored atomic.Int64
+}
+
+// Collectors are the broker's metrics, for the hub's /metrics: read when scraped.
+func (b *Broker) Collectors() []prometheus.Collector {
+	info := func(read func() int64) func() float64 {
+		return func() float64 {
+			if b.srv == nil {
+				return 0
+			}
+			return float64(read())
+		}
+	}
+	gauge := func(name, help string, read func() int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, info(read))
+	}
+	counter := func(name, help string, read func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, info(read))
+	}
+	return []prometheus.Collector{
+		gauge("iotsafe_mqtt_clients", "MQTT clients connected.", func() int64 { return atomic.LoadInt64(&b.srv.Info.ClientsConnected) }),
+		gauge("iotsafe_mqtt_sessions_away", "Persistent MQTT sessions whose client is not connected.", func() int64 { return atomic.LoadInt64(&b.srv.Info.ClientsDisconnected) }),
+		gauge("iotsafe_mqtt_subscriptions", "MQTT subscriptions.", func() int64 { return atomic.LoadInt64(&b.srv.Info.Subscriptions) }),
+		gauge("iotsafe_mqtt_inflight", "QoS 1 and 2 messages in flight to subscribers.", func() int64 { return atomic.LoadInt64(&b.srv.Info.Inflight) }),
+		gauge("iotsafe_mqtt_retained", "Retained MQTT messages.", func() int64 { return atomic.LoadInt64(&b.srv.Info.Retained) }),
+		counter("iotsafe_mqtt_messages_received_total", "PUBLISH packets received.", func() int64 { return atomic.LoadInt64(&b.srv.Info.MessagesReceived) }),
+		counter("iotsafe_mqtt_messages_sent_total", "PUBLISH packets sent.", func() int64 { return atomic.LoadInt64(&b.srv.Info.MessagesSent) }),
+		counter("iotsafe_mqtt_messages_dropped_total", "Messages dropped for slow subscribers.", func() int64 { return atomic.LoadInt64(&b.srv.Info.MessagesDropped) }),
+		counter("iotsafe_mqtt_stored_total", "MQTT messages stored as notifications.", b.counts.stored.Load),
+		counter("iotsafe_mqtt_auth_refused_total", "CONNECTs refused: no valid device identity.", b.counts.authRefused.Load),
+		counter("iotsafe_mqtt_topic_refused_total", "Topics, wills or client identifiers refused to a known device (violations).", b.counts.topicRefused.Load),
+		counter("iotsafe_mqtt_not_stored_total", "Messages on a stored topic the store refused as invalid (delivered all the same).", b.counts.notStored.Load),
+	}
+}
