@@ -11,7 +11,6 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
-	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 )
 
 // Ready is what `iotsafe hub --ready-file FILE` writes once every listener is up: what a
@@ -44,7 +43,7 @@ type ReadyHostKey struct {
 
 // Ready describes the running hub.
 func (h *Hub) Ready() Ready {
-	r := Ready{PID: os.Getpid(), Version: h.version, Started: h.started, SSH: h.sshAddr.String()}
+	r := Ready{PID: os.Getpid(), Version: h.version, Started: h.started}
 	if abs, err := filepath.Abs(h.dir); err == nil {
 		r.Data = abs
 	}
@@ -52,23 +51,17 @@ func (h *Hub) Ready() Ready {
 		r.HostKeys = append(r.HostKeys, ReadyHostKey{Type: k.Type(), Fingerprint: ssh.FingerprintSHA256(k),
 			PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))})
 	}
-	if h.frontAt != nil {
-		r.Frontdoor, r.FrontdoorDomain = h.frontAt.String(), h.cfg.Frontdoor.Domain
+	at := map[string]*string{"ssh": &r.SSH, "frontdoor": &r.Frontdoor, "rest": &r.REST, "metrics": &r.Metrics, "mqtt": &r.MQTT, "mqtt_tls": &r.MQTTTLS}
+	for role, a := range h.listeners() {
+		if field := at[role]; field != nil { // a role without a field here is not in the file
+			*field = a.String()
+		}
+	}
+	if r.Frontdoor != "" {
+		r.FrontdoorDomain = h.cfg.Frontdoor.Domain
 		if h.cfg.Frontdoor.Cert == "" {
 			r.FrontdoorCA = filepath.Join(r.Data, frontdoor.CADir, frontdoor.CACertFile)
 		}
-	}
-	if a := h.RESTAddr(); a != nil {
-		r.REST = a.String()
-	}
-	if a := h.MQTTAddr(mqttbroker.PlainListener); a != nil {
-		r.MQTT = a.String()
-	}
-	if a := h.MQTTAddr(mqttbroker.TLSListener); a != nil {
-		r.MQTTTLS = a.String()
-	}
-	if h.metricsAt != nil {
-		r.Metrics = h.metricsAt.String()
 	}
 	return r
 }

@@ -16,11 +16,21 @@ func (h *Hub) Info() admin.HubInfo {
 		Listeners: map[string]string{}, Sessions: sessions, Forwards: forwards, ForwardLimit: limit,
 		DataFreeMiB: FreeMiB(h.dir), MinFreeMiB: h.cfg.Audit.MinFreeMiB,
 	}
+	for role, a := range h.listeners() {
+		info.Listeners[role] = a.String()
+	}
+	return info
+}
+
+// listeners are the hub's listening addresses by role (ssh, frontdoor, rest, metrics,
+// mqtt, mqtt_tls), those that are on: one list for iotsafe status and the ready file.
+func (h *Hub) listeners() map[string]net.Addr {
+	out := map[string]net.Addr{}
 	for role, a := range map[string]net.Addr{"ssh": h.sshAddr, "frontdoor": h.frontAt, "rest": h.RESTAddr(), "metrics": h.metricsAt,
 		"mqtt": h.MQTTAddr(mqttbroker.PlainListener), "mqtt_tls": h.MQTTAddr(mqttbroker.TLSListener)} {
 		if a != nil {
-			info.Listeners[role] = a.String()
+			out[role] = a
 		}
 	}
-	return info
+	return out
 }
