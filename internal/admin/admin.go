@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"github.com/iotsafe/iotsafe/internal/mqttbridge"
+
 	"bufio"
 	"encoding/json"
 	"errors"
@@ -70,6 +72,25 @@ type HubInfo struct {
 	// MinFreeMiB is audit.min_free_mib, below which enrolments stop.
 	DataFreeMiB int64 `json:"data_free_mib"`
 	MinFreeMiB  int   `json:"min_free_mib"`
+	// MQTT is the broker's state; nil when it is off.
+	MQTT *MQTTInfo `json:"mqtt,omitempty"`
+}
+
+// MQTTInfo is what `iotsafe mqtt status` shows of the hub's broker.
+type MQTTInfo struct {
+	Clients       int64 `json:"clients"`
+	SessionsAway  int64 `json:"sessions_away"`
+	Subscriptions int64 `json:"subscriptions"`
+	Retained      int64 `json:"retained"`
+	Inflight      int64 `json:"inflight"`
+	Received      int64 `json:"received"`
+	Sent          int64 `json:"sent"`
+	Stored        int64 `json:"stored"`
+	AuthRefused   int64 `json:"auth_refused"`
+	TopicRefused  int64 `json:"topic_refused"`
+	NotBridged    int64 `json:"not_bridged"`
+	// Bridge is the bridge to the central broker; nil without one.
+	Bridge *mqttbridge.Status `json:"bridge,omitempty"`
 }
 
 // Handler executes requests inside the hub.

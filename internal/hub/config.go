@@ -190,9 +190,7 @@ func (c *Config) Validate() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range weakMQTT {
-		insecure = append(insecure, "mqtt.tls: "+w)
-	}
+	insecure = append(insecure, weakMQTT...)
 	if err := c.JWT.Validate(); err != nil {
 		return nil, err
 	}

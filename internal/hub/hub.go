@@ -102,6 +102,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 		// "ssh: aes128-cbc", "frontdoor.tls: TLS 1.0", each let through by its section's
 		// allow_insecure.
 		section, algorithm, _ := strings.Cut(a, ": ")
+		if strings.HasSuffix(section, ".insecure_plain") {
+			h.log.Warn("insecure: "+section+" is set", "detail", algorithm)
+			continue
+		}
 		h.log.Warn("insecure algorithm enabled by "+section+".allow_insecure", "algorithm", algorithm)
 		if section == "ssh" {
 			sshWeak++

@@ -19,6 +19,9 @@ func (h *Hub) Info() admin.HubInfo {
 	for role, a := range h.listeners() {
 		info.Listeners[role] = a.String()
 	}
+	if b := h.mqtt.Load(); b != nil {
+		info.MQTT = b.Info()
+	}
 	return info
 }
 

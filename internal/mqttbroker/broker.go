@@ -23,6 +23,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/iotsafe/iotsafe/internal/devicedir"
+	"github.com/iotsafe/iotsafe/internal/mqttbridge"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -64,6 +65,7 @@ type Broker struct {
 	clients sync.Map // *mqtt.Client -> identity
 	counts  counts
 	addrs   map[string]net.Addr
+	bridge  *mqttbridge.Bridge // nil without mqtt.bridge
 	// Violation, if set before Start, counts a device's refused topic as a violation of
 	// its profile (on_violation applies) instead of an mqtt_acl_refused event.
 	Violation func(device, detail, remote string)
@@ -95,7 +97,8 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 	caps.MaximumPacketSize = uint32(b.cfg.MaxPacket)
 	// mochi logs every client's end at WARN (a closed connection, a refused login the
 	// hook already reported): only its errors reach the hub's log.
-	b.srv = mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(errorsOnly{b.log.Handler()})})
+	// The inline client is the bridge's: it publishes what comes in from the centre.
+	b.srv = mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(errorsOnly{b.log.Handler()}), InlineClient: b.cfg.Bridge != nil})
 	if err := b.srv.AddHook(&hook{b: b}, nil); err != nil {
 		return err
 	}
@@ -136,8 +139,34 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 			return err
 		}
 	}
-	return b.srv.Serve()
+	if b.cfg.Bridge != nil {
+		// Before Serve: the hook hands devices' messages to it from the first one.
+		br, err := mqttbridge.New(*b.cfg.Bridge, filepath.Join(b.dataDir, mqttbridge.QueueFile), local{b.srv}, b.log.With("part", "bridge"))
+		if err != nil {
+			return err
+		}
+		b.bridge = br
+	}
+	if err := b.srv.Serve(); err != nil {
+		return err
+	}
+	if b.bridge != nil {
+		b.bridge.Start()
+	}
+	return nil
 }
+
+// local is the site side of the bridge: mochi's inline client, which publishes without
+// an ACL check (what comes in is the operator's rules' choice) and is no device, so what
+// it publishes is neither stored nor bridged back out.
+type local struct{ srv *mqtt.Server }
+
+func (l local) Publish(topic string, payload []byte, retain bool, qos byte) error {
+	return l.srv.Publish(topic, payload, retain, qos)
+}
+
+// Bridge is the running bridge, or nil.
+func (b *Broker) Bridge() *mqttbridge.Bridge { return b.bridge }
 
 // Addr is where a listener (PlainListener, TLSListener) listens; nil if it is off.
 func (b *Broker) Addr(id string) net.Addr { return b.addrs[id] }
@@ -147,7 +176,11 @@ func (b *Broker) Close() error {
 	if b.srv == nil {
 		return nil
 	}
-	return b.srv.Close()
+	var berr error
+	if b.bridge != nil {
+		berr = b.bridge.Close()
+	}
+	return errors.Join(b.srv.Close(), berr)
 }
 
 // Revalidate disconnects clients whose device is revoked, removed or replaced: the hub

@@ -3,9 +3,12 @@ package mqttbroker
 import (
 	"fmt"
 	"net"
+	"os"
 	"strings"
 
 	"github.com/iotsafe/iotsafe/internal/bytesize"
+	"github.com/iotsafe/iotsafe/internal/mqttbridge"
+	"github.com/iotsafe/iotsafe/internal/mqtttopic"
 	"github.com/iotsafe/iotsafe/internal/tlspolicy"
 )
 
@@ -36,6 +39,8 @@ type Config struct {
 	// MaxRefusals is how many refused topics one connection may have before the broker
 	// disconnects it (each is a violation of the device's profile); 0 means 32.
 	MaxRefusals int `yaml:"max_refusals"`
+	// Bridge connects the broker to a central broker (docs/mqtt.md, "Bridge").
+	Bridge *mqttbridge.Config `yaml:"bridge"`
 }
 
 // persist reports whether session state is kept on disk.
@@ -58,13 +63,20 @@ func (c *Config) ApplyDefaults() {
 	if c.MaxRefusals == 0 {
 		c.MaxRefusals = 32
 	}
+	if c.Bridge != nil {
+		host, _ := os.Hostname()
+		c.Bridge.ApplyDefaults(host)
+	}
 }
 
 // Validate checks a config after ApplyDefaults; frontdoor says whether the front door
 // (whose certificate a TLS listener without Cert uses) is on. It returns the insecure
-// TLS choices allow_insecure let through.
+// choices the operator let through, each as "SECTION: what" (mqtt.tls: TLS 1.0).
 func (c Config) Validate(frontdoor bool) ([]string, error) {
 	if !c.Enabled() {
+		if c.Bridge != nil {
+			return nil, fmt.Errorf("mqtt.bridge needs the broker: set mqtt.listen or mqtt.tls_listen")
+		}
 		return nil, nil
 	}
 	if c.Listen != "" {
@@ -87,9 +99,12 @@ func (c Config) Validate(frontdoor bool) ([]string, error) {
 		if c.Cert == "" && !frontdoor {
 			return nil, fmt.Errorf("mqtt.tls_listen needs mqtt.cert and mqtt.key, or the front door (its certificate is then used)")
 		}
-		var err error
-		if weak, err = c.TLS.Check("mqtt.tls"); err != nil {
+		w, err := c.TLS.Check("mqtt.tls")
+		if err != nil {
 			return nil, err
+		}
+		for _, x := range w {
+			weak = append(weak, "mqtt.tls: "+x)
 		}
 	}
 	for i, f := range c.Store {
@@ -97,40 +112,26 @@ func (c Config) Validate(frontdoor bool) ([]string, error) {
 			return nil, fmt.Errorf("mqtt.store[%d]: %q: %v", i, f, err)
 		}
 	}
+	if c.Bridge != nil {
+		bw, err := c.Bridge.Validate()
+		if err != nil {
+			return nil, err
+		}
+		weak = append(weak, bw...)
+	}
 	if c.MaxClients < 0 || c.MaxRefusals < 0 || c.MaxPacket < 0 || c.MaxPacket > 256<<20 {
 		return nil, fmt.Errorf("mqtt: max_clients and max_refusals must not be negative and max_packet must be 0 to 256 MiB")
 	}
 	return weak, nil
 }
 
-// validFilter checks an MQTT topic filter: '#' only last and alone in its level, '+'
-// alone in its level, and under devices/.
+// validFilter checks a stored-topic filter: a well-formed filter under devices/.
 func validFilter(f string) error {
-	levels := strings.Split(f, "/")
-	if len(levels) < 2 || levels[0] != "devices" {
+	if err := mqtttopic.ValidFilter(f); err != nil {
+		return err
+	}
+	if levels := strings.Split(f, "/"); len(levels) < 2 || levels[0] != "devices" {
 		return fmt.Errorf("a filter of devices' topics must start with devices/")
 	}
-	for i, l := range levels {
-		switch {
-		case l == "#" && i != len(levels)-1:
-			return fmt.Errorf("'#' must be the last level")
-		case l != "#" && l != "+" && strings.ContainsAny(l, "#+"):
-			return fmt.Errorf("a wildcard must be a whole level")
-		}
-	}
 	return nil
-}
-
-// matches reports whether topic matches filter (both valid; no $-topics here).
-func matches(filter, topic string) bool {
-	fl, tl := strings.Split(filter, "/"), strings.Split(topic, "/")
-	for i, f := range fl {
-		if f == "#" {
-			return true
-		}
-		if i >= len(tl) || f != "+" && f != tl[i] {
-			return false
-		}
-	}
-	return len(fl) == len(tl)
 }

@@ -10,6 +10,7 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/iotsafe/iotsafe/internal/mqtttopic"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
 
@@ -88,39 +89,65 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
 	h.b.clients.Delete(cl)
 }
 
-// OnPublish stores messages on the configured topics before the broker acknowledges
-// them: a QoS 1 or 2 message the store did not take is not acknowledged, so the client
-// sends it again.
+// OnPublish stores messages on the configured topics and hands those the bridge sends
+// out to its queue, before the broker acknowledges them: a QoS 1 or 2 message the store
+// or the bridge's queue did not take is not acknowledged, so the client sends it again.
 func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	v, ok := h.b.clients.Load(cl)
 	if !ok {
+		// The bridge's own (inline) publishes of what came in from the centre: neither
+		// stored nor sent back out.
 		return pk, nil
 	}
 	device := v.(identity).device
-	stored := false
-	for _, f := range h.b.cfg.Store {
-		if matches(f, pk.TopicName) {
-			stored = true
-			break
-		}
-	}
-	if !stored {
+	stored := h.b.stored(pk.TopicName)
+	br := h.b.bridge
+	if !stored && br == nil {
 		return pk, nil
 	}
-	n := notification(device, pk.TopicName, pk.Payload)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if stored {
+		if err := h.storeMessage(ctx, cl, device, pk); err != nil {
+			return pk, err
+		}
+	}
+	if br != nil {
+		if err := br.Forward(ctx, pk.TopicName, pk.Payload, pk.FixedHeader.Qos, pk.FixedHeader.Retain); err != nil {
+			h.b.counts.notBridged.Add(1)
+			if ok, n := h.b.gate.Allow("bridge|" + err.Error()); ok {
+				h.b.log.Warn("the bridge's queue did not take a message; not acknowledged, the client will send it again", "device", device, "topic", pk.TopicName, "err", err, "more_not_logged", n)
+			}
+			return pk, packets.ErrRejectPacket
+		}
+	}
+	return pk, nil
+}
+
+// stored reports whether a topic's messages are stored as notifications.
+func (b *Broker) stored(topic string) bool {
+	for _, f := range b.cfg.Store {
+		if mqtttopic.Match(f, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// storeMessage stores a message as a notification.
+func (h *hook) storeMessage(ctx context.Context, cl *mqtt.Client, device string, pk packets.Packet) error {
+	n := notification(device, pk.TopicName, pk.Payload)
 	if _, err := h.b.store.Append(ctx, n); err != nil {
 		if errors.Is(err, telemetry.ErrInvalid) {
 			h.b.counts.notStored.Add(1)
 			// The message itself cannot be stored (too large, a name too long): it is
 			// still delivered, and the refusal is said once a minute.
 			h.b.refuse(EventNotStored, device, cl.Net.Remote, "not stored as a notification: "+err.Error())
-			return pk, nil
+			return nil
 		}
 		h.b.log.Warn("storing an MQTT message failed; not acknowledged, the client will send it again", "device", device, "topic", pk.TopicName, "err", err)
-		return pk, packets.ErrRejectPacket
+		return packets.ErrRejectPacket
 	}
 	h.b.counts.stored.Add(1)
-	return pk, nil
+	return nil
 }

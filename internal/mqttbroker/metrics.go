@@ -4,11 +4,13 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/iotsafe/iotsafe/internal/admin"
 )
 
 // counts are the broker's own counters (mochi's are read from its Info).
 type counts struct {
-	stored, authRefused, topicRefused, notStored atomic.Int64
+	stored, authRefused, topicRefused, notStored, notBridged atomic.Int64
 }
 
 // Collectors are the broker's metrics, for the hub's /metrics: read when scraped.
@@ -27,7 +29,7 @@ func (b *Broker) Collectors() []prometheus.Collector {
 	counter := func(name, help string, read func() int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, info(read))
 	}
-	return []prometheus.Collector{
+	cs := []prometheus.Collector{
 		gauge("iotsafe_mqtt_clients", "MQTT clients connected.", func() int64 { return atomic.LoadInt64(&b.srv.Info.ClientsConnected) }),
 		gauge("iotsafe_mqtt_sessions_away", "Persistent MQTT sessions whose client is not connected.", func() int64 { return atomic.LoadInt64(&b.srv.Info.ClientsDisconnected) }),
 		gauge("iotsafe_mqtt_subscriptions", "MQTT subscriptions.", func() int64 { return atomic.LoadInt64(&b.srv.Info.Subscriptions) }),
@@ -40,5 +42,29 @@ func (b *Broker) Collectors() []prometheus.Collector {
 		counter("iotsafe_mqtt_auth_refused_total", "CONNECTs refused: no valid device identity.", b.counts.authRefused.Load),
 		counter("iotsafe_mqtt_topic_refused_total", "Topics, wills or client identifiers refused to a known device (violations).", b.counts.topicRefused.Load),
 		counter("iotsafe_mqtt_not_stored_total", "Messages on a stored topic the store refused as invalid (delivered all the same).", b.counts.notStored.Load),
+		counter("iotsafe_mqtt_not_bridged_total", "Messages the bridge's queue did not take (full or failing): not acknowledged to their client.", b.counts.notBridged.Load),
 	}
+	if b.bridge != nil {
+		cs = append(cs, b.bridge.Collectors()...)
+	}
+	return cs
+}
+
+// Info is the broker's state for `iotsafe mqtt status`.
+func (b *Broker) Info() *admin.MQTTInfo {
+	if b.srv == nil {
+		return nil
+	}
+	i := b.srv.Info
+	info := &admin.MQTTInfo{
+		Clients: atomic.LoadInt64(&i.ClientsConnected), SessionsAway: atomic.LoadInt64(&i.ClientsDisconnected),
+		Subscriptions: atomic.LoadInt64(&i.Subscriptions), Retained: atomic.LoadInt64(&i.Retained), Inflight: atomic.LoadInt64(&i.Inflight),
+		Received: atomic.LoadInt64(&i.MessagesReceived), Sent: atomic.LoadInt64(&i.MessagesSent), Stored: b.counts.stored.Load(),
+		AuthRefused: b.counts.authRefused.Load(), TopicRefused: b.counts.topicRefused.Load(), NotBridged: b.counts.notBridged.Load(),
+	}
+	if b.bridge != nil {
+		st := b.bridge.Status()
+		info.Bridge = &st
+	}
+	return info
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iotsafe/iotsafe/internal/mqttbridge"
+	"github.com/iotsafe/iotsafe/internal/mqtttopic"
 	"github.com/iotsafe/iotsafe/internal/tlspolicy"
 )
 
@@ -19,8 +21,8 @@ func TestTopicRules(t *testing.T) {
 		{"devices/+/x", "devices/dev1/x/y", false},
 		{"devices/dev1/x", "devices/dev1/x", true},
 	} {
-		if got := matches(c.filter, c.topic); got != c.want {
-			t.Errorf("matches(%q, %q) = %v", c.filter, c.topic, got)
+		if got := mqtttopic.Match(c.filter, c.topic); got != c.want {
+			t.Errorf("Match(%q, %q) = %v", c.filter, c.topic, got)
 		}
 	}
 	for _, bad := range []string{"other/+", "devices/#/x", "devices/a+b", "devices"} {
@@ -73,6 +75,8 @@ func TestConfigRefusals(t *testing.T) {
 		{Config{TLSListen: "127.0.0.1:8883", Cert: "c.pem"}, false, "both cert and key"},
 		{Config{TLSListen: "127.0.0.1:8883", TLS: tlsPolicyWithSuite("DHE-RSA-AES128-GCM-SHA256")}, true, "mqtt.tls.suites"},
 		{Config{Listen: "127.0.0.1:1883", Store: []string{"sensors/#"}}, false, "mqtt.store[0]"},
+		{Config{Bridge: &mqttbridge.Config{Address: "c:8883", CA: "ca.pem", Topics: []mqttbridge.Rule{{Pattern: "devices/#"}}}}, false, "mqtt.bridge needs the broker"},
+		{Config{Listen: "127.0.0.1:1883", Bridge: &mqttbridge.Config{Address: "c:8883", Topics: []mqttbridge.Rule{{Pattern: "devices/#"}}}}, false, "mqtt.bridge.ca"},
 	} {
 		c.cfg.ApplyDefaults()
 		if _, err := c.cfg.Validate(c.front); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -96,10 +100,10 @@ func FuzzTopicFilter(f *testing.F) {
 			return
 		}
 		topic := strings.ReplaceAll(strings.ReplaceAll(filter, "+", "x"), "#", "a/b")
-		if !matches(filter, topic) {
+		if !mqtttopic.Match(filter, topic) {
 			t.Fatalf("filter %q does not match %q", filter, topic)
 		}
-		if strings.Contains(filter, "+") && matches(filter, topic+"/extra") && !strings.HasSuffix(filter, "#") {
+		if strings.Contains(filter, "+") && mqtttopic.Match(filter, topic+"/extra") && !strings.HasSuffix(filter, "#") {
 			t.Fatalf("filter %q matches a topic one level longer", filter)
 		}
 	})

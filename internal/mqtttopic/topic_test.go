@@ -1,0 +1,43 @@
+package mqtttopic
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestOverlap(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"a/b", "a/b", true}, {"a/b", "a/c", false}, {"a/+", "a/c", true}, {"a/#", "a", true},
+		{"a/#", "a/b/c", true}, {"a/b", "a/b/c", false}, {"+/+", "a/b", true}, {"+", "a/b", false},
+		{"#", "x/y", true}, {"a/+/c", "a/b/d", false}, {"site1/devices/#", "site1/commands/#", false},
+	} {
+		if got := Overlap(c.a, c.b); got != c.want {
+			t.Errorf("Overlap(%q, %q) = %v", c.a, c.b, got)
+		}
+		if got := Overlap(c.b, c.a); got != c.want {
+			t.Errorf("Overlap(%q, %q) = %v (not symmetric)", c.b, c.a, got)
+		}
+	}
+}
+
+// FuzzOverlap checks Overlap against matching: if a topic matches both filters, they
+// overlap (Overlap may say yes without such a topic in hand, never no with one).
+func FuzzOverlap(f *testing.F) {
+	for _, s := range [][3]string{{"a/#", "a", "a"}, {"+/b", "a/+", "a/b"}, {"#", "$x", "x"}} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, a, b, topic string) {
+		if ValidFilter(a) != nil || ValidFilter(b) != nil || strings.ContainsAny(topic, "+#") || topic == "" {
+			return
+		}
+		if Match(a, topic) && Match(b, topic) && !Overlap(a, b) {
+			t.Fatalf("%q and %q both match %q but Overlap says no", a, b, topic)
+		}
+		if Overlap(a, b) != Overlap(b, a) {
+			t.Fatalf("Overlap(%q, %q) not symmetric", a, b)
+		}
+	})
+}
