@@ -65,6 +65,7 @@ func ReadEnvironment(quick bool) Environment {
 	version("openssh", "/usr/sbin/sshd", "-V")
 	version("dropbear", "dropbear", "-V")
 	version("caddy", "caddy", "version")
+	version("mosquitto", "mosquitto", "-h")
 	return e
 }
 

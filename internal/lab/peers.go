@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/profile"
@@ -36,9 +37,19 @@ type SSHServer struct {
 	Front                *FrontdoorInfo // iotsafe with IoTsafeOpts.Frontdoor only
 	REST                 string         // iotsafe: the plain REST listener, if configured
 	MetricsURL           string         // iotsafe: http://ADDR/metrics, if configured
+	MQTTTLS              string         // iotsafe: the broker's TLS listener, if configured
 	dataDir              string
 	pool                 sockets.Config
 	netns                *Netns
+}
+
+// Status asks an iotsafe hub for its state over its admin socket.
+func (s *SSHServer) Status() (*admin.HubInfo, error) {
+	rep, err := admin.Call(filepath.Join(s.dataDir, admin.SocketName), admin.Request{Op: admin.OpStatus})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Hub, nil
 }
 
 // Bench knows where the iotsafe binary is and where to put scratch files.
@@ -261,7 +272,7 @@ func awaitLabHub(ctx context.Context, proc *Proc, dir string, withFront bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("lab: host key in the ready file: %w", err)
 	}
-	srv := &SSHServer{Proc: proc, Addr: ready.SSH, HostKey: hostKey, IoTsafe: true, dataDir: dir, REST: ready.REST}
+	srv := &SSHServer{Proc: proc, Addr: ready.SSH, HostKey: hostKey, IoTsafe: true, dataDir: dir, REST: ready.REST, MQTTTLS: ready.MQTTTLS}
 	if ready.Metrics != "" {
 		srv.MetricsURL = "http://" + ready.Metrics + "/metrics"
 	}

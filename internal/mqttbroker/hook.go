@@ -107,21 +107,27 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if stored {
-		if err := h.storeMessage(ctx, cl, device, pk); err != nil {
-			return pk, err
-		}
-	}
+	// The store and the bridge's queue each commit to disk: both at once, so a message
+	// waits for the slower of the two rather than their sum. If one refuses, the client
+	// sends the message again and the other has it twice (at least once, as QoS 1).
+	forwarded := make(chan error, 1)
 	if br != nil {
-		if err := br.Forward(ctx, pk.TopicName, pk.Payload, pk.FixedHeader.Qos, pk.FixedHeader.Retain); err != nil {
-			h.b.counts.notBridged.Add(1)
-			if ok, n := h.b.gate.Allow("bridge|" + err.Error()); ok {
-				h.b.log.Warn("the bridge's queue did not take a message; not acknowledged, the client will send it again", "device", device, "topic", pk.TopicName, "err", err, "more_not_logged", n)
-			}
-			return pk, packets.ErrRejectPacket
-		}
+		go func() { forwarded <- br.Forward(ctx, pk.TopicName, pk.Payload, pk.FixedHeader.Qos, pk.FixedHeader.Retain) }()
+	} else {
+		forwarded <- nil
 	}
-	return pk, nil
+	var serr error
+	if stored {
+		serr = h.storeMessage(ctx, cl, device, pk)
+	}
+	if err := <-forwarded; err != nil {
+		h.b.counts.notBridged.Add(1)
+		if ok, n := h.b.gate.Allow("bridge|" + err.Error()); ok {
+			h.b.log.Warn("the bridge's queue did not take a message; not acknowledged, the client will send it again", "device", device, "topic", pk.TopicName, "err", err, "more_not_logged", n)
+		}
+		return pk, packets.ErrRejectPacket
+	}
+	return pk, serr
 }
 
 // stored reports whether a topic's messages are stored as notifications.
