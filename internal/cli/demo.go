@@ -18,7 +18,7 @@ func demoCmd(g *globals) *cobra.Command {
 	var devices int
 	var duration time.Duration
 	var quiet bool
-	var front string
+	var front, mqttTLS string
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a hub with simulated devices on the local data folder",
@@ -33,6 +33,12 @@ func demoCmd(g *globals) *cobra.Command {
 			}
 			if !cfg.Frontdoor.Enabled() && front != "" {
 				cfg.Frontdoor.Listen, cfg.Frontdoor.Domain = front, demoDomain
+				cfg.ApplyDefaults()
+			}
+			// The broker: a plain listener for devices over their SSH session, and TLS
+			// with the front door's certificate.
+			if !cfg.MQTT.Enabled() && mqttTLS != "" && cfg.Frontdoor.Enabled() {
+				cfg.MQTT.Listen, cfg.MQTT.TLSListen = "127.0.0.1:0", mqttTLS
 				cfg.ApplyDefaults()
 			}
 			log, _ := hub.NewLogger(cfg.Log, cmd.ErrOrStderr())
@@ -50,5 +56,6 @@ func demoCmd(g *globals) *cobra.Command {
 	c.Flags().DurationVar(&duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
 	c.Flags().BoolVar(&quiet, "quiet", true, "only warnings and errors in the log")
 	c.Flags().StringVar(&front, "frontdoor", "127.0.0.1:8443", "HTTPS front door address for domain "+demoDomain+" unless the config sets one; \"\" for none")
+	c.Flags().StringVar(&mqttTLS, "mqtt", "127.0.0.1:8883", "MQTT over TLS address (with the front door's certificate) unless the config sets a broker; \"\" for none")
 	return c
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/agent"
 	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -50,6 +51,20 @@ func Run(ctx context.Context, o Options) error {
 	hostKey := h.HostKeys()[0]
 	fmt.Fprintf(o.Out, "hub: devices connect to %s, host key %s\n", h.SSHAddr(), ssh.FingerprintSHA256(hostKey))
 
+	// With the broker's plain listener on, the last device's MQTT goes over its SSH
+	// session: a profile with a direct alias to the broker, a local forward in its agent.
+	var via mqttVia
+	if a := h.MQTTAddr(mqttbroker.PlainListener); a != nil && o.Devices >= 2 {
+		if err := putMQTTProfile(ctx, h.Registry(), a.String()); err != nil {
+			return err
+		}
+		fwd, err := freeLoopback()
+		if err != nil {
+			return err
+		}
+		via = mqttVia{tlsDevice: "dev2", sshDevice: fmt.Sprintf("dev%d", o.Devices), forward: fwd}
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -58,7 +73,11 @@ func Run(ctx context.Context, o Options) error {
 	var first string
 	for i := 1; i <= o.Devices; i++ {
 		name := fmt.Sprintf("dev%d", i)
-		d, signer, err := enroll(ctx, h.Registry(), filepath.Join(o.DataDir, "demo-keys"), name)
+		prof, forwards := profile.DefaultName, []agent.Forward(nil)
+		if name == via.sshDevice {
+			prof, forwards = MQTTProfile, []agent.Forward{{Listen: via.forward, Alias: "broker"}}
+		}
+		d, signer, err := enroll(ctx, h.Registry(), filepath.Join(o.DataDir, "demo-keys"), name, prof)
 		if err != nil {
 			return err
 		}
@@ -74,6 +93,7 @@ func Run(ctx context.Context, o Options) error {
 			Hub: h.SSHAddr().String(), Device: name, Signer: signer,
 			HostKey:    ssh.FixedHostKey(hostKey),
 			Expose:     []agent.Expose{{Alias: "http", Target: appLn.Addr().String()}},
+			Forward:    forwards,
 			Logger:     o.Logger.With("component", "agent"),
 			BackoffMin: 200 * time.Millisecond,
 			OnReady:    func() { once.Do(func() { ready <- struct{}{} }) },
@@ -91,6 +111,9 @@ func Run(ctx context.Context, o Options) error {
 			first = sock
 		}
 		fmt.Fprintf(o.Out, "device %s: sensor app on %s, agent connected, service http on protected socket %s\n", name, appLn.Addr(), sock)
+		if forwards != nil {
+			fmt.Fprintf(o.Out, "device %s: MQTT broker of the hub reached over its SSH session at %s (profile %s)\n", name, via.forward, MQTTProfile)
+		}
 	}
 	for range o.Devices {
 		select {
@@ -116,7 +139,7 @@ func Run(ctx context.Context, o Options) error {
   %[1]s device revoke dev3 --data %[2]s     # dev3's session closes at once
 `, o.Binary, data)
 	if fa := h.FrontdoorAddr(); fa != nil {
-		if err := frontdoorDemo(ctx, h, o, fa.String()); err != nil {
+		if err := frontdoorDemo(ctx, h, o, fa.String(), via); err != nil {
 			return err
 		}
 	}
@@ -129,8 +152,8 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-// enroll makes sure the demo device exists with a key we hold.
-func enroll(ctx context.Context, reg *registry.Registry, keyDir, name string) (*registry.Device, ssh.Signer, error) {
+// enroll makes sure the demo device exists with a key we hold and the given profile.
+func enroll(ctx context.Context, reg *registry.Registry, keyDir, name, prof string) (*registry.Device, ssh.Signer, error) {
 	if err := os.MkdirAll(keyDir, 0o700); err != nil {
 		return nil, nil, err
 	}
@@ -141,19 +164,29 @@ func enroll(ctx context.Context, reg *registry.Registry, keyDir, name string) (*
 	d, err := reg.Device(ctx, name)
 	if err == nil {
 		for _, k := range d.Keys {
-			if k.Fingerprint == ssh.FingerprintSHA256(signer.PublicKey()) && !d.Revoked() {
+			if k.Fingerprint == ssh.FingerprintSHA256(signer.PublicKey()) && !d.Revoked() && d.Profile == prof {
 				return d, signer, nil
 			}
 		}
-		// Stale demo device (revoked or other key): enroll it afresh.
+		// Stale demo device (revoked, another key or profile): enroll it afresh.
 		if err := reg.RemoveDevice(ctx, name); err != nil {
 			return nil, nil, err
 		}
 	} else if !errors.Is(err, registry.ErrNotFound) {
 		return nil, nil, err
 	}
-	d, err = reg.AddDevice(ctx, name, profile.DefaultName, signer.PublicKey())
+	d, err = reg.AddDevice(ctx, name, prof, signer.PublicKey())
 	return d, signer, err
+}
+
+// freeLoopback is a loopback address that was free a moment ago.
+func freeLoopback() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 func fetch(ctx context.Context, addr string) (string, error) {

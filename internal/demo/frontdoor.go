@@ -17,6 +17,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -26,7 +27,7 @@ const DemoAccount = "demo"
 // frontdoorDemo gives the demo account a fresh token and the demo devices, fetches dev1
 // through the front door (HTTPS, verified against the hub's own CA) and prints how to
 // do the same with curl.
-func frontdoorDemo(ctx context.Context, h *hub.Hub, o Options, addr string) error {
+func frontdoorDemo(ctx context.Context, h *hub.Hub, o Options, addr string, mqttVia mqttVia) error {
 	reg := h.Registry()
 	a, err := reg.Account(ctx, DemoAccount)
 	if errors.Is(err, registry.ErrNotFound) {
@@ -69,10 +70,17 @@ func frontdoorDemo(ctx context.Context, h *hub.Hub, o Options, addr string) erro
   curl --cacert iotsafe-ca.crt --resolve dev2.%[3]s:%[4]s:127.0.0.1 -H 'Authorization: Bearer %[6]s' https://dev2.%[3]s:%[4]s/
   %[1]s account add alice --data %[2]s && %[1]s grant --account alice dev1 http --data %[2]s
 `, o.Binary, o.DataDir, domain, port, DemoAccount, tok)
-	if h.Store() != nil {
-		return telemetryDemo(ctx, h, o, addr, a, tok, caPEM)
+	if h.Store() == nil {
+		return nil
 	}
-	return nil
+	if err := telemetryDemo(ctx, h, o, addr, a, tok, caPEM); err != nil {
+		return err
+	}
+	if mqttVia.sshDevice == "" || h.MQTTAddr(mqttbroker.TLSListener) == nil {
+		return nil
+	}
+	api := fmt.Sprintf("https://%s:%s/api/rest", domain, port)
+	return mqttDemo(ctx, h, o, api, addr, a, tok, caPEM, mqttVia.tlsDevice, mqttVia.sshDevice, mqttVia.forward)
 }
 
 func fetchHTTPS(ctx context.Context, addr, host, token string, caPEM []byte) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/iotsafe/iotsafe/internal/mqttclient"
 	"github.com/iotsafe/iotsafe/internal/throttle"
 )
 
@@ -38,7 +40,7 @@ const (
 	qos0Buffer  = 1024
 	// sessionExpiry keeps the bridge's session at an MQTT 5 centre for a day, so messages
 	// for the site wait there while the bridge is away (MQTT 3.1.1: clean session off).
-	sessionExpiry = 24 * 3600
+	sessionExpiry = 24 * time.Hour
 )
 
 // Bridge states.
@@ -227,92 +229,27 @@ func (b *Bridge) dial(ctx context.Context) (net.Conn, error) {
 	return tc, nil
 }
 
-// connect sends CONNECT and reads CONNACK: how many messages may be in flight and the
-// highest QoS the centre takes.
-func (b *Bridge) connect(c *conn) (window int, maxQoS byte, err error) {
-	v := b.cfg.version()
-	pk := &packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect}}
-	pk.Connect.ProtocolName = []byte("MQTT")
-	pk.Connect.Keepalive = uint16(b.cfg.Keepalive / time.Second)
-	pk.Connect.ClientIdentifier = b.cfg.ClientID
-	pk.Connect.Clean = false
-	if b.cfg.Username != "" {
-		pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte(b.cfg.Username)
-	}
+// connect logs in: how many messages may be in flight and the highest QoS the centre
+// takes.
+func (b *Bridge) connect(c *mqttclient.Conn) (window int, maxQoS byte, err error) {
+	o := mqttclient.Options{ClientID: b.cfg.ClientID, Username: b.cfg.Username, Keepalive: b.cfg.Keepalive,
+		SessionExpiry: sessionExpiry, ReceiveMaximum: inWindow}
 	if b.cfg.PasswordFile != "" {
 		pw, err := os.ReadFile(b.cfg.PasswordFile)
 		if err != nil {
 			return 0, 0, fmt.Errorf("password file: %w", err)
 		}
-		pk.Connect.PasswordFlag, pk.Connect.Password = true, []byte(strings.TrimRight(string(pw), "\r\n"))
+		o.Password = []byte(strings.TrimRight(string(pw), "\r\n"))
 	}
-	if v == 5 {
-		pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = sessionExpiry, true
-		pk.Properties.ReceiveMaximum = inWindow
-		pk.Properties.MaximumPacketSize = maxIn
-	}
-	if err := c.write(pk); err != nil {
+	ack, err := c.Connect(o, 15*time.Second)
+	if err != nil {
+		var refused *mqttclient.RefusedError
+		if errors.As(err, &refused) {
+			return 0, 0, fmt.Errorf("the central broker refused the bridge: %s", refused.Reason)
+		}
 		return 0, 0, err
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(15 * time.Second))
-	ack, err := readPacket(c.r, v, maxIn)
-	if err != nil {
-		return 0, 0, fmt.Errorf("waiting for CONNACK: %w", err)
-	}
-	if ack.FixedHeader.Type != packets.Connack {
-		return 0, 0, fmt.Errorf("the central broker answered CONNECT with packet type %d", ack.FixedHeader.Type)
-	}
-	if ack.ReasonCode != 0 {
-		return 0, 0, fmt.Errorf("the central broker refused the bridge: %s", connackReason(v, ack))
-	}
-	window, maxQoS = maxWindow, 2
-	if v == 5 {
-		if rm := int(ack.Properties.ReceiveMaximum); rm > 0 && rm < window {
-			window = rm
-		}
-		if ack.Properties.MaximumQosFlag {
-			maxQoS = ack.Properties.MaximumQos
-		}
-	}
-	return window, maxQoS, nil
-}
-
-// connackReason names a CONNACK's refusal.
-func connackReason(v byte, ack packets.Packet) string {
-	if v != 5 {
-		switch ack.ReasonCode {
-		case 1:
-			return "unacceptable protocol version"
-		case 2:
-			return "client identifier rejected"
-		case 3:
-			return "server unavailable"
-		case 4:
-			return "bad user name or password"
-		case 5:
-			return "not authorised"
-		}
-		return fmt.Sprintf("return code %d", ack.ReasonCode)
-	}
-	s := fmt.Sprintf("reason 0x%02x", ack.ReasonCode)
-	switch ack.ReasonCode {
-	case 0x84:
-		s += " (unsupported protocol version)"
-	case 0x85:
-		s += " (client identifier not valid)"
-	case 0x86:
-		s += " (bad user name or password)"
-	case 0x87:
-		s += " (not authorized)"
-	case 0x88:
-		s += " (server unavailable)"
-	case 0x8A:
-		s += " (banned)"
-	}
-	if ack.Properties.ReasonString != "" {
-		s += ": " + ack.Properties.ReasonString
-	}
-	return s
+	return min(maxWindow, ack.ReceiveMaximum), ack.MaxQoS, nil
 }
 
 // session serves one connection until it ends; up is how long it was connected.
@@ -323,7 +260,7 @@ func (b *Bridge) session(ctx context.Context) (up time.Duration, err error) {
 	}
 	defer nc.Close()
 	v := b.cfg.version()
-	c := newConn(nc, v, maxIn)
+	c := mqttclient.New(nc, v, maxIn)
 	window, maxQoS, err := b.connect(c)
 	if err != nil {
 		return 0, err
@@ -365,7 +302,7 @@ func (b *Bridge) session(ctx context.Context) (up time.Duration, err error) {
 					out = append(out, publishPacket(m, qos, id))
 					cursor = m.Seq
 				}
-				if err := c.write(out...); err != nil {
+				if err := c.Write(out...); err != nil {
 					return up, err
 				}
 				b.sent.Add(int64(len(out)))
@@ -373,7 +310,7 @@ func (b *Bridge) session(ctx context.Context) (up time.Duration, err error) {
 		}
 		select {
 		case <-ctx.Done():
-			_ = c.write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}})
+			_ = c.Write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}})
 			return up, ctx.Err()
 		case err := <-readErr:
 			return up, err
@@ -388,12 +325,12 @@ func (b *Bridge) session(ctx context.Context) (up time.Duration, err error) {
 			}
 		case <-b.q.Changed():
 		case m := <-b.qos0:
-			if err := c.write(publishPacket(m, 0, 0)); err != nil {
+			if err := c.Write(publishPacket(m, 0, 0)); err != nil {
 				return up, err
 			}
 			b.sent.Add(1)
 		case <-ping.C:
-			if err := c.write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingreq}}); err != nil {
+			if err := c.Write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingreq}}); err != nil {
 				return up, err
 			}
 		}
@@ -426,7 +363,7 @@ func (b *Bridge) acked(pk packets.Packet, inflight map[uint16]uint64, ids *packe
 }
 
 // subscribe asks the centre for what comes in: one SUBSCRIBE for every in rule.
-func (b *Bridge) subscribe(c *conn, ids *packetIDs) error {
+func (b *Bridge) subscribe(c *mqttclient.Conn, ids *packetIDs) error {
 	pk := &packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}}
 	for _, r := range b.cfg.Topics {
 		if r.receives() {
@@ -440,7 +377,7 @@ func (b *Bridge) subscribe(c *conn, ids *packetIDs) error {
 		return nil
 	}
 	pk.PacketID = ids.next()
-	return c.write(pk)
+	return c.Write(pk)
 }
 
 // inFilters are the remote filters the in rules subscribe to, in order.
@@ -456,12 +393,11 @@ func (b *Bridge) inFilters() []string {
 
 // reader reads what the centre sends until the connection fails or stop: acks go to
 // the session, messages to the site broker.
-func (b *Bridge) reader(c *conn, acks chan<- packets.Packet, stop <-chan struct{}) error {
-	v := b.cfg.version()
+func (b *Bridge) reader(c *mqttclient.Conn, acks chan<- packets.Packet, stop <-chan struct{}) error {
 	pending := map[uint16]bool{} // incoming QoS 2 messages between PUBREC and PUBREL
 	for {
-		_ = c.nc.SetReadDeadline(time.Now().Add(b.cfg.Keepalive * 3 / 2))
-		pk, err := readPacket(c.r, v, maxIn)
+		_ = c.NetConn().SetReadDeadline(time.Now().Add(b.cfg.Keepalive * 3 / 2))
+		pk, err := c.Read()
 		if err != nil {
 			return err
 		}
@@ -478,7 +414,7 @@ func (b *Bridge) reader(c *conn, acks chan<- packets.Packet, stop <-chan struct{
 			}
 		case packets.Pubrel:
 			delete(pending, pk.PacketID)
-			if err := c.write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubcomp}, PacketID: pk.PacketID}); err != nil {
+			if err := c.Write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubcomp}, PacketID: pk.PacketID}); err != nil {
 				return err
 			}
 		case packets.Suback:
@@ -494,17 +430,17 @@ func (b *Bridge) reader(c *conn, acks chan<- packets.Packet, stop <-chan struct{
 		case packets.Pingresp, packets.Unsuback, packets.Auth, packets.Pubrec, packets.Pubcomp:
 			// The bridge sends at QoS 0 and 1 only: a QoS 2 ack is of nothing it sent.
 		default:
-			return fmt.Errorf("%w: unexpected packet type %d", errMalformed, pk.FixedHeader.Type)
+			return fmt.Errorf("%w: unexpected packet type %d", mqttclient.ErrMalformed, pk.FixedHeader.Type)
 		}
 	}
 }
 
 // incoming publishes a message from the centre at the site and acknowledges it.
-func (b *Bridge) incoming(c *conn, pk packets.Packet, pending map[uint16]bool) error {
+func (b *Bridge) incoming(c *mqttclient.Conn, pk packets.Packet, pending map[uint16]bool) error {
 	qos := pk.FixedHeader.Qos
 	if qos == 2 && pending[pk.PacketID] {
 		// Sent again before our PUBREC arrived: already published here.
-		return c.write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrec}, PacketID: pk.PacketID})
+		return c.Write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrec}, PacketID: pk.PacketID})
 	}
 	if to, maxQoS, ok := route(b.cfg.Topics, In, pk.TopicName); ok {
 		if err := b.local.Publish(to, pk.Payload, pk.FixedHeader.Retain, min(qos, maxQoS)); err != nil {
@@ -516,10 +452,10 @@ func (b *Bridge) incoming(c *conn, pk packets.Packet, pending map[uint16]bool) e
 	}
 	switch qos {
 	case 1:
-		return c.write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID})
+		return c.Write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: pk.PacketID})
 	case 2:
 		pending[pk.PacketID] = true
-		return c.write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrec}, PacketID: pk.PacketID})
+		return c.Write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrec}, PacketID: pk.PacketID})
 	}
 	return nil
 }

@@ -112,7 +112,9 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	// sends the message again and the other has it twice (at least once, as QoS 1).
 	forwarded := make(chan error, 1)
 	if br != nil {
-		go func() { forwarded <- br.Forward(ctx, pk.TopicName, pk.Payload, pk.FixedHeader.Qos, pk.FixedHeader.Retain) }()
+		go func() {
+			forwarded <- br.Forward(ctx, pk.TopicName, pk.Payload, pk.FixedHeader.Qos, pk.FixedHeader.Retain)
+		}()
 	} else {
 		forwarded <- nil
 	}

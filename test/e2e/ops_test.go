@@ -18,7 +18,7 @@ func TestDemo(t *testing.T) {
 	cfg := data + "/demo.yaml"
 	os.WriteFile(cfg, []byte("ssh: {listen: '127.0.0.1:0'}\npool: {cidr: 127.79.250.0/24}\naccess: {kernel: off}\n"+
 		"frontdoor: {listen: '127.0.0.1:0', domain: devices.localhost}\n"), 0o600)
-	cmd := exec.Command(iotsafeBin, "demo", "--data", data, "--config", cfg)
+	cmd := exec.Command(iotsafeBin, "demo", "--data", data, "--config", cfg, "--mqtt", "127.0.0.1:0")
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -37,7 +37,11 @@ func TestDemo(t *testing.T) {
 	s := text.String()
 	for _, want := range []string{"device dev3", `through dev1's SSH session -> {"device":"dev1"`, "connect dev2 http",
 		`through the front door (HTTPS, account demo) -> {"device":"dev1"`,
-		`/device/dev1/notification as account demo (+telemetry) -> [{"id":`} {
+		`/device/dev1/notification as account demo (+telemetry) -> [{"id":`,
+		// MQTT: dev2 over TLS, dev3 over its SSH session, both read back over REST.
+		"MQTT over TLS   dev2", "MQTT over SSH   dev3",
+		`/device/dev2/notification as account demo -> temperature {"celsius":19.5}`,
+		`/device/dev3/notification as account demo -> temperature {"celsius":20.5}`} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, s)
 		}
@@ -45,11 +49,13 @@ func TestDemo(t *testing.T) {
 	// The front-door hints work as printed: export the CA, then curl with the token.
 	for _, line := range strings.Split(s, "\n") {
 		line = strings.TrimSpace(line)
-		if strings.Contains(line, "frontdoor ca") || strings.HasPrefix(line, "curl ") || strings.HasPrefix(line, "SECRET=") {
+		if strings.Contains(line, "frontdoor ca") || strings.HasPrefix(line, "curl ") || strings.HasPrefix(line, "SECRET=") || strings.HasPrefix(line, "mosquitto_pub ") {
 			line = strings.ReplaceAll(line, "iotsafe-ca.crt", data+"/iotsafe-ca.crt")
 			c := exec.Command("sh", "-c", line+" --config "+cfg)
 			want := ""
 			switch {
+			case strings.Contains(line, "mosquitto_pub "): // a device publishes over MQTT (exit 0: acknowledged)
+				c = exec.Command("sh", "-c", line)
 			case strings.HasPrefix(line, "SECRET="): // a device logs in to the REST API
 				c, want = exec.Command("sh", "-c", line), `"accessToken"`
 			case strings.Contains(line, "/api/rest/"): // the app reads dev1's notification

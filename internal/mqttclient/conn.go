@@ -1,4 +1,4 @@
-package mqttbridge
+package mqttclient
 
 import (
 	"bufio"
@@ -12,26 +12,40 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// conn is one MQTT client connection: packets out through a buffered writer (one flush
-// for a run of packets), packets in through readPacket.
-type conn struct {
+// Conn is one MQTT client connection: packets out through a buffered writer (one flush
+// for a run of packets; safe from several goroutines), packets in through Read (from
+// one goroutine).
+type Conn struct {
 	nc      net.Conn
 	r       *bufio.Reader
 	version byte
-	// maxIn bounds a packet from the central broker.
-	maxIn int
+	maxIn   int
 
 	wmu sync.Mutex
 	w   *bufio.Writer
 	buf bytes.Buffer
 }
 
-func newConn(nc net.Conn, version byte, maxIn int) *conn {
-	return &conn{nc: nc, r: bufio.NewReaderSize(nc, 32<<10), w: bufio.NewWriterSize(nc, 32<<10), version: version, maxIn: maxIn}
+// New wraps an open connection (TCP or TLS) for MQTT version (4: 3.1.1, 5); maxIn
+// bounds a packet read from the broker.
+func New(nc net.Conn, version byte, maxIn int) *Conn {
+	return &Conn{nc: nc, r: bufio.NewReaderSize(nc, 32<<10), w: bufio.NewWriterSize(nc, 32<<10), version: version, maxIn: maxIn}
 }
 
-// write encodes and sends packets, flushing once.
-func (c *conn) write(pks ...*packets.Packet) error {
+// Version is the connection's MQTT version (4 or 5).
+func (c *Conn) Version() byte { return c.version }
+
+// NetConn is the underlying connection (deadlines, closing).
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// Read reads the next packet the broker sends.
+func (c *Conn) Read() (packets.Packet, error) { return ReadPacket(c.r, c.version, c.maxIn) }
+
+// Write encodes and sends packets, flushing once.
+func (c *Conn) Write(pks ...*packets.Packet) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	for _, pk := range pks {
@@ -68,15 +82,15 @@ func encodePacket(pk *packets.Packet, buf *bytes.Buffer) error {
 	case packets.Disconnect:
 		return pk.DisconnectEncode(buf)
 	}
-	return fmt.Errorf("mqtt bridge: cannot send packet type %d", pk.FixedHeader.Type)
+	return fmt.Errorf("mqtt client: cannot send packet type %d", pk.FixedHeader.Type)
 }
 
-// errMalformed wraps what the central broker sent that is not MQTT.
-var errMalformed = errors.New("mqtt bridge: malformed packet from the central broker")
+// ErrMalformed wraps what a broker sent that is not MQTT.
+var ErrMalformed = errors.New("mqtt client: malformed packet from the broker")
 
-// readPacket reads one packet a broker sends a client (CONNACK, PUBLISH, the acks,
+// ReadPacket reads one packet a broker sends a client (CONNACK, PUBLISH, the acks,
 // SUBACK, UNSUBACK, PINGRESP, DISCONNECT, AUTH) of at most max bytes.
-func readPacket(r *bufio.Reader, version byte, max int) (packets.Packet, error) {
+func ReadPacket(r *bufio.Reader, version byte, max int) (packets.Packet, error) {
 	var pk packets.Packet
 	pk.ProtocolVersion = version
 	hb, err := r.ReadByte()
@@ -84,17 +98,17 @@ func readPacket(r *bufio.Reader, version byte, max int) (packets.Packet, error) 
 		return pk, err
 	}
 	if err := pk.FixedHeader.Decode(hb); err != nil {
-		return pk, fmt.Errorf("%w: %v", errMalformed, err)
+		return pk, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	n, _, err := packets.DecodeLength(r)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return pk, io.ErrUnexpectedEOF
 		}
-		return pk, fmt.Errorf("%w: %v", errMalformed, err)
+		return pk, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if n > max {
-		return pk, fmt.Errorf("%w: a packet of %d bytes (the bridge takes %d)", errMalformed, n, max)
+		return pk, fmt.Errorf("%w: a packet of %d bytes (the client takes %d)", ErrMalformed, n, max)
 	}
 	pk.FixedHeader.Remaining = n
 	body := make([]byte, n)
@@ -134,7 +148,7 @@ func readPacket(r *bufio.Reader, version byte, max int) (packets.Packet, error) 
 		err = fmt.Errorf("packet type %d is not one a broker sends", pk.FixedHeader.Type)
 	}
 	if err != nil {
-		return pk, fmt.Errorf("%w: %v", errMalformed, err)
+		return pk, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return pk, nil
 }

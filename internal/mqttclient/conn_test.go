@@ -1,4 +1,4 @@
-package mqttbridge
+package mqttclient
 
 import (
 	"bufio"
@@ -32,22 +32,22 @@ func TestReadPacket(t *testing.T) {
 	pub := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, TopicName: "site1/commands/x", Payload: []byte("hello"), PacketID: 7}
 	for _, v := range []byte{4, 5} {
 		raw := encoded(t, pub, v)
-		pk, err := readPacket(bufio.NewReader(bytes.NewReader(raw)), v, 1024)
+		pk, err := ReadPacket(bufio.NewReader(bytes.NewReader(raw)), v, 1024)
 		if err != nil || pk.TopicName != pub.TopicName || string(pk.Payload) != "hello" || pk.PacketID != 7 {
 			t.Fatalf("v%d: %+v %v", v, pk, err)
 		}
 		// Too large for the bridge: refused before reading the body.
-		if _, err := readPacket(bufio.NewReader(bytes.NewReader(raw)), v, 8); !errors.Is(err, errMalformed) {
+		if _, err := ReadPacket(bufio.NewReader(bytes.NewReader(raw)), v, 8); !errors.Is(err, ErrMalformed) {
 			t.Fatalf("v%d: oversized packet: %v", v, err)
 		}
 		// Cut short: an unexpected EOF, not a packet.
-		if _, err := readPacket(bufio.NewReader(bytes.NewReader(raw[:len(raw)-2])), v, 1024); !errors.Is(err, io.ErrUnexpectedEOF) {
+		if _, err := ReadPacket(bufio.NewReader(bytes.NewReader(raw[:len(raw)-2])), v, 1024); !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("v%d: truncated packet: %v", v, err)
 		}
 	}
 	// A packet only clients send (SUBSCRIBE) and a QoS 1 PUBLISH without a packet id.
 	for _, raw := range [][]byte{{0x82, 0x05, 0, 1, 0, 1, 'a'}, {0x32, 0x03, 0, 1, 'a'}} {
-		if _, err := readPacket(bufio.NewReader(bytes.NewReader(raw)), 4, 1024); !errors.Is(err, errMalformed) {
+		if _, err := ReadPacket(bufio.NewReader(bytes.NewReader(raw)), 4, 1024); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%x: %v", raw, err)
 		}
 	}
@@ -69,7 +69,7 @@ func FuzzReadPacket(f *testing.F) {
 		}
 		r := bufio.NewReader(bytes.NewReader(raw))
 		for range 4 {
-			pk, err := readPacket(r, v, 256)
+			pk, err := ReadPacket(r, v, 256)
 			if err != nil {
 				return
 			}
