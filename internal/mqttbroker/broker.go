@@ -66,6 +66,9 @@ type Broker struct {
 	counts  counts
 	addrs   map[string]net.Addr
 	bridge  *mqttbridge.Bridge // nil without mqtt.bridge
+	// sessions is the session store (nil without mqtt.persist): dropping a removed
+	// device's session deletes its records there too.
+	sessions *sessionStore
 	// Violation, if set before Start, counts a device's refused topic as a violation of
 	// its profile (on_violation applies) instead of an mqtt_acl_refused event.
 	Violation func(device, detail, remote string)
@@ -105,9 +108,11 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 	if b.cfg.persist() {
 		// mochi's bbolt store: one file, fsync on every commit, created 0600.
 		path := filepath.Join(b.dataDir, FileName)
-		if err := b.srv.AddHook(sessionStore{new(bolt.Hook)}, &bolt.Options{Path: path, Options: &bbolt.Options{Timeout: 5 * time.Second}}); err != nil {
+		st := sessionStore{new(bolt.Hook)}
+		if err := b.srv.AddHook(st, &bolt.Options{Path: path, Options: &bbolt.Options{Timeout: 5 * time.Second}}); err != nil {
 			return fmt.Errorf("mqtt: session store %s: %w", path, err)
 		}
+		b.sessions = &st
 	}
 	type lc struct {
 		id, addr string
@@ -183,8 +188,9 @@ func (b *Broker) Close() error {
 	return errors.Join(b.srv.Close(), berr)
 }
 
-// Revalidate disconnects clients whose device is revoked, removed or replaced: the hub
-// calls it after every reload of the directory.
+// Revalidate disconnects clients whose device is revoked, removed or replaced, and
+// drops the persistent sessions of such devices (nothing may reach them any more): the
+// hub calls it after every reload of the directory.
 func (b *Broker) Revalidate() int {
 	if b.srv == nil {
 		return 0
@@ -194,6 +200,10 @@ func (b *Broker) Revalidate() int {
 	for _, cl := range b.srv.Clients.GetAll() {
 		v, ok := b.clients.Load(cl)
 		if !ok {
+			// An away persistent session (or one restored after a restart).
+			if !cl.Net.Inline && cl.Closed() && !b.inGoodStanding(cl.ID) {
+				b.dropSession(cl)
+			}
 			continue
 		}
 		id := v.(identity)
@@ -210,6 +220,36 @@ func (b *Broker) Revalidate() int {
 		n++
 	}
 	return n
+}
+
+// inGoodStanding reports whether the device a client identifier names (NAME or
+// NAME/...) is enrolled and not revoked.
+func (b *Broker) inGoodStanding(clientID string) bool {
+	device, _, _ := strings.Cut(clientID, "/")
+	st, known := b.dir.Load().Device(device)
+	return known && !st.Revoked
+}
+
+// dropSession deletes a persistent session whose client is away: its subscriptions, its
+// in-flight and waiting messages, and its records in the session store.
+func (b *Broker) dropSession(cl *mqtt.Client) {
+	if cur, ok := b.srv.Clients.Get(cl.ID); !ok || cur != cl || cl.IsTakenOver() {
+		return // not the session the broker holds under that identifier
+	}
+	for _, pk := range cl.State.Inflight.GetAll(false) {
+		if cl.State.Inflight.Delete(pk.PacketID) {
+			atomic.AddInt64(&b.srv.Info.Inflight, -1)
+		}
+		if b.sessions != nil {
+			b.sessions.OnQosDropped(cl, pk)
+		}
+	}
+	b.srv.UnsubscribeClient(cl)
+	if b.sessions != nil {
+		b.sessions.OnClientExpired(cl)
+	}
+	b.srv.Clients.Delete(cl.ID)
+	b.log.Info("dropped the MQTT session of a removed or revoked device", "client", cl.ID)
 }
 
 // refuse logs and audits a refusal, once a minute per device, kind and reason.

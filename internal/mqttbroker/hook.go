@@ -85,8 +85,13 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	return false
 }
 
+// OnDisconnect forgets the client; a persistent session of a device removed or revoked
+// meanwhile (Revalidate disconnected it) is dropped, not kept for a device that is gone.
 func (h *hook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
 	h.b.clients.Delete(cl)
+	if !expire && !cl.Net.Inline && !h.b.inGoodStanding(cl.ID) {
+		h.b.dropSession(cl)
+	}
 }
 
 // OnPublish stores messages on the configured topics and hands those the bridge sends

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/iotsafe/iotsafe/internal/childproc"
 )
 
@@ -244,5 +246,52 @@ func TestMQTTSessionSurvivesRestart(t *testing.T) {
 	out, err := mosq(t, "mosquitto_sub", args(append(persistent, "-C", "1", "-v")...)...)
 	if err != nil || !strings.Contains(out, "devices/dev1/commands/reboot at 3am") {
 		t.Fatalf("after the restart the session did not deliver the waiting message: %v\n%s", err, out)
+	}
+}
+
+// Removing a device drops its persistent MQTT session (subscriptions, waiting messages,
+// stored records): nothing is kept for a device that is gone. Another device's session
+// is untouched.
+func TestMQTTRemovedDeviceSessionDropped(t *testing.T) {
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '127.0.0.1:0'}\n")
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	for _, dev := range []string{"dev1", "dev2"} {
+		h.addDevice(dev)
+		secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", dev))
+		args := func(more ...string) []string {
+			return append([]string{"-h", "127.0.0.1", "-p", portOf(h.mqttTLS), "--cafile", ca, "--insecure", "-u", dev, "-P", secret, "-V", "mqttv311"}, more...)
+		}
+		if out, err := mosq(t, "mosquitto_sub", args("-c", "-i", dev, "-q", "1", "-t", "devices/"+dev+"/commands/#", "-E")...); err != nil {
+			t.Fatalf("%s's persistent subscription: %v\n%s", dev, err, out)
+		}
+		if out, err := mosq(t, "mosquitto_pub", args("-i", dev+"/app", "-q", "1", "-t", "devices/"+dev+"/commands/reboot", "-m", "later")...); err != nil {
+			t.Fatalf("publish for %s while away: %v\n%s", dev, err, out)
+		}
+	}
+	h.mustCLI("device", "remove", "dev1")
+	h.log.wait(t, "dropped the MQTT session of a removed or revoked device", "client", "dev1")
+	h.stop()
+	db, err := bbolt.Open(filepath.Join(h.data, "mqtt.db"), 0o600, &bbolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var dev1, dev2 int
+	db.View(func(tx *bbolt.Tx) error {
+		return tx.ForEach(func(_ []byte, b *bbolt.Bucket) error {
+			return b.ForEach(func(k, v []byte) error {
+				switch {
+				case strings.Contains(string(k)+string(v), `dev1`):
+					dev1++
+				case strings.Contains(string(k)+string(v), `dev2`):
+					dev2++
+				}
+				return nil
+			})
+		})
+	})
+	if dev1 != 0 || dev2 == 0 {
+		t.Fatalf("session store after removing dev1: %d records of dev1 (want none), %d of dev2 (want its session)", dev1, dev2)
 	}
 }
