@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -19,6 +20,9 @@ func (h *Hub) startMQTT() error {
 	log := h.log.With("component", "mqtt")
 	b := mqttbroker.New(cfg, h.dir, h.devices, h.store, h.guard, log)
 	b.Violation = h.ssh.Violation // one count per device, whichever path it broke
+	if h.front != nil {
+		b.Platform = platform{h}
+	}
 	var tc *tls.Config
 	if cfg.TLSListen != "" {
 		c, err := cfg.TLS.Config()
@@ -65,4 +69,16 @@ func (h *Hub) MQTTAddr(id string) net.Addr {
 		return nil
 	}
 	return b.Addr(id)
+}
+
+// platform lets platform apps log in to the broker as front-door accounts, under the
+// front door's failed-login limits and the hub's current grants.
+type platform struct{ h *Hub }
+
+func (p platform) CheckPassword(ctx context.Context, ip, name, password string) (int64, string, error) {
+	return p.h.front.CheckPassword(ctx, ip, name, password)
+}
+
+func (p platform) AllowedAccount(id int64, device, right string) bool {
+	return p.h.Policy().AllowedAccount(id, device, right)
 }

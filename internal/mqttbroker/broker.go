@@ -24,6 +24,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/mqttbridge"
+	"github.com/iotsafe/iotsafe/internal/mqtttopic"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -72,12 +73,30 @@ type Broker struct {
 	// Violation, if set before Start, counts a device's refused topic as a violation of
 	// its profile (on_violation applies) instead of an mqtt_acl_refused event.
 	Violation func(device, detail, remote string)
+	// Platform, if set before Start, lets platform apps log in as front-door accounts.
+	Platform Platform
 }
 
-// identity is who a connected client is.
+// Platform is how platform apps (front-door accounts) log in on the TLS listener and
+// what their grants let them read and publish.
+type Platform interface {
+	// CheckPassword verifies an account's password under the front door's failed-login
+	// limits.
+	CheckPassword(ctx context.Context, ip, name, password string) (id int64, account string, err error)
+	// AllowedAccount reports whether account id holds right on device.
+	AllowedAccount(id int64, device, right string) bool
+}
+
+// AccountClientPrefix starts a platform app's client identifier (app:NAME or
+// app:NAME/anything): a device name has no colon, so the two never meet.
+const AccountClientPrefix = "app:"
+
+// identity is who a connected client is: a device, or a platform app (account).
 type identity struct {
-	device string
-	gen    int64 // the device's incarnation: a removed and re-added name is another device
+	device    string
+	account   string // set for a platform app; device is then ""
+	accountID int64
+	gen       int64 // the device's incarnation: a removed and re-added name is another device
 	// refused counts the client's refused topics: past MaxRefusals it is disconnected,
 	// so one connection cannot write violations without bound.
 	refused *atomic.Int32
@@ -207,6 +226,9 @@ func (b *Broker) Revalidate() int {
 			continue
 		}
 		id := v.(identity)
+		if id.account != "" {
+			continue // its grants are checked message by message
+		}
 		st, known := snap.Device(id.device)
 		if known && !st.Revoked && st.Gen() == id.gen {
 			continue
@@ -293,7 +315,11 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 			return identity{}, "no user name: log in with the device's name and telemetry secret", false
 		}
 		var res devicedir.SecretResult
-		if st, res = snap.CheckSecret(user, string(pk.Connect.Password)); res != devicedir.SecretOK {
+		st, res = snap.CheckSecret(user, string(pk.Connect.Password))
+		if res == devicedir.NoSecret && b.Platform != nil {
+			return b.authenticateAccount(cl, pk)
+		}
+		if res != devicedir.SecretOK {
 			return identity{}, "wrong user name or password", false
 		}
 	default:
@@ -313,6 +339,59 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 		return identity{device: st.Name}, fmt.Sprintf("will topic %q is outside devices/%s/", pk.Connect.WillTopic, st.Name), true
 	}
 	return identity{device: st.Name, gen: st.Gen(), refused: new(atomic.Int32)}, "", false
+}
+
+// authenticateAccount logs a platform app in with its front-door account. Its session
+// is clean: what it missed is the REST API's to give (history, poll, stream).
+func (b *Broker) authenticateAccount(cl *mqtt.Client, pk packets.Packet) (identity, string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ip, _, _ := net.SplitHostPort(cl.Net.Remote)
+	id, name, err := b.Platform.CheckPassword(ctx, ip, string(pk.Connect.Username), string(pk.Connect.Password))
+	if err != nil {
+		return identity{}, "wrong user name or password", false
+	}
+	if !pk.Connect.Clean {
+		return identity{}, fmt.Sprintf("account %s: a platform app's session is clean (read what it missed from the REST API)", name), false
+	}
+	if cid := pk.Connect.ClientIdentifier; cid != "" && cid != AccountClientPrefix+name && !strings.HasPrefix(cid, AccountClientPrefix+name+"/") {
+		return identity{}, fmt.Sprintf("client identifier %q: a platform app's is %s%s or %s%s/anything", cid, AccountClientPrefix, name, AccountClientPrefix, name), false
+	}
+	if pk.Connect.WillFlag {
+		return identity{}, fmt.Sprintf("account %s: a platform app has no will", name), false
+	}
+	return identity{account: name, accountID: id, refused: new(atomic.Int32)}, "", false
+}
+
+// accountMay reports whether a platform app may use topic (a name or a filter): under
+// devices/, reading devices it holds +telemetry on (a wildcard in the device's level is
+// a subscription filtered message by message), publishing to devices it holds +manage
+// on.
+func (b *Broker) accountMay(id identity, topic string, write bool) bool {
+	levels := strings.SplitN(topic, "/", 3)
+	if len(levels) < 2 || levels[0] != "devices" || levels[1] == "" {
+		return false
+	}
+	device := levels[1]
+	if device == "+" || device == "#" {
+		return !write
+	}
+	right := registry.RightTelemetry
+	if write {
+		right = registry.RightManage
+	}
+	return b.Platform.AllowedAccount(id.accountID, device, right)
+}
+
+// subscribedTo reports whether one of the client's subscriptions matches topic: an ACL
+// check of a topic so covered is the delivery of a message, not a subscription.
+func (b *Broker) subscribedTo(cl *mqtt.Client, topic string) bool {
+	for filter := range cl.State.Subscriptions.GetAll() {
+		if mqtttopic.Match(filter, topic) {
+			return true
+		}
+	}
+	return false
 }
 
 // allowed reports whether a device may use topic (a name or a filter): devices/NAME and

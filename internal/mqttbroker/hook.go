@@ -11,6 +11,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/iotsafe/iotsafe/internal/mqtttopic"
+	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
 
@@ -42,7 +43,7 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 		return false
 	}
 	h.b.clients.Store(cl, id)
-	h.b.log.Debug("mqtt client connected", "device", id.device, "client", cl.ID, "listener", cl.Net.Listener, "remote", cl.Net.Remote)
+	h.b.log.Debug("mqtt client connected", "device", id.device, "account", id.account, "client", cl.ID, "listener", cl.Net.Listener, "remote", cl.Net.Remote)
 	return true
 }
 
@@ -60,6 +61,9 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 		return known && !st.Revoked && allowed(device, topic)
 	}
 	id := v.(identity)
+	if id.account != "" {
+		return h.accountACL(cl, id, topic, write)
+	}
 	device := id.device
 	if allowed(device, topic) {
 		return true
@@ -87,6 +91,32 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 
 // OnDisconnect forgets the client; a persistent session of a device removed or revoked
 // meanwhile (Revalidate disconnected it) is dropped, not kept for a device that is gone.
+// accountACL is OnACLCheck for a platform app. A message its grants do not cover is
+// simply not delivered to it; a subscription or publish it may not make is refused,
+// audited (once a minute) and counted toward its connection's refusal budget.
+func (h *hook) accountACL(cl *mqtt.Client, id identity, topic string, write bool) bool {
+	if h.b.accountMay(id, topic, write) {
+		return true
+	}
+	if !write && !strings.ContainsAny(topic, "+#") && h.b.subscribedTo(cl, topic) {
+		return false // delivery of a message on a wildcard subscription: filtered, no refusal
+	}
+	h.b.counts.topicRefused.Add(1)
+	if n := id.refused.Add(1); n > int32(h.b.cfg.MaxRefusals) {
+		if n == int32(h.b.cfg.MaxRefusals)+1 {
+			h.b.log.Warn("an MQTT client passed its refusal budget; disconnecting it", "account", id.account, "client", cl.ID, "max_refusals", h.b.cfg.MaxRefusals)
+			go h.b.srv.DisconnectClient(cl, packets.ErrNotAuthorized)
+		}
+		return false
+	}
+	what, need := "subscribe to ", registry.RightTelemetry
+	if write {
+		what, need = "publish to ", registry.RightManage
+	}
+	h.b.refuse(EventACLRefused, "", cl.Net.Remote, "mqtt: account "+id.account+": "+what+topic+" (a platform app uses devices/NAME/ of devices it holds "+need+" on)")
+	return false
+}
+
 func (h *hook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
 	h.b.clients.Delete(cl)
 	if !expire && !cl.Net.Inline && !h.b.inGoodStanding(cl.ID) {
@@ -104,7 +134,11 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		// stored nor sent back out.
 		return pk, nil
 	}
-	device := v.(identity).device
+	id := v.(identity)
+	if id.account != "" {
+		return pk, nil // a platform app's command to a device: delivered, not stored or bridged
+	}
+	device := id.device
 	stored := h.b.stored(pk.TopicName)
 	br := h.b.bridge
 	if !stored && br == nil {

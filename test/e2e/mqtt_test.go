@@ -295,3 +295,63 @@ func TestMQTTRemovedDeviceSessionDropped(t *testing.T) {
 		t.Fatalf("session store after removing dev1: %d records of dev1 (want none), %d of dev2 (want its session)", dev1, dev2)
 	}
 }
+
+// A platform app logs in to the broker as a front-door account: it reads the devices its
+// grants cover (a wildcard subscription is filtered message by message), publishes
+// commands only to devices it manages, and is refused (and audited) otherwise.
+func TestMQTTPlatformApp(t *testing.T) {
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '127.0.0.1:0'}\n")
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	conn := func(user, pw, version string, more ...string) []string {
+		return append([]string{"-h", "127.0.0.1", "-p", portOf(h.mqttTLS), "--cafile", ca, "--insecure", "-u", user, "-P", pw, "-V", version}, more...)
+	}
+	secrets := map[string]string{}
+	for _, dev := range []string{"dev1", "dev2"} {
+		h.addDevice(dev)
+		secrets[dev] = strings.TrimSpace(h.mustCLIStdout("device", "secret", dev))
+	}
+	h.addAccount("app", "app-password-1")
+	h.mustCLI("grant", "--account", "app", "dev1", "+manage") // reads dev1 and sends it commands; nothing on dev2
+
+	app, _ := startSub(t, conn("app", "app-password-1", "mqttv5", "-i", "app:app", "-t", "devices/+/notifications/#", "-v", "-d")...)
+	app.waitText(t, "received SUBACK")
+	if out, err := mosq(t, "mosquitto_pub", conn("dev2", secrets["dev2"], "mqttv5", "-q", "1", "-t", "devices/dev2/notifications/t", "-m", "not-for-app")...); err != nil {
+		t.Fatalf("dev2 publish: %v\n%s", err, out)
+	}
+	if out, err := mosq(t, "mosquitto_pub", conn("dev1", secrets["dev1"], "mqttv5", "-q", "1", "-t", "devices/dev1/notifications/t", "-m", "for-app")...); err != nil {
+		t.Fatalf("dev1 publish: %v\n%s", err, out)
+	}
+	app.waitText(t, "devices/dev1/notifications/t for-app")
+	if strings.Contains(app.text(), "not-for-app") {
+		t.Fatalf("the app read dev2, which it holds no grant on:\n%s", app.text())
+	}
+
+	// Subscribing to dev2 by name is refused; so is a command to dev2; one to dev1 arrives.
+	if out, _ := mosq(t, "mosquitto_sub", conn("app", "app-password-1", "mqttv5", "-t", "devices/dev2/#", "-C", "1")...); !strings.Contains(out, "All subscription requests were denied") {
+		t.Fatalf("subscribing to dev2:\n%s", out)
+	}
+	dev1, _ := startSub(t, conn("dev1", secrets["dev1"], "mqttv5", "-t", "devices/dev1/commands/#", "-v", "-d")...)
+	dev1.waitText(t, "received SUBACK")
+	if out, _ := mosq(t, "mosquitto_pub", conn("app", "app-password-1", "mqttv5", "-q", "1", "-t", "devices/dev2/commands/reboot", "-m", "x")...); !strings.Contains(out, "Not authorized") {
+		t.Fatalf("a command to dev2:\n%s", out)
+	}
+	if out, err := mosq(t, "mosquitto_pub", conn("app", "app-password-1", "mqttv5", "-q", "1", "-t", "devices/dev1/commands/reboot", "-m", "now")...); err != nil {
+		t.Fatalf("a command to dev1: %v\n%s", err, out)
+	}
+	dev1.waitText(t, "devices/dev1/commands/reboot now")
+	if n := len(h.events("", "mqtt_acl_refused")); n < 2 {
+		t.Fatalf("%d mqtt_acl_refused events, want the subscription and the command", n)
+	}
+
+	// A wrong password, another app's client identifier and a persistent session: refused.
+	for what, args := range map[string][]string{
+		"wrong password":       conn("app", "wrong-password", "mqttv311", "-t", "devices/dev1/x", "-m", "x"),
+		"another identifier":   conn("app", "app-password-1", "mqttv311", "-i", "app:other", "-t", "devices/dev1/x", "-m", "x"),
+		"a persistent session": conn("app", "app-password-1", "mqttv311", "-i", "app:app", "--disable-clean-session", "-t", "devices/dev1/x", "-m", "x"),
+	} {
+		if out, err := mosq(t, "mosquitto_pub", args...); err == nil || !strings.Contains(out, "not authorised") {
+			t.Errorf("%s: %v\n%s", what, err, out)
+		}
+	}
+}
