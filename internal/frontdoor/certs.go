@@ -1,6 +1,8 @@
 package frontdoor
 
 import (
+	"github.com/iotsafe/iotsafe/internal/devicecert"
+
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -287,4 +289,32 @@ func (f *fileCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error
 		}
 	}
 	return f.cert, nil
+}
+
+// LoadCA loads the local CA a hub with a front door created in dataDir, for issuing
+// device certificates offline; fs.ErrNotExist if there is none.
+func LoadCA(dataDir string) (*CA, error) {
+	dir := filepath.Join(dataDir, CADir)
+	return loadCA(filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile))
+}
+
+// Pool is a certificate pool holding the CA: what verifies the device certificates it
+// issued.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
+// IssueDeviceCert signs a client certificate for device name (incarnation gen) over pub,
+// valid for lifetime; DER.
+func (ca *CA) IssueDeviceCert(name string, gen int64, pub crypto.PublicKey, lifetime time.Duration) ([]byte, error) {
+	tmpl, err := devicecert.Template(name, gen, lifetime)
+	if err != nil {
+		return nil, err
+	}
+	if na := ca.cert.NotAfter; tmpl.NotAfter.After(na) {
+		tmpl.NotAfter = na
+	}
+	return x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
 }

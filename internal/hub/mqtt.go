@@ -40,6 +40,11 @@ func (h *Hub) startMQTT() error {
 			return fmt.Errorf("hub: mqtt.tls_listen needs mqtt.cert and mqtt.key, or the front door")
 		}
 		c.NextProtos = []string{"mqtt"}
+		if h.front != nil && h.front.CA() != nil {
+			// Devices may log in with a certificate the hub's CA issued
+			// (iotsafe device cert) instead of a secret.
+			c.ClientCAs, c.ClientAuth = h.front.CA().Pool(), tls.VerifyClientCertIfGiven
+		}
 		tc = c
 	}
 	if err := b.Start(tc); err != nil {

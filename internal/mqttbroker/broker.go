@@ -22,6 +22,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"go.etcd.io/bbolt"
 
+	"github.com/iotsafe/iotsafe/internal/devicecert"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/mqttbridge"
 	"github.com/iotsafe/iotsafe/internal/mqtttopic"
@@ -311,8 +312,20 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 			return identity{}, fmt.Sprintf("user name %q is not this device's (%s)", user, st.Name), false
 		}
 	case TLSListener:
+		if name, gen, ok := certIdentity(cl); ok {
+			// A device certificate the hub's CA issued (the handshake verified it): the
+			// device's incarnation must still be the one it was issued for.
+			var known bool
+			if st, known = snap.Device(name); !known || st.Gen() != gen {
+				return identity{}, fmt.Sprintf("the client certificate of %s is for a device that no longer exists (removed, or enrolled again)", name), false
+			}
+			if user != "" && user != name {
+				return identity{}, fmt.Sprintf("user name %q is not the certificate's device (%s)", user, name), false
+			}
+			break
+		}
 		if user == "" {
-			return identity{}, "no user name: log in with the device's name and telemetry secret", false
+			return identity{}, "no user name: log in with the device's name and telemetry secret, or its client certificate", false
 		}
 		var res devicedir.SecretResult
 		st, res = snap.CheckSecret(user, string(pk.Connect.Password))
@@ -339,6 +352,19 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 		return identity{device: st.Name}, fmt.Sprintf("will topic %q is outside devices/%s/", pk.Connect.WillTopic, st.Name), true
 	}
 	return identity{device: st.Name, gen: st.Gen(), refused: new(atomic.Int32)}, "", false
+}
+
+// certIdentity reads the device of a verified client certificate, if the client gave one.
+func certIdentity(cl *mqtt.Client) (name string, gen int64, ok bool) {
+	tc, isTLS := cl.Net.Conn.(*tls.Conn)
+	if !isTLS {
+		return "", 0, false
+	}
+	cs := tc.ConnectionState()
+	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+		return "", 0, false
+	}
+	return devicecert.Identity(cs.PeerCertificates[0])
 }
 
 // authenticateAccount logs a platform app in with its front-door account. Its session

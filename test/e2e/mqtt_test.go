@@ -355,3 +355,44 @@ func TestMQTTPlatformApp(t *testing.T) {
 		}
 	}
 }
+
+// A device logs in with a client certificate from 'iotsafe device cert' instead of a
+// secret; revoking it, or enrolling its name again, refuses the certificate.
+func TestMQTTClientCertificate(t *testing.T) {
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '127.0.0.1:0'}\n")
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.crt")
+	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	key := h.addDevice("dev1")
+	h.mustCLI("device", "cert", "dev1", "--out", dir)
+	if fi, err := os.Stat(filepath.Join(dir, "dev1.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", err, fi)
+	}
+	pub := func(topic string) (string, error) {
+		return mosq(t, "mosquitto_pub", "-h", "127.0.0.1", "-p", portOf(h.mqttTLS), "--cafile", ca, "--insecure", "-V", "mqttv311",
+			"--cert", filepath.Join(dir, "dev1.crt"), "--key", filepath.Join(dir, "dev1.key"), "-t", topic, "-m", "x", "-q", "1")
+	}
+	if out, err := pub("devices/dev1/notifications/t"); err != nil {
+		t.Fatalf("publish with the certificate: %v\n%s", err, out)
+	}
+	// Enrolled again under the same name: the old certificate is another device's.
+	h.mustCLI("device", "remove", "dev1")
+	os.Remove(key)
+	os.Remove(key + ".pub")
+	h.addDevice("dev1")
+	if out, err := pub("devices/dev1/notifications/t"); err == nil || !strings.Contains(out, "not authorised") {
+		t.Fatalf("the certificate of a removed device logged in: %v\n%s", err, out)
+	}
+	os.Remove(filepath.Join(dir, "dev1.key"))
+	h.mustCLI("device", "cert", "dev1", "--out", dir)
+	if out, err := pub("devices/dev1/notifications/t"); err != nil {
+		t.Fatalf("publish with the new certificate: %v\n%s", err, out)
+	}
+	h.mustCLI("device", "revoke", "dev1")
+	if out, err := pub("devices/dev1/notifications/t"); err == nil || !strings.Contains(out, "not authorised") {
+		t.Fatalf("a revoked device's certificate logged in: %v\n%s", err, out)
+	}
+	if out, err := h.cli("device", "cert", "dev1", "--out", t.TempDir()); err == nil || !strings.Contains(out, "revoked") {
+		t.Fatalf("a certificate for a revoked device: %v\n%s", err, out)
+	}
+}
