@@ -579,3 +579,19 @@ func (b *Bench) StartCaddy(ctx context.Context, certFile, keyFile string) (*Proc
 	}
 	return p, addr, nil
 }
+
+// GiveSecrets gives each named device a fresh telemetry secret (stored hashed) and hands
+// it to keep: for IoTsafeOpts.Enrolled, when the lab's clients log in as devices.
+func GiveSecrets(ctx context.Context, reg *registry.Registry, names []string, keep func(device, secret string)) error {
+	for _, n := range names {
+		secret, hash, err := credential.NewToken()
+		if err != nil {
+			return err
+		}
+		if err := reg.SetDeviceSecret(ctx, n, hash); err != nil {
+			return err
+		}
+		keep(n, secret)
+	}
+	return nil
+}

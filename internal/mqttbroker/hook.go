@@ -149,19 +149,22 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	// The store and the bridge's queue each commit to disk: both at once, so a message
 	// waits for the slower of the two rather than their sum. If one refuses, the client
 	// sends the message again and the other has it twice (at least once, as QoS 1).
-	forwarded := make(chan error, 1)
-	if br != nil {
-		go func() {
-			forwarded <- br.Forward(ctx, pk.TopicName, pk.Payload, pk.FixedHeader.Qos, pk.FixedHeader.Retain)
-		}()
-	} else {
-		forwarded <- nil
+	var serr, ferr error
+	forward := func() error {
+		return br.Forward(ctx, pk.TopicName, pk.Payload, pk.FixedHeader.Qos, pk.FixedHeader.Retain)
 	}
-	var serr error
-	if stored {
+	switch {
+	case stored && br != nil:
+		forwarded := make(chan error, 1)
+		go func() { forwarded <- forward() }()
+		serr = h.storeMessage(ctx, cl, device, pk)
+		ferr = <-forwarded
+	case br != nil:
+		ferr = forward()
+	default:
 		serr = h.storeMessage(ctx, cl, device, pk)
 	}
-	if err := <-forwarded; err != nil {
+	if err := ferr; err != nil {
 		h.b.counts.notBridged.Add(1)
 		if ok, n := h.b.gate.Allow("bridge|" + err.Error()); ok {
 			h.b.log.Warn("the bridge's queue did not take a message; not acknowledged, the client will send it again", "device", device, "topic", pk.TopicName, "err", err, "more_not_logged", n)

@@ -14,7 +14,6 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/authn"
-	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -248,17 +247,7 @@ func (r *runner) enroll(ctx context.Context, maxN int) error {
 	opts := r.hubOpts("")
 	opts.Sessions = maxN
 	opts.Enrolled = func(ctx context.Context, reg *registry.Registry, names []string) error {
-		for _, n := range names {
-			secret, hash, err := credential.NewToken()
-			if err != nil {
-				return err
-			}
-			if err := reg.SetDeviceSecret(ctx, n, hash); err != nil {
-				return err
-			}
-			fmt.Fprintf(f, "%s %s\n", n, secret)
-		}
-		return nil
+		return lab.GiveSecrets(ctx, reg, names, func(n, secret string) { fmt.Fprintf(f, "%s %s\n", n, secret) })
 	}
 	r.data, err = r.b.EnrollIoTsafe(ctx, "hub", opts)
 	if err != nil {

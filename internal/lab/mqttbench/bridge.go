@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/childproc"
-	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -139,17 +138,7 @@ func Bridge(ctx context.Context, b *lab.Bench, o BridgeOptions) (BridgeResult, e
       - {pattern: "#", direction: out, qos: 1, local: "devices/", remote: "site1/devices/"}
 `, central.Addr, cert, pw),
 		Enrolled: func(ctx context.Context, reg *registry.Registry, names []string) error {
-			for _, n := range names {
-				secret, hash, err := credential.NewToken()
-				if err != nil {
-					return err
-				}
-				if err := reg.SetDeviceSecret(ctx, n, hash); err != nil {
-					return err
-				}
-				secrets[n] = secret
-			}
-			return nil
+			return lab.GiveSecrets(ctx, reg, names, func(n, secret string) { secrets[n] = secret })
 		}}
 	p.Step("starting the site hub with its bridge")
 	hub, err := b.StartIoTsafe(ctx, "site", opts)
