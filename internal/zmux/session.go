@@ -469,9 +469,15 @@ type countWriter struct {
 	n *atomic.Int64
 }
 
+// Write counts p before writing it: once the peer has the bytes it may answer, and a
+// reader of Stats who saw the answer must see them counted. A short write takes back
+// what did not go.
 func (c *countWriter) Write(p []byte) (int, error) {
+	c.n.Add(int64(len(p)))
 	n, err := c.w.Write(p)
-	c.n.Add(int64(n))
+	if n < len(p) {
+		c.n.Add(int64(n - len(p)))
+	}
 	return n, err
 }
 

@@ -133,9 +133,12 @@ func TestDirectForwardUsesDeviceSourceAddress(t *testing.T) {
 
 	l2 := freePort(t)
 	_, port2, _ := net.SplitHostPort(l2)
-	// ssh binds its -L listener after the session is up; its debug output says when.
-	ssh := startProc(t, "ssh", append(sshArgs(h, k2), "-v", "-L", port2+":broker:1883", "dev2@127.0.0.1")...)
+	// ssh binds its -L listener after the session is up. Its "Local forwarding listening"
+	// line comes before bind and listen (OpenSSH channels.c); the listener's channel is
+	// logged only once it listens, and with one bind address there is exactly one.
+	ssh := startProc(t, "ssh", append(sshArgs(h, k2), "-v", "-L", "127.0.0.1:"+port2+":broker:1883", "dev2@127.0.0.1")...)
 	ssh.stderr.waitText(t, "Local forwarding listening on 127.0.0.1 port "+port2)
+	ssh.stderr.waitText(t, "new port-listener [port listener]")
 	if got, want := readLine(t, l2), h.device("dev2").Address; got != want {
 		t.Fatalf("ssh -L: target saw source %s, want dev2's address %s", got, want)
 	}
