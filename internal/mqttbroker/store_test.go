@@ -1,10 +1,14 @@
 package mqttbroker
 
 import (
+	"maps"
+	"path/filepath"
 	"testing"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	"github.com/mochi-mqtt/server/v2/hooks/storage/bolt"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 func TestPacketIDFromKey(t *testing.T) {
@@ -25,5 +29,59 @@ func TestSessionStoreProvides(t *testing.T) {
 	}
 	if s.Provides(mqtt.StoredSysInfo) || s.Provides(mqtt.OnSysInfoTick) {
 		t.Error("$SYS statistics are stored")
+	}
+}
+
+// In-flight records reach the store only where a restart could use them: a persistent
+// session's message waiting for its ack (and the broker's PUBREC of a QoS 2 message it
+// received), not a clean session's, nor the broker's PUBACK of a QoS 1 message.
+func TestSessionStoreKeepsOnlyWhatARestartUses(t *testing.T) {
+	s := sessionStore{new(bolt.Hook)}
+	if err := s.Init(&bolt.Options{Path: filepath.Join(t.TempDir(), "mqtt.db")}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	client := func(id string, version byte, clean bool, expiry uint32) *mqtt.Client {
+		cl := &mqtt.Client{ID: id}
+		cl.Properties.ProtocolVersion, cl.Properties.Clean = version, clean
+		cl.Properties.Props.SessionExpiryInterval = expiry
+		return cl
+	}
+	msg := func(kind byte, id uint16) packets.Packet {
+		return packets.Packet{FixedHeader: packets.FixedHeader{Type: kind, Qos: 1}, PacketID: id, TopicName: "devices/d/commands/x"}
+	}
+	kept := []*mqtt.Client{client("v311-persistent", 4, false, 0), client("v5-expiry", 5, true, 3600)}
+	dropped := []*mqtt.Client{client("v311-clean", 4, true, 0), client("v5-no-expiry", 5, false, 0), client("v31-clean", 3, true, 0)}
+	for _, cl := range append(kept, dropped...) {
+		s.OnQosPublish(cl, msg(packets.Publish, 1), 0, 0)
+		s.OnQosPublish(cl, msg(packets.Pubrec, 2), 0, 0)
+		s.OnQosPublish(cl, msg(packets.Puback, 3), 0, 0)
+	}
+	stored := func() map[string]bool {
+		msgs, err := s.StoredInflightMessages()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, m := range msgs {
+			got[m.ID] = true
+		}
+		return got
+	}
+	got := stored()
+	want := map[string]bool{}
+	for _, cl := range kept {
+		want[storage.InflightKey+"_"+cl.ID+":1"], want[storage.InflightKey+"_"+cl.ID+":2"] = true, true
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("stored %v, want %v", got, want)
+	}
+	// Completion removes what was written.
+	for _, cl := range kept {
+		s.OnQosComplete(cl, msg(packets.Publish, 1))
+		s.OnQosDropped(cl, msg(packets.Pubrec, 2))
+	}
+	if got := stored(); len(got) != 0 {
+		t.Fatalf("left behind after completion: %v", got)
 	}
 }
