@@ -105,3 +105,48 @@ func MapSeries(m map[string]map[string]float64) []Series {
 	}
 	return out
 }
+
+// Box is one box of a BoxPlot: the 5th, 25th, 50th, 75th and 95th percentiles.
+type Box struct {
+	Label string
+	P     [5]float64
+}
+
+// BoxPlot draws boxes side by side as an inline SVG (whiskers at the 5th and 95th
+// percentiles, as paper 002's delay figures), y linear from 0, labels under the boxes.
+func BoxPlot(title, yLabel string, boxes []Box) template.HTML {
+	if len(boxes) == 0 {
+		return ""
+	}
+	const h, left, top, bottom, slot = 300, 60, 30, 120, 34
+	w := left + slot*len(boxes) + 20
+	ymax := 0.0
+	for _, bx := range boxes {
+		ymax = max(ymax, bx.P[4])
+	}
+	if ymax <= 0 {
+		ymax = 1
+	}
+	py := func(y float64) float64 { return top + (1-y/ymax)*(h-top-bottom) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg width="%d" height="%d" role="img" aria-label="%s">`, max(w, 320), h, html.EscapeString(title))
+	fmt.Fprintf(&b, `<text x="%d" y="16" font-weight="bold">%s</text>`, left, html.EscapeString(title))
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`, left, top, left, h-bottom)
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`, left, h-bottom, w-10, h-bottom)
+	for i := 0; i <= 4; i++ {
+		y := ymax * float64(i) / 4
+		fmt.Fprintf(&b, `<text x="%d" y="%.0f" text-anchor="end" dy="4">%s</text>`, left-6, py(y), compact(y))
+	}
+	fmt.Fprintf(&b, `<text x="12" y="%d" transform="rotate(-90 12 %d)" text-anchor="middle">%s</text>`, (top+h-bottom)/2, (top+h-bottom)/2, html.EscapeString(yLabel))
+	for i, bx := range boxes {
+		x := float64(left + slot*i + slot/2)
+		c := chartColors[i%len(chartColors)]
+		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="%s"/>`, x, py(bx.P[0]), x, py(bx.P[4]), c)
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%.1f" width="%d" height="%.1f" fill="%s" fill-opacity="0.35" stroke="%s"/>`,
+			x-slot/3, py(bx.P[3]), 2*slot/3, max(py(bx.P[1])-py(bx.P[3]), 1), c, c)
+		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#222" stroke-width="2"/>`, x-slot/3, py(bx.P[2]), x+slot/3, py(bx.P[2]))
+		fmt.Fprintf(&b, `<text x="%.0f" y="%d" transform="rotate(60 %.0f %d)" font-size="10">%s</text>`, x, h-bottom+12, x, h-bottom+12, html.EscapeString(bx.Label))
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) // built from numbers and escaped labels only
+}

@@ -3,20 +3,30 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
 // MosquittoOpts configures a Mosquitto broker (Debian's mosquitto 2.0) for the lab and
 // the tests: the central broker of a bridge, or a site broker bridging into the hub.
 type MosquittoOpts struct {
-	// Port to listen on (127.0.0.1); 0 picks a free one.
+	// Host and Port to listen on: Host "" means 127.0.0.1; Port 0 picks a free one
+	// (8883 in a namespace of the lab's, where every port is free).
+	Host string
 	Port int
+	// Netns runs the broker in that namespace (one of the lab's).
+	Netns string
 	// CertFile and KeyFile make the listener TLS; CAFile, if set, asks clients for a
 	// certificate signed by it.
 	CertFile, KeyFile, CAFile string
+	// TLSVersion is the lowest version the listener takes ("tlsv1.2", "tlsv1.3"; ""
+	// is Mosquitto's default); Ciphers and Ciphers13 are OpenSSL cipher lists for TLS
+	// 1.2 and 1.3 ("" is OpenSSL's default).
+	TLSVersion, Ciphers, Ciphers13 string
 	// Users are user name -> password (written with mosquitto_passwd); none means
 	// anonymous clients are allowed.
 	Users map[string]string
@@ -27,10 +37,11 @@ type MosquittoOpts struct {
 // Mosquitto is a running Mosquitto broker. Its persistence file lives in its folder, so
 // a restarted broker keeps its sessions and queued messages.
 type Mosquitto struct {
-	Addr string
-	dir  string
-	conf string
-	proc *Proc
+	Addr  string
+	dir   string
+	conf  string
+	netns string
+	proc  *Proc
 }
 
 // StartMosquitto writes a configuration into dir (created if needed) and starts the
@@ -38,6 +49,12 @@ type Mosquitto struct {
 func StartMosquitto(ctx context.Context, dir string, o MosquittoOpts) (*Mosquitto, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.Port == 0 && o.Netns != "" {
+		o.Port = 8883
 	}
 	if o.Port == 0 {
 		p, err := FreePort()
@@ -52,9 +69,14 @@ func StartMosquitto(ctx context.Context, dir string, o MosquittoOpts) (*Mosquitt
 	fmt.Fprintf(&c, "user root\nper_listener_settings false\nlog_dest stdout\nlog_timestamp false\nlog_type error\nlog_type warning\nlog_type notice\nlog_type information\n")
 	fmt.Fprintf(&c, "persistence true\npersistence_location %s/\nautosave_interval 1\n", dir)
 	fmt.Fprintf(&c, "max_queued_messages 1000000\nmax_inflight_messages 100\n")
-	fmt.Fprintf(&c, "listener %d 127.0.0.1\n", o.Port)
+	fmt.Fprintf(&c, "listener %d %s\n", o.Port, o.Host)
 	if o.CertFile != "" {
 		fmt.Fprintf(&c, "certfile %s\nkeyfile %s\n", o.CertFile, o.KeyFile)
+		for _, kv := range [][2]string{{"tls_version", o.TLSVersion}, {"ciphers", o.Ciphers}, {"ciphers_tls1.3", o.Ciphers13}} {
+			if kv[1] != "" {
+				fmt.Fprintf(&c, "%s %s\n", kv[0], kv[1])
+			}
+		}
 		if o.CAFile != "" {
 			fmt.Fprintf(&c, "cafile %s\nrequire_certificate true\n", o.CAFile)
 		}
@@ -76,7 +98,7 @@ func StartMosquitto(ctx context.Context, dir string, o MosquittoOpts) (*Mosquitt
 		fmt.Fprintf(&c, "allow_anonymous true\n")
 	}
 	c.WriteString(o.Extra)
-	m := &Mosquitto{Addr: fmt.Sprintf("127.0.0.1:%d", o.Port), dir: dir, conf: filepath.Join(dir, "mosquitto.conf")}
+	m := &Mosquitto{Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), dir: dir, conf: filepath.Join(dir, "mosquitto.conf"), netns: o.Netns}
 	if err := os.WriteFile(m.conf, []byte(c.String()), 0o600); err != nil {
 		return nil, err
 	}
@@ -86,7 +108,11 @@ func StartMosquitto(ctx context.Context, dir string, o MosquittoOpts) (*Mosquitt
 // Start (again) the broker on its address, with its persistence file.
 func (m *Mosquitto) Start(ctx context.Context) error {
 	// Line-buffered: into a pipe, its log would wait for a full buffer.
-	p, err := StartProc("mosquitto", nil, "stdbuf", "-oL", "mosquitto", "-c", m.conf)
+	argv := []string{"stdbuf", "-oL", "mosquitto", "-c", m.conf}
+	if m.netns != "" {
+		argv = append([]string{"ip", "netns", "exec", m.netns}, argv...)
+	}
+	p, err := StartProc("mosquitto", nil, argv...)
 	if err != nil {
 		return err
 	}

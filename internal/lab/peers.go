@@ -38,6 +38,7 @@ type SSHServer struct {
 	REST                 string         // iotsafe: the plain REST listener, if configured
 	MetricsURL           string         // iotsafe: http://ADDR/metrics, if configured
 	MQTTTLS              string         // iotsafe: the broker's TLS listener, if configured
+	MQTT                 string         // iotsafe: the broker's plain listener, if configured
 	dataDir              string
 	pool                 sockets.Config
 	netns                *Netns
@@ -272,7 +273,7 @@ func awaitLabHub(ctx context.Context, proc *Proc, dir string, withFront bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("lab: host key in the ready file: %w", err)
 	}
-	srv := &SSHServer{Proc: proc, Addr: ready.SSH, HostKey: hostKey, IoTsafe: true, dataDir: dir, REST: ready.REST, MQTTTLS: ready.MQTTTLS}
+	srv := &SSHServer{Proc: proc, Addr: ready.SSH, HostKey: hostKey, IoTsafe: true, dataDir: dir, REST: ready.REST, MQTTTLS: ready.MQTTTLS, MQTT: ready.MQTT}
 	if ready.Metrics != "" {
 		srv.MetricsURL = "http://" + ready.Metrics + "/metrics"
 	}

@@ -2,9 +2,11 @@ package lab
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -66,37 +68,54 @@ func serve(ctx context.Context, listen string, size int, tc *tls.Config, out io.
 	return err
 }
 
-// WriteCert creates a self-signed ECDSA P-256 certificate for 127.0.0.1 (the paper's
-// HTTPS baseline used ECDSA) in dir and returns the file names and a client config
-// that trusts it.
+// WriteCert writes a self-signed ECDSA P-256 certificate (the paper's HTTPS baseline
+// used ECDSA) for "lab" and 127.0.0.1 into dir and returns a client configuration that
+// trusts it.
 func WriteCert(dir string) (certFile, keyFile string, client *tls.Config, err error) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	return WriteServerCert(dir, "lab", false)
+}
+
+// WriteServerCert writes a self-signed server certificate (name.crt, name.key) for the
+// name "lab" and the addresses a lab peer listens on (127.0.0.1, and LinkGWAddr on an
+// emulated link), with an ECDSA P-256 key or, with rsaKey, an RSA 2048 one (for the
+// suites that authenticate the server with RSA). The client configuration trusts it.
+func WriteServerCert(dir, name string, rsaKey bool) (certFile, keyFile string, client *tls.Config, err error) {
+	var signer crypto.Signer
+	if rsaKey {
+		signer, err = rsa.GenerateKey(rand.Reader, 2048)
+	} else {
+		signer, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	}
 	if err != nil {
 		return "", "", nil, err
+	}
+	usage := x509.KeyUsageDigitalSignature
+	if rsaKey {
+		usage |= x509.KeyUsageKeyEncipherment // RSA key exchange (AES128-SHA and kin)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
 		Subject:      pkix.Name{CommonName: "iotsafe lab"},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(LinkGWAddr)},
 		DNSNames:     []string{"lab"},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
+		KeyUsage:     usage,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, signer.Public(), signer)
 	if err != nil {
 		return "", "", nil, err
 	}
-	kb, err := x509.MarshalECPrivateKey(k)
+	kb, err := x509.MarshalPKCS8PrivateKey(signer)
 	if err != nil {
 		return "", "", nil, err
 	}
-	certFile, keyFile = filepath.Join(dir, "lab-cert.pem"), filepath.Join(dir, "lab-key.pem")
+	certFile, keyFile = filepath.Join(dir, name+"-cert.pem"), filepath.Join(dir, name+"-key.pem")
 	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
 		return "", "", nil, err
 	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
 		return "", "", nil, err
 	}
 	leaf, _ := x509.ParseCertificate(der)

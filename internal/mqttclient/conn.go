@@ -41,6 +41,12 @@ func (c *Conn) NetConn() net.Conn { return c.nc }
 // Close closes the connection.
 func (c *Conn) Close() error { return c.nc.Close() }
 
+// Disconnect sends DISCONNECT (normal disconnection): the broker drops the will and,
+// having read everything sent before it, closes the connection.
+func (c *Conn) Disconnect() error {
+	return c.Write(&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}})
+}
+
 // Read reads the next packet the broker sends.
 func (c *Conn) Read() (packets.Packet, error) { return ReadPacket(c.r, c.version, c.maxIn) }
 

@@ -124,14 +124,17 @@ func connackReason(v byte, ack packets.Packet) string {
 	return s
 }
 
-// Publish sends one message and, for QoS 1, waits up to timeout for its PUBACK; for
-// one-off publishers (the demo, tools), not for a stream (which keeps a window).
+// Publish sends one message and waits up to timeout for the broker's side of the
+// exchange: nothing at QoS 0, PUBACK at QoS 1, PUBREC then (after our PUBREL) PUBCOMP at
+// QoS 2. One message at a time, as mqtt-benchmark's clients: for one-off publishers
+// (the demo, tools) and the lab's load generator, not for a stream (which keeps a
+// window). Packets of other kinds read meanwhile are skipped.
 func (c *Conn) Publish(topic string, payload []byte, qos byte, id uint16, timeout time.Duration) error {
-	if qos > 1 {
-		return fmt.Errorf("mqtt client: Publish sends at QoS 0 or 1")
+	if qos > 2 {
+		return fmt.Errorf("mqtt client: QoS %d does not exist", qos)
 	}
 	pk := &packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos}, TopicName: topic, Payload: payload}
-	if qos == 1 {
+	if qos > 0 {
 		pk.PacketID = id
 	}
 	if err := c.Write(pk); err != nil || qos == 0 {
@@ -139,19 +142,32 @@ func (c *Conn) Publish(topic string, payload []byte, qos byte, id uint16, timeou
 	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
 	defer c.nc.SetReadDeadline(time.Time{})
+	want, name := packets.Puback, "PUBACK"
+	if qos == 2 {
+		want, name = packets.Pubrec, "PUBREC"
+	}
 	for {
 		ack, err := c.Read()
 		if err != nil {
-			return fmt.Errorf("waiting for PUBACK: %w", err)
-		}
-		if ack.FixedHeader.Type == packets.Puback && ack.PacketID == id {
-			if ack.ReasonCode >= 0x80 {
-				return fmt.Errorf("the broker refused the message: reason 0x%02x %s", ack.ReasonCode, ack.Properties.ReasonString)
-			}
-			return nil
+			return fmt.Errorf("waiting for %s: %w", name, err)
 		}
 		if ack.FixedHeader.Type == packets.Disconnect {
 			return fmt.Errorf("the broker disconnected: reason 0x%02x %s", ack.ReasonCode, ack.Properties.ReasonString)
 		}
+		if ack.FixedHeader.Type != want || ack.PacketID != id {
+			continue
+		}
+		if ack.ReasonCode >= 0x80 {
+			return fmt.Errorf("the broker refused the message: reason 0x%02x %s", ack.ReasonCode, ack.Properties.ReasonString)
+		}
+		if want != packets.Pubrec {
+			return nil
+		}
+		// QoS 2, second half: release the message and wait for its completion.
+		rel := &packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrel, Qos: 1}, PacketID: id}
+		if err := c.Write(rel); err != nil {
+			return err
+		}
+		want, name = packets.Pubcomp, "PUBCOMP"
 	}
 }

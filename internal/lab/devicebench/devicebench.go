@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,51 +110,19 @@ type Results struct {
 }
 
 // devicePair is the emulated link with its two namespaces.
-type devicePair struct {
-	dev, gw string
-	br      *linkemu.Bridge
-}
+type devicePair struct{ *lab.LinkPair }
 
 func newDevicePair(prof linkemu.Profile, tag string, trace linkemu.PacketFunc) (*devicePair, error) {
-	p := &devicePair{dev: lab.NetnsName(tag + "-dev"), gw: lab.NetnsName(tag + "-gw")}
-	for _, ns := range []string{p.dev, p.gw} {
-		if err := lab.AddNetns(ns); err != nil {
-			p.Close()
-			return nil, err
-		}
-	}
-	br, err := linkemu.Open(prof, linkemu.End{Netns: p.dev, Device: "lowpan0", Addr: netip.MustParsePrefix("fd77::1/64")},
-		linkemu.End{Netns: p.gw, Device: "lowpan0", Addr: netip.MustParsePrefix("fd77::2/64")}, uint64(time.Now().UnixNano()), trace)
+	p, err := lab.NewLinkPair(prof, tag, trace)
 	if err != nil {
-		p.Close()
 		return nil, err
 	}
-	p.br = br
-	return p, nil
-}
-
-func (p *devicePair) Close() {
-	if p.br != nil {
-		p.br.Close()
-	}
-	for _, ns := range []string{p.dev, p.gw} {
-		lab.DelNetns(ns)
-	}
-}
-
-func (p *devicePair) dialIn(ns string) func(string) (net.Conn, error) {
-	return func(addr string) (c net.Conn, err error) {
-		err = linkemu.InNetns(ns, func() error {
-			c, err = net.DialTimeout("tcp", addr, 2*time.Second)
-			return err
-		})
-		return c, err
-	}
+	return &devicePair{p}, nil
 }
 
 // getIn makes one HTTP GET from inside namespace ns.
 func (p *devicePair) getIn(ctx context.Context, ns, url string) error {
-	dial := p.dialIn(ns)
+	dial := p.DialIn(ns)
 	tr := &http.Transport{DialContext: func(_ context.Context, _, addr string) (net.Conn, error) { return dial(addr) }}
 	defer tr.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -179,7 +146,7 @@ type linkSnap struct {
 }
 
 func (p *devicePair) snap() linkSnap {
-	s0, s1 := &p.br.Stats[0], &p.br.Stats[1] // 0: device to gateway
+	s0, s1 := &p.Bridge.Stats[0], &p.Bridge.Stats[1] // 0: device to gateway
 	return linkSnap{bytes: s0.LinkBytes.Load() + s1.LinkBytes.Load(), ipBytes: s0.IPBytes.Load() + s1.IPBytes.Load(), frames: s0.Frames.Load() + s1.Frames.Load(),
 		tx: time.Duration(s0.Airtime.Load()), rx: time.Duration(s1.Airtime.Load())}
 }
@@ -248,16 +215,16 @@ func startEnds(ctx context.Context, b *lab.Bench, pair *devicePair) (*deviceClie
 	if err != nil {
 		return nil, nil, err
 	}
-	files, err := lab.StartProc("files", nil, "ip", "netns", "exec", pair.gw, b.Bin, "bench", "serve-files",
+	files, err := lab.StartProc("files", nil, "ip", "netns", "exec", pair.GW, b.Bin, "bench", "serve-files",
 		"--listen", "[::]:8080", "--tls-listen", "[::]:8443", "--cert", certFile, "--key", keyFile)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := lab.WaitTCPWith(ctx, files, "[fd77::2]:8443", pair.dialIn(pair.dev)); err != nil {
+	if err := lab.WaitTCPWith(ctx, files, "[fd77::2]:8443", pair.DialIn(pair.Dev)); err != nil {
 		files.Stop()
 		return nil, nil, err
 	}
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", pair.dev, b.Bin, "bench", "device-client", "--ca", certFile)
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", pair.Dev, b.Bin, "bench", "device-client", "--ca", certFile)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -401,7 +368,7 @@ func startIoTsafeDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 	if err := os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600); err != nil {
 		return "", "", nil, nil, err
 	}
-	hub, err := lab.StartProc("device-hub", nil, "ip", "netns", "exec", p.gw, b.Bin, "hub", "--data", dir)
+	hub, err := lab.StartProc("device-hub", nil, "ip", "netns", "exec", p.GW, b.Bin, "hub", "--data", dir)
 	if err != nil {
 		return "", "", nil, nil, err
 	}
@@ -420,7 +387,7 @@ func startIoTsafeDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 		hub.Stop()
 		return "", "", nil, nil, err
 	}
-	args := []string{"netns", "exec", p.dev, b.Bin, "agent", "--hub", "[fd77::2]:2222",
+	args := []string{"netns", "exec", p.Dev, b.Bin, "agent", "--hub", "[fd77::2]:2222",
 		"--key", filepath.Join(keys, "dev0"), "--hub-key", ssh.FingerprintSHA256(signer.PublicKey()), "--forward", "127.0.0.1:18080=web", "--log-level", "info", "--coalesce"}
 	if compress {
 		args = append(args, "--compress")
@@ -431,13 +398,13 @@ func startIoTsafeDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 		return "", "", nil, nil, err
 	}
 	stop := func() { agent.Stop(); hub.Stop() }
-	if err := lab.WaitTCPWith(ctx, agent, "127.0.0.1:18080", p.dialIn(p.dev)); err != nil {
+	if err := lab.WaitTCPWith(ctx, agent, "127.0.0.1:18080", p.DialIn(p.Dev)); err != nil {
 		stop()
 		return "", "", nil, nil, err
 	}
 	// The agent listens before its session is up (connections wait for it): one request
 	// through the forward, so the SSH handshake is not counted in the first series.
-	if err := p.getIn(ctx, p.dev, "http://127.0.0.1:18080/1"); err != nil {
+	if err := p.getIn(ctx, p.Dev, "http://127.0.0.1:18080/1"); err != nil {
 		stop()
 		return "", "", nil, nil, fmt.Errorf("lab: first request through the agent: %w", err)
 	}
@@ -463,11 +430,11 @@ func startOpenSSHDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 	if err != nil {
 		return "", "", nil, nil, err
 	}
-	sshd, err := lab.StartProc("device-sshd", nil, "ip", "netns", "exec", p.gw, "/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)
+	sshd, err := lab.StartProc("device-sshd", nil, "ip", "netns", "exec", p.GW, "/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)
 	if err != nil {
 		return "", "", nil, nil, err
 	}
-	if err := lab.WaitTCPWith(ctx, sshd, "[fd77::2]:2200", p.dialIn(p.dev)); err != nil {
+	if err := lab.WaitTCPWith(ctx, sshd, "[fd77::2]:2200", p.DialIn(p.Dev)); err != nil {
 		sshd.Stop()
 		return "", "", nil, nil, err
 	}
@@ -475,7 +442,7 @@ func startOpenSSHDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 	if compress {
 		comp = "yes"
 	}
-	cl, err := lab.StartProc("device-ssh", nil, "ip", "netns", "exec", p.dev, "ssh", "-N", "-F", "/dev/null",
+	cl, err := lab.StartProc("device-ssh", nil, "ip", "netns", "exec", p.Dev, "ssh", "-N", "-F", "/dev/null",
 		"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
 		"-o", "Compression="+comp, "-o", "KexAlgorithms="+paperKex, "-c", paperCipher,
 		"-i", filepath.Join(keys, "client"), "-p", "2200", "-L", "127.0.0.1:18081:127.0.0.1:8080", "root@fd77::2")
@@ -484,7 +451,7 @@ func startOpenSSHDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 		return "", "", nil, nil, err
 	}
 	stop := func() { cl.Stop(); sshd.Stop() }
-	if err := lab.WaitTCPWith(ctx, cl, "127.0.0.1:18081", p.dialIn(p.dev)); err != nil {
+	if err := lab.WaitTCPWith(ctx, cl, "127.0.0.1:18081", p.DialIn(p.Dev)); err != nil {
 		stop()
 		return "", "", nil, nil, err
 	}
