@@ -19,22 +19,8 @@ func TestBenchHubQuick(t *testing.T) {
 	for _, tool := range []string{"/usr/sbin/sshd", "dropbear", "dropbearkey", "caddy", "unshare"} {
 		needTool(t, tool)
 	}
-	out := filepath.Join(t.TempDir(), "results")
-	cmd := exec.Command(iotsafeBin, "bench", "hub", "--quick", "--out", out, "--ram-n", "5", "--duration", "300ms",
-		"--active", "5", "--inactive-k", "0,5", "--ps-total", "10", "--ps-sessions", "1,10")
-	// Every process of this run inherits the tag, so leftovers are found even after they
-	// were reparented, and processes of other runs on the machine are never mistaken.
-	tag := fmt.Sprintf("IOTSAFE_TEST_RUN=%d-%d", os.Getpid(), time.Now().UnixNano())
-	cmd.Env = append(os.Environ(), tag)
-	text, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("bench: %v\n%s", err, text)
-	}
-	for _, f := range []string{"rps.csv", "bulk.csv", "ram.csv", "sweeps.csv", "environment.json", "summary.json", "report.html"} {
-		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
-			t.Errorf("%s missing or empty: %v", f, err)
-		}
-	}
+	r := runBench(t, []string{"rps.csv", "bulk.csv", "ram.csv", "sweeps.csv", "environment.json", "summary.json", "report.html"},
+		"hub", "--quick", "--ram-n", "5", "--duration", "300ms", "--active", "5", "--inactive-k", "0,5", "--ps-total", "10", "--ps-sessions", "1,10")
 	var s struct {
 		RPS      map[string]float64            `json:"rps"`
 		RAM      map[string]map[string]float64 `json:"ram_kb"`
@@ -46,10 +32,7 @@ func TestBenchHubQuick(t *testing.T) {
 			Errors map[string]string  `json:"errors"`
 		} `json:"bulk"`
 	}
-	b, _ := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
+	r.summary(t, &s)
 	for _, p := range []string{"iotsafe", "iotsafe_acl_off", "openssh", "dropbear", "https_go", "https_caddy", "https2", "plain", "frontdoor", "frontdoor_ka", "https_go_ka"} {
 		if _, ok := s.RPS[p]; !ok {
 			t.Errorf("summary has no rps.%s (skipped: %q)", p, s.Skipped[p])
@@ -74,16 +57,69 @@ func TestBenchHubQuick(t *testing.T) {
 		}
 	}
 	var env map[string]any
-	b, _ = os.ReadFile(filepath.Join(out, "environment.json"))
+	b, _ := os.ReadFile(filepath.Join(r.out, "environment.json"))
 	if json.Unmarshal(b, &env) != nil || env["versions"] == nil || env["cores"] == nil {
 		t.Fatalf("environment.json: %s", b)
 	}
-	if html, _ := os.ReadFile(filepath.Join(out, "report.html")); !strings.Contains(string(html), "paper 000") {
+	if html, _ := os.ReadFile(filepath.Join(r.out, "report.html")); !strings.Contains(string(html), "paper 000") {
 		t.Fatal("report.html lacks the paper comparison")
 	}
-	// No peer survives the run.
-	if left := processesWithEnv(tag); len(left) > 0 {
+	r.nothingLeft(t) // no peer survives the run
+}
+
+// benchRun is one 'iotsafe bench' run of a test.
+type benchRun struct {
+	out  string // its results folder
+	text []byte // what it printed
+	tag  string // in the environment of each of its processes
+	pid  int    // the lab's: its namespaces are named after it
+}
+
+// runBench runs 'iotsafe bench ARGS --out DIR'. Every process of the run inherits a tag
+// in its environment, so leftovers are found even after they were reparented, and
+// processes of other runs on the machine are never mistaken. The test fails if the run
+// does or one of files is missing or empty in its results folder.
+func runBench(t *testing.T, files []string, args ...string) benchRun {
+	t.Helper()
+	r := benchRun{out: filepath.Join(t.TempDir(), "results"), tag: fmt.Sprintf("IOTSAFE_TEST_RUN=%s-%d-%d", args[0], os.Getpid(), time.Now().UnixNano())}
+	cmd := exec.Command(iotsafeBin, append(append([]string{"bench"}, args...), "--out", r.out)...)
+	cmd.Env = append(os.Environ(), r.tag)
+	text, err := cmd.CombinedOutput()
+	r.text = text
+	if err != nil {
+		t.Fatalf("bench %s: %v\n%s", strings.Join(args, " "), err, text)
+	}
+	r.pid = cmd.Process.Pid
+	for _, f := range files {
+		if fi, err := os.Stat(filepath.Join(r.out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	return r
+}
+
+// summary decodes the run's summary.json into v and returns its text.
+func (r benchRun) summary(t *testing.T, v any) []byte {
+	t.Helper()
+	b, _ := os.ReadFile(filepath.Join(r.out, "summary.json"))
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("summary.json: %v\n%s", err, b)
+	}
+	return b
+}
+
+// nothingLeft fails the test if a process of the run, or a namespace of its lab whose
+// name starts with nsPrefix (iotsafe-ROLE-PID), is still there.
+func (r benchRun) nothingLeft(t *testing.T, nsPrefix ...string) {
+	t.Helper()
+	if left := processesWithEnv(r.tag); len(left) > 0 {
 		t.Errorf("processes of the run left behind: %v", left)
+	}
+	ns, _ := exec.Command("ip", "netns", "list").Output()
+	for _, p := range nsPrefix {
+		if strings.Contains(string(ns), fmt.Sprintf("%s-%d", p, r.pid)) {
+			t.Errorf("namespaces left behind:\n%s", ns)
+		}
 	}
 }
 

@@ -1,14 +1,10 @@
 package e2e
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // 'iotsafe bench jwt --quick' checks the harness of paper 004's lab: a real hub with its
@@ -16,19 +12,8 @@ import (
 // hub's JWT histograms read over each window, every output file, and no process left.
 // Its figures are not measurements: only counts are checked.
 func TestBenchJWTQuick(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "jwt")
-	cmd := exec.Command(iotsafeBin, "bench", "jwt", "--quick", "--algs", "none,HS512", "--out", out)
-	tag := fmt.Sprintf("IOTSAFE_TEST_RUN=jwt-%d-%d", os.Getpid(), time.Now().UnixNano())
-	cmd.Env = append(os.Environ(), tag)
-	text, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("bench jwt: %v\n%s", err, text)
-	}
-	for _, f := range []string{"runs.csv", "points.csv", "environment.json", "summary.json", "report.html"} {
-		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
-			t.Errorf("%s missing or empty: %v", f, err)
-		}
-	}
+	r := runBench(t, []string{"runs.csv", "points.csv", "environment.json", "summary.json", "report.html"}, "jwt", "--quick", "--algs", "none,HS512")
+	out := r.out
 	var s struct {
 		Points []struct {
 			Transport  string  `json:"transport"`
@@ -42,10 +27,7 @@ func TestBenchJWTQuick(t *testing.T) {
 			Alg string `json:"alg"`
 		} `json:"table2"`
 	}
-	b, _ := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatalf("summary.json: %v\n%s", err, b)
-	}
+	b := r.summary(t, &s)
 	seen := map[string]bool{}
 	for _, p := range s.Points {
 		key := p.Transport + "/" + p.Alg
@@ -79,7 +61,5 @@ func TestBenchJWTQuick(t *testing.T) {
 	if html, _ := os.ReadFile(filepath.Join(out, "report.html")); !strings.Contains(string(html), "paper 004") || !strings.Contains(string(html), "Fig. 5") {
 		t.Error("report.html lacks the paper's figures")
 	}
-	if left := processesWithEnv(tag); len(left) > 0 {
-		t.Errorf("processes of the run left behind: %v", left)
-	}
+	r.nothingLeft(t)
 }

@@ -1,33 +1,18 @@
 package e2e
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // 'iotsafe bench outage --quick' checks the outage lab's harness: real agents on a real
 // hub, the hub killed and restarted on the same data folder and address, every device
 // back, every output file written, and no process left. Times are not checked.
 func TestBenchOutageQuick(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "outage")
-	cmd := exec.Command(iotsafeBin, "bench", "outage", "--quick", "--reps", "2", "--out", out)
-	tag := fmt.Sprintf("IOTSAFE_TEST_RUN=outage-%d-%d", os.Getpid(), time.Now().UnixNano())
-	cmd.Env = append(os.Environ(), tag)
-	text, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("bench outage: %v\n%s", err, text)
-	}
-	for _, f := range []string{"back.csv", "attempts.csv", "environment.json", "summary.json", "report.html"} {
-		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
-			t.Errorf("%s missing or empty: %v", f, err)
-		}
-	}
+	run := runBench(t, []string{"back.csv", "attempts.csv", "environment.json", "summary.json", "report.html"}, "outage", "--quick", "--reps", "2")
+	out := run.out
 	var s struct {
 		Options struct {
 			Devices int `json:"devices"`
@@ -42,10 +27,7 @@ func TestBenchOutageQuick(t *testing.T) {
 			Bins map[string]int `json:"attempts_by_second"`
 		} `json:"reps"`
 	}
-	b, _ := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatalf("summary.json: %v\n%s", err, b)
-	}
+	b := run.summary(t, &s)
 	if s.Options.Devices != 5 || s.First.Missing != 0 || len(s.Reps) != 2 {
 		t.Fatalf("summary: %s", b)
 	}
@@ -62,7 +44,5 @@ func TestBenchOutageQuick(t *testing.T) {
 	if back, _ := os.ReadFile(filepath.Join(out, "back.csv")); strings.Count(string(back), "\n") != 1+3*5 || strings.Contains(string(back), "missing") {
 		t.Errorf("back.csv: want a header and 5 devices for the start and each outage:\n%s", back)
 	}
-	if left := processesWithEnv(tag); len(left) > 0 {
-		t.Errorf("processes of the run left behind: %v", left)
-	}
+	run.nothingLeft(t)
 }
