@@ -33,6 +33,8 @@ const (
 	// OpRevoke revokes a device through the hub, which holds the revocation in memory when
 	// the registry cannot write (the CLI's fallback when its own write fails).
 	OpRevoke = "revoke"
+	// OpMQTTClients lists the broker's connected clients (of Request.Device, if set).
+	OpMQTTClients = "mqtt-clients"
 )
 
 // Request is one admin call.
@@ -55,6 +57,25 @@ type Reply struct {
 	Degraded string            `json:"degraded,omitempty"`
 	// Hub is the status op's view of the hub itself (iotsafe status).
 	Hub *HubInfo `json:"hub,omitempty"`
+	// MQTTClients answers OpMQTTClients.
+	MQTTClients []MQTTClient `json:"mqtt_clients,omitempty"`
+}
+
+// MQTTClient is one client connected to the hub's broker (iotsafe mqtt clients).
+type MQTTClient struct {
+	ClientID string `json:"client_id"`
+	Device   string `json:"device,omitempty"`
+	Account  string `json:"account,omitempty"` // a platform app's front-door account
+	Listener string `json:"listener"`          // plain (over the device's SSH session) or tls
+	Remote   string `json:"remote"`
+	MQTT     string `json:"mqtt"` // 3.1, 3.1.1 or 5
+	// TLS is the connection's version and suite, and "client certificate" when the
+	// client logged in with one; "" on the plain listener.
+	TLS           string    `json:"tls,omitempty"`
+	Since         time.Time `json:"since"`
+	Persistent    bool      `json:"persistent_session"`
+	Subscriptions int       `json:"subscriptions"`
+	Inflight      int       `json:"inflight"`
 }
 
 // HubInfo is what `iotsafe status` shows of a running hub.
@@ -106,6 +127,9 @@ type Handler interface {
 	RegistryState() (held map[string]string, degraded string)
 	// Info describes the running hub.
 	Info() HubInfo
+	// MQTTClients lists the broker's clients, of device if not ""; an error when the
+	// broker is off.
+	MQTTClients(device string) ([]MQTTClient, error)
 }
 
 // ErrHubNotRunning means no hub listens on the admin socket.
@@ -226,6 +250,12 @@ func (s *Server) do(req Request, cred *unix.Ucred) Reply {
 		s.log.Info("admin revoke", "device", req.Device, "reason", req.Reason, "closed", n, "uid", cred.Uid)
 		held, degraded := s.h.RegistryState()
 		return Reply{OK: true, Closed: n, Held: held, Degraded: degraded}
+	case OpMQTTClients:
+		cls, err := s.h.MQTTClients(req.Device)
+		if err != nil {
+			return Reply{Error: err.Error()}
+		}
+		return Reply{OK: true, MQTTClients: cls}
 	case OpReload:
 		if err := s.h.ReloadAccess(); err != nil {
 			return Reply{Error: err.Error()}

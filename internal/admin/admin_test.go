@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -24,7 +25,10 @@ func (f *fakeHub) Revoke(device, _ string) (int, error) {
 	return 1, nil
 }
 func (f *fakeHub) RegistryState() (map[string]string, string) { return nil, "" }
-func (f *fakeHub) Info() HubInfo                              { return HubInfo{PID: 1} }
+func (f *fakeHub) MQTTClients(string) ([]MQTTClient, error) {
+	return nil, errors.New("the broker is off")
+}
+func (f *fakeHub) Info() HubInfo { return HubInfo{PID: 1} }
 
 func TestAdminSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), SocketName)

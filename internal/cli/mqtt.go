@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,7 +52,73 @@ bridge is down, outgoing messages wait in its queue (shown here).`,
 		},
 	}
 	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	c.AddCommand(status)
+	c.AddCommand(status, mqttClientsCmd(g))
+	return c
+}
+
+func mqttClientsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "clients [DEVICE]",
+		Short: "The clients connected to the hub's broker, by device",
+		Long: `Clients lists the connections of the hub's broker, oldest first: the client identifier,
+the device it is (or the platform app's front-door account), the listener (plain: over
+the device's SSH session; tls), where it connects from, its MQTT version, the TLS
+version and suite (and whether it logged in with a client certificate), how long it has
+been connected, whether its session outlives the connection, and its subscriptions and
+QoS 1/2 messages in flight. With DEVICE, only that device's clients.`,
+		Example: `  iotsafe mqtt clients
+  iotsafe mqtt clients dev42
+  iotsafe mqtt clients --json | jq '.[] | select(.listener == "tls") | .device'`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := admin.Request{Op: admin.OpMQTTClients}
+			if len(args) == 1 {
+				req.Device = args[0]
+			}
+			rep, err := admin.Call(g.adminSocket(), req)
+			if err != nil {
+				return fmt.Errorf("the hub is not running (no answer on its admin socket in %s): %w", g.data, err)
+			}
+			if rep.Error != "" {
+				return errors.New(rep.Error)
+			}
+			if asJSON {
+				if rep.MQTTClients == nil {
+					rep.MQTTClients = []admin.MQTTClient{}
+				}
+				return printJSON(cmd.OutOrStdout(), rep.MQTTClients)
+			}
+			if len(rep.MQTTClients) == 0 {
+				if req.Device != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "no client of %s is connected\n", req.Device)
+				} else {
+					fmt.Fprintln(cmd.OutOrStdout(), "no client is connected")
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "CLIENT ID\tDEVICE\tLISTENER\tFROM\tMQTT\tTLS\tFOR\tSESSION\tSUBSCRIPTIONS\tIN FLIGHT")
+			for _, c := range rep.MQTTClients {
+				who := c.Device
+				if c.Account != "" {
+					who = "app " + c.Account
+				}
+				session := "clean"
+				if c.Persistent {
+					session = "persistent"
+				}
+				tlsInfo := c.TLS
+				if tlsInfo == "" {
+					tlsInfo = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", c.ClientID, who, c.Listener, c.Remote, c.MQTT, tlsInfo,
+					time.Since(c.Since).Round(time.Second), session, c.Subscriptions, c.Inflight)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
 

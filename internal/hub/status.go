@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"errors"
 	"net"
 	"os"
 
@@ -23,6 +24,15 @@ func (h *Hub) Info() admin.HubInfo {
 		info.MQTT = b.Info()
 	}
 	return info
+}
+
+// MQTTClients implements admin.Handler: the broker's connected clients.
+func (h *Hub) MQTTClients(device string) ([]admin.MQTTClient, error) {
+	b := h.mqtt.Load()
+	if b == nil {
+		return nil, errors.New("the hub's MQTT broker is off: set mqtt.listen or mqtt.tls_listen in hub.yaml (docs/mqtt.md)")
+	}
+	return b.Clients(device), nil
 }
 
 // listeners are the hub's listening addresses by role (ssh, frontdoor, rest, metrics,

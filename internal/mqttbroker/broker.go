@@ -97,7 +97,8 @@ type identity struct {
 	device    string
 	account   string // set for a platform app; device is then ""
 	accountID int64
-	gen       int64 // the device's incarnation: a removed and re-added name is another device
+	gen       int64     // the device's incarnation: a removed and re-added name is another device
+	since     time.Time // when it logged in
 	// refused counts the client's refused topics: past MaxRefusals it is disconnected,
 	// so one connection cannot write violations without bound.
 	refused *atomic.Int32

@@ -42,6 +42,7 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 		}
 		return false
 	}
+	id.since = time.Now()
 	h.b.clients.Store(cl, id)
 	h.b.log.Debug("mqtt client connected", "device", id.device, "account", id.account, "client", cl.ID, "listener", cl.Net.Listener, "remote", cl.Net.Remote)
 	return true

@@ -1,8 +1,12 @@
 package mqttbroker
 
 import (
+	"crypto/tls"
+	"fmt"
+	"slices"
 	"sync/atomic"
 
+	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
@@ -67,4 +71,42 @@ func (b *Broker) Info() *admin.MQTTInfo {
 		info.Bridge = &st
 	}
 	return info
+}
+
+// Clients lists the connected clients (of device, if not ""), oldest login first.
+func (b *Broker) Clients(device string) []admin.MQTTClient {
+	var out []admin.MQTTClient
+	b.clients.Range(func(k, v any) bool {
+		cl, id := k.(*mqtt.Client), v.(identity)
+		if device != "" && id.device != device {
+			return true
+		}
+		c := admin.MQTTClient{ClientID: cl.ID, Device: id.device, Account: id.account, Listener: cl.Net.Listener, Remote: cl.Net.Remote,
+			MQTT: protocolName(cl.Properties.ProtocolVersion), Since: id.since, Persistent: !sessionEndsWithConnection(cl),
+			Subscriptions: cl.State.Subscriptions.Len(), Inflight: cl.State.Inflight.Len()}
+		if tc, ok := cl.Net.Conn.(*tls.Conn); ok {
+			st := tc.ConnectionState()
+			c.TLS = tls.VersionName(st.Version) + " " + tls.CipherSuiteName(st.CipherSuite)
+			if len(st.PeerCertificates) > 0 {
+				c.TLS += ", client certificate"
+			}
+		}
+		out = append(out, c)
+		return true
+	})
+	slices.SortFunc(out, func(a, b admin.MQTTClient) int { return a.Since.Compare(b.Since) })
+	return out
+}
+
+// protocolName is an MQTT protocol level's version.
+func protocolName(level byte) string {
+	switch level {
+	case 3:
+		return "3.1"
+	case 4:
+		return "3.1.1"
+	case 5:
+		return "5"
+	}
+	return fmt.Sprint(level)
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -75,6 +76,24 @@ func TestMQTT(t *testing.T) {
 	// A subscriber of dev1's own topics, then a QoS 1 publish: delivered and stored.
 	sub, subExited := startSub(t, append(tlsArgs("dev1", secret), "-t", "devices/dev1/#", "-v", "-d")...)
 	sub.waitText(t, "received SUBACK")
+	// The operator sees the subscriber by device: listener, MQTT version, TLS, its one
+	// subscription; a device without clients has none, and the table names its columns.
+	var clients []struct {
+		ClientID, Device, Listener, MQTT, TLS string
+		Subscriptions                         int
+	}
+	if err := json.Unmarshal([]byte(h.mustCLIStdout("mqtt", "clients", "--json")), &clients); err != nil || len(clients) != 1 {
+		t.Fatalf("mqtt clients: %v %+v", err, clients)
+	}
+	if c := clients[0]; c.Device != "dev1" || c.Listener != "tls" || c.MQTT != "5" || !strings.HasPrefix(c.TLS, "TLS 1.3 TLS_") || c.Subscriptions != 1 {
+		t.Fatalf("mqtt clients: %+v", c)
+	}
+	if out := h.mustCLIStdout("mqtt", "clients", "dev3"); !strings.Contains(out, "no client of dev3 is connected") {
+		t.Fatalf("mqtt clients dev3: %s", out)
+	}
+	if out := h.mustCLIStdout("mqtt", "clients", "dev1"); !strings.Contains(out, "CLIENT ID") || !strings.Contains(out, "dev1") {
+		t.Fatalf("mqtt clients dev1: %s", out)
+	}
 	if out, err := mosq(t, "mosquitto_pub", append(tlsArgs("dev1", secret), "-t", "devices/dev1/notifications/temperature", "-m", `{"c":21.5}`, "-q", "1")...); err != nil {
 		t.Fatalf("publish over TLS: %v\n%s", err, out)
 	}
