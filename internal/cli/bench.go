@@ -82,10 +82,7 @@ under two minutes; its figures are not measurements.`,
 			o.Progress = progress
 			b := &lab.Bench{Bin: bin, Dir: scratch, Size: size}
 			if profile != "" {
-				if b.ProfileDir, err = filepath.Abs(profile); err == nil {
-					err = os.MkdirAll(b.ProfileDir, 0o755)
-				}
-				if err != nil {
+				if err := b.SetProfileDir(profile); err != nil {
 					return fmt.Errorf("--profile: %w", err)
 				}
 				// This process is the load generator during the rps part.

@@ -74,13 +74,8 @@ its figures are not measurements.`,
 			defer os.RemoveAll(scratch)
 			o.Progress = progress
 			b := &lab.Bench{Bin: bin, Dir: scratch}
-			if profile != "" {
-				if b.ProfileDir, err = filepath.Abs(profile); err == nil {
-					err = os.MkdirAll(b.ProfileDir, 0o755)
-				}
-				if err != nil {
-					return fmt.Errorf("--profile: %w", err)
-				}
+			if err := b.SetProfileDir(profile); err != nil {
+				return fmt.Errorf("--profile: %w", err)
 			}
 			return jwtbench.Run(cmd.Context(), b, o, out, cmd.OutOrStdout())
 		},

@@ -70,6 +70,7 @@ func benchMQTTMatrixCmd() *cobra.Command {
 	var o mqttmatrix.Options
 	var out string
 	var qos []int
+	var profile string
 	c := &cobra.Command{
 		Use:   "matrix",
 		Short: "MQTT (paper 002): Mosquitto and the hub's broker over every TLS suite x QoS x MQTT version x link",
@@ -106,7 +107,11 @@ emulated Ethernet; its figures are not measurements.`,
 			}
 			defer os.RemoveAll(scratch)
 			o.Progress = progress
-			return mqttmatrix.RunAndReport(cmd.Context(), &lab.Bench{Bin: bin, Dir: scratch}, o, out, cmd.OutOrStdout())
+			b := &lab.Bench{Bin: bin, Dir: scratch}
+			if err := b.SetProfileDir(profile); err != nil {
+				return fmt.Errorf("--profile: %w", err)
+			}
+			return mqttmatrix.RunAndReport(cmd.Context(), b, o, out, cmd.OutOrStdout())
 		},
 	}
 	fl := c.Flags()
@@ -122,5 +127,6 @@ emulated Ethernet; its figures are not measurements.`,
 	fl.IntVar(&o.Messages, "messages", 0, "messages per client (default 100)")
 	fl.IntVar(&o.Payload, "payload", 0, "bytes per message (default 100)")
 	fl.IntVar(&o.Reps, "reps", 0, "runs per cell; the median is reported (default 3)")
+	fl.StringVar(&profile, "profile", "", "write a CPU profile of every hub started into this folder")
 	return c
 }

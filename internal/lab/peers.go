@@ -479,6 +479,20 @@ func (b *Bench) StartDropbear(ctx context.Context) (*SSHServer, error) {
 	return &SSHServer{Name: "dropbear", Proc: proc, Addr: addr, HostKey: hostPub, User: "root", KeyDir: keys}, nil
 }
 
+// SetProfileDir makes every hub under test write a CPU profile into dir (created);
+// "" leaves profiling off.
+func (b *Bench) SetProfileDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	b.ProfileDir = abs
+	return os.MkdirAll(abs, 0o755)
+}
+
 // ProfileArgs asks a lab process to profile itself as NAME when profiling is on.
 func (b *Bench) ProfileArgs(name string) []string {
 	if b.ProfileDir == "" {
