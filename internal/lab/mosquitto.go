@@ -3,10 +3,12 @@ package lab
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -82,16 +84,19 @@ func StartMosquitto(ctx context.Context, dir string, o MosquittoOpts) (*Mosquitt
 		}
 	}
 	if len(o.Users) > 0 {
+		// One plain-text file hashed in place by one mosquitto_passwd -U: a fleet of
+		// 10,000 users takes one process, not 10,000.
 		pw := filepath.Join(dir, "passwd")
-		os.Remove(pw)
-		for u, p := range o.Users {
-			args := []string{"-b", pw, u, p}
-			if _, err := os.Stat(pw); err != nil {
-				args = append([]string{"-c"}, args...)
-			}
-			if out, err := exec.CommandContext(ctx, "mosquitto_passwd", args...).CombinedOutput(); err != nil {
-				return nil, fmt.Errorf("lab: mosquitto_passwd: %v: %s", err, out)
-			}
+		var lines strings.Builder
+		for _, u := range slices.Sorted(maps.Keys(o.Users)) {
+			fmt.Fprintf(&lines, "%s:%s\n", u, o.Users[u])
+		}
+		if err := os.WriteFile(pw, []byte(lines.String()), 0o600); err != nil {
+			return nil, err
+		}
+		if out, err := exec.CommandContext(ctx, "mosquitto_passwd", "-U", pw).CombinedOutput(); err != nil {
+			os.Remove(pw)
+			return nil, fmt.Errorf("lab: mosquitto_passwd -U: %v: %s", err, out)
 		}
 		fmt.Fprintf(&c, "allow_anonymous false\npassword_file %s\n", pw)
 	} else {
@@ -145,4 +150,13 @@ func (m *Mosquitto) Kill() {
 		m.proc.Kill()
 		m.proc = nil
 	}
+}
+
+// PID of the running broker (0 when stopped): stdbuf and ip netns exec exec it, so the
+// process started is the broker.
+func (m *Mosquitto) PID() int {
+	if m.proc == nil {
+		return 0
+	}
+	return m.proc.PID()
 }

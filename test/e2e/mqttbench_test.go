@@ -25,3 +25,32 @@ func TestBenchMQTTQuick(t *testing.T) {
 	}
 	r.nothingLeft(t)
 }
+
+// 'iotsafe bench mqtt connections --quick' checks the fleet experiment's harness: a
+// fleet of TLS devices on the hub's broker and on Mosquitto (10,000 passwords hashed in
+// one go), every reading acknowledged, memory read from both brokers, every file, no
+// process left. Memory figures are not checked beyond being read.
+func TestBenchMQTTConnectionsQuick(t *testing.T) {
+	needTool(t, "mosquitto")
+	r := runBench(t, []string{"fleets.csv", "environment.json", "summary.json", "report.html"}, "mqtt", "connections", "--quick")
+	var s struct {
+		Schema string `json:"schema"`
+		Fleets []struct {
+			Broker                    string
+			Clients, Connected, Acked int
+			Failures                  int
+			NoLoss                    bool `json:"no_loss"`
+			Base, Idle                struct{ PSS int64 }
+		} `json:"fleets"`
+	}
+	b := r.summary(t, &s)
+	if s.Schema != "iotsafe.bench.mqtt-connections/1" || len(s.Fleets) != 2 {
+		t.Fatalf("summary: %s", b)
+	}
+	for _, f := range s.Fleets {
+		if f.Connected != 50 || !f.NoLoss || f.Acked != 100 || f.Failures != 0 || f.Base.PSS <= 0 || f.Idle.PSS <= 0 {
+			t.Errorf("%s: %+v\n%s", f.Broker, f, r.text)
+		}
+	}
+	r.nothingLeft(t)
+}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/mqttclient"
@@ -40,6 +42,15 @@ type Options struct {
 	// Timeout bounds the connection and each message's acknowledgement; 0 means 60 s
 	// (mqtt-benchmark's -wait).
 	Timeout time.Duration
+	// Interval paces each client: a message every Interval, the first at a random
+	// offset within it so that a fleet spreads out (a late message goes at once). 0 sends
+	// the next as soon as the last is acknowledged (throughput, as the paper's runs).
+	Interval time.Duration
+	// ConnectConcurrency bounds the connections being set up at once; 0: no bound.
+	ConnectConcurrency int
+	// Connected, if set, is called once every client has connected or failed to, before
+	// the first message: what a fleet of idle connections costs is measured there.
+	Connected func(connected int)
 }
 
 func (o *Options) defaults() {
@@ -134,9 +145,21 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	results := make([]ClientResult, o.Clients)
 	samples := make([][]float64, o.Clients)
 	start := time.Now()
+	f := &fleet{begin: make(chan struct{})}
+	if o.ConnectConcurrency > 0 {
+		f.slots = make(chan struct{}, o.ConnectConcurrency)
+	}
+	f.setup.Add(o.Clients)
+	go func() {
+		f.setup.Wait()
+		if o.Connected != nil {
+			o.Connected(int(f.connected.Load()))
+		}
+		close(f.begin)
+	}()
 	var wg sync.WaitGroup
 	for i := range o.Clients {
-		wg.Go(func() { results[i], samples[i] = runClient(ctx, o, i, payload) })
+		wg.Go(func() { results[i], samples[i] = runClient(ctx, o, i, payload, f) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -157,10 +180,32 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	return res, nil
 }
 
-func runClient(ctx context.Context, o Options, i int, payload []byte) (ClientResult, []float64) {
+// fleet is what the clients of a run share: the bound on connections being set up, and
+// the start of publishing once every client connected (only with Options.Connected).
+type fleet struct {
+	slots     chan struct{} // nil: no bound
+	setup     sync.WaitGroup
+	connected atomic.Int64
+	begin     chan struct{}
+}
+
+func runClient(ctx context.Context, o Options, i int, payload []byte, f *fleet) (ClientResult, []float64) {
 	r := ClientResult{ID: i}
 	started := time.Now()
+	if f.slots != nil {
+		select {
+		case f.slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+	}
 	conn, err := connect(ctx, o, i, &r)
+	if f.slots != nil {
+		<-f.slots
+	}
+	if err == nil {
+		f.connected.Add(1)
+	}
+	f.setup.Done()
 	if err != nil {
 		r.Failures, r.Err = o.Messages, err.Error()
 		r.RunTime = time.Since(started).Seconds()
@@ -172,9 +217,28 @@ func runClient(ctx context.Context, o Options, i int, payload []byte) (ClientRes
 	// acknowledgement returns at once.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	if o.Connected != nil {
+		select {
+		case <-f.begin:
+		case <-ctx.Done():
+		}
+	}
 	topic := o.Identity(i).Topic
 	times := make([]float64, 0, o.Messages)
+	next := time.Now()
+	if o.Interval > 0 {
+		next = next.Add(rand.N(o.Interval))
+	}
 	for m := range o.Messages {
+		if o.Interval > 0 {
+			if wait := time.Until(next); wait > 0 {
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+				}
+			}
+			next = next.Add(o.Interval)
+		}
 		sent := time.Now()
 		err := conn.Publish(topic, payload, o.QoS, uint16(m%65535+1), o.Timeout)
 		if err != nil {
