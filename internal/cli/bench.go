@@ -1,12 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
@@ -61,9 +61,6 @@ sshd and dropbear; they are skipped, and said so, otherwise. --quick checks the 
 under two minutes; its figures are not measurements.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				out = filepath.Join("bench-results", "hub-"+time.Now().Format("20060102-150405"))
-			}
 			var err error
 			if o.Only, err = choices("--only", only, []string{"rps", "bulk", "ram", "inactive", "ps"}); err != nil {
 				return err
@@ -74,25 +71,18 @@ under two minutes; its figures are not measurements.`,
 			if o.Paths, err = choices("--paths", paths, hubbench.RPSPaths); err != nil {
 				return err
 			}
-			bin, scratch, progress, err := lab.Setup(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(scratch)
-			o.Progress = progress
-			b := &lab.Bench{Bin: bin, Dir: scratch, Size: size}
-			if profile != "" {
-				if err := b.SetProfileDir(profile); err != nil {
-					return fmt.Errorf("--profile: %w", err)
+			return runLab(cmd, "hub", out, profile, func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
+				o.Progress, b.Size = p, size
+				if b.ProfileDir != "" {
+					// This process is the load generator during the rps part.
+					stop, err := startCPUProfile(filepath.Join(b.ProfileDir, "bench.pprof"))
+					if err != nil {
+						return err
+					}
+					defer stop()
 				}
-				// This process is the load generator during the rps part.
-				stop, err := startCPUProfile(filepath.Join(b.ProfileDir, "bench.pprof"))
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			return hubbench.Run(cmd.Context(), b, o, out, cmd.OutOrStdout())
+				return hubbench.Run(ctx, b, o, out, cmd.OutOrStdout())
+			})
 		},
 	}
 	fl := c.Flags()
@@ -156,15 +146,6 @@ Needs root (network namespaces, sshd). --quick checks the harness in a few minut
 					o.Protos = append(o.Protos, p)
 				}
 			}
-			if out == "" {
-				out = filepath.Join("bench-results", "device-"+time.Now().Format("20060102-150405"))
-			}
-			bin, scratch, progress, err := lab.Setup(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(scratch)
-			o.Progress = progress
 			if trace != "" {
 				tf, err := os.Create(trace)
 				if err != nil {
@@ -173,7 +154,10 @@ Needs root (network namespaces, sshd). --quick checks the harness in a few minut
 				defer tf.Close()
 				o.Trace = tf
 			}
-			return devicebench.Run(cmd.Context(), &lab.Bench{Bin: bin, Dir: scratch}, o, out, cmd.OutOrStdout())
+			return runLab(cmd, "device", out, "", func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
+				o.Progress = p
+				return devicebench.Run(ctx, b, o, out, cmd.OutOrStdout())
+			})
 		},
 	}
 	fl := c.Flags()

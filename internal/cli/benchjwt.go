@@ -1,10 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -64,20 +63,10 @@ its figures are not measurements.`,
 			if o.DisconnectMax < o.DisconnectMin {
 				return fmt.Errorf("--disconnect-max %v is below --disconnect-min %v", o.DisconnectMax, o.DisconnectMin)
 			}
-			if out == "" {
-				out = filepath.Join("bench-results", "jwt-"+time.Now().Format("20060102-150405"))
-			}
-			bin, scratch, progress, err := lab.Setup(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(scratch)
-			o.Progress = progress
-			b := &lab.Bench{Bin: bin, Dir: scratch}
-			if err := b.SetProfileDir(profile); err != nil {
-				return fmt.Errorf("--profile: %w", err)
-			}
-			return jwtbench.Run(cmd.Context(), b, o, out, cmd.OutOrStdout())
+			return runLab(cmd, "jwt", out, profile, func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
+				o.Progress = p
+				return jwtbench.Run(ctx, b, o, out, cmd.OutOrStdout())
+			})
 		},
 	}
 	fl := c.Flags()

@@ -1,10 +1,8 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -42,16 +40,10 @@ readings, one outage) checks the harness; its figures are not measurements.`,
 			if b.Publishers > 1000 {
 				return fmt.Errorf("--publishers: %d is more than 1000 (one process each)", b.Publishers)
 			}
-			if out == "" {
-				out = filepath.Join("bench-results", "mqtt-"+time.Now().Format("20060102-150405"))
-			}
-			bin, scratch, progress, err := lab.Setup(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(scratch)
-			b.Progress = progress
-			return mqttbench.Run(cmd.Context(), &lab.Bench{Bin: bin, Dir: scratch}, o, out, cmd.OutOrStdout())
+			return runLab(cmd, "mqtt", out, "", func(ctx context.Context, lb *lab.Bench, out string, p *lab.Progress) error {
+				b.Progress = p
+				return mqttbench.Run(ctx, lb, o, out, cmd.OutOrStdout())
+			})
 		},
 	}
 	fl := c.Flags()
@@ -92,16 +84,10 @@ devices, 2 s) checks the harness.`,
   iotsafe bench mqtt connections --brokers hub --clients 5000 --duration 5m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				out = filepath.Join("bench-results", "mqtt-connections-"+time.Now().Format("20060102-150405"))
-			}
-			bin, scratch, progress, err := lab.Setup(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(scratch)
-			o.Progress = progress
-			return mqttconns.Run(cmd.Context(), &lab.Bench{Bin: bin, Dir: scratch}, o, out, cmd.OutOrStdout())
+			return runLab(cmd, "mqtt-connections", out, "", func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
+				o.Progress = p
+				return mqttconns.Run(ctx, b, o, out, cmd.OutOrStdout())
+			})
 		},
 	}
 	fl := c.Flags()
@@ -147,20 +133,10 @@ emulated Ethernet; its figures are not measurements.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.QoS = qos
-			if out == "" {
-				out = filepath.Join("bench-results", "mqtt-matrix-"+time.Now().Format("20060102-150405"))
-			}
-			bin, scratch, progress, err := lab.Setup(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(scratch)
-			o.Progress = progress
-			b := &lab.Bench{Bin: bin, Dir: scratch}
-			if err := b.SetProfileDir(profile); err != nil {
-				return fmt.Errorf("--profile: %w", err)
-			}
-			return mqttmatrix.RunAndReport(cmd.Context(), b, o, out, cmd.OutOrStdout())
+			return runLab(cmd, "mqtt-matrix", out, profile, func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
+				o.Progress = p
+				return mqttmatrix.RunAndReport(ctx, b, o, out, cmd.OutOrStdout())
+			})
 		},
 	}
 	fl := c.Flags()

@@ -1,10 +1,8 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -37,16 +35,10 @@ devices, 1 s down) checks the harness; its figures are not measurements.`,
 			if o.Down < 0 || o.Reps < 0 || o.Timeout < 0 || o.RecentMax < 0 {
 				return fmt.Errorf("--down, --reps, --timeout and --recent-max must not be negative")
 			}
-			if out == "" {
-				out = filepath.Join("bench-results", "outage-"+time.Now().Format("20060102-150405"))
-			}
-			bin, scratch, progress, err := lab.Setup(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer os.RemoveAll(scratch)
-			o.Progress = progress
-			return outagebench.Run(cmd.Context(), &lab.Bench{Bin: bin, Dir: scratch}, o, out, cmd.OutOrStdout())
+			return runLab(cmd, "outage", out, "", func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
+				o.Progress = p
+				return outagebench.Run(ctx, b, o, out, cmd.OutOrStdout())
+			})
 		},
 	}
 	fl := c.Flags()
