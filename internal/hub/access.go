@@ -209,11 +209,13 @@ func (h *Hub) ReloadAccess() error {
 		}
 	}
 	h.log.Debug("access policy loaded", "grants", len(grants))
-	h.reloadTelemetry() // devices, secrets
+	var frontErr error
 	if h.front != nil {
-		return h.front.Reload(ctx) // accounts and tokens
+		// Accounts and tokens first: the telemetry paths check their clients against them.
+		frontErr = h.front.Reload(ctx)
 	}
-	return nil
+	h.reloadTelemetry() // devices, secrets; MQTT clients of removed devices and accounts go
+	return frontErr
 }
 
 // authorize is the user-space layer: the kernel says which uid owns the connecting

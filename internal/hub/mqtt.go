@@ -87,3 +87,8 @@ func (p platform) CheckPassword(ctx context.Context, ip, name, password string) 
 func (p platform) AllowedAccount(id int64, device, right string) bool {
 	return p.h.Policy().AllowedAccount(id, device, right)
 }
+
+func (p platform) AccountExists(id int64) bool {
+	_, ok := p.h.front.AccountName(id)
+	return ok
+}

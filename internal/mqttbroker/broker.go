@@ -86,6 +86,8 @@ type Platform interface {
 	CheckPassword(ctx context.Context, ip, name, password string) (id int64, account string, err error)
 	// AllowedAccount reports whether account id holds right on device.
 	AllowedAccount(id int64, device, right string) bool
+	// AccountExists reports whether account id is still there (not removed).
+	AccountExists(id int64) bool
 }
 
 // AccountClientPrefix starts a platform app's client identifier (app:NAME or
@@ -209,9 +211,10 @@ func (b *Broker) Close() error {
 	return errors.Join(b.srv.Close(), berr)
 }
 
-// Revalidate disconnects clients whose device is revoked, removed or replaced, and
-// drops the persistent sessions of such devices (nothing may reach them any more): the
-// hub calls it after every reload of the directory.
+// Revalidate disconnects clients whose device is revoked, removed or replaced, or whose
+// platform app's account is removed, and drops the persistent sessions of such devices
+// (nothing may reach them any more): the hub calls it after every reload of the
+// directory.
 func (b *Broker) Revalidate() int {
 	if b.srv == nil {
 		return 0
@@ -229,7 +232,13 @@ func (b *Broker) Revalidate() int {
 		}
 		id := v.(identity)
 		if id.account != "" {
-			continue // its grants are checked message by message
+			// Its grants are checked message by message; a removed account goes.
+			if b.Platform != nil && !b.Platform.AccountExists(id.accountID) {
+				b.log.Info("disconnecting a platform app's MQTT client", "account", id.account, "client", cl.ID, "why", "account removed")
+				b.srv.DisconnectClient(cl, packets.ErrNotAuthorized)
+				n++
+			}
+			continue
 		}
 		st, known := snap.Device(id.device)
 		if known && !st.Revoked && st.Gen() == id.gen {

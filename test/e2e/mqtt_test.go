@@ -333,7 +333,7 @@ func TestMQTTPlatformApp(t *testing.T) {
 	h.addAccount("app", "app-password-1")
 	h.mustCLI("grant", "--account", "app", "dev1", "+manage") // reads dev1 and sends it commands; nothing on dev2
 
-	app, _ := startSub(t, conn("app", "app-password-1", "mqttv5", "-i", "app:app", "-t", "devices/+/notifications/#", "-v", "-d")...)
+	app, appExited := startSub(t, conn("app", "app-password-1", "mqttv5", "-i", "app:app", "-t", "devices/+/notifications/#", "-v", "-d")...)
 	app.waitText(t, "received SUBACK")
 	if out, err := mosq(t, "mosquitto_pub", conn("dev2", secrets["dev2"], "mqttv5", "-q", "1", "-t", "devices/dev2/notifications/t", "-m", "not-for-app")...); err != nil {
 		t.Fatalf("dev2 publish: %v\n%s", err, out)
@@ -372,6 +372,18 @@ func TestMQTTPlatformApp(t *testing.T) {
 		if out, err := mosq(t, "mosquitto_pub", args...); err == nil || !strings.Contains(out, "not authorised") {
 			t.Errorf("%s: %v\n%s", what, err, out)
 		}
+	}
+
+	// Removing the account disconnects its app at once; its password no longer logs in.
+	h.mustCLI("account", "remove", "app")
+	select {
+	case <-appExited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the removed account's app is still connected:\n%s", app.text())
+	}
+	h.log.wait(t, "disconnecting a platform app's MQTT client", "account", "app", "why", "account removed")
+	if out, err := mosq(t, "mosquitto_pub", conn("app", "app-password-1", "mqttv311", "-t", "devices/dev1/x", "-m", "x")...); err == nil || !strings.Contains(out, "not authorised") {
+		t.Errorf("a removed account logged in: %v\n%s", err, out)
 	}
 }
 
