@@ -30,9 +30,11 @@ door's, created when a hub first starts with a front door). The device logs in t
 broker's TLS listener with it instead of a name and secret. The key is created here and
 written with mode 0600 next to the certificate: NAME.key and NAME.crt in --out.
 
-The certificate names the device's current enrolment: after 'device remove' and a new
-'device add' of the same name, old certificates no longer log in. Revoking the device
-refuses its certificates at once.`,
+A device has one certificate that logs in: issuing a new one (a leaked key, a device
+replaced) retires the one before at once, and a client connected with it is
+disconnected. The certificate also names the device's current enrolment: after 'device
+remove' and a new 'device add' of the same name, old certificates no longer log in.
+Revoking the device refuses its certificate at once.`,
 		Example: `  iotsafe device cert dev42 --out /etc/iotsafe/certs
   mosquitto_pub -h mqtt.devices.example.com -p 8883 --cafile iotsafe-ca.crt \
       --cert dev42.crt --key dev42.key -t devices/dev42/notifications/t -m '{"c":21}' -q 1`,
@@ -49,7 +51,7 @@ refuses its certificates at once.`,
 			if err != nil {
 				return err
 			}
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+			err = g.withRegistry(cmd, func(reg *registry.Registry) error {
 				d, err := reg.Device(cmd.Context(), name)
 				if errors.Is(err, registry.ErrNotFound) {
 					return fmt.Errorf("no device %q: enroll it first with 'iotsafe device add %s'", name, name)
@@ -87,11 +89,26 @@ refuses its certificates at once.`,
 				if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
 					return err
 				}
-				cert, _ := x509.ParseCertificate(der)
+				cert, err := x509.ParseCertificate(der)
+				if err != nil {
+					return err
+				}
+				// Recorded once the files are there: until then the older certificate,
+				// if any, keeps working.
+				if err := reg.SetDeviceCert(cmd.Context(), name, cert.SerialNumber.String(), cert.NotAfter); err != nil {
+					return fmt.Errorf("the certificate is written but not recorded, so it does not log in (move %s away and try again): %w", keyPath, err)
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s\n", certPath, keyPath)
-				fmt.Fprintf(cmd.ErrOrStderr(), "client certificate of %s, valid until %s; copy both files to the device (the key stays secret)\n", name, cert.NotAfter.Format(time.DateOnly))
+				fmt.Fprintf(cmd.ErrOrStderr(), "client certificate of %s, valid until %s; copy both files to the device (the key stays secret); any earlier certificate of %s no longer logs in\n",
+					name, cert.NotAfter.Format(time.DateOnly), name)
 				return nil
 			})
+			if err != nil {
+				return err
+			}
+			// The running hub retires the earlier certificate now (else within a second,
+			// from the registry's change feed).
+			return g.reloadAccess(cmd, true)
 		},
 	}
 	c.Flags().DurationVar(&expires, "expires", 365*24*time.Hour, "how long the certificate is valid")

@@ -17,6 +17,7 @@ import (
 type Source interface {
 	DeviceStates(ctx context.Context) ([]registry.DeviceState, error)
 	DeviceSecretHashes(ctx context.Context) (map[string]string, error)
+	DeviceCertSerials(ctx context.Context) (map[string]string, error)
 }
 
 // Directory holds the current snapshot. It is safe for concurrent use.
@@ -28,7 +29,7 @@ type Directory struct {
 // New is an empty directory over src; Reload fills it.
 func New(src Source) *Directory {
 	d := &Directory{src: src}
-	d.snap.Store(&Snapshot{devices: map[string]registry.DeviceState{}, byAddr: map[netip.Addr]string{}, secrets: map[string]string{}})
+	d.snap.Store(&Snapshot{devices: map[string]registry.DeviceState{}, byAddr: map[netip.Addr]string{}, secrets: map[string]string{}, certs: map[string]string{}})
 	return d
 }
 
@@ -42,8 +43,12 @@ func (d *Directory) Reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	certs, err := d.src.DeviceCertSerials(ctx)
+	if err != nil {
+		return err
+	}
 	s := &Snapshot{devices: make(map[string]registry.DeviceState, len(states)), byAddr: make(map[netip.Addr]string, len(states)),
-		secrets: secrets, names: make([]string, 0, len(states)), Loaded: time.Now()}
+		secrets: secrets, certs: certs, names: make([]string, 0, len(states)), Loaded: time.Now()}
 	for _, st := range states {
 		s.devices[st.Name] = st
 		s.byAddr[st.Address] = st.Name
@@ -62,6 +67,7 @@ type Snapshot struct {
 	devices map[string]registry.DeviceState
 	byAddr  map[netip.Addr]string
 	secrets map[string]string // device -> hex SHA-256 of its secret
+	certs   map[string]string // device -> serial number of its current client certificate
 	names   []string          // sorted
 	// Loaded is when it was read.
 	Loaded time.Time
@@ -71,6 +77,14 @@ type Snapshot struct {
 func (s *Snapshot) Device(name string) (registry.DeviceState, bool) {
 	st, ok := s.devices[name]
 	return st, ok
+}
+
+// CurrentCert reports whether serial (decimal) is the device's current client
+// certificate: the last one issued; an older one, or one the registry has no record of,
+// is not.
+func (s *Snapshot) CurrentCert(name, serial string) bool {
+	cur, ok := s.certs[name]
+	return ok && subtle.ConstantTimeCompare([]byte(cur), []byte(serial)) == 1
 }
 
 // ByAddress is the device whose pool address ip is (the source of its direct forwards:

@@ -101,6 +101,9 @@ type identity struct {
 	accountID int64
 	gen       int64     // the device's incarnation: a removed and re-added name is another device
 	since     time.Time // when it logged in
+	// certSerial is the client certificate it logged in with ("" for a secret): a
+	// newer certificate of the device retires it.
+	certSerial string
 	// refused counts the client's refused topics: past MaxRefusals it is disconnected,
 	// so one connection cannot write violations without bound.
 	refused *atomic.Int32
@@ -241,12 +244,16 @@ func (b *Broker) Revalidate() int {
 			continue
 		}
 		st, known := snap.Device(id.device)
-		if known && !st.Revoked && st.Gen() == id.gen {
+		certOK := id.certSerial == "" || snap.CurrentCert(id.device, id.certSerial)
+		if known && !st.Revoked && st.Gen() == id.gen && certOK {
 			continue
 		}
 		why := "removed"
-		if known && st.Revoked {
+		switch {
+		case known && st.Revoked:
 			why = "revoked"
+		case known && st.Gen() == id.gen && !certOK:
+			why = "certificate replaced"
 		}
 		b.log.Info("disconnecting a device's MQTT client", "device", id.device, "client", cl.ID, "why", why)
 		b.srv.DisconnectClient(cl, packets.ErrNotAuthorized)
@@ -308,6 +315,7 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 	snap := b.dir.Load()
 	user := string(pk.Connect.Username)
 	var st registry.DeviceState
+	var certSerial string
 	switch cl.Net.Listener {
 	case PlainListener:
 		ap, err := netip.ParseAddrPort(cl.Net.Remote)
@@ -322,16 +330,21 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 			return identity{}, fmt.Sprintf("user name %q is not this device's (%s)", user, st.Name), false
 		}
 	case TLSListener:
-		if name, gen, ok := certIdentity(cl); ok {
+		if name, gen, serial, ok := certIdentity(cl); ok {
 			// A device certificate the hub's CA issued (the handshake verified it): the
-			// device's incarnation must still be the one it was issued for.
+			// device's incarnation must still be the one it was issued for, and the
+			// certificate the last one issued to it.
 			var known bool
 			if st, known = snap.Device(name); !known || st.Gen() != gen {
 				return identity{}, fmt.Sprintf("the client certificate of %s is for a device that no longer exists (removed, or enrolled again)", name), false
 			}
+			if !snap.CurrentCert(name, serial) {
+				return identity{}, fmt.Sprintf("the client certificate %s of %s was replaced by a newer one (iotsafe device cert)", serial, name), false
+			}
 			if user != "" && user != name {
 				return identity{}, fmt.Sprintf("user name %q is not the certificate's device (%s)", user, name), false
 			}
+			certSerial = serial
 			break
 		}
 		if user == "" {
@@ -361,20 +374,23 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 	if pk.Connect.WillFlag && !allowed(st.Name, pk.Connect.WillTopic) {
 		return identity{device: st.Name}, fmt.Sprintf("will topic %q is outside devices/%s/", pk.Connect.WillTopic, st.Name), true
 	}
-	return identity{device: st.Name, gen: st.Gen(), refused: new(atomic.Int32)}, "", false
+	return identity{device: st.Name, gen: st.Gen(), certSerial: certSerial, refused: new(atomic.Int32)}, "", false
 }
 
-// certIdentity reads the device of a verified client certificate, if the client gave one.
-func certIdentity(cl *mqtt.Client) (name string, gen int64, ok bool) {
+// certIdentity reads the device of a verified client certificate, if the client gave
+// one, and the certificate's serial number (decimal).
+func certIdentity(cl *mqtt.Client) (name string, gen int64, serial string, ok bool) {
 	tc, isTLS := cl.Net.Conn.(*tls.Conn)
 	if !isTLS {
-		return "", 0, false
+		return "", 0, "", false
 	}
 	cs := tc.ConnectionState()
 	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
-		return "", 0, false
+		return "", 0, "", false
 	}
-	return devicecert.Identity(cs.PeerCertificates[0])
+	leaf := cs.PeerCertificates[0]
+	name, gen, ok = devicecert.Identity(leaf)
+	return name, gen, leaf.SerialNumber.String(), ok
 }
 
 // authenticateAccount logs a platform app in with its front-door account. Its session

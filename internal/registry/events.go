@@ -90,7 +90,9 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 // changeKinds are the events that change what a running hub must enforce: its sessions
 // (revocations, removals) or its access policy (grants, device groups, accounts).
 var changeKinds = []string{EventRevoked, EventDeviceRemoved, EventKeyRevoked, "granted", "ungranted", "groups_set",
-	"account_removed", "account_password", "account_logout", "token_revoked"}
+	"account_removed", "account_password", "account_logout", "token_revoked",
+	// A new secret or client certificate retires the old one on every hub.
+	EventSecretSet, EventCertIssued}
 
 // LastEventID is the id of the newest audit event (0 for none): where a change feed starts.
 func (r *Registry) LastEventID(ctx context.Context) (int64, error) {

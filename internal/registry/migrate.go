@@ -9,6 +9,7 @@ import (
 // migrations are the registry's schema steps, oldest first (package migrate).
 var migrations = []migrate.Step{
 	{Version: 1, Name: "initial schema", SQL: schemaV1},
+	{Version: 2, Name: "device certificates", SQL: schemaV2},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

@@ -107,3 +107,14 @@ CREATE TABLE IF NOT EXISTS device_data (
 	data   TEXT NOT NULL
 );
 `
+
+// schemaV2 records the one client certificate of a device that logs in (iotsafe device
+// cert): issuing a new one retires the older ones of the same enrolment.
+const schemaV2 = `
+CREATE TABLE IF NOT EXISTS device_certs (
+	device     TEXT PRIMARY KEY REFERENCES devices(name) ON DELETE CASCADE,
+	serial     TEXT NOT NULL,
+	not_after  TEXT NOT NULL,
+	created_at TEXT NOT NULL
+);
+`

@@ -14,6 +14,7 @@ import (
 const (
 	EventSecretSet   = "secret_set"
 	EventTokenIssued = "token_issued"
+	EventCertIssued  = "cert_issued"
 )
 
 // DeviceState is what a telemetry path checks on every request: whether the device
@@ -87,6 +88,44 @@ func (r *Registry) DeviceSecretHashes(ctx context.Context) (map[string]string, e
 			return nil, err
 		}
 		out[d] = h
+	}
+	return out, rows.Err()
+}
+
+// SetDeviceCert records the client certificate a device now logs in with (its serial
+// number, decimal): the one before it, of the same enrolment, stops working.
+func (r *Registry) SetDeviceCert(ctx context.Context, device, serial string, notAfter time.Time) error {
+	return r.withTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE name=?`, device).Scan(&one); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%w: device %q", ErrNotFound, device)
+			}
+			return fmt.Errorf("registry: certificate of %s: %w", device, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO device_certs(device, serial, not_after, created_at) VALUES(?,?,?,?)
+			ON CONFLICT(device) DO UPDATE SET serial=excluded.serial, not_after=excluded.not_after, created_at=excluded.created_at`,
+			device, serial, notAfter.UTC().Format(timeLayout), now()); err != nil {
+			return fmt.Errorf("registry: certificate of %s: %w", device, err)
+		}
+		return addEvent(ctx, tx, Event{Device: device, Kind: EventCertIssued, Detail: "client certificate " + serial + " issued; earlier ones retired"})
+	})
+}
+
+// DeviceCertSerials maps each device with a client certificate to its serial number.
+func (r *Registry) DeviceCertSerials(ctx context.Context) (map[string]string, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT device, serial FROM device_certs`)
+	if err != nil {
+		return nil, fmt.Errorf("registry: device certificates: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var d, s string
+		if err := rows.Scan(&d, &s); err != nil {
+			return nil, err
+		}
+		out[d] = s
 	}
 	return out, rows.Err()
 }

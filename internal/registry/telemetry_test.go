@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestDeviceSecretsDataAndStates(t *testing.T) {
@@ -53,5 +54,45 @@ func TestDeviceSecretsDataAndStates(t *testing.T) {
 	// Rights are for accounts only.
 	if err := r.AddGrant(ctx, Grant{Kind: PrincipalUser, XID: 1000, Target: "dev1", Alias: RightTelemetry}); err == nil {
 		t.Fatal("a local user was given a telemetry right")
+	}
+}
+
+// One client certificate per device: a new one replaces the record (and says so in the
+// change feed); removing the device removes it.
+func TestDeviceCerts(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, t.TempDir())
+	if _, err := r.AddDevice(ctx, "dev1", "default", newKey(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetDeviceCert(ctx, "nodev", "1", time.Now()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("certificate of an unknown device: %v", err)
+	}
+	for _, serial := range []string{"1001", "1002"} {
+		if err := r.SetDeviceCert(ctx, "dev1", serial, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, err := r.DeviceCertSerials(ctx); err != nil || len(m) != 1 || m["dev1"] != "1002" {
+		t.Fatalf("serials %v %v", m, err)
+	}
+	evs, _, err := r.Changes(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued := 0
+	for _, e := range evs {
+		if e.Kind == EventCertIssued && e.Device == "dev1" {
+			issued++
+		}
+	}
+	if issued != 2 {
+		t.Fatalf("%d cert_issued events in the change feed, want 2", issued)
+	}
+	if err := r.RemoveDevice(ctx, "dev1"); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := r.DeviceCertSerials(ctx); len(m) != 0 {
+		t.Fatalf("serials after removal %v", m)
 	}
 }

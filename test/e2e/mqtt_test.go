@@ -399,10 +399,14 @@ func TestMQTTClientCertificate(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "dev1.key")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file: %v %v", err, fi)
 	}
-	pub := func(topic string) (string, error) {
-		return mosq(t, "mosquitto_pub", "-h", "127.0.0.1", "-p", portOf(h.mqttTLS), "--cafile", ca, "--insecure", "-V", "mqttv311",
-			"--cert", filepath.Join(dir, "dev1.crt"), "--key", filepath.Join(dir, "dev1.key"), "-t", topic, "-m", "x", "-q", "1")
+	certArgs := func(dir string) []string {
+		return []string{"-h", "127.0.0.1", "-p", portOf(h.mqttTLS), "--cafile", ca, "--insecure", "-V", "mqttv311",
+			"--cert", filepath.Join(dir, "dev1.crt"), "--key", filepath.Join(dir, "dev1.key")}
 	}
+	pubWith := func(dir, topic string) (string, error) {
+		return mosq(t, "mosquitto_pub", append(certArgs(dir), "-t", topic, "-m", "x", "-q", "1")...)
+	}
+	pub := func(topic string) (string, error) { return pubWith(dir, topic) }
 	if out, err := pub("devices/dev1/notifications/t"); err != nil {
 		t.Fatalf("publish with the certificate: %v\n%s", err, out)
 	}
@@ -419,8 +423,26 @@ func TestMQTTClientCertificate(t *testing.T) {
 	if out, err := pub("devices/dev1/notifications/t"); err != nil {
 		t.Fatalf("publish with the new certificate: %v\n%s", err, out)
 	}
-	h.mustCLI("device", "revoke", "dev1")
+	// A newer certificate retires this one: its connected client goes at once, and it no
+	// longer logs in; the new one does.
+	sub, subExited := startSub(t, append(certArgs(dir), "-t", "devices/dev1/commands/#", "-d")...)
+	sub.waitText(t, "received SUBACK")
+	dir2 := t.TempDir()
+	h.mustCLI("device", "cert", "dev1", "--out", dir2)
+	select {
+	case <-subExited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the client of the replaced certificate is still connected:\n%s", sub.text())
+	}
+	h.log.wait(t, "disconnecting a device's MQTT client", "device", "dev1", "why", "certificate replaced")
 	if out, err := pub("devices/dev1/notifications/t"); err == nil || !strings.Contains(out, "not authorised") {
+		t.Fatalf("a replaced certificate logged in: %v\n%s", err, out)
+	}
+	if out, err := pubWith(dir2, "devices/dev1/notifications/t"); err != nil {
+		t.Fatalf("publish with the newest certificate: %v\n%s", err, out)
+	}
+	h.mustCLI("device", "revoke", "dev1")
+	if out, err := pubWith(dir2, "devices/dev1/notifications/t"); err == nil || !strings.Contains(out, "not authorised") {
 		t.Fatalf("a revoked device's certificate logged in: %v\n%s", err, out)
 	}
 	if out, err := h.cli("device", "cert", "dev1", "--out", t.TempDir()); err == nil || !strings.Contains(out, "revoked") {
