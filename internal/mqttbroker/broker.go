@@ -134,7 +134,7 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 	if b.cfg.persist() {
 		// mochi's bbolt store: one file, fsync on every commit, created 0600.
 		path := filepath.Join(b.dataDir, FileName)
-		st := sessionStore{new(bolt.Hook)}
+		st := newSessionStore()
 		if err := b.srv.AddHook(st, &bolt.Options{Path: path, Options: &bbolt.Options{Timeout: 5 * time.Second}}); err != nil {
 			return fmt.Errorf("mqtt: session store %s: %w", path, err)
 		}

@@ -3,6 +3,7 @@ package mqttbroker
 import (
 	"strconv"
 	"strings"
+	"sync"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
@@ -10,7 +11,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// sessionStore is mochi's bbolt storage hook with three corrections:
+// sessionStore is mochi's bbolt storage hook with four corrections:
 //   - mochi v2.7.9's bolt hook stores in-flight messages without their packet id (its
 //     pebble and badger hooks keep it); restored that way, the broker refuses to resend
 //     them ("missing packet id") and drops the client's every reconnection. The id is
@@ -21,9 +22,66 @@ import (
 //     restart it is gone anyway), and never the broker's PUBACK to a client's QoS 1
 //     PUBLISH, which mochi records and removes around one write. Each record costs a
 //     commit with fsync: with them, a QoS 1 message took two (about 20 ms with ten
-//     clients publishing, against Mosquitto's 0.5 ms: bench mqtt matrix).
+//     clients publishing, against Mosquitto's 0.5 ms: bench mqtt matrix);
+//   - likewise a clean session's client record and subscriptions are not written (two
+//     to three commits per connection: a third of a TLS client's connection time), and
+//     mochi's hook kept a clean session's subscription records for ever.
 type sessionStore struct {
 	*bolt.Hook
+	// recorded holds the client ids that have a client record in the store (written,
+	// or restored at start): a clean session's end deletes the record only if there is
+	// one (left by a persistent session of the same id that it took over).
+	recorded *sync.Map
+}
+
+func newSessionStore() sessionStore { return sessionStore{Hook: new(bolt.Hook), recorded: new(sync.Map)} }
+
+func (s sessionStore) StoredClients() ([]storage.Client, error) {
+	cls, err := s.Hook.StoredClients()
+	for _, c := range cls {
+		s.recorded.Store(c.ID, true)
+	}
+	return cls, err
+}
+
+func (s sessionStore) OnSessionEstablished(cl *mqtt.Client, pk packets.Packet) {
+	if !sessionEndsWithConnection(cl) {
+		s.recorded.Store(cl.ID, true)
+		s.Hook.OnSessionEstablished(cl, pk)
+	}
+}
+
+func (s sessionStore) OnWillSent(cl *mqtt.Client, pk packets.Packet) {
+	if _, ok := s.recorded.Load(cl.ID); ok {
+		s.Hook.OnWillSent(cl, pk)
+	}
+}
+
+func (s sessionStore) OnDisconnect(cl *mqtt.Client, err error, expire bool) {
+	if expire && cl.StopCause() != packets.ErrSessionTakenOver {
+		// mochi's hook deletes the client record now: only if there is one.
+		if _, had := s.recorded.LoadAndDelete(cl.ID); !had {
+			return
+		}
+	}
+	s.Hook.OnDisconnect(cl, err, expire)
+}
+
+func (s sessionStore) OnClientExpired(cl *mqtt.Client) {
+	s.recorded.Delete(cl.ID)
+	s.Hook.OnClientExpired(cl)
+}
+
+func (s sessionStore) OnSubscribed(cl *mqtt.Client, pk packets.Packet, reasonCodes []byte) {
+	if !sessionEndsWithConnection(cl) {
+		s.Hook.OnSubscribed(cl, pk, reasonCodes)
+	}
+}
+
+func (s sessionStore) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
+	if !sessionEndsWithConnection(cl) {
+		s.Hook.OnUnsubscribed(cl, pk)
+	}
 }
 
 func (s sessionStore) Provides(b byte) bool {

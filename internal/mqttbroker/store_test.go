@@ -21,7 +21,7 @@ func TestPacketIDFromKey(t *testing.T) {
 
 // The session store keeps what mochi's bolt hook keeps, but not the $SYS statistics.
 func TestSessionStoreProvides(t *testing.T) {
-	s := sessionStore{new(bolt.Hook)}
+	s := newSessionStore()
 	for _, e := range []byte{mqtt.StoredClients, mqtt.StoredInflightMessages, mqtt.StoredSubscriptions, mqtt.StoredRetainedMessages, mqtt.OnQosPublish} {
 		if !s.Provides(e) {
 			t.Errorf("event %d not provided", e)
@@ -36,7 +36,7 @@ func TestSessionStoreProvides(t *testing.T) {
 // session's message waiting for its ack (and the broker's PUBREC of a QoS 2 message it
 // received), not a clean session's, nor the broker's PUBACK of a QoS 1 message.
 func TestSessionStoreKeepsOnlyWhatARestartUses(t *testing.T) {
-	s := sessionStore{new(bolt.Hook)}
+	s := newSessionStore()
 	if err := s.Init(&bolt.Options{Path: filepath.Join(t.TempDir(), "mqtt.db")}); err != nil {
 		t.Fatal(err)
 	}
@@ -83,5 +83,59 @@ func TestSessionStoreKeepsOnlyWhatARestartUses(t *testing.T) {
 	}
 	if got := stored(); len(got) != 0 {
 		t.Fatalf("left behind after completion: %v", got)
+	}
+}
+
+// A clean session leaves no client record nor subscriptions in the store; a persistent
+// one's are there after a restart; a clean session that took over a persistent one's
+// identifier removes its record when it ends.
+func TestSessionStoreCleanSessionsLeaveNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mqtt.db")
+	s := newSessionStore()
+	if err := s.Init(&bolt.Options{Path: path}); err != nil {
+		t.Fatal(err)
+	}
+	client := func(id string, clean bool) *mqtt.Client {
+		cl := &mqtt.Client{ID: id}
+		cl.Properties.ProtocolVersion, cl.Properties.Clean = 4, clean
+		return cl
+	}
+	sub := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe}, Filters: packets.Subscriptions{{Filter: "devices/d/commands/#", Qos: 1}}}
+	persistent, clean := client("dev1", false), client("dev2", true)
+	for _, cl := range []*mqtt.Client{persistent, clean} {
+		s.OnSessionEstablished(cl, packets.Packet{})
+		s.OnSubscribed(cl, sub, []byte{1})
+		s.OnDisconnect(cl, nil, cl.Properties.Clean)
+	}
+	s.Stop()
+
+	s = newSessionStore()
+	if err := s.Init(&bolt.Options{Path: path}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	ids := func() []string {
+		cls, err := s.StoredClients()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range cls {
+			out = append(out, c.ID)
+		}
+		return out
+	}
+	if got := ids(); len(got) != 1 || got[0] != "dev1" {
+		t.Fatalf("client records after a restart: %v, want dev1's only", got)
+	}
+	if subs, _ := s.StoredSubscriptions(); len(subs) != 1 || subs[0].Client != "dev1" {
+		t.Fatalf("subscriptions after a restart: %+v, want dev1's only", subs)
+	}
+	// dev1 comes back with a clean session and ends it: its old record goes.
+	again := client("dev1", true)
+	s.OnSessionEstablished(again, packets.Packet{})
+	s.OnDisconnect(again, nil, true)
+	if got := ids(); len(got) != 0 {
+		t.Fatalf("client records after the clean session ended: %v", got)
 	}
 }
