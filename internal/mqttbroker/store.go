@@ -34,7 +34,9 @@ type sessionStore struct {
 	recorded *sync.Map
 }
 
-func newSessionStore() sessionStore { return sessionStore{Hook: new(bolt.Hook), recorded: new(sync.Map)} }
+func newSessionStore() sessionStore {
+	return sessionStore{Hook: new(bolt.Hook), recorded: new(sync.Map)}
+}
 
 func (s sessionStore) StoredClients() ([]storage.Client, error) {
 	cls, err := s.Hook.StoredClients()
