@@ -124,6 +124,7 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumClients = int64(b.cfg.MaxClients)
 	caps.MaximumPacketSize = uint32(b.cfg.MaxPacket)
+	caps.MaximumClientWritesPending = int32(b.cfg.MaxPending)
 	// mochi logs every client's end at WARN (a closed connection, a refused login the
 	// hook already reported): only its errors reach the hub's log.
 	// The inline client is the bridge's: it publishes what comes in from the centre.

@@ -39,6 +39,11 @@ type Config struct {
 	// MaxRefusals is how many refused topics one connection may have before the broker
 	// disconnects it (each is a violation of the device's profile); 0 means 32.
 	MaxRefusals int `yaml:"max_refusals"`
+	// MaxPending bounds the packets waiting to be written to one client (messages to a
+	// slow subscriber past it are dropped and counted); 0 means 1024. The queue is
+	// allocated whole per connection: mochi's default of 8,192 was 64 KiB of each
+	// device's memory (bench mqtt connections).
+	MaxPending int `yaml:"max_pending"`
 	// Bridge connects the broker to a central broker (docs/mqtt.md, "Bridge").
 	Bridge *mqttbridge.Config `yaml:"bridge"`
 }
@@ -62,6 +67,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.MaxRefusals == 0 {
 		c.MaxRefusals = 32
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = 1024
 	}
 	if c.Bridge != nil {
 		host, _ := os.Hostname()
@@ -121,6 +129,9 @@ func (c Config) Validate(frontdoor bool) ([]string, error) {
 	}
 	if c.MaxClients < 0 || c.MaxRefusals < 0 || c.MaxPacket < 0 || c.MaxPacket > 256<<20 {
 		return nil, fmt.Errorf("mqtt: max_clients and max_refusals must not be negative and max_packet must be 0 to 256 MiB")
+	}
+	if c.MaxPending < 0 || c.MaxPending > 1<<20 {
+		return nil, fmt.Errorf("mqtt: max_pending must be 0 (1024) to 1048576")
 	}
 	return weak, nil
 }

@@ -75,6 +75,7 @@ func TestConfigRefusals(t *testing.T) {
 		{Config{TLSListen: "127.0.0.1:8883", Cert: "c.pem"}, false, "both cert and key"},
 		{Config{TLSListen: "127.0.0.1:8883", TLS: tlsPolicyWithSuite("DHE-RSA-AES128-GCM-SHA256")}, true, "mqtt.tls.suites"},
 		{Config{Listen: "127.0.0.1:1883", Store: []string{"sensors/#"}}, false, "mqtt.store[0]"},
+		{Config{Listen: "127.0.0.1:1883", MaxPending: -1}, false, "max_pending"},
 		{Config{Bridge: &mqttbridge.Config{Address: "c:8883", CA: "ca.pem", Topics: []mqttbridge.Rule{{Pattern: "devices/#"}}}}, false, "mqtt.bridge needs the broker"},
 		{Config{Listen: "127.0.0.1:1883", Bridge: &mqttbridge.Config{Address: "c:8883", Topics: []mqttbridge.Rule{{Pattern: "devices/#"}}}}, false, "mqtt.bridge.ca"},
 	} {

@@ -70,14 +70,17 @@ func (o *Options) defaults() error {
 
 // Fleet is one broker's run.
 type Fleet struct {
-	Broker    string         `json:"broker"`
-	Clients   int            `json:"clients"`
-	Connected int            `json:"connected"`
-	ConnectS  float64        `json:"connect_s"` // until every device connected (or failed)
-	Messages  int            `json:"messages"`  // readings sent
-	Acked     int            `json:"acked"`     // acknowledged by the broker (QoS 1 PUBACK)
-	Failures  int            `json:"failures"`
-	Errors    map[string]int `json:"errors,omitempty"`
+	Broker    string  `json:"broker"`
+	Clients   int     `json:"clients"`
+	Connected int     `json:"connected"`
+	ConnectS  float64 `json:"connect_s"` // until every device connected (or failed)
+	// PublishS is from then to the last acknowledgement: above Duration, the broker
+	// did not keep up.
+	PublishS float64        `json:"publish_s"`
+	Messages int            `json:"messages"` // readings sent
+	Acked    int            `json:"acked"`    // acknowledged by the broker (QoS 1 PUBACK)
+	Failures int            `json:"failures"`
+	Errors   map[string]int `json:"errors,omitempty"`
 	// Memory of the broker's process in KiB: started and idle (Base), with every device
 	// connected and idle (Idle), at the end of publishing (Busy); per connection is the
 	// growth over Base divided by the devices connected.
@@ -181,6 +184,7 @@ func runFleet(ctx context.Context, o Options, broker, addr string, pid int, trus
 	f.Base, _ = lab.TreeMemory(pid)
 	p.Step(fmt.Sprintf("%s: connecting %d devices over TLS", broker, o.Clients))
 	start := time.Now()
+	var publishing time.Time // set once every device connected and memory was read
 	lo := mqttload.Options{Addr: addr, Clients: o.Clients, Messages: int(o.Duration / o.Interval), QoS: 1, Version: 5,
 		TLS: trust.Clone(), Interval: o.Interval, ConnectConcurrency: o.ConnectConcurrency, Timeout: 30 * time.Second,
 		Identity: func(i int) mqttload.Identity {
@@ -189,6 +193,7 @@ func runFleet(ctx context.Context, o Options, broker, addr string, pid int, trus
 		},
 		Connected: func(n int) {
 			f.Connected, f.ConnectS = n, time.Since(start).Seconds()
+			defer func() { publishing = time.Now() }()
 			sleep(settle)
 			f.Idle, _ = lab.TreeMemory(pid)
 			p.Step(fmt.Sprintf("%s: %d connected in %.1f s; each publishes a QoS 1 reading every %v for %v", broker, n, f.ConnectS, o.Interval, o.Duration))
@@ -227,6 +232,9 @@ func runFleet(ctx context.Context, o Options, broker, addr string, pid int, trus
 		}
 	}()
 	r, err := mqttload.Run(ctx, lo)
+	if !publishing.IsZero() {
+		f.PublishS = time.Since(publishing).Seconds()
+	}
 	close(done)
 	f.Busy = <-sampled
 	if err != nil {
@@ -235,7 +243,9 @@ func runFleet(ctx context.Context, o Options, broker, addr string, pid int, trus
 	t := r.Totals
 	f.Messages, f.Acked, f.Failures, f.Errors = t.Successes+t.Failures, t.Successes, t.Failures, r.Errors
 	f.MsgTimeP, f.MsgTimeMean, f.TLSVersion, f.TLSSuite = t.P, t.MsgTimeMeanAvg, r.TLSVersion, r.TLSSuite
-	f.MessagesPerS = float64(t.Successes) / o.Duration.Seconds()
+	if f.PublishS > 0 {
+		f.MessagesPerS = float64(t.Successes) / f.PublishS
+	}
 	if f.Connected > 0 {
 		f.PerConnIdleKiB = float64(f.Idle.PSS-f.Base.PSS) / float64(f.Connected)
 		f.PerConnBusyKiB = float64(f.Busy.PSS-f.Base.PSS) / float64(f.Connected)

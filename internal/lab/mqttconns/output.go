@@ -60,8 +60,8 @@ func Write(dir string, env lab.Environment, s Summary) error {
 func Print(w io.Writer, s Summary) {
 	for _, f := range s.Fleets {
 		fmt.Fprintf(w, "\n%s: %d of %d devices connected over %s %s in %.1f s\n", f.Broker, f.Connected, f.Clients, f.TLSVersion, f.TLSSuite, f.ConnectS)
-		fmt.Fprintf(w, "  readings: %d sent, %d acknowledged, %d failed (%.0f/s; message time mean %.2f ms, p50 %.2f, p95 %.2f)\n",
-			f.Messages, f.Acked, f.Failures, f.MessagesPerS, f.MsgTimeMean, f.MsgTimeP[2], f.MsgTimeP[4])
+		fmt.Fprintf(w, "  readings: %d sent, %d acknowledged, %d failed in %.1f s (%.0f/s; message time mean %.2f ms, p50 %.2f, p95 %.2f)\n",
+			f.Messages, f.Acked, f.Failures, f.PublishS, f.MessagesPerS, f.MsgTimeMean, f.MsgTimeP[2], f.MsgTimeP[4])
 		fmt.Fprintf(w, "  memory (PSS): %d KiB started, %d KiB with every device idle, %d KiB publishing: %.1f KiB per connection idle, %.1f publishing\n",
 			f.Base.PSS, f.Idle.PSS, f.Busy.PSS, f.PerConnIdleKiB, f.PerConnBusyKiB)
 		var errs []string
