@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/frontdoor"
+	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/scan"
+)
+
+// scanTarget is one endpoint to scan.
+type scanTarget struct {
+	addr, proto, name string
+	roots             *x509.CertPool
+}
+
+func scanCmd(g *globals) *cobra.Command {
+	var proto, name, caFile, failOn string
+	var ofHub, asJSON bool
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "scan [HOST:PORT...]",
+		Short: "The security posture of TLS endpoints: versions, suites, groups, certificate, downgrade, robustness",
+		Long: `Scan reports what a TLS endpoint accepts and how it holds up (paper 003's security
+analysis), with hand-made ClientHellos so that versions and suites no modern client offers
+are found too: SSL 3.0 to TLS 1.3, every suite per version in the server's order of
+preference, TLS 1.3's suites and key-exchange groups (X25519MLKEM768 included), the
+certificate (expiry, key, signature, name, chain against --ca or the system's roots),
+downgrade protection (TLS_FALLBACK_SCSV, TLS 1.3's sentinel), secure renegotiation,
+extended master secret, compression, resumption, ALPN; with --proto https the HSTS
+header, with --proto mqtts whether an anonymous CONNECT is accepted; and whether it
+still serves after malformed and oversized input.
+
+Each finding is info, good, weak or insecure. Scan exits 1 when a finding is at or above
+--fail-on (default weak; "none" never fails), so CI can run it as is.
+
+--hub scans the TLS endpoints of the hub running on the data folder (front door, MQTT
+over TLS) against its local CA; a hub in its default configuration has no weak finding.`,
+		Example: `  iotsafe scan --hub
+  iotsafe scan mqtt.example.com:8883 --proto mqtts
+  iotsafe scan 10.0.0.5:443 --proto https --name devices.example.com --ca ca.crt --json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			threshold := scan.Severity(100)
+			if failOn != "none" {
+				var err error
+				if threshold, err = scan.ParseSeverity(failOn); err != nil || threshold < scan.Weak {
+					return fmt.Errorf("--fail-on: %q: use weak, insecure or none", failOn)
+				}
+			}
+			switch proto {
+			case "tls", "https", "mqtts":
+			default:
+				return fmt.Errorf("--proto: %q: use tls, https or mqtts", proto)
+			}
+			var roots *x509.CertPool
+			if caFile != "" {
+				pem, err := os.ReadFile(caFile)
+				if err != nil {
+					return fmt.Errorf("--ca: %w", err)
+				}
+				roots = x509.NewCertPool()
+				if !roots.AppendCertsFromPEM(pem) {
+					return fmt.Errorf("--ca: no PEM certificate in %s", caFile)
+				}
+			}
+			var targets []scanTarget
+			for _, a := range args {
+				if _, _, err := net.SplitHostPort(a); err != nil {
+					return fmt.Errorf("target %q: want HOST:PORT: %v", a, err)
+				}
+				targets = append(targets, scanTarget{addr: a, proto: proto, name: name, roots: roots})
+			}
+			if ofHub {
+				ht, err := g.hubScanTargets()
+				if err != nil {
+					return err
+				}
+				targets = append(targets, ht...)
+			}
+			if len(targets) == 0 {
+				return errors.New("nothing to scan: name HOST:PORT targets, or --hub")
+			}
+			var reports []*scan.Report
+			for _, t := range targets {
+				reports = append(reports, scanOne(cmd.Context(), t, timeout))
+			}
+			var err error
+			if asJSON {
+				err = scan.PrintJSON(cmd.OutOrStdout(), reports)
+			} else {
+				err = scan.Print(cmd.OutOrStdout(), reports)
+			}
+			if err != nil {
+				return err
+			}
+			for _, r := range reports {
+				if r.Worst() >= threshold {
+					cmd.SilenceUsage = true
+					return fmt.Errorf("%s: findings rated %s or worse", r.Target, threshold)
+				}
+			}
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&proto, "proto", "tls", "what the targets speak over TLS: tls, https (adds HSTS) or mqtts (adds the anonymous-login check)")
+	fl.StringVar(&name, "name", "", "server name to send and to check the certificate against (default the target's host)")
+	fl.StringVar(&caFile, "ca", "", "PEM file of the roots that must verify the chain (default the system's)")
+	fl.BoolVar(&ofHub, "hub", false, "scan the TLS endpoints of the hub running on the data folder")
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	fl.StringVar(&failOn, "fail-on", "weak", "exit 1 on a finding this bad or worse: weak, insecure, none")
+	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per probe")
+	return c
+}
+
+// scanOne runs every check that fits the target's protocol.
+func scanOne(ctx context.Context, t scanTarget, timeout time.Duration) *scan.Report {
+	o := scan.Options{Name: t.name, Roots: t.roots, Timeout: timeout}
+	alpn := map[string][]string{"https": {"h2", "http/1.1"}, "mqtts": {"mqtt"}}[t.proto]
+	r := scan.ScanTLS(ctx, t.addr, t.proto, alpn, o)
+	if r.Error != "" {
+		return r
+	}
+	if o.Name == "" {
+		o.Name, _, _ = net.SplitHostPort(t.addr)
+	}
+	switch t.proto {
+	case "https":
+		scan.CheckHSTS(ctx, r, t.addr, o)
+	case "mqtts":
+		scan.CheckMQTTAnonymous(ctx, r, t.addr, o)
+	}
+	scan.Robustness(ctx, r, t.addr, o)
+	return r
+}
+
+// hubScanTargets are the running hub's TLS listeners, named and trusted as its clients
+// would: the front door's domain and local CA (if it has one).
+func (g *globals) hubScanTargets() ([]scanTarget, error) {
+	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpStatus})
+	if err != nil {
+		return nil, fmt.Errorf("--hub: the hub is not running (no answer on its admin socket in %s): %w", g.data, err)
+	}
+	if rep.Hub == nil {
+		return nil, errors.New("--hub: the hub did not describe itself")
+	}
+	cfg, err := hub.LoadConfig(g.config, g.data)
+	if err != nil {
+		return nil, err
+	}
+	var roots *x509.CertPool
+	if ca, err := frontdoor.LoadCA(g.data); err == nil {
+		roots = ca.Pool()
+	}
+	domain := cfg.Frontdoor.Domain
+	var out []scanTarget
+	for _, l := range []struct{ role, proto, name string }{
+		{"frontdoor", "https", domain},
+		{"mqtt_tls", "mqtts", "mqtt." + domain},
+	} {
+		a, ok := rep.Hub.Listeners[l.role]
+		if !ok {
+			continue
+		}
+		name := l.name
+		if domain == "" {
+			name = ""
+		}
+		out = append(out, scanTarget{addr: reachable(a), proto: l.proto, name: name, roots: roots})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--hub: the hub has no TLS listener (front door, MQTT over TLS)")
+	}
+	return out, nil
+}
+
+// reachable turns a listener's wildcard address into one a local client can dial.
+func reachable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	switch ip := net.ParseIP(host); {
+	case ip == nil:
+	case ip.IsUnspecified() && ip.To4() != nil:
+		host = "127.0.0.1"
+	case ip.IsUnspecified():
+		host = "::1"
+	}
+	return net.JoinHostPort(host, strings.Trim(port, "[]"))
+}

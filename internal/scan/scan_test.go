@@ -1,0 +1,170 @@
+package scan
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/lab"
+)
+
+func findings(r *Report, sev Severity, check string) []string {
+	var out []string
+	for _, f := range r.Findings {
+		if f.Severity == sev && (check == "" || f.Check == check) {
+			out = append(out, f.Detail)
+		}
+	}
+	return out
+}
+
+func has(list []string, sub string) bool {
+	for _, s := range list {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// A deliberately weak OpenSSL server (TLS 1.0 and up, every suite OpenSSL 3.0 has at
+// security level 0): the scan finds the old versions, the anonymous and NULL suites,
+// the RSA key exchange and CBC suites, and that it still serves after malformed input.
+func TestScanWeakOpenSSLServer(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Fatal("openssl is not installed: run scripts/setup.sh")
+	}
+	dir := t.TempDir()
+	cert, key, _, err := lab.WriteServerCert(dir, "weak", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := lab.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p, err := lab.StartProc("s_server", nil, "openssl", "s_server", "-accept", addr, "-cert", cert, "-key", key,
+		"-cipher", "ALL:COMPLEMENTOFALL:@SECLEVEL=0", "-min_protocol", "TLSv1", "-www")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.ReadLine(ctx, "ACCEPT"); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Name: "lab"}
+	r := ScanTLS(ctx, addr, "tls", nil, o)
+	Robustness(ctx, r, addr, o)
+	if r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	weak, insecure := findings(r, Weak, ""), findings(r, Insecure, "")
+	for _, want := range []string{"TLS 1.0 accepted", "TLS 1.1 accepted", "AES128-SHA (1.0, 1.1, 1.2): RSA key exchange", "ECDHE-RSA-AES128-SHA (1.0, 1.1, 1.2): CBC", "chain not trusted"} {
+		if !has(weak, want) {
+			t.Errorf("weak finding %q missing: %q", want, weak)
+		}
+	}
+	for _, want := range []string{"ADH-AES128-SHA", "NULL-SHA256 (1.2): no encryption"} {
+		if !has(insecure, want) {
+			t.Errorf("insecure finding %q missing: %q", want, insecure)
+		}
+	}
+	if !has(findings(r, Good, "robustness"), "still serves") || !has(findings(r, Good, "downgrade"), "TLS_FALLBACK_SCSV honoured") {
+		t.Errorf("findings: %+v", r.Findings)
+	}
+	if r.Worst() != Insecure {
+		t.Errorf("worst %v", r.Worst())
+	}
+}
+
+// Go's TLS server as the hub configures it by default: nothing weak, every TLS 1.3
+// group found, the certificate trusted and named, sessions resumed.
+func TestScanGoServerDefaults(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, client, err := lab.WriteServerCert(dir, "good", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+		CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				c.(*tls.Conn).Handshake()
+				c.Write([]byte("hello"))
+				c.Read(make([]byte, 1))
+			}()
+		}
+	}()
+	ctx := context.Background()
+	o := Options{Name: "lab", Roots: client.RootCAs}
+	r := ScanTLS(ctx, ln.Addr().String(), "tls", nil, o)
+	Robustness(ctx, r, ln.Addr().String(), o)
+	if w := r.Worst(); w >= Weak {
+		t.Fatalf("weak findings on Go's defaults: %+v", r.Findings)
+	}
+	for check, want := range map[string]string{"groups": "X25519 P-256 P-384 P-521 X25519MLKEM768", "certificate": "chain trusted", "resumption": "sessions resume"} {
+		all := append(findings(r, Info, check), findings(r, Good, check)...)
+		if !has(all, want) {
+			t.Errorf("%s: %q missing in %q", check, want, all)
+		}
+	}
+	// The wrong name is insecure, and an unknown root weak.
+	r = ScanTLS(ctx, ln.Addr().String(), "tls", nil, Options{Name: "other.test", Roots: x509.NewCertPool()})
+	if !has(findings(r, Insecure, "certificate"), "does not name other.test") || !has(findings(r, Weak, "certificate"), "not trusted") {
+		t.Errorf("certificate findings: %+v", r.Findings)
+	}
+}
+
+// Nothing listening is an error of the scan, not a finding.
+func TestScanNothingListening(t *testing.T) {
+	port, _ := lab.FreePort()
+	r := ScanTLS(context.Background(), "127.0.0.1:"+strconv.Itoa(port), "tls", nil, Options{})
+	if r.Error == "" || r.Worst() != Insecure {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// FuzzReadReply: whatever a server sends, the reader returns a ServerHello, an alert
+// or an error, and never reads past its bound.
+func FuzzReadReply(f *testing.F) {
+	good, _ := hello{version: VersionTLS12, suites: []uint16{0xc02b}}.marshal()
+	sh := []byte{2, 0, 0, 42, 3, 3}
+	sh = append(sh, make([]byte, 32)...)
+	sh = append(sh, 0, 0xc0, 0x2b, 0, 0, 0)
+	sh[3] = byte(len(sh) - 4)
+	f.Add(append([]byte{22, 3, 3, 0, byte(len(sh))}, sh...))
+	f.Add([]byte{21, 3, 3, 0, 2, 2, 40})
+	f.Add(good)
+	f.Add([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bytes.NewReader(b)
+		sh, err := readReply(r)
+		if err == nil && sh == nil {
+			t.Fatal("no ServerHello and no error")
+		}
+	})
+}

@@ -1,0 +1,55 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// 'iotsafe scan --hub' on a hub in its default configuration (front door and MQTT over
+// TLS): no finding rated weak, the chain trusted by the hub's CA, anonymous MQTT
+// refused, HSTS sent; the exit status is what CI relies on. A hub whose operator turned
+// on a CBC suite and TLS 1.1 is reported weak and fails.
+func TestScanHub(t *testing.T) {
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '127.0.0.1:0'}\n")
+	out, err := h.cli("scan", "--hub", "--json")
+	if err != nil {
+		t.Fatalf("scan --hub on a default hub: %v\n%s", err, out)
+	}
+	var reports []struct {
+		Target, Proto, Error string
+		Findings             []struct{ Check, Severity, Detail string }
+	}
+	if err := json.Unmarshal([]byte(out), &reports); err != nil || len(reports) != 2 {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	seen := map[string]bool{}
+	for _, r := range reports {
+		if r.Error != "" {
+			t.Errorf("%s: %s", r.Target, r.Error)
+		}
+		for _, f := range r.Findings {
+			if f.Severity == "weak" || f.Severity == "insecure" {
+				t.Errorf("%s (%s): %s %s: %s", r.Target, r.Proto, f.Severity, f.Check, f.Detail)
+			}
+			seen[r.Proto+" "+f.Severity+" "+f.Check] = true
+		}
+	}
+	for _, want := range []string{"https good hsts", "https good certificate", "mqtts good mqtt", "mqtts good robustness", "https good downgrade"} {
+		if !seen[want] {
+			t.Errorf("no %q finding:\n%s", want, out)
+		}
+	}
+
+	weak := startHub(t, "", "frontdoor:\n  listen: 127.0.0.1:0\n  domain: "+fdDomain+"\n  tls: {min_version: \"1.1\", suites: [ECDHE-ECDSA-AES128-SHA, ECDHE-ECDSA-AES128-GCM-SHA256], allow_insecure: true}\n")
+	out, err = weak.cli("scan", "--hub")
+	if err == nil || !strings.Contains(out, "TLS 1.1 accepted") || !strings.Contains(out, "ECDHE-ECDSA-AES128-SHA (1.1, 1.2): CBC") {
+		t.Fatalf("scan --hub on a weakened hub: %v\n%s", err, out)
+	}
+	if out, err := weak.cli("scan", "--hub", "--fail-on", "insecure"); err != nil {
+		t.Fatalf("--fail-on insecure failed on weak findings: %v\n%s", err, out)
+	}
+	if out, err := h.cli("scan", "--proto", "gopher", "127.0.0.1:1"); err == nil || !strings.Contains(out, "--proto") {
+		t.Fatalf("an unknown protocol: %v\n%s", err, out)
+	}
+}
