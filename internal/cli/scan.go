@@ -30,7 +30,7 @@ func scanCmd(g *globals) *cobra.Command {
 	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "scan [HOST:PORT...]",
-		Short: "The security posture of TLS endpoints: versions, suites, groups, certificate, downgrade, robustness",
+		Short: "The security posture of TLS and SSH endpoints: versions, suites, groups, certificate, downgrade, robustness",
 		Long: `Scan reports what a TLS endpoint accepts and how it holds up (paper 003's security
 analysis), with hand-made ClientHellos so that versions and suites no modern client offers
 are found too: SSL 3.0 to TLS 1.3, every suite per version in the server's order of
@@ -39,12 +39,13 @@ certificate (expiry, key, signature, name, chain against --ca or the system's ro
 downgrade protection (TLS_FALLBACK_SCSV, TLS 1.3's sentinel), secure renegotiation,
 extended master secret, compression, resumption, ALPN; with --proto https the HSTS
 header, with --proto mqtts whether an anonymous CONNECT is accepted; and whether it
-still serves after malformed and oversized input.
+still serves after malformed and oversized input. --proto ssh rates an SSH server's key
+exchanges, host keys, ciphers and MACs and checks the strict key exchange (Terrapin).
 
 Each finding is info, good, weak or insecure. Scan exits 1 when a finding is at or above
 --fail-on (default weak; "none" never fails), so CI can run it as is.
 
---hub scans the TLS endpoints of the hub running on the data folder (front door, MQTT
+--hub scans the endpoints of the hub running on the data folder (SSH, front door, MQTT
 over TLS) against its local CA; a hub in its default configuration has no weak finding.`,
 		Example: `  iotsafe scan --hub
   iotsafe scan mqtt.example.com:8883 --proto mqtts
@@ -58,9 +59,9 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 				}
 			}
 			switch proto {
-			case "tls", "https", "mqtts":
+			case "tls", "https", "mqtts", "ssh":
 			default:
-				return fmt.Errorf("--proto: %q: use tls, https or mqtts", proto)
+				return fmt.Errorf("--proto: %q: use tls, https, mqtts or ssh", proto)
 			}
 			var roots *x509.CertPool
 			if caFile != "" {
@@ -113,7 +114,7 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&proto, "proto", "tls", "what the targets speak over TLS: tls, https (adds HSTS) or mqtts (adds the anonymous-login check)")
+	fl.StringVar(&proto, "proto", "tls", "what the targets speak: tls, https (adds HSTS), mqtts (adds the anonymous-login check) or ssh")
 	fl.StringVar(&name, "name", "", "server name to send and to check the certificate against (default the target's host)")
 	fl.StringVar(&caFile, "ca", "", "PEM file of the roots that must verify the chain (default the system's)")
 	fl.BoolVar(&ofHub, "hub", false, "scan the TLS endpoints of the hub running on the data folder")
@@ -126,6 +127,9 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 // scanOne runs every check that fits the target's protocol.
 func scanOne(ctx context.Context, t scanTarget, timeout time.Duration) *scan.Report {
 	o := scan.Options{Name: t.name, Roots: t.roots, Timeout: timeout}
+	if t.proto == "ssh" {
+		return scan.ScanSSH(ctx, t.addr, o)
+	}
 	alpn := map[string][]string{"https": {"h2", "http/1.1"}, "mqtts": {"mqtt"}}[t.proto]
 	r := scan.ScanTLS(ctx, t.addr, t.proto, alpn, o)
 	if r.Error != "" {
@@ -165,6 +169,7 @@ func (g *globals) hubScanTargets() ([]scanTarget, error) {
 	domain := cfg.Frontdoor.Domain
 	var out []scanTarget
 	for _, l := range []struct{ role, proto, name string }{
+		{"ssh", "ssh", ""},
 		{"frontdoor", "https", domain},
 		{"mqtt_tls", "mqtts", "mqtt." + domain},
 	} {
@@ -179,7 +184,7 @@ func (g *globals) hubScanTargets() ([]scanTarget, error) {
 		out = append(out, scanTarget{addr: reachable(a), proto: l.proto, name: name, roots: roots})
 	}
 	if len(out) == 0 {
-		return nil, errors.New("--hub: the hub has no TLS listener (front door, MQTT over TLS)")
+		return nil, errors.New("--hub: the hub names no listener")
 	}
 	return out, nil
 }

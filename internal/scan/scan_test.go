@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -165,6 +167,73 @@ func FuzzReadReply(f *testing.F) {
 		sh, err := readReply(r)
 		if err == nil && sh == nil {
 			t.Fatal("no ServerHello and no error")
+		}
+	})
+}
+
+// A stock OpenSSH server told to offer legacy algorithms: the scan finds each, and the
+// strict key exchange it offers. (Root: sshd's privilege separation; CI runs as root.)
+func TestScanWeakSSHD(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sshd needs root (privilege separation); CI runs as root")
+	}
+	dir := t.TempDir()
+	port, err := lab.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cfg, _, _, err := lab.PrepareSSHD(dir, addr, "Ciphers +aes128-cbc\nMACs +hmac-sha1\nKexAlgorithms +diffie-hellman-group14-sha1\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := lab.StartProc("sshd", nil, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := lab.WaitTCP(ctx, p, addr); err != nil {
+		t.Fatal(err)
+	}
+	r := ScanSSH(ctx, addr, Options{})
+	if r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	weak := findings(r, Weak, "")
+	for _, want := range []string{"aes128-cbc: CBC", "hmac-sha1: SHA-1", "diffie-hellman-group14-sha1: SHA-1"} {
+		if !has(weak, want) {
+			t.Errorf("%q missing in %q", want, weak)
+		}
+	}
+	if !has(findings(r, Good, "kex"), "strict key exchange") || !has(findings(r, Info, "banner"), "OpenSSH") {
+		t.Errorf("findings %+v", r.Findings)
+	}
+}
+
+// FuzzKexInit: whatever an SSH server sends first, the parser returns a KEXINIT or an
+// error.
+func FuzzKexInit(f *testing.F) {
+	payload := []byte{20}
+	payload = append(payload, make([]byte, 16)...)
+	for _, l := range []string{"curve25519-sha256,kex-strict-s-v00@openssh.com", "ssh-ed25519", "aes128-ctr", "aes128-ctr", "hmac-sha2-256", "hmac-sha2-256", "none", "none", "", ""} {
+		payload = binary.BigEndian.AppendUint32(payload, uint32(len(l)))
+		payload = append(payload, l...)
+	}
+	payload = append(payload, 0, 0, 0, 0, 0)
+	pad := 8 - (len(payload)+5)%8 + 4
+	pkt := binary.BigEndian.AppendUint32(nil, uint32(len(payload)+pad+1))
+	pkt = append(pkt, byte(pad))
+	pkt = append(pkt, payload...)
+	pkt = append(pkt, make([]byte, pad)...)
+	f.Add(pkt)
+	f.Add([]byte{0, 0, 0, 12, 4, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, err := parseKexInit(bytes.NewReader(b))
+		if err == nil && k == nil {
+			t.Fatal("no KEXINIT and no error")
 		}
 	})
 }

@@ -20,7 +20,7 @@ func TestScanHub(t *testing.T) {
 		Target, Proto, Error string
 		Findings             []struct{ Check, Severity, Detail string }
 	}
-	if err := json.Unmarshal([]byte(out), &reports); err != nil || len(reports) != 2 {
+	if err := json.Unmarshal([]byte(out), &reports); err != nil || len(reports) != 3 {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	seen := map[string]bool{}
@@ -35,7 +35,7 @@ func TestScanHub(t *testing.T) {
 			seen[r.Proto+" "+f.Severity+" "+f.Check] = true
 		}
 	}
-	for _, want := range []string{"https good hsts", "https good certificate", "mqtts good mqtt", "mqtts good robustness", "https good downgrade"} {
+	for _, want := range []string{"https good hsts", "https good certificate", "mqtts good mqtt", "mqtts good robustness", "https good downgrade", "ssh good kex"} {
 		if !seen[want] {
 			t.Errorf("no %q finding:\n%s", want, out)
 		}
