@@ -63,6 +63,13 @@ func (s *scanner) noteSuite(v uint16, suite Suite) {
 	s.weak[suite.Name] = append(s.weak[suite.Name], strings.TrimPrefix(VersionName(v), "TLS "))
 }
 
+func (s *scanner) setSuites(v uint16, names []string) {
+	if s.r.Suites == nil {
+		s.r.Suites = map[string][]string{}
+	}
+	s.r.Suites[VersionName(v)] = names
+}
+
 // reportSuites adds one finding per weak or insecure suite, worst first.
 func (s *scanner) reportSuites() {
 	slices.SortStableFunc(s.weakList, func(a, b Suite) int {
@@ -165,11 +172,10 @@ func (s *scanner) versions(ctx context.Context) []uint16 {
 	if err == nil && sh.version == VersionTLS13 {
 		out = append(out, VersionTLS13)
 	}
-	var names []string
 	for _, v := range out {
-		names = append(names, VersionName(v))
+		s.r.Versions = append(s.r.Versions, VersionName(v))
 	}
-	s.r.add("versions", Info, "accepted: %s", strings.Join(names, ", "))
+	s.r.add("versions", Info, "accepted: %s", strings.Join(s.r.Versions, ", "))
 	for _, v := range out {
 		switch v {
 		case VersionSSL30:
@@ -204,6 +210,7 @@ func (s *scanner) suites12(ctx context.Context, v uint16) {
 		got = append(got, suite.OpenSSL)
 		s.noteSuite(v, suite)
 	}
+	s.setSuites(v, got)
 	s.r.add("suites", Info, "%s, in the server's order: %s", VersionName(v), strings.Join(got, " "))
 }
 
@@ -217,6 +224,7 @@ func (s *scanner) suites13(ctx context.Context) {
 			s.noteSuite(VersionTLS13, suite)
 		}
 	}
+	s.setSuites(VersionTLS13, got)
 	s.r.add("suites", Info, "TLS 1.3: %s", strings.Join(got, " "))
 }
 
@@ -230,6 +238,7 @@ func (s *scanner) groups13(ctx context.Context) {
 			got = append(got, GroupName(g))
 		}
 	}
+	s.r.Groups = got
 	s.r.add("groups", Info, "TLS 1.3 key exchange: %s", strings.Join(got, " "))
 	if sh, err := s.probe(ctx, hello{version: VersionTLS12, tls13: true, suites: ids(suites13)}); err == nil && sh.retry {
 		s.r.add("groups", Info, "prefers %s: a client that lists it but sends an X25519 key share only pays a HelloRetryRequest (one more round trip)", GroupName(sh.group))

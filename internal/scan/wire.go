@@ -43,6 +43,12 @@ const (
 	GroupP384           uint16 = 0x0018
 	GroupP521           uint16 = 0x0019
 	GroupX25519         uint16 = 0x001d
+	GroupX448           uint16 = 0x001e
+	GroupFFDHE2048      uint16 = 0x0100
+	GroupFFDHE3072      uint16 = 0x0101
+	GroupFFDHE4096      uint16 = 0x0102
+	GroupFFDHE6144      uint16 = 0x0103
+	GroupFFDHE8192      uint16 = 0x0104
 	GroupX25519MLKEM768 uint16 = 0x11ec
 )
 
@@ -59,12 +65,20 @@ func GroupName(g uint16) string {
 		return "X25519"
 	case GroupX25519MLKEM768:
 		return "X25519MLKEM768"
+	case GroupX448:
+		return "X448"
+	case GroupFFDHE2048, GroupFFDHE3072, GroupFFDHE4096, GroupFFDHE6144, GroupFFDHE8192:
+		return fmt.Sprintf("ffdhe%d", ffdheBits[g])
 	}
 	return fmt.Sprintf("0x%04x", g)
 }
 
 // allGroups are the groups a probe offers unless it tests one.
-var allGroups = []uint16{GroupX25519, GroupP256, GroupP384, GroupP521, GroupX25519MLKEM768}
+var allGroups = []uint16{GroupX25519, GroupP256, GroupP384, GroupP521, GroupX25519MLKEM768, GroupX448,
+	GroupFFDHE2048, GroupFFDHE3072, GroupFFDHE4096, GroupFFDHE6144, GroupFFDHE8192}
+
+// ffdheBits are the finite-field groups' sizes (RFC 7919).
+var ffdheBits = map[uint16]int{GroupFFDHE2048: 2048, GroupFFDHE3072: 3072, GroupFFDHE4096: 4096, GroupFFDHE6144: 6144, GroupFFDHE8192: 8192}
 
 // Special values in the suites list.
 const (
@@ -236,6 +250,18 @@ func keyShare(g uint16) ([]byte, error) {
 			return nil, err
 		}
 		return append(dk.EncapsulationKey().Bytes(), x.PublicKey().Bytes()...), nil
+	case GroupX448:
+		// Go has no X448: any 56 bytes are a public key, and the probe stops at the
+		// ServerHello.
+		k := make([]byte, 56)
+		rand.Read(k)
+		return k, nil
+	case GroupFFDHE2048, GroupFFDHE3072, GroupFFDHE4096, GroupFFDHE6144, GroupFFDHE8192:
+		// Nor finite-field Diffie-Hellman: 4 (= 2², in the prime-order subgroup a server
+		// checks for) padded to the prime's length passes a server's checks.
+		k := make([]byte, ffdheBits[g]/8)
+		k[len(k)-1] = 4
+		return k, nil
 	default:
 		return nil, fmt.Errorf("scan: no key share for group %s", GroupName(g))
 	}
