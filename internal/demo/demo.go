@@ -136,6 +136,7 @@ func Run(ctx context.Context, o Options) error {
   %[1]s device list --data %[2]s
   %[1]s device show dev1 --data %[2]s
   %[1]s events --data %[2]s
+  %[1]s scan --hub --data %[2]s            # the hub's SSH, HTTPS and MQTT/TLS endpoints rated
   %[1]s device revoke dev3 --data %[2]s     # dev3's session closes at once
 `, o.Binary, data)
 	if fa := h.FrontdoorAddr(); fa != nil {

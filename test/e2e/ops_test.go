@@ -75,6 +75,12 @@ func TestDemo(t *testing.T) {
 	if got, err := c.CombinedOutput(); err != nil || !strings.Contains(string(got), `"device":"dev2"`) {
 		t.Fatalf("connect dev2: %v\n%s", err, got)
 	}
+	if !strings.Contains(s, "scan --hub --data") {
+		t.Fatalf("demo output lacks the scan hint:\n%s", s)
+	}
+	if got, err := exec.Command(iotsafeBin, "scan", "--hub", "--data", data, "--config", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("scan --hub on the demo's hub: %v\n%s", err, got)
+	}
 	list, _ := exec.Command(iotsafeBin, "device", "list", "--data", data, "--config", cfg).CombinedOutput()
 	if strings.Count(string(list), "online") != 3 {
 		t.Fatalf("device list:\n%s", list)
