@@ -1,0 +1,90 @@
+package tlsbench
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"sync/atomic"
+	"time"
+)
+
+// countingConn counts the bytes on a connection (TLS records included).
+type countingConn struct {
+	net.Conn
+	sent, recvd *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.recvd.Add(int64(n))
+	return n, err
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.sent.Add(int64(n))
+	return n, err
+}
+
+// goServer serves the lab's protocol with Go's TLS: handshake, one byte, close.
+func goServer(cert tls.Certificate) (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				tc := tls.Server(c, cfg)
+				if tc.Handshake() == nil {
+					tc.Write([]byte("k"))
+					tc.Close()
+				}
+			}()
+		}
+	}()
+	return ln, nil
+}
+
+// goClient makes k connections one after the other, verifying the server's certificate
+// with trust as a real client would; resume keeps a session cache.
+func goClient(ctx context.Context, addr string, k int, resume bool, group tls.CurveID, trust *tls.Config) (Sample, error) {
+	cfg := trust.Clone()
+	cfg.MinVersion, cfg.CurvePreferences = tls.VersionTLS13, []tls.CurveID{group}
+	if resume {
+		cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+	}
+	var sent, recvd atomic.Int64
+	s := Sample{K: k}
+	start := time.Now()
+	for range k {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return s, err
+		}
+		tc := tls.Client(countingConn{c, &sent, &recvd}, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return s, err
+		}
+		if _, err := tc.Read(make([]byte, 1)); err != nil { // takes the tickets too
+			c.Close()
+			return s, err
+		}
+		if tc.ConnectionState().DidResume {
+			s.Resumed++
+		}
+		c.Close()
+	}
+	s.Seconds = time.Since(start).Seconds()
+	s.Sent, s.Received = sent.Load(), recvd.Load()
+	return s, nil
+}

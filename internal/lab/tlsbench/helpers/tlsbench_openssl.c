@@ -1,0 +1,183 @@
+/*
+ * tlsbench_openssl: one side of iotsafe's TLS connection-time benchmark (paper 003,
+ * fig. 5) over OpenSSL 3.0. Built by the lab with the system's compiler and libssl-dev.
+ *
+ *   tlsbench_openssl server PORT CERT KEY PSKHEX
+ *       listens on 127.0.0.1:PORT (0: any), prints "ready PORT", and for each connection
+ *       does the handshake, writes one byte (so a TLS 1.3 client reads its tickets) and
+ *       closes. An external PSK (identity "iotsafe") is accepted alongside certificates.
+ *   tlsbench_openssl client HOST PORT K MODE GROUP PSKHEX CAFILE
+ *       makes K connections one after the other, verifying the server's certificate
+ *       against CAFILE as a real client would (name "lab"); MODE is full, resume,
+ *       psk_ke or psk_dhe_ke; GROUP an OpenSSL group name. Prints
+ *       "ok K SECONDS RESUMED SENT RECEIVED" (bytes on the sockets, TLS included).
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static const unsigned char tls13_aes128gcmsha256_id[] = {0x13, 0x01};
+static unsigned char psk[64];
+static size_t psk_len;
+
+static void die(const char *what) {
+	fprintf(stderr, "tlsbench_openssl: %s\n", what);
+	ERR_print_errors_fp(stderr);
+	exit(1);
+}
+
+static int hexval(char c) {
+	if (c >= '0' && c <= '9') return c - '0';
+	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+	return -1;
+}
+
+static void parse_psk(const char *hex) {
+	size_t n = strlen(hex);
+	if (n % 2 || n / 2 > sizeof psk) die("PSKHEX: an even number of hex digits, at most 128");
+	for (size_t i = 0; i < n / 2; i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0) die("PSKHEX: not hex");
+		psk[i] = (unsigned char)(hi << 4 | lo);
+	}
+	psk_len = n / 2;
+}
+
+/* A TLS 1.3 session that stands for the external PSK. */
+static SSL_SESSION *psk_session(SSL *ssl) {
+	const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, tls13_aes128gcmsha256_id);
+	SSL_SESSION *s = SSL_SESSION_new();
+	if (!s || !cipher || !SSL_SESSION_set1_master_key(s, psk, psk_len) || !SSL_SESSION_set_cipher(s, cipher) ||
+	    !SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION))
+		die("PSK session");
+	return s;
+}
+
+static int client_psk_cb(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen, SSL_SESSION **sess) {
+	(void)md;
+	*sess = psk_session(ssl);
+	*id = (const unsigned char *)"iotsafe";
+	*idlen = 7;
+	return 1;
+}
+
+static int server_psk_cb(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess) {
+	if (idlen != 7 || memcmp(id, "iotsafe", 7) != 0) {
+		*sess = NULL;
+		return 1; /* unknown identity: fall back to a certificate handshake */
+	}
+	*sess = psk_session(ssl);
+	return 1;
+}
+
+static int server(int argc, char **argv) {
+	if (argc != 6) die("usage: server PORT CERT KEY PSKHEX");
+	parse_psk(argv[5]);
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	if (!ctx || SSL_CTX_use_certificate_chain_file(ctx, argv[3]) != 1 || SSL_CTX_use_PrivateKey_file(ctx, argv[4], SSL_FILETYPE_PEM) != 1)
+		die("server certificate");
+	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+	SSL_CTX_set_psk_find_session_callback(ctx, server_psk_cb);
+	/* psk_ke is allowed when the client asks for it (SSL_OP_ALLOW_NO_DHE_KEX). */
+	SSL_CTX_set_options(ctx, SSL_OP_ALLOW_NO_DHE_KEX);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+	int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t alen = sizeof a;
+	if (bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 512) || getsockname(ls, (struct sockaddr *)&a, &alen))
+		die("listen");
+	printf("ready %d\n", ntohs(a.sin_port));
+	fflush(stdout);
+	for (;;) {
+		int c = accept(ls, NULL, NULL);
+		if (c < 0) continue;
+		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		SSL *ssl = SSL_new(ctx);
+		SSL_set_fd(ssl, c);
+		if (SSL_accept(ssl) == 1) {
+			SSL_write(ssl, "k", 1);
+			SSL_shutdown(ssl);
+		} else {
+			ERR_clear_error();
+		}
+		SSL_free(ssl);
+		close(c);
+	}
+	return 0;
+}
+
+static double now(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int client(int argc, char **argv) {
+	if (argc != 9) die("usage: client HOST PORT K MODE GROUP PSKHEX CAFILE");
+	int k = atoi(argv[4]);
+	const char *mode = argv[5];
+	parse_psk(argv[7]);
+	int resume = !strcmp(mode, "resume"), use_psk = !strncmp(mode, "psk", 3);
+	if (!resume && !use_psk && strcmp(mode, "full")) die("MODE: full, resume, psk_ke or psk_dhe_ke");
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+	if (SSL_CTX_set1_groups_list(ctx, argv[6]) != 1) die("GROUP");
+	/* One suite for every mode: the PSK's hash is SHA-256, and modes compare alike. */
+	if (SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256") != 1) die("suite");
+	if (SSL_CTX_load_verify_locations(ctx, argv[8], NULL) != 1) die("CAFILE");
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (use_psk) {
+		SSL_CTX_set_psk_use_session_callback(ctx, client_psk_cb);
+		if (!strcmp(mode, "psk_ke")) SSL_CTX_set_options(ctx, SSL_OP_ALLOW_NO_DHE_KEX);
+	}
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
+	if (inet_pton(AF_INET, argv[2], &a.sin_addr) != 1) die("HOST: an IPv4 address");
+	SSL_SESSION *sess = NULL;
+	long resumed = 0, sent = 0, recvd = 0;
+	double start = now();
+	for (int i = 0; i < k; i++) {
+		int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+		setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (connect(s, (struct sockaddr *)&a, sizeof a)) die("connect");
+		BIO *b = BIO_new_socket(s, BIO_NOCLOSE);
+		SSL *ssl = SSL_new(ctx);
+		SSL_set_bio(ssl, b, b);
+		SSL_set_tlsext_host_name(ssl, "lab");
+		SSL_set1_host(ssl, "lab");
+		if (resume && sess) SSL_set_session(ssl, sess);
+		if (SSL_connect(ssl) != 1) die("handshake");
+		char c;
+		if (SSL_read(ssl, &c, 1) != 1) die("read"); /* also takes the tickets */
+		if (SSL_session_reused(ssl)) resumed++;
+		if (resume) {
+			if (sess) SSL_SESSION_free(sess);
+			sess = SSL_get1_session(ssl);
+		}
+		sent += BIO_number_written(b);
+		recvd += BIO_number_read(b);
+		SSL_shutdown(ssl);
+		SSL_free(ssl);
+		close(s);
+	}
+	printf("ok %d %.6f %ld %ld %ld\n", k, now() - start, resumed, sent, recvd);
+	return 0;
+}
+
+int main(int argc, char **argv) {
+	if (argc > 1 && !strcmp(argv[1], "server")) return server(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "client")) return client(argc, argv);
+	die("usage: server ... | client ...");
+	return 1;
+}

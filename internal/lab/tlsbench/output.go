@@ -1,0 +1,166 @@
+package tlsbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/iotsafe/iotsafe/internal/lab"
+)
+
+// Summary is summary.json (schema iotsafe.bench.tls/1, docs/bench.md).
+type Summary struct {
+	Schema string `json:"schema"`
+	Quick  bool   `json:"quick"`
+	Reps   int    `json:"reps"`
+	// AvgMs is impl -> mode -> K -> median time per connection in ms; BytesPerConn the
+	// bytes both ways per connection at the largest K.
+	AvgMs        map[string]map[string]map[string]float64 `json:"avg_ms"`
+	BytesPerConn map[string]map[string]float64            `json:"bytes_per_connection"`
+	// Speedup is impl -> mode -> full handshake time over the mode's, at the largest K.
+	Speedup map[string]map[string]float64 `json:"speedup_over_full"`
+	Skipped map[string]string             `json:"skipped"`
+	// TargetMet: with Go's TLS (the hub's), resumption at least twice the connection rate
+	// of a full handshake (issue 15; the paper: about 2x).
+	TargetMet bool `json:"target_met"`
+}
+
+// Summarize takes medians and speedups.
+func Summarize(r Result) Summary {
+	s := Summary{Schema: "iotsafe.bench.tls/1", Quick: r.Options.Quick, Reps: r.Options.Reps, AvgMs: map[string]map[string]map[string]float64{},
+		BytesPerConn: map[string]map[string]float64{}, Speedup: map[string]map[string]float64{}, Skipped: r.Skipped}
+	kmax := slices.Max(r.Options.K)
+	vals := map[[3]string][]float64{}
+	for _, run := range r.Runs {
+		key := [3]string{run.Impl, run.Mode, fmt.Sprint(run.K)}
+		vals[key] = append(vals[key], run.Seconds*1000/float64(run.K))
+		if run.K == kmax {
+			if s.BytesPerConn[run.Impl] == nil {
+				s.BytesPerConn[run.Impl] = map[string]float64{}
+			}
+			s.BytesPerConn[run.Impl][run.Mode] = float64(run.Sent+run.Received) / float64(run.K)
+		}
+	}
+	for key, v := range vals {
+		if s.AvgMs[key[0]] == nil {
+			s.AvgMs[key[0]] = map[string]map[string]float64{}
+		}
+		if s.AvgMs[key[0]][key[1]] == nil {
+			s.AvgMs[key[0]][key[1]] = map[string]float64{}
+		}
+		s.AvgMs[key[0]][key[1]][key[2]] = lab.Median(v)
+	}
+	k := fmt.Sprint(kmax)
+	for impl, modes := range s.AvgMs {
+		full := modes["full"][k]
+		for mode, byK := range modes {
+			if mode == "full" || full == 0 || byK[k] == 0 {
+				continue
+			}
+			if s.Speedup[impl] == nil {
+				s.Speedup[impl] = map[string]float64{}
+			}
+			s.Speedup[impl][mode] = full / byK[k]
+		}
+	}
+	s.TargetMet = s.Speedup["go"]["resume"] >= 2
+	return s
+}
+
+// Run measures, writes the files into out and prints the summary on w.
+func Run(ctx context.Context, b *lab.Bench, o Options, out string, w io.Writer) error {
+	fmt.Fprintf(w, "bench tls: results in %s\n", out)
+	res, err := Measure(ctx, b, o)
+	if err != nil && len(res.Runs) == 0 {
+		return err
+	}
+	s := Summarize(res)
+	if werr := Write(out, lab.ReadEnvironment(res.Options.Quick), res, s); werr != nil {
+		return werr
+	}
+	Print(w, s)
+	fmt.Fprintf(w, "\nreport: %s\n", filepath.Join(out, "report.html"))
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// Write writes connections.csv, summary.json, environment.json and report.html.
+func Write(dir string, env lab.Environment, r Result, s Summary) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := lab.WriteCSV(filepath.Join(dir, "connections.csv"), []string{"impl", "mode", "k", "rep", "seconds", "avg_ms", "resumed", "bytes_sent", "bytes_received"}, func(w func(...string)) {
+		for _, run := range r.Runs {
+			w(run.Impl, run.Mode, fmt.Sprint(run.K), fmt.Sprint(run.Rep+1), fmt.Sprintf("%.6f", run.Seconds), fmt.Sprintf("%.4f", run.Seconds*1000/float64(run.K)),
+				fmt.Sprint(run.Resumed), fmt.Sprint(run.Sent), fmt.Sprint(run.Received))
+		}
+	}); err != nil {
+		return err
+	}
+	f, err := lab.WriteRunFiles(dir, env, s)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	series := map[string]map[string]float64{}
+	for impl, modes := range s.AvgMs {
+		for mode, byK := range modes {
+			series[impl+" "+mode] = byK
+		}
+	}
+	chart := lab.LineChart("Average time per connection over K subsequent connections (fig. 5)", "K", "ms", lab.MapSeries(series), true)
+	return reportTmpl.Execute(f, map[string]any{"Env": env, "S": s, "Chart": chart})
+}
+
+// Print writes the summary for a terminal.
+func Print(w io.Writer, s Summary) {
+	for _, impl := range lab.SortedKeys(s.AvgMs) {
+		for _, mode := range lab.SortedKeys(s.AvgMs[impl]) {
+			fmt.Fprintf(w, "  %-8s %-11s", impl, mode)
+			for _, k := range lab.SortedNumKeys(s.AvgMs[impl][mode]) {
+				fmt.Fprintf(w, "  K=%s %.3f ms", k, s.AvgMs[impl][mode][k])
+			}
+			if x, ok := s.Speedup[impl][mode]; ok {
+				fmt.Fprintf(w, "  (%.2fx faster than full)", x)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	for _, k := range lab.SortedKeys(s.Skipped) {
+		fmt.Fprintf(w, "  %s: not supported: %s\n", k, s.Skipped[k])
+	}
+	verdict := "met"
+	if !s.TargetMet {
+		verdict = "NOT met"
+	}
+	fmt.Fprintf(w, "target (Go's TLS, the hub's: resumption >= 2x the rate of a full handshake): %s\n", verdict)
+}
+
+var reportTmpl = template.Must(template.New("r").Funcs(template.FuncMap{
+	"f": func(f string, v float64) string { return fmt.Sprintf(f, v) },
+}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>iotsafe bench tls — {{.Env.Time.Format "2006-01-02 15:04"}}</title>
+<style>
+body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
+table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}
+th:first-child,td:first-child{text-align:left}.note{color:#555;font-size:.9rem}
+</style></head><body>
+<h1>TLS 1.3: full handshake, resumption and external PSK (paper 003, fig. 5)</h1>
+<p class="note">{{.Env.CPU}}, {{.Env.Cores}} cores, Linux {{.Env.Kernel}}, {{.Env.Go}}, commit {{.Env.Commit}}{{if .Env.Quick}}, <b>quick run</b>: harness check, not a measurement{{end}}.
+Client and server of the same implementation on loopback; each connection: TCP connect, TLS 1.3 handshake with the certificate verified as a real client does (TLS_AES_128_GCM_SHA256, X25519, ECDSA P-256 certificate), one byte from the server (which also delivers the session tickets), close. {{.S.Reps}} repetitions, medians.</p>
+<p>Target (issue 15): with Go's TLS (the hub's), resumption at least twice the connection rate of a full handshake — <b>{{if .S.TargetMet}}met{{else}}not met{{end}}</b>. The paper: resumption more than 2x faster than a full handshake; PSK faster than a full handshake.</p>
+{{.Chart}}
+<table><tr><th>implementation</th><th>mode</th><th>faster than a full handshake (largest K)</th><th>bytes per connection</th></tr>
+{{range $impl, $modes := .S.Speedup}}{{range $mode, $x := $modes}}<tr><td>{{$impl}}</td><td>{{$mode}}</td><td>{{f "%.2fx" $x}}</td><td>{{f "%.0f" (index (index $.S.BytesPerConn $impl) $mode)}}</td></tr>{{end}}{{end}}
+</table>
+{{if .S.Skipped}}<h2>Not supported</h2><table>{{range $k, $why := .S.Skipped}}<tr><td>{{$k}}</td><td>{{$why}}</td></tr>{{end}}</table>{{end}}
+<p class="note">Not yet in this lab (issue 15): wolfSSL 5.5.4, DTLS 1.2 (pion/dtls, wolfSSL), suites x groups (figs. 3, 4), payload throughput (fig. 6), primitives (fig. 2), the 802.15.4 link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
+</body></html>
+`))
