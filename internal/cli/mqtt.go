@@ -77,11 +77,13 @@ QoS 1/2 messages in flight. With DEVICE, only that device's clients.`,
 				req.Device = args[0]
 			}
 			rep, err := admin.Call(g.adminSocket(), req)
-			if err != nil {
+			switch {
+			case errors.Is(err, admin.ErrHubNotRunning):
 				return fmt.Errorf("the hub is not running (no answer on its admin socket in %s): %w", g.data, err)
-			}
-			if rep.Error != "" {
-				return errors.New(rep.Error)
+			case err != nil && rep.Error != "":
+				return errors.New(rep.Error) // the hub's own words (the broker is off)
+			case err != nil:
+				return err
 			}
 			if asJSON {
 				if rep.MQTTClients == nil {

@@ -449,3 +449,11 @@ func TestMQTTClientCertificate(t *testing.T) {
 		t.Fatalf("a certificate for a revoked device: %v\n%s", err, out)
 	}
 }
+
+// 'iotsafe mqtt clients' on a hub without a broker says so (not that no hub runs).
+func TestMQTTClientsWithoutBroker(t *testing.T) {
+	h := startHub(t, "", "")
+	if out, err := h.cli("mqtt", "clients"); err == nil || !strings.Contains(out, "broker is off") {
+		t.Fatalf("mqtt clients without a broker: %v\n%s", err, out)
+	}
+}
