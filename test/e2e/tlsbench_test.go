@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// 'iotsafe bench tls --quick' checks the TLS lab's harness: the OpenSSL helper is built
-// from source against libssl-dev, Go's and OpenSSL's servers and clients run every mode,
+// 'iotsafe bench tls --quick' checks the TLS lab's harness: the OpenSSL and wolfSSL
+// helpers are built from source against Debian's libraries, every implementation's
+// server and client run every mode,
 // resumption and PSK really resume (the bench refuses a run that would measure full
 // handshakes), Go's missing external PSK is listed with why, every file is written.
 func TestBenchTLSQuick(t *testing.T) {
@@ -20,7 +21,8 @@ func TestBenchTLSQuick(t *testing.T) {
 	if b := r.summary(t, &s); s.Schema != "iotsafe.bench.tls/1" {
 		t.Fatalf("summary: %s", b)
 	}
-	for impl, modes := range map[string][]string{"go": {"full", "resume"}, "openssl": {"full", "resume", "psk_ke", "psk_dhe_ke"}} {
+	all := []string{"full", "resume", "psk_ke", "psk_dhe_ke"}
+	for impl, modes := range map[string][]string{"go": {"full", "resume"}, "openssl": all, "wolfssl": all} {
 		for _, m := range modes {
 			if len(s.AvgMs[impl][m]) != 2 {
 				t.Errorf("%s %s: %v\n%s", impl, m, s.AvgMs[impl][m], r.text)

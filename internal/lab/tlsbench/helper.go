@@ -18,26 +18,40 @@ import (
 //go:embed helpers/tlsbench_openssl.c
 var opensslHelper []byte
 
-// buildHelper compiles the OpenSSL helper into dir.
-func buildHelper(ctx context.Context, dir string) (string, error) {
-	src, bin := filepath.Join(dir, "tlsbench_openssl.c"), filepath.Join(dir, "tlsbench_openssl")
-	if err := os.WriteFile(src, opensslHelper, 0o600); err != nil {
+//go:embed helpers/tlsbench_wolfssl.c
+var wolfsslHelper []byte
+
+// helpers are the C implementations: source, libraries, Debian's development package.
+var helpers = map[string]struct {
+	src  []byte
+	libs []string
+	pkg  string
+}{
+	"openssl": {opensslHelper, []string{"-lssl", "-lcrypto"}, "libssl-dev"},
+	"wolfssl": {wolfsslHelper, []string{"-lwolfssl"}, "libwolfssl-dev"},
+}
+
+// buildHelper compiles impl's helper into dir.
+func buildHelper(ctx context.Context, dir, impl string) (string, error) {
+	h := helpers[impl]
+	src, bin := filepath.Join(dir, "tlsbench_"+impl+".c"), filepath.Join(dir, "tlsbench_"+impl)
+	if err := os.WriteFile(src, h.src, 0o600); err != nil {
 		return "", err
 	}
 	cc, err := exec.LookPath("cc")
 	if err != nil {
-		return "", fmt.Errorf("no C compiler to build the OpenSSL helper: run scripts/setup.sh (gcc, libssl-dev)")
+		return "", fmt.Errorf("no C compiler to build the %s helper: run scripts/setup.sh (gcc, %s)", impl, h.pkg)
 	}
-	out, err := exec.CommandContext(ctx, cc, "-O2", "-o", bin, src, "-lssl", "-lcrypto").CombinedOutput()
+	out, err := exec.CommandContext(ctx, cc, append([]string{"-O2", "-o", bin, src}, h.libs...)...).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("building the OpenSSL helper (needs libssl-dev: run scripts/setup.sh): %v\n%s", err, out)
+		return "", fmt.Errorf("building the %s helper (needs %s: run scripts/setup.sh): %v\n%s", impl, h.pkg, err, out)
 	}
 	return bin, nil
 }
 
-// opensslServer starts the helper's server and returns its port.
-func opensslServer(ctx context.Context, bin, cert, key, pskHex string) (*lab.Proc, int, error) {
-	p, err := lab.StartProc("tlsbench-openssl", nil, bin, "server", "0", cert, key, pskHex)
+// helperServer starts a helper's server and returns its port.
+func helperServer(ctx context.Context, bin, cert, key, pskHex string) (*lab.Proc, int, error) {
+	p, err := lab.StartProc(filepath.Base(bin), nil, bin, "server", "0", cert, key, pskHex)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -51,16 +65,16 @@ func opensslServer(ctx context.Context, bin, cert, key, pskHex string) (*lab.Pro
 	port, err := strconv.Atoi(l)
 	if err != nil {
 		p.Stop()
-		return nil, 0, fmt.Errorf("the OpenSSL helper said %q", l)
+		return nil, 0, fmt.Errorf("%s said %q", filepath.Base(bin), l)
 	}
 	return p, port, nil
 }
 
-// opensslClient runs k connections of mode against port with the helper.
-func opensslClient(ctx context.Context, bin string, port, k int, mode, group, pskHex, caFile string) (Sample, error) {
+// helperClient runs k connections of mode against port with a helper.
+func helperClient(ctx context.Context, bin string, port, k int, mode, group, pskHex, caFile string) (Sample, error) {
 	out, err := exec.CommandContext(ctx, bin, "client", "127.0.0.1", strconv.Itoa(port), strconv.Itoa(k), mode, group, pskHex, caFile).CombinedOutput()
 	if err != nil {
-		return Sample{}, fmt.Errorf("OpenSSL helper client: %v: %s", err, strings.TrimSpace(string(out)))
+		return Sample{}, fmt.Errorf("%s client: %v: %s", filepath.Base(bin), err, strings.TrimSpace(string(out)))
 	}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
@@ -71,5 +85,5 @@ func opensslClient(ctx context.Context, bin string, port, k int, mode, group, ps
 			return Sample{K: n, Seconds: secs, Resumed: resumed, Sent: sent, Received: recvd}, nil
 		}
 	}
-	return Sample{}, fmt.Errorf("the OpenSSL helper said %q", out)
+	return Sample{}, fmt.Errorf("%s said %q", filepath.Base(bin), out)
 }

@@ -14,7 +14,7 @@ import (
 
 // Implementations and modes of the connection-time experiment.
 var (
-	Impls = []string{"go", "openssl"}
+	Impls = []string{"go", "openssl", "wolfssl"}
 	Modes = []string{"full", "resume", "psk_ke", "psk_dhe_ke"}
 )
 
@@ -27,7 +27,7 @@ var unsupported = map[string]string{
 // Options of `iotsafe bench tls`.
 type Options struct {
 	K     []int    // subsequent connections per run; default 10, 100, 250, 500, 1000
-	Impls []string // default go, openssl
+	Impls []string // default go, openssl, wolfssl
 	Modes []string // default every mode
 	Reps  int      // runs per point, median reported; default 3
 	Quick bool
@@ -136,18 +136,18 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			run = func(mode string, k int) (Sample, error) {
 				return goClient(ctx, ln.Addr().String(), k, mode == "resume", tls.X25519, trust)
 			}
-		case "openssl":
-			bin, err := buildHelper(ctx, dir)
+		default: // a C helper
+			bin, err := buildHelper(ctx, dir, impl)
 			if err != nil {
 				return res, err
 			}
-			srv, port, err := opensslServer(ctx, bin, certFile, keyFile, pskHex)
+			srv, port, err := helperServer(ctx, bin, certFile, keyFile, pskHex)
 			if err != nil {
 				return res, err
 			}
 			defer srv.Stop()
 			run = func(mode string, k int) (Sample, error) {
-				return opensslClient(ctx, bin, port, k, mode, "X25519", pskHex, certFile)
+				return helperClient(ctx, bin, port, k, mode, "X25519", pskHex, certFile)
 			}
 		}
 		for _, mode := range o.Modes {

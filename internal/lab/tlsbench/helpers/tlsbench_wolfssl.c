@@ -1,0 +1,174 @@
+/*
+ * tlsbench_wolfssl: the TLS connection-time benchmark's helper over wolfSSL 5.5 (Debian's
+ * libwolfssl-dev), with the same command line and output as tlsbench_openssl:
+ *
+ *   tlsbench_wolfssl server PORT CERT KEY PSKHEX
+ *   tlsbench_wolfssl client HOST PORT K MODE GROUP PSKHEX CAFILE
+ *
+ * MODE is full, resume, psk_ke or psk_dhe_ke; GROUP is X25519 (the only one this helper
+ * names). Bytes are read from the kernel's TCP counters (tcp_info).
+ */
+#include <wolfssl/options.h>
+#include <wolfssl/ssl.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <linux/tcp.h> /* tcp_info with byte counters */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static unsigned char psk[64];
+static unsigned int psk_len;
+static const char *suite = "TLS13-AES128-GCM-SHA256";
+
+static void die(const char *what) {
+	fprintf(stderr, "tlsbench_wolfssl: %s\n", what);
+	exit(1);
+}
+
+static int hexval(char c) {
+	if (c >= '0' && c <= '9') return c - '0';
+	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+	return -1;
+}
+
+static void parse_psk(const char *hex) {
+	size_t n = strlen(hex);
+	if (n % 2 || n / 2 > sizeof psk) die("PSKHEX: an even number of hex digits, at most 128");
+	for (size_t i = 0; i < n / 2; i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0) die("PSKHEX: not hex");
+		psk[i] = (unsigned char)(hi << 4 | lo);
+	}
+	psk_len = (unsigned int)(n / 2);
+}
+
+static unsigned int server_psk(WOLFSSL *ssl, const char *id, unsigned char *key, unsigned int max, const char **cs) {
+	(void)ssl;
+	if (strcmp(id, "iotsafe") != 0 || psk_len > max) return 0;
+	memcpy(key, psk, psk_len);
+	*cs = suite;
+	return psk_len;
+}
+
+static unsigned int client_psk(WOLFSSL *ssl, const char *hint, char *id, unsigned int idmax, unsigned char *key, unsigned int max, const char **cs) {
+	(void)ssl;
+	(void)hint;
+	if (idmax < 8 || psk_len > max) return 0;
+	strcpy(id, "iotsafe");
+	memcpy(key, psk, psk_len);
+	*cs = suite;
+	return psk_len;
+}
+
+static int server(int argc, char **argv) {
+	if (argc != 6) die("usage: server PORT CERT KEY PSKHEX");
+	parse_psk(argv[5]);
+	WOLFSSL_CTX *ctx = wolfSSL_CTX_new(wolfTLSv1_3_server_method());
+	if (!ctx || wolfSSL_CTX_use_certificate_chain_file(ctx, argv[3]) != WOLFSSL_SUCCESS ||
+	    wolfSSL_CTX_use_PrivateKey_file(ctx, argv[4], WOLFSSL_FILETYPE_PEM) != WOLFSSL_SUCCESS)
+		die("server certificate");
+	wolfSSL_CTX_set_psk_server_tls13_callback(ctx, server_psk);
+	int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t alen = sizeof a;
+	if (bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 512) || getsockname(ls, (struct sockaddr *)&a, &alen))
+		die("listen");
+	printf("ready %d\n", ntohs(a.sin_port));
+	fflush(stdout);
+	for (;;) {
+		int c = accept(ls, NULL, NULL);
+		if (c < 0) continue;
+		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		WOLFSSL *ssl = wolfSSL_new(ctx);
+		wolfSSL_set_fd(ssl, c);
+		if (wolfSSL_accept(ssl) == WOLFSSL_SUCCESS) {
+			wolfSSL_write(ssl, "k", 1);
+			wolfSSL_shutdown(ssl);
+		}
+		wolfSSL_free(ssl);
+		close(c);
+	}
+	return 0;
+}
+
+static double now(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int client(int argc, char **argv) {
+	if (argc != 9) die("usage: client HOST PORT K MODE GROUP PSKHEX CAFILE");
+	int k = atoi(argv[4]);
+	const char *mode = argv[5];
+	parse_psk(argv[7]);
+	int resume = !strcmp(mode, "resume"), use_psk = !strncmp(mode, "psk", 3);
+	if (!resume && !use_psk && strcmp(mode, "full")) die("MODE: full, resume, psk_ke or psk_dhe_ke");
+	if (strcmp(argv[6], "X25519")) die("GROUP: X25519");
+	WOLFSSL_CTX *ctx = wolfSSL_CTX_new(wolfTLSv1_3_client_method());
+	if (wolfSSL_CTX_load_verify_locations(ctx, argv[8], NULL) != WOLFSSL_SUCCESS) die("CAFILE");
+	wolfSSL_CTX_set_verify(ctx, WOLFSSL_VERIFY_PEER, NULL);
+	if (wolfSSL_CTX_set_cipher_list(ctx, suite) != WOLFSSL_SUCCESS) die("suite");
+	if (use_psk) {
+		wolfSSL_CTX_set_psk_client_tls13_callback(ctx, client_psk);
+		if (!strcmp(mode, "psk_ke") && wolfSSL_CTX_no_dhe_psk(ctx) != 0) die("psk_ke");
+	}
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
+	if (inet_pton(AF_INET, argv[2], &a.sin_addr) != 1) die("HOST: an IPv4 address");
+	WOLFSSL_SESSION *sess = NULL;
+	long resumed = 0, sent = 0, recvd = 0;
+	double start = now();
+	for (int i = 0; i < k; i++) {
+		int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+		setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (connect(s, (struct sockaddr *)&a, sizeof a)) die("connect");
+		WOLFSSL *ssl = wolfSSL_new(ctx);
+		wolfSSL_set_fd(ssl, s);
+		wolfSSL_UseSNI(ssl, WOLFSSL_SNI_HOST_NAME, "lab", 3);
+		wolfSSL_check_domain_name(ssl, "lab");
+		if (wolfSSL_UseKeyShare(ssl, WOLFSSL_ECC_X25519) != WOLFSSL_SUCCESS) die("key share");
+		if (resume && sess) wolfSSL_set_session(ssl, sess);
+		if (wolfSSL_connect(ssl) != WOLFSSL_SUCCESS) {
+			char msg[128];
+			wolfSSL_ERR_error_string_n(wolfSSL_get_error(ssl, 0), msg, sizeof msg);
+			fprintf(stderr, "tlsbench_wolfssl: handshake: %s\n", msg);
+			exit(1);
+		}
+		char c;
+		if (wolfSSL_read(ssl, &c, 1) != 1) die("read"); /* also takes the ticket */
+		/* wolfSSL does not count an external PSK as a reused session: no certificate
+		 * in the handshake says it was used. */
+		if (wolfSSL_session_reused(ssl) || (use_psk && wolfSSL_get_chain_count(wolfSSL_get_peer_chain(ssl)) == 0)) resumed++;
+		if (resume) {
+			if (sess) wolfSSL_SESSION_free(sess);
+			sess = wolfSSL_get1_session(ssl);
+		}
+		struct tcp_info ti;
+		socklen_t tl = sizeof ti;
+		if (getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) {
+			sent += (long)ti.tcpi_bytes_acked;
+			recvd += (long)ti.tcpi_bytes_received;
+		}
+		wolfSSL_shutdown(ssl);
+		wolfSSL_free(ssl);
+		close(s);
+	}
+	printf("ok %d %.6f %ld %ld %ld\n", k, now() - start, resumed, sent, recvd);
+	return 0;
+}
+
+int main(int argc, char **argv) {
+	wolfSSL_Init();
+	if (argc > 1 && !strcmp(argv[1], "server")) return server(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "client")) return client(argc, argv);
+	die("usage: server ... | client ...");
+	return 1;
+}
