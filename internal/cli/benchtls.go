@@ -14,17 +14,18 @@ func benchTLSCmd() *cobra.Command {
 	var out string
 	c := &cobra.Command{
 		Use:   "tls",
-		Short: "TLS 1.3 (paper 003): full handshake, resumption and external PSK; Go, OpenSSL and wolfSSL",
+		Short: "TLS 1.3 and DTLS 1.2 (paper 003): full handshake, resumption and PSK; Go, OpenSSL, wolfSSL, pion",
 		Long: `The average time per connection over K subsequent connections (paper 003, fig. 5) for
 TLS 1.3 full handshakes, session resumption (tickets) and external PSK (psk_ke,
 psk_dhe_ke), with Go's crypto/tls (what the hub uses), OpenSSL 3.0 and wolfSSL 5.5
 (small C helpers the bench builds with the system's compiler against libssl-dev and
-libwolfssl-dev), each as client and server, on loopback. Go has no external PSK: those cells say so. The target (issue 15):
+libwolfssl-dev), and DTLS 1.2 with pion/dtls (no DTLS 1.3 exists here), with and without
+connection IDs ("pion+cid"), each as client and server, on loopback. Go has no external PSK: those cells say so. The target (issue 15):
 with Go's TLS, resumption at least twice the connection rate of a full handshake.
 
 Results go to --out (default ./bench-results/tls-TIMESTAMP/): connections.csv,
 environment.json, summary.json (schema: docs/bench.md) and report.html. --quick checks
-the harness. Not yet: DTLS, suites x groups, payload, primitives, 802.15.4.`,
+the harness. Not yet: wolfSSL's DTLS, suites x groups, payload, primitives, 802.15.4.`,
 		Example: `  iotsafe bench tls --quick
   iotsafe bench tls                          # K = 10, 100, 250, 500, 1000; 3 repetitions
   iotsafe bench tls --impls openssl --modes resume,psk_ke --k 1000 --reps 5`,
@@ -40,7 +41,7 @@ the harness. Not yet: DTLS, suites x groups, payload, primitives, 802.15.4.`,
 	fl.BoolVar(&o.Quick, "quick", false, "K = 5 and 20, one repetition: checks the harness")
 	fl.StringVar(&out, "out", "", "results folder (default ./bench-results/tls-TIMESTAMP)")
 	fl.IntSliceVar(&o.K, "k", nil, "subsequent connections per run (default 10,100,250,500,1000)")
-	fl.StringSliceVar(&o.Impls, "impls", nil, "go, openssl, wolfssl (default all)")
+	fl.StringSliceVar(&o.Impls, "impls", nil, "go, openssl, wolfssl (TLS 1.3), pion, pion+cid (DTLS 1.2) (default all)")
 	fl.StringSliceVar(&o.Modes, "modes", nil, "full, resume, psk_ke, psk_dhe_ke (default all)")
 	fl.IntVar(&o.Reps, "reps", 0, "runs per point, medians reported (default 3)")
 	return c

@@ -14,7 +14,6 @@ import (
 
 // sshKexInit is what an SSH server offers in its first key-exchange message.
 type sshKexInit struct {
-	banner                       string
 	kex, hostKeys, ciphers, macs []string
 	compression                  []string
 	ciphersServer, macsServer    []string // server to client, if they differ

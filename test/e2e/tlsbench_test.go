@@ -7,7 +7,8 @@ import (
 
 // 'iotsafe bench tls --quick' checks the TLS lab's harness: the OpenSSL and wolfSSL
 // helpers are built from source against Debian's libraries, every implementation's
-// server and client run every mode,
+// server and client (pion/dtls's DTLS 1.2 with and without connection IDs too) run every
+// mode,
 // resumption and PSK really resume (the bench refuses a run that would measure full
 // handshakes), Go's missing external PSK is listed with why, every file is written.
 func TestBenchTLSQuick(t *testing.T) {
@@ -22,7 +23,7 @@ func TestBenchTLSQuick(t *testing.T) {
 		t.Fatalf("summary: %s", b)
 	}
 	all := []string{"full", "resume", "psk_ke", "psk_dhe_ke"}
-	for impl, modes := range map[string][]string{"go": {"full", "resume"}, "openssl": all, "wolfssl": all} {
+	for impl, modes := range map[string][]string{"go": {"full", "resume"}, "openssl": all, "wolfssl": all, "pion": all, "pion+cid": all} {
 		for _, m := range modes {
 			if len(s.AvgMs[impl][m]) != 2 {
 				t.Errorf("%s %s: %v\n%s", impl, m, s.AvgMs[impl][m], r.text)

@@ -161,6 +161,6 @@ Client and server of the same implementation on loopback; each connection: TCP c
 {{range $impl, $modes := .S.Speedup}}{{range $mode, $x := $modes}}<tr><td>{{$impl}}</td><td>{{$mode}}</td><td>{{f "%.2fx" $x}}</td><td>{{f "%.0f" (index (index $.S.BytesPerConn $impl) $mode)}}</td></tr>{{end}}{{end}}
 </table>
 {{if .S.Skipped}}<h2>Not supported</h2><table>{{range $k, $why := .S.Skipped}}<tr><td>{{$k}}</td><td>{{$why}}</td></tr>{{end}}</table>{{end}}
-<p class="note">Not yet in this lab (issue 15): DTLS 1.2 (pion/dtls, wolfSSL), suites x groups (figs. 3, 4), payload throughput (fig. 6), primitives (fig. 2), the 802.15.4 link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
+<p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, suites x groups (figs. 3, 4), payload throughput (fig. 6), primitives (fig. 2), the 802.15.4 link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
 `))

@@ -14,7 +14,7 @@ import (
 
 // Implementations and modes of the connection-time experiment.
 var (
-	Impls = []string{"go", "openssl", "wolfssl"}
+	Impls = []string{"go", "openssl", "wolfssl", "pion", "pion+cid"}
 	Modes = []string{"full", "resume", "psk_ke", "psk_dhe_ke"}
 )
 
@@ -27,7 +27,7 @@ var unsupported = map[string]string{
 // Options of `iotsafe bench tls`.
 type Options struct {
 	K     []int    // subsequent connections per run; default 10, 100, 250, 500, 1000
-	Impls []string // default go, openssl, wolfssl
+	Impls []string // default go, openssl, wolfssl (TLS 1.3), pion, pion+cid (DTLS 1.2)
 	Modes []string // default every mode
 	Reps  int      // runs per point, median reported; default 3
 	Quick bool
@@ -123,6 +123,20 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	for _, impl := range o.Impls {
 		var run func(mode string, k int) (Sample, error)
 		switch impl {
+		case "pion", "pion+cid":
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return res, err
+			}
+			cid := impl == "pion+cid"
+			ln, err := dtlsServer(cert, key, cid)
+			if err != nil {
+				return res, err
+			}
+			defer ln.Close()
+			run = func(mode string, k int) (Sample, error) {
+				return dtlsClient(ctx, ln.Addr(), k, mode, key, cid, trust)
+			}
 		case "go":
 			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 			if err != nil {
