@@ -107,8 +107,8 @@ func (e *peers) deviceIdentity(i int) mqttload.Identity {
 	return mqttload.Identity{ClientID: n, Username: n, Password: []byte(e.secrets[n]), Topic: "devices/" + n + "/bench"}
 }
 
-// listen is the broker's address on the current link: port is used on loopback.
-func (e *peers) listen(port int) (host string, dial func(context.Context, string) (net.Conn, error)) {
+// listen is the host a broker listens on for the current link, and how the load reaches it.
+func (e *peers) listen() (host string, dial func(context.Context, string) (net.Conn, error)) {
 	if e.pair == nil {
 		return "127.0.0.1", nil
 	}
@@ -157,7 +157,7 @@ func (e *peers) startMosquitto(ctx context.Context, g group) (target, func(), er
 	if err != nil {
 		return target{}, nil, err
 	}
-	host, dial := e.listen(0)
+	host, dial := e.listen()
 	mo := lab.MosquittoOpts{Host: host, Users: e.secrets}
 	if e.pair != nil {
 		mo.Netns, mo.Port = e.pair.GW, nsMQTT
@@ -193,7 +193,7 @@ func (e *peers) hubOpts(config string) lab.IoTsafeOpts {
 }
 
 func (e *peers) startHub(ctx context.Context, g group) (target, func(), error) {
-	host, dial := e.listen(0)
+	host, dial := e.listen()
 	port := 0
 	if e.pair != nil {
 		port = nsMQTT
