@@ -56,8 +56,14 @@ func TestScanWeakOpenSSLServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
+	// A 1024-bit DH group for the DHE suites (a safe prime: OpenSSL 3 ignores DSA-style
+	// parameters and picks its own 2048-bit group).
+	dh := filepath.Join(dir, "dh.pem")
+	if out, err := exec.Command("openssl", "dhparam", "-out", dh, "1024").CombinedOutput(); err != nil {
+		t.Fatalf("openssl dhparam: %v\n%s", err, out)
+	}
 	p, err := lab.StartProc("s_server", nil, "openssl", "s_server", "-accept", addr, "-cert", cert, "-key", key,
-		"-cipher", "ALL:COMPLEMENTOFALL:@SECLEVEL=0", "-min_protocol", "TLSv1", "-www")
+		"-cipher", "ALL:COMPLEMENTOFALL:@SECLEVEL=0", "-min_protocol", "TLSv1", "-dhparam", dh, "-www")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +80,7 @@ func TestScanWeakOpenSSLServer(t *testing.T) {
 		t.Fatal(r.Error)
 	}
 	weak, insecure := findings(r, Weak, ""), findings(r, Insecure, "")
-	for _, want := range []string{"TLS 1.0 accepted", "TLS 1.1 accepted", "AES128-SHA (1.0, 1.1, 1.2): RSA key exchange", "ECDHE-RSA-AES128-SHA (1.0, 1.1, 1.2): CBC", "chain not trusted"} {
+	for _, want := range []string{"TLS 1.0 accepted", "TLS 1.1 accepted", "DHE group of 1024 bits", "AES128-SHA (1.0, 1.1, 1.2): RSA key exchange", "ECDHE-RSA-AES128-SHA (1.0, 1.1, 1.2): CBC", "chain not trusted"} {
 		if !has(weak, want) {
 			t.Errorf("weak finding %q missing: %q", want, weak)
 		}
@@ -222,6 +228,20 @@ func TestScanNothingListening(t *testing.T) {
 	if r.Error == "" || r.Worst() != Insecure {
 		t.Fatalf("%+v", r)
 	}
+}
+
+// FuzzDHPrimeBits: whatever follows a ServerHello, the reader returns a size or an error.
+func FuzzDHPrimeBits(f *testing.F) {
+	ske := []byte{12, 0, 0, 9, 0, 3, 0x80, 0, 1, 0, 1, 2, 0}
+	f.Add(append([]byte{22, 3, 3, 0, byte(len(ske))}, ske...))
+	f.Add([]byte{22, 3, 3, 0, 4, 14, 0, 0, 0})
+	f.Add([]byte{22, 3, 3, 0, 6, 12, 0, 0, 2, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		bits, err := dhPrimeBits(&handshakeReader{r: bytes.NewReader(b)})
+		if err == nil && bits <= 0 {
+			t.Fatalf("%d bits and no error", bits)
+		}
+	})
 }
 
 // FuzzReadReply: whatever a server sends, the reader returns a ServerHello, an alert

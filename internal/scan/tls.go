@@ -154,6 +154,7 @@ func ScanTLS(ctx context.Context, addr, proto string, alpn []string, o Options) 
 	s.downgrade(ctx, versions)
 	if slices.ContainsFunc(versions, func(v uint16) bool { return v <= VersionTLS12 }) {
 		s.legacyExtras(ctx, versions)
+		s.dheParameters(ctx, versions)
 	}
 	s.handshake(ctx, alpn)
 	return s.r
@@ -301,6 +302,57 @@ func (s *scanner) legacyExtras(ctx context.Context, versions []uint16) {
 	if !sh.ems {
 		s.r.add("renegotiation", Weak, "no extended master secret (RFC 7627: triple handshake)")
 	}
+}
+
+// dheParameters reads the size of the server's finite-field DH group, if it takes a
+// (non-anonymous) DHE suite: under 1024 bits is Logjam, under 2048 weak.
+func (s *scanner) dheParameters(ctx context.Context, versions []uint16) {
+	var dhe []uint16
+	for _, suite := range suites12 {
+		if strings.HasPrefix(suite.Name, "TLS_DHE_") && !strings.Contains(suite.Name, "EXPORT") {
+			dhe = append(dhe, suite.ID)
+		}
+	}
+	v := slices.Max(slices.DeleteFunc(slices.Clone(versions), func(x uint16) bool { return x > VersionTLS12 }))
+	h := hello{version: v, suites: dhe, sni: s.o.Name}
+	msg, err := h.marshal()
+	if err != nil {
+		return
+	}
+	c, err := s.o.dial(ctx, s.addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(s.o.Timeout))
+	if _, err := c.Write(msg); err != nil {
+		return
+	}
+	hr, sh, err := readServerHello(c)
+	if err != nil || sh.version != v {
+		return // no DHE suite taken
+	}
+	bits, err := dhPrimeBits(hr)
+	switch {
+	case err != nil:
+		s.r.add("dhe", Info, "DHE suite %s taken, parameters unreadable: %v", suiteName(sh.suite), err)
+	case bits < 1024:
+		s.r.add("dhe", Insecure, "DHE group of %d bits (Logjam)", bits)
+	case bits < 2048:
+		s.r.add("dhe", Weak, "DHE group of %d bits (under 2048)", bits)
+	default:
+		s.r.add("dhe", Info, "DHE group of %d bits", bits)
+	}
+}
+
+// suiteName is a suite's OpenSSL name if the scan knows it.
+func suiteName(id uint16) string {
+	for _, s := range suites12 {
+		if s.ID == id {
+			return s.OpenSSL
+		}
+	}
+	return fmt.Sprintf("0x%04x", id)
 }
 
 // handshake completes real handshakes with Go's TLS: the certificate, ALPN and session

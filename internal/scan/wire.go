@@ -305,49 +305,108 @@ var errNotTLS = errors.New("not a TLS answer")
 // maxReply bounds what a probe reads before it has a ServerHello.
 const maxReply = 64 << 10
 
-// readReply reads records until the ServerHello is whole or an alert comes. io.EOF (or
-// a reset) means the server closed without a word.
-func readReply(r io.Reader) (*serverHello, error) {
-	var hs []byte // handshake bytes so far
-	read := 0
+// handshakeReader reads a server's handshake messages from its records, within
+// maxReply bytes; an alert record is returned as the error.
+type handshakeReader struct {
+	r    io.Reader
+	hs   []byte // handshake bytes not yet returned
+	read int
+}
+
+// next returns the next whole handshake message.
+func (h *handshakeReader) next() (typ byte, body []byte, err error) {
 	hdr := make([]byte, 5)
 	for {
-		if _, err := io.ReadFull(r, hdr); err != nil {
-			return nil, err
+		if len(h.hs) >= 4 {
+			m := int(h.hs[1])<<16 | int(h.hs[2])<<8 | int(h.hs[3])
+			if m > maxReply {
+				return 0, nil, errNotTLS
+			}
+			if len(h.hs) >= 4+m {
+				typ, body = h.hs[0], h.hs[4:4+m]
+				h.hs = h.hs[4+m:]
+				return typ, body, nil
+			}
+		}
+		if _, err := io.ReadFull(h.r, hdr); err != nil {
+			return 0, nil, err
 		}
 		n := int(binary.BigEndian.Uint16(hdr[3:]))
-		read += 5 + n
-		if read > maxReply || n > 1<<14+2048 {
-			return nil, errNotTLS
+		h.read += 5 + n
+		if h.read > maxReply || n > 1<<14+2048 {
+			return 0, nil, errNotTLS
 		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r, body); err != nil {
-			return nil, err
+		rec := make([]byte, n)
+		if _, err := io.ReadFull(h.r, rec); err != nil {
+			return 0, nil, err
 		}
 		switch hdr[0] {
 		case 21: // alert
 			if n < 2 {
-				return nil, errNotTLS
+				return 0, nil, errNotTLS
 			}
-			return nil, alert{body[0], body[1]}
+			return 0, nil, alert{rec[0], rec[1]}
 		case 22: // handshake
-			hs = append(hs, body...)
-			if len(hs) < 4 {
-				continue
-			}
-			if hs[0] != 2 {
-				return nil, fmt.Errorf("%w: handshake message %d before ServerHello", errNotTLS, hs[0])
-			}
-			m := int(hs[1])<<16 | int(hs[2])<<8 | int(hs[3])
-			if m > maxReply {
-				return nil, errNotTLS
-			}
-			if len(hs) < 4+m {
-				continue
-			}
-			return parseServerHello(hs[4 : 4+m])
+			h.hs = append(h.hs, rec...)
 		default:
-			return nil, fmt.Errorf("%w: record type %d", errNotTLS, hdr[0])
+			return 0, nil, fmt.Errorf("%w: record type %d", errNotTLS, hdr[0])
+		}
+	}
+}
+
+// readReply reads records until the ServerHello is whole or an alert comes. io.EOF (or
+// a reset) means the server closed without a word.
+func readReply(r io.Reader) (*serverHello, error) {
+	_, sh, err := readServerHello(r)
+	return sh, err
+}
+
+// readServerHello is readReply that also returns the reader, to go on with the
+// messages that follow (TLS 1.2 and below send them in the clear).
+func readServerHello(r io.Reader) (*handshakeReader, *serverHello, error) {
+	h := &handshakeReader{r: r}
+	typ, body, err := h.next()
+	if err != nil {
+		return h, nil, err
+	}
+	if typ != 2 {
+		return h, nil, fmt.Errorf("%w: handshake message %d before ServerHello", errNotTLS, typ)
+	}
+	sh, err := parseServerHello(body)
+	return h, sh, err
+}
+
+// dhPrimeBits reads a DHE ServerKeyExchange's prime length in bits (the messages after
+// the ServerHello, up to ServerHelloDone).
+func dhPrimeBits(h *handshakeReader) (int, error) {
+	for {
+		typ, body, err := h.next()
+		if err != nil {
+			return 0, err
+		}
+		switch typ {
+		case 12: // ServerKeyExchange: dh_p, dh_g, dh_Ys (each with a 2-byte length), ...
+			if len(body) < 2 {
+				return 0, errNotTLS
+			}
+			n := int(binary.BigEndian.Uint16(body))
+			if n == 0 || len(body) < 2+n {
+				return 0, errNotTLS
+			}
+			p := body[2 : 2+n]
+			for len(p) > 0 && p[0] == 0 {
+				p = p[1:]
+			}
+			if len(p) == 0 {
+				return 0, errNotTLS
+			}
+			bits := 8 * (len(p) - 1)
+			for b := p[0]; b > 0; b >>= 1 {
+				bits++
+			}
+			return bits, nil
+		case 14: // ServerHelloDone: no key exchange message
+			return 0, fmt.Errorf("%w: no ServerKeyExchange", errNotTLS)
 		}
 	}
 }
