@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"os"
 	"path/filepath"
@@ -105,7 +104,7 @@ func Write(dir string, env lab.Environment, r BridgeResult, s Summary) error {
 		return err
 	}
 	defer f.Close()
-	return reportTmpl.Execute(f, map[string]any{"Env": env, "S": s.Bridge})
+	return reportTmpl.Execute(f, map[string]any{"Title": "iotsafe bench mqtt", "Env": env, "S": s.Bridge})
 }
 
 // Print writes the summary for a terminal.
@@ -123,24 +122,13 @@ func Print(w io.Writer, s Summary) {
 	for _, e := range b.PublishErrors {
 		fmt.Fprintf(w, "  publisher failed: %s\n", e)
 	}
-	verdict := "met"
-	if !b.TargetMet {
-		verdict = "NOT met"
-	}
+	verdict := lab.Verdict(b.TargetMet)
 	fmt.Fprintf(w, "target (0 lost): %s\n", verdict)
 }
 
-var reportTmpl = template.Must(template.New("r").Funcs(template.FuncMap{
-	"f": func(f string, v float64) string { return fmt.Sprintf(f, v) },
-}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>iotsafe bench mqtt — {{.Env.Time.Format "2006-01-02 15:04"}}</title>
-<style>
-body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
-table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}
-th:first-child,td:first-child{text-align:left}.note{color:#555;font-size:.9rem}
-</style></head><body>
+var reportTmpl = lab.NewReport(`{{template "head" .}}
 <h1>MQTT: the bridge's store and forward</h1>
-<p class="note">{{.Env.CPU}}, {{.Env.Cores}} cores, Linux {{.Env.Kernel}}, {{.Env.Go}}, commit {{.Env.Commit}}{{if .Env.Quick}}, <b>quick run</b>: harness check, not a measurement{{end}}.
+<p class="note">{{template "env" .Env}}.
 {{.S.Publishers}} devices (mosquitto_pub, one TLS connection each) publish {{.S.Messages}} QoS 1 readings to the site hub; its bridge carries them over TLS to a central Mosquitto, which is stopped with {{.S.Signal}} {{.S.Outages}} times for {{.S.DownS}} s while they do. A reader at the centre (mosquitto_sub, persistent session) checks every reading.</p>
 <p>Target (issue 14): 100,000 QoS 1 readings, the centre stopped twice, 0 lost — <b>{{if .S.TargetMet}}met{{else}}not met{{end}}</b>.</p>
 <table>
@@ -158,4 +146,4 @@ th:first-child,td:first-child{text-align:left}.note{color:#555;font-size:.9rem}
 </table>
 <p class="note">With SIGKILL, Mosquitto loses what it acknowledged but had not yet saved or delivered (its persistence is a periodic snapshot): a loss there is the centre's, not the bridge's. Raw data: outages.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
-`))
+`)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"os"
 	"path/filepath"
@@ -53,7 +52,7 @@ func Write(dir string, env lab.Environment, s Summary) error {
 		return err
 	}
 	defer fh.Close()
-	return reportTmpl.Execute(fh, map[string]any{"Env": env, "S": s})
+	return reportTmpl.Execute(fh, map[string]any{"Title": "iotsafe bench mqtt connections", "Env": env, "S": s})
 }
 
 // Print writes the summary for a terminal.
@@ -75,24 +74,13 @@ func Print(w io.Writer, s Summary) {
 	if s.HubOverMosquittoIdle > 0 {
 		fmt.Fprintf(w, "\nhub / Mosquitto memory per connection: %.2f idle, %.2f publishing\n", s.HubOverMosquittoIdle, s.HubOverMosquittoBusy)
 	}
-	verdict := "met"
-	if !s.TargetMet {
-		verdict = "NOT met"
-	}
+	verdict := lab.Verdict(s.TargetMet)
 	fmt.Fprintf(w, "target (10,000 devices on the hub, every reading acknowledged): %s\n", verdict)
 }
 
-var reportTmpl = template.Must(template.New("r").Funcs(template.FuncMap{
-	"f": func(f string, v float64) string { return fmt.Sprintf(f, v) },
-}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>iotsafe bench mqtt connections — {{.Env.Time.Format "2006-01-02 15:04"}}</title>
-<style>
-body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
-table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}
-th:first-child,td:first-child{text-align:left}.note{color:#555;font-size:.9rem}
-</style></head><body>
+var reportTmpl = lab.NewReport(`{{template "head" .}}
 <h1>MQTT over TLS: a fleet of device connections on one broker</h1>
-<p class="note">{{.Env.CPU}}, {{.Env.Cores}} cores, Linux {{.Env.Kernel}}, {{.Env.Go}}, commit {{.Env.Commit}}{{if .Env.Quick}}, <b>quick run</b>: harness check, not a measurement{{end}}.
+<p class="note">{{template "env" .Env}}.
 {{.S.Clients}} devices connect over TLS (each its own name and secret), then each publishes a QoS 1 reading every {{.S.IntervalS}} s for {{.S.DurationS}} s; the load generator shares the machine with the broker.</p>
 <p>Target (issue 14): 10,000 devices on the hub, every reading acknowledged — <b>{{if .S.TargetMet}}met{{else}}not met{{end}}</b>.{{if .S.HubOverMosquittoIdle}} Memory per connection, hub over Mosquitto: {{f "%.2f" .S.HubOverMosquittoIdle}} idle, {{f "%.2f" .S.HubOverMosquittoBusy}} publishing.{{end}}</p>
 <table><tr><th>broker</th><th>connected</th><th>in</th><th>readings sent</th><th>acknowledged</th><th>failed</th><th>readings/s</th><th>message time p50 / p95</th><th>PSS started</th><th>idle</th><th>publishing</th><th>per connection idle</th><th>publishing</th></tr>
@@ -100,4 +88,4 @@ th:first-child,td:first-child{text-align:left}.note{color:#555;font-size:.9rem}
 </table>
 <p class="note">Memory is the broker process's proportional set size (PSS), read after it settled: started and idle, with every device connected and idle, and the most seen in the second half of publishing; per connection is the growth over the first divided by the devices connected. Kernel socket buffers are not in it (alike for both). Raw data: fleets.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
-`))
+`)

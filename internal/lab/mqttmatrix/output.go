@@ -48,7 +48,7 @@ func Write(dir string, env lab.Environment, r Result, s Summary) error {
 		return err
 	}
 	defer f.Close()
-	return reportTmpl.Execute(f, map[string]any{"Env": env, "S": s, "Links": linkViews(r.Options, s)})
+	return reportTmpl.Execute(f, map[string]any{"Title": "iotsafe bench mqtt matrix", "Wide": true, "Env": env, "S": s, "Links": linkViews(r.Options, s)})
 }
 
 // linkView is one link's part of the report.
@@ -143,10 +143,7 @@ func Print(w io.Writer, s Summary) {
 	fmt.Fprintf(w, "\nmatrix: %d cells run (%d clients x %d messages of %d bytes, %d repetitions, medians), %d skipped\n",
 		len(s.Cells), s.Clients, s.Messages, s.Payload, s.Reps, len(s.Skips))
 	for _, t := range s.Targets {
-		verdict := "met"
-		if !t.Met {
-			verdict = "NOT met"
-		}
+		verdict := lab.Verdict(t.Met)
 		if t.Cells == 0 {
 			fmt.Fprintf(w, "  %s: no cell both the hub and Mosquitto ran\n", t.Link)
 		} else {
@@ -165,24 +162,13 @@ func Print(w io.Writer, s Summary) {
 			fmt.Fprintf(w, "  %s: failures: %s\n", c.Cell, strings.Join(c.Errors, "; "))
 		}
 	}
-	verdict := "met"
-	if !s.TargetMet {
-		verdict = "NOT met"
-	}
+	verdict := lab.Verdict(s.TargetMet)
 	fmt.Fprintf(w, "target (the hub's broker >= Mosquitto at every common cell): %s\n", verdict)
 }
 
-var reportTmpl = template.Must(template.New("r").Funcs(template.FuncMap{
-	"f": func(f string, v float64) string { return fmt.Sprintf(f, v) },
-}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>iotsafe bench mqtt matrix — {{.Env.Time.Format "2006-01-02 15:04"}}</title>
-<style>
-body{font-family:system-ui,sans-serif;max-width:75rem;margin:2rem auto;padding:0 1rem;color:#222}
-table{border-collapse:collapse;margin:1rem 0;font-size:.9rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}
-th:first-child,td:first-child{text-align:left}.note{color:#555;font-size:.9rem}
-</style></head><body>
+var reportTmpl = lab.NewReport(`{{template "head" .}}
 <h1>MQTT over TLS: suites x QoS x MQTT version x link (paper 002)</h1>
-<p class="note">{{.Env.CPU}}, {{.Env.Cores}} cores, Linux {{.Env.Kernel}}, {{.Env.Go}}, commit {{.Env.Commit}}{{if .Env.Quick}}, <b>quick run</b>: harness check, not a measurement{{end}}.
+<p class="note">{{template "env" .Env}}.
 Each run: {{.S.Clients}} clients at once, each publishing {{.S.Messages}} messages of {{.S.Payload}} bytes one after the other (the next once the broker acknowledged the last, at the run's QoS), a full TLS handshake per client; metrics as mqtt-benchmark's; {{.S.Reps}} repetitions per cell, medians. Brokers: Debian's Mosquitto (OpenSSL) and the hub's (Go crypto/tls), both checking a password per client; "plain" is Mosquitto without TLS (the ceiling), "ssh" the hub's plain listener through the device's agent (one SSH session).</p>
 <h2>Target: the hub's broker at or above Mosquitto — <b>{{if .S.TargetMet}}met{{else}}not met{{end}}</b></h2>
 <table><tr><th>link</th><th>common cells</th><th>hub below Mosquitto</th><th>geometric mean hub/Mosquitto</th><th>lowest</th><th>at</th><th>SSH path / plain</th></tr>
@@ -209,4 +195,4 @@ Each run: {{.S.Clients}} clients at once, each publishing {{.S.Messages}} messag
 </table>{{end}}
 <p class="note">Paper 002 measured on Raspberry Pi 4 brokers over real Ethernet, Wi-Fi and LTE; here both brokers share this machine with the load generator, and links are the lab's emulator (docs/bench.md): compare the ranking and the ratios, not the absolute numbers. Raw data: runs.csv, cells.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
-`))
+`)

@@ -226,7 +226,7 @@ func Write(dir string, env lab.Environment, r *Results, s Summary) error {
 		charts = append(charts, lab.LineChart(fmt.Sprintf("Outage %d: devices back after the hub", rep.Rep), "seconds after the hub listens again", "% of devices back",
 			[]lab.Series{cdf("devices", rep.Back)}, false))
 	}
-	return reportTmpl.Execute(f, map[string]any{"Env": env, "S": s, "Charts": charts})
+	return reportTmpl.Execute(f, map[string]any{"Title": "iotsafe bench outage", "Env": env, "S": s, "Charts": charts})
 }
 
 // cdf is the share of devices back by each tenth of the fleet (missing ones never are).
@@ -260,10 +260,7 @@ func Print(w io.Writer, s Summary) {
 		fmt.Fprintf(w, "    connects while down: %.2f per device per second; busiest second: %d connects (%.2fx an even spread of %.0f/s), after the hub was back %d (%.2fx); hub CPU %.0f ms (%.1f ms per device)\n",
 			r.OutageAttemptsPerDeviceS, r.PeakAttempts, r.PeakOverEven, o.EvenRatePer, r.PeakAfterBack, r.PeakAfterBackOverEven, r.HubCPUMS, r.HubCPUPerDeviceMS)
 	}
-	verdict := "met"
-	if !s.Target.Met {
-		verdict = "NOT met"
-	}
+	verdict := lab.Verdict(s.Target.Met)
 	fmt.Fprintf(w, "target (every device back within %gs of the hub): %s, worst %.0f ms%s\n", s.Target.WithinS, verdict, s.Target.WorstMaxMS, missing(s.Target.Missing))
 }
 
@@ -274,19 +271,9 @@ func missing(n int) string {
 	return fmt.Sprintf(", %d NOT BACK", n)
 }
 
-var reportTmpl = template.Must(template.New("r").Funcs(template.FuncMap{
-	"f":   func(f string, v float64) string { return fmt.Sprintf(f, v) },
-	"pct": func(v float64) float64 { return 100 * v },
-}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>iotsafe bench outage — {{.Env.Time.Format "2006-01-02 15:04"}}</title>
-<style>
-body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
-table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}
-th:first-child,td:first-child{text-align:left}.note{color:#555;font-size:.9rem}
-svg text{font-size:12px}
-</style></head><body>
+var reportTmpl = lab.NewReport(`{{template "head" .}}
 <h1>Back after a hub outage</h1>
-<p class="note">{{.Env.CPU}}, {{.Env.Cores}} cores, Linux {{.Env.Kernel}}, {{.Env.Go}}, commit {{.Env.Commit}}{{if .Env.Quick}}, <b>quick run</b>: harness check, not a measurement{{end}}.
+<p class="note">{{template "env" .Env}}.
 {{.S.Options.Devices}} agents (in the bench's process, each with its own key and session) on one hub, killed with SIGKILL and kept down {{.S.Options.DownS}} s, then restarted on the same data folder and address. After a lost session an agent retries every U({{f "%g" .S.Options.RecentMaxS}}/2, {{f "%g" .S.Options.RecentMaxS}}) s for five minutes: an even spread is {{f "%.0f" .S.Options.EvenRatePer}} attempts/s for the fleet.</p>
 <p>Target: every device back within {{.S.Target.WithinS}} s of the hub listening again — <b>{{if .S.Target.Met}}met{{else}}not met{{end}}</b> (worst {{f "%.0f" .S.Target.WorstMaxMS}} ms{{if .S.Target.Missing}}, {{.S.Target.Missing}} not back{{end}}).</p>
 <table><tr><th>phase</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th><th>not back</th><th>within target</th><th>connects while down /device/s</th><th>busiest second</th><th>over an even spread</th><th>busiest second after the hub was back</th><th>over an even spread</th><th>hub start ms</th><th>hub CPU ms per device</th></tr>
@@ -295,4 +282,4 @@ svg text{font-size:12px}
 {{range .Charts}}{{.}}{{end}}
 <p class="note">Back: from the hub listening again to the device's session being ready with its reverse forward registered. Connects: every connect the agents made, failed (while the hub was down) or not. Raw data: back.csv (per device), attempts.csv (per second), summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
-`))
+`, template.FuncMap{"pct": func(v float64) float64 { return 100 * v }})

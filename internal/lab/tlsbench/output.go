@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"os"
 	"path/filepath"
@@ -116,7 +115,7 @@ func Write(dir string, env lab.Environment, r Result, s Summary) error {
 		}
 	}
 	chart := lab.LineChart("Average time per connection over K subsequent connections (fig. 5)", "K", "ms", lab.MapSeries(series), true)
-	return reportTmpl.Execute(f, map[string]any{"Env": env, "S": s, "Chart": chart})
+	return reportTmpl.Execute(f, map[string]any{"Title": "iotsafe bench tls", "Env": env, "S": s, "Chart": chart})
 }
 
 // Print writes the summary for a terminal.
@@ -136,24 +135,13 @@ func Print(w io.Writer, s Summary) {
 	for _, k := range lab.SortedKeys(s.Skipped) {
 		fmt.Fprintf(w, "  %s: not supported: %s\n", k, s.Skipped[k])
 	}
-	verdict := "met"
-	if !s.TargetMet {
-		verdict = "NOT met"
-	}
+	verdict := lab.Verdict(s.TargetMet)
 	fmt.Fprintf(w, "target (Go's TLS, the hub's: resumption >= 2x the rate of a full handshake): %s\n", verdict)
 }
 
-var reportTmpl = template.Must(template.New("r").Funcs(template.FuncMap{
-	"f": func(f string, v float64) string { return fmt.Sprintf(f, v) },
-}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>iotsafe bench tls — {{.Env.Time.Format "2006-01-02 15:04"}}</title>
-<style>
-body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
-table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}
-th:first-child,td:first-child{text-align:left}.note{color:#555;font-size:.9rem}
-</style></head><body>
+var reportTmpl = lab.NewReport(`{{template "head" .}}
 <h1>TLS 1.3: full handshake, resumption and external PSK (paper 003, fig. 5)</h1>
-<p class="note">{{.Env.CPU}}, {{.Env.Cores}} cores, Linux {{.Env.Kernel}}, {{.Env.Go}}, commit {{.Env.Commit}}{{if .Env.Quick}}, <b>quick run</b>: harness check, not a measurement{{end}}.
+<p class="note">{{template "env" .Env}}.
 Client and server of the same implementation on loopback; each connection: TCP connect, TLS 1.3 handshake with the certificate verified as a real client does (TLS_AES_128_GCM_SHA256, X25519, ECDSA P-256 certificate), one byte from the server (which also delivers the session tickets), close. {{.S.Reps}} repetitions, medians.</p>
 <p>Target (issue 15): with Go's TLS (the hub's), resumption at least twice the connection rate of a full handshake — <b>{{if .S.TargetMet}}met{{else}}not met{{end}}</b>. The paper: resumption more than 2x faster than a full handshake; PSK faster than a full handshake.</p>
 {{.Chart}}
@@ -163,4 +151,4 @@ Client and server of the same implementation on loopback; each connection: TCP c
 {{if .S.Skipped}}<h2>Not supported</h2><table>{{range $k, $why := .S.Skipped}}<tr><td>{{$k}}</td><td>{{$why}}</td></tr>{{end}}</table>{{end}}
 <p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, suites x groups (figs. 3, 4), payload throughput (fig. 6), primitives (fig. 2), the 802.15.4 link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
-`))
+`)
