@@ -21,6 +21,11 @@ var opensslHelper []byte
 //go:embed helpers/tlsbench_wolfssl.c
 var wolfsslHelper []byte
 
+// commonHeader is what both helpers share (command line, sockets, time).
+//
+//go:embed helpers/tlsbench_common.h
+var commonHeader []byte
+
 // helpers are the C implementations: source, libraries, Debian's development package.
 var helpers = map[string]struct {
 	src  []byte
@@ -35,6 +40,9 @@ var helpers = map[string]struct {
 func buildHelper(ctx context.Context, dir, impl string) (string, error) {
 	h := helpers[impl]
 	src, bin := filepath.Join(dir, "tlsbench_"+impl+".c"), filepath.Join(dir, "tlsbench_"+impl)
+	if err := os.WriteFile(filepath.Join(dir, "tlsbench_common.h"), commonHeader, 0o600); err != nil {
+		return "", err
+	}
 	if err := os.WriteFile(src, h.src, 0o600); err != nil {
 		return "", err
 	}

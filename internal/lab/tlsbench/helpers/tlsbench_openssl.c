@@ -12,45 +12,16 @@
  *       psk_ke or psk_dhe_ke; GROUP an OpenSSL group name. Prints
  *       "ok K SECONDS RESUMED SENT RECEIVED" (bytes on the sockets, TLS included).
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
+
+#define HELPER_NAME "tlsbench_openssl"
+#include "tlsbench_common.h"
+
+static void helper_errors(void) { ERR_print_errors_fp(stderr); }
 
 static const unsigned char tls13_aes128gcmsha256_id[] = {0x13, 0x01};
-static unsigned char psk[64];
-static size_t psk_len;
-
-static void die(const char *what) {
-	fprintf(stderr, "tlsbench_openssl: %s\n", what);
-	ERR_print_errors_fp(stderr);
-	exit(1);
-}
-
-static int hexval(char c) {
-	if (c >= '0' && c <= '9') return c - '0';
-	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-	return -1;
-}
-
-static void parse_psk(const char *hex) {
-	size_t n = strlen(hex);
-	if (n % 2 || n / 2 > sizeof psk) die("PSKHEX: an even number of hex digits, at most 128");
-	for (size_t i = 0; i < n / 2; i++) {
-		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
-		if (hi < 0 || lo < 0) die("PSKHEX: not hex");
-		psk[i] = (unsigned char)(hi << 4 | lo);
-	}
-	psk_len = n / 2;
-}
 
 /* A TLS 1.3 session that stands for the external PSK. */
 static SSL_SESSION *psk_session(SSL *ssl) {
@@ -90,19 +61,10 @@ static int server(int argc, char **argv) {
 	/* psk_ke is allowed when the client asks for it (SSL_OP_ALLOW_NO_DHE_KEX). */
 	SSL_CTX_set_options(ctx, SSL_OP_ALLOW_NO_DHE_KEX);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
-	int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t alen = sizeof a;
-	if (bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 512) || getsockname(ls, (struct sockaddr *)&a, &alen))
-		die("listen");
-	printf("ready %d\n", ntohs(a.sin_port));
-	fflush(stdout);
+	int ls = listen_loopback(argv[2]);
 	for (;;) {
-		int c = accept(ls, NULL, NULL);
+		int c = accept_nodelay(ls);
 		if (c < 0) continue;
-		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 		SSL *ssl = SSL_new(ctx);
 		SSL_set_fd(ssl, c);
 		if (SSL_accept(ssl) == 1) {
@@ -115,12 +77,6 @@ static int server(int argc, char **argv) {
 		close(c);
 	}
 	return 0;
-}
-
-static double now(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
 static int client(int argc, char **argv) {
@@ -142,15 +98,12 @@ static int client(int argc, char **argv) {
 		if (!strcmp(mode, "psk_ke")) SSL_CTX_set_options(ctx, SSL_OP_ALLOW_NO_DHE_KEX);
 	}
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
-	if (inet_pton(AF_INET, argv[2], &a.sin_addr) != 1) die("HOST: an IPv4 address");
+	struct sockaddr_in a = server_addr(argv[2], argv[3]);
 	SSL_SESSION *sess = NULL;
 	long resumed = 0, sent = 0, recvd = 0;
 	double start = now();
 	for (int i = 0; i < k; i++) {
-		int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-		setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-		if (connect(s, (struct sockaddr *)&a, sizeof a)) die("connect");
+		int s = connect_nodelay(&a);
 		BIO *b = BIO_new_socket(s, BIO_NOCLOSE);
 		SSL *ssl = SSL_new(ctx);
 		SSL_set_bio(ssl, b, b);

@@ -11,49 +11,21 @@
 #include <wolfssl/options.h>
 #include <wolfssl/ssl.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <linux/tcp.h> /* tcp_info with byte counters */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
-static unsigned char psk[64];
-static unsigned int psk_len;
+#define HELPER_NAME "tlsbench_wolfssl"
+#include "tlsbench_common.h"
+
+static void helper_errors(void) {}
+
 static const char *suite = "TLS13-AES128-GCM-SHA256";
-
-static void die(const char *what) {
-	fprintf(stderr, "tlsbench_wolfssl: %s\n", what);
-	exit(1);
-}
-
-static int hexval(char c) {
-	if (c >= '0' && c <= '9') return c - '0';
-	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-	return -1;
-}
-
-static void parse_psk(const char *hex) {
-	size_t n = strlen(hex);
-	if (n % 2 || n / 2 > sizeof psk) die("PSKHEX: an even number of hex digits, at most 128");
-	for (size_t i = 0; i < n / 2; i++) {
-		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
-		if (hi < 0 || lo < 0) die("PSKHEX: not hex");
-		psk[i] = (unsigned char)(hi << 4 | lo);
-	}
-	psk_len = (unsigned int)(n / 2);
-}
 
 static unsigned int server_psk(WOLFSSL *ssl, const char *id, unsigned char *key, unsigned int max, const char **cs) {
 	(void)ssl;
 	if (strcmp(id, "iotsafe") != 0 || psk_len > max) return 0;
 	memcpy(key, psk, psk_len);
 	*cs = suite;
-	return psk_len;
+	return (unsigned int)psk_len;
 }
 
 static unsigned int client_psk(WOLFSSL *ssl, const char *hint, char *id, unsigned int idmax, unsigned char *key, unsigned int max, const char **cs) {
@@ -63,7 +35,7 @@ static unsigned int client_psk(WOLFSSL *ssl, const char *hint, char *id, unsigne
 	strcpy(id, "iotsafe");
 	memcpy(key, psk, psk_len);
 	*cs = suite;
-	return psk_len;
+	return (unsigned int)psk_len;
 }
 
 static int server(int argc, char **argv) {
@@ -74,19 +46,10 @@ static int server(int argc, char **argv) {
 	    wolfSSL_CTX_use_PrivateKey_file(ctx, argv[4], WOLFSSL_FILETYPE_PEM) != WOLFSSL_SUCCESS)
 		die("server certificate");
 	wolfSSL_CTX_set_psk_server_tls13_callback(ctx, server_psk);
-	int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t alen = sizeof a;
-	if (bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 512) || getsockname(ls, (struct sockaddr *)&a, &alen))
-		die("listen");
-	printf("ready %d\n", ntohs(a.sin_port));
-	fflush(stdout);
+	int ls = listen_loopback(argv[2]);
 	for (;;) {
-		int c = accept(ls, NULL, NULL);
+		int c = accept_nodelay(ls);
 		if (c < 0) continue;
-		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 		WOLFSSL *ssl = wolfSSL_new(ctx);
 		wolfSSL_set_fd(ssl, c);
 		if (wolfSSL_accept(ssl) == WOLFSSL_SUCCESS) {
@@ -97,12 +60,6 @@ static int server(int argc, char **argv) {
 		close(c);
 	}
 	return 0;
-}
-
-static double now(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
 static int client(int argc, char **argv) {
@@ -121,15 +78,12 @@ static int client(int argc, char **argv) {
 		wolfSSL_CTX_set_psk_client_tls13_callback(ctx, client_psk);
 		if (!strcmp(mode, "psk_ke") && wolfSSL_CTX_no_dhe_psk(ctx) != 0) die("psk_ke");
 	}
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
-	if (inet_pton(AF_INET, argv[2], &a.sin_addr) != 1) die("HOST: an IPv4 address");
+	struct sockaddr_in a = server_addr(argv[2], argv[3]);
 	WOLFSSL_SESSION *sess = NULL;
 	long resumed = 0, sent = 0, recvd = 0;
 	double start = now();
 	for (int i = 0; i < k; i++) {
-		int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-		setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-		if (connect(s, (struct sockaddr *)&a, sizeof a)) die("connect");
+		int s = connect_nodelay(&a);
 		WOLFSSL *ssl = wolfSSL_new(ctx);
 		wolfSSL_set_fd(ssl, s);
 		wolfSSL_UseSNI(ssl, WOLFSSL_SNI_HOST_NAME, "lab", 3);
