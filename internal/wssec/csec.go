@@ -1,0 +1,355 @@
+package wssec
+
+import (
+	"crypto/hmac"
+	"encoding/base64"
+	"fmt"
+	"strings"
+)
+
+var b64 = base64.StdEncoding
+
+// Seal writes m in format f, secured with suite s and key k.
+func Seal(f Format, m Message, s *Suite, k Key) ([]byte, error) {
+	if err := checkMessage(m); err != nil {
+		return nil, err
+	}
+	d, err := s.Derive(k)
+	if err != nil {
+		return nil, err
+	}
+	switch f {
+	case CSec:
+		return sealCSec(m, s, k.ID, d)
+	case SecRec:
+		return sealSecRec(m, s, k.ID, d)
+	}
+	return nil, fmt.Errorf("wssec: unknown format %q", f)
+}
+
+// sealCSec encrypts the Body's content, then signs the addressing headers, a timestamp
+// and the encrypted Body with a compact signature. The signature is defined over the
+// classic form of the encrypted Body (xenc:EncryptedData, see classicEncryptedData), so
+// the compact and classic forms carry one signature value and the adapters need no key;
+// and a receiver verifies before it decrypts anything.
+func sealCSec(m Message, s *Suite, keyID string, d Derived) ([]byte, error) {
+	env := el("s", "Envelope", "xmlns:s", SOAPNS, "xmlns:a", WSANS, "xmlns:u", WSUNS, "xmlns:d", WSDNS, "xmlns:c", CompNS)
+	hdr, body := el("s", "Header"), el("s", "Body", "u:Id", "b")
+	env.add(hdr, body)
+	hdr.add(addressingHeaders(m, true)...)
+	sec := el("d", "Security")
+	hdr.add(sec)
+	ts := el("u", "Timestamp", "u:Id", "ts").add(el("u", "Created").add(text(m.Created.UTC().Format(TimeLayout))))
+	sec.add(ts)
+	// The payload must be XML the receiver can put back.
+	if _, err := parseFragment(m.Body, body, Limits{}); err != nil {
+		return nil, fmt.Errorf("wssec: the payload: %w", err)
+	}
+	ct, err := s.encrypt(d.Enc, m.Body, nil)
+	if err != nil {
+		return nil, err
+	}
+	cv := b64.EncodeToString(ct)
+	body.replaceKids([]*Node{classicEncryptedData(s, keyID, cv)})
+	var refs []string
+	for _, h := range hdr.Elements() {
+		if id, ok := h.Attr(WSUNS, "Id"); ok {
+			refs = append(refs, id)
+		}
+	}
+	refs = append(refs, "ts", "b")
+	sig, err := compactSignature(s, d.MAC, env, refs, nil)
+	if err != nil {
+		return nil, err
+	}
+	body.replaceKids([]*Node{el("c", "EncryptedData").add(text(cv))})
+	sec.add(el("c", "Enc", "Scheme", s.encScheme()),
+		el("d", "Sig", "Scheme", s.sigScheme(), "KeyId", keyID, "Refs", strings.Join(refs, " "), "Sig", b64.EncodeToString(sig)))
+	return env.Marshal(), nil
+}
+
+// classicEncryptedData is the XML-Encryption form of the compact c:EncryptedData: what
+// the compact signature's Body digest is computed over, and what the classic adapter
+// writes. Its exact shape (prefixes xenc and ds, no whitespace) is part of the format.
+func classicEncryptedData(s *Suite, keyID, cipherValue string) *Node {
+	return el("xenc", "EncryptedData", "xmlns:xenc", xencNS, "Type", xencNS+"Content").add(
+		el("xenc", "EncryptionMethod", "Algorithm", s.encMethod()),
+		el("ds", "KeyInfo", "xmlns:ds", dsNS).add(el("ds", "KeyName").add(text(keyID))),
+		el("xenc", "CipherData").add(el("xenc", "CipherValue").add(text(cipherValue))))
+}
+
+// encMethod is the cipher's XML-Encryption URI, or this project's scheme URI for a
+// cipher XML-Encryption has none for.
+func (s *Suite) encMethod() string {
+	if s.XMLEnc != "" {
+		return s.XMLEnc
+	}
+	return s.encScheme()
+}
+
+// compactSignature is the signature value WS-Discovery's compact signature carries: over
+// the SignedInfo an XML Signature of the same references would have.
+func compactSignature(s *Suite, macKey []byte, root *Node, refs, prefixes []string) ([]byte, error) {
+	si, err := signedInfo(s, root, refs, prefixes)
+	if err != nil {
+		return nil, err
+	}
+	return s.mac(macKey, Canonicalize(si, nil)), nil
+}
+
+// signedInfo builds the SignedInfo implied by a compact signature: exclusive
+// canonicalization, the suite's HMAC and digest, one Reference per id.
+func signedInfo(s *Suite, root *Node, refs, prefixes []string) (*Node, error) {
+	ids, err := indexIDs(root)
+	if err != nil {
+		return nil, err
+	}
+	si := el("ds", "SignedInfo", "xmlns:ds", dsNS)
+	si.add(el("ds", "CanonicalizationMethod", "Algorithm", excC14N), el("ds", "SignatureMethod", "Algorithm", s.SigMethod))
+	for _, id := range refs {
+		n, ok := ids[id]
+		if !ok {
+			return nil, fmt.Errorf("%w: the signature references %q, which no element carries", ErrFormat, trim(id))
+		}
+		tr := el("ds", "Transform", "Algorithm", excC14N)
+		if len(prefixes) > 0 {
+			tr.add(el("ec", "InclusiveNamespaces", "xmlns:ec", excC14N, "PrefixList", strings.Join(prefixes, " ")))
+		}
+		si.add(el("ds", "Reference", "URI", "#"+id).add(
+			el("ds", "Transforms").add(tr),
+			el("ds", "DigestMethod", "Algorithm", s.DigestMethod),
+			el("ds", "DigestValue").add(text(b64.EncodeToString(s.digest(Canonicalize(n, prefixes)))))))
+	}
+	return si, nil
+}
+
+// indexIDs maps every wsu:Id in the document to its element; an id used twice is
+// refused (two elements with one id is how signed content gets swapped).
+func indexIDs(root *Node) (map[string]*Node, error) {
+	ids := map[string]*Node{}
+	var walk func(n *Node) error
+	walk = func(n *Node) error {
+		if n.IsText {
+			return nil
+		}
+		if id, ok := n.Attr(WSUNS, "Id"); ok {
+			if _, dup := ids[id]; dup {
+				return fmt.Errorf("%w: id %q appears twice", ErrFormat, trim(id))
+			}
+			ids[id] = n
+		}
+		for _, k := range n.Kids {
+			if err := walk(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return ids, walk(root)
+}
+
+// one returns the only child {space}local of n: none or several is malformed.
+func one(n *Node, space, local string) (*Node, error) {
+	var found *Node
+	for _, k := range n.Kids {
+		if k.Is(space, local) {
+			if found != nil {
+				return nil, fmt.Errorf("%w: more than one %s", ErrFormat, local)
+			}
+			found = k
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("%w: no %s", ErrFormat, local)
+	}
+	return found, nil
+}
+
+func attr(n *Node, local string) (string, error) {
+	v, ok := n.Attr("", local)
+	if !ok || v == "" {
+		return "", fmt.Errorf("%w: %s without %s", ErrFormat, n.Local, local)
+	}
+	return v, nil
+}
+
+// csecHeader is the compact security header of a message.
+type csecHeader struct {
+	sec, sig, enc, ts *Node
+	suite             *Suite
+	keyID, encKey     string // encKey: the c:Enc's own KeyId, if it has one
+	refs, prefixes    []string
+	sigValue          []byte
+}
+
+func readCSecHeader(e *envelope) (*csecHeader, error) {
+	h := &csecHeader{}
+	var err error
+	if h.sec, err = one(e.header, WSDNS, "Security"); err != nil {
+		return nil, err
+	}
+	if h.sig, err = one(h.sec, WSDNS, "Sig"); err != nil {
+		return nil, err
+	}
+	if h.enc, err = one(h.sec, CompNS, "Enc"); err != nil {
+		return nil, err
+	}
+	if h.ts, err = one(h.sec, WSUNS, "Timestamp"); err != nil {
+		return nil, err
+	}
+	sigScheme, err := attr(h.sig, "Scheme")
+	if err != nil {
+		return nil, err
+	}
+	encScheme, err := attr(h.enc, "Scheme")
+	if err != nil {
+		return nil, err
+	}
+	if h.suite, err = suiteOfSchemes(sigScheme, encScheme); err != nil {
+		return nil, err
+	}
+	if h.keyID, err = attr(h.sig, "KeyId"); err != nil {
+		return nil, err
+	}
+	if k, ok := h.enc.Attr("", "KeyId"); ok && k != h.keyID {
+		return nil, fmt.Errorf("%w: the encryption and the signature name different keys", ErrFormat)
+	}
+	h.encKey, _ = h.enc.Attr("", "KeyId")
+	refs, err := attr(h.sig, "Refs")
+	if err != nil {
+		return nil, err
+	}
+	h.refs = strings.Fields(refs)
+	if p, ok := h.sig.Attr("", "PrefixList"); ok {
+		h.prefixes = strings.Fields(p)
+	}
+	sv, err := attr(h.sig, "Sig")
+	if err != nil {
+		return nil, err
+	}
+	if h.sigValue, err = b64.DecodeString(sv); err != nil {
+		return nil, fmt.Errorf("%w: the signature value is not base64", ErrFormat)
+	}
+	return h, nil
+}
+
+// encKeyID is the key the encryption names: its own, or the signature's.
+func (h *csecHeader) encKeyID() string {
+	if h.encKey != "" {
+		return h.encKey
+	}
+	return h.keyID
+}
+
+func (r *Receiver) openCSec(e *envelope) (*Opened, error) {
+	h, err := readCSecHeader(e)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Policy.check(h.suite); err != nil {
+		return nil, err
+	}
+	key, ok := r.Key(h.keyID)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownKey, trim(h.keyID))
+	}
+	d, err := h.suite.Derive(key)
+	if err != nil {
+		return nil, err
+	}
+	ed, err := onlyChild(e.body, CompNS, "EncryptedData")
+	if err != nil {
+		return nil, err
+	}
+	cv := ed.Content() // as written: the signature covers it so
+	ct, err := b64.DecodeString(strings.Join(strings.Fields(cv), ""))
+	if err != nil {
+		return nil, fmt.Errorf("%w: the encrypted data is not base64", ErrFormat)
+	}
+	if err := requireSigned(e, h.ts, h.refs); err != nil {
+		return nil, err
+	}
+	// Verify over the classic form of the Body, then decrypt.
+	e.body.replaceKids([]*Node{classicEncryptedData(h.suite, h.encKeyID(), cv)})
+	want, err := compactSignature(h.suite, d.MAC, e.root, h.refs, h.prefixes)
+	if err != nil {
+		return nil, err
+	}
+	if !hmac.Equal(want, h.sigValue) {
+		return nil, ErrAuth
+	}
+	pt, err := r.decryptBody(e, h.suite, d, ct)
+	if err != nil {
+		return nil, err
+	}
+	o := &Opened{Format: CSec, Suite: h.suite, KeyID: h.keyID, Payload: e.body.Kids}
+	if err := addressing(e.header, &o.Message); err != nil {
+		return nil, err
+	}
+	created, err := one(h.ts, WSUNS, "Created")
+	if err != nil {
+		return nil, err
+	}
+	if o.Created, err = parseCreated(created.Content()); err != nil {
+		return nil, err
+	}
+	o.Body = pt
+	return o, nil
+}
+
+// decryptBody puts the Body's plain content back. A failure here is ErrAuth whatever
+// failed (the tag, the padding, or the XML inside), so it tells a sender nothing.
+func (r *Receiver) decryptBody(e *envelope, s *Suite, d Derived, ct []byte) ([]byte, error) {
+	pt, err := s.decrypt(d.Enc, ct, nil)
+	if err != nil {
+		return nil, ErrAuth
+	}
+	kids, err := parseFragment(pt, e.body, r.Limits)
+	if err != nil {
+		return nil, ErrAuth
+	}
+	e.body.replaceKids(kids)
+	return pt, nil
+}
+
+// requireSigned checks that the elements a receiver acts on are the ones signed: the
+// Body, the timestamp and every addressing header, each found in its place (not by
+// id), so signed copies relocated elsewhere in the document change nothing.
+func requireSigned(e *envelope, ts *Node, refs []string) error {
+	signed := make(map[string]bool, len(refs))
+	for _, r := range refs {
+		signed[r] = true
+	}
+	must := []*Node{e.body, ts}
+	for _, h := range e.header.Elements() {
+		if h.Space() == WSANS {
+			must = append(must, h)
+		}
+	}
+	for _, n := range must {
+		id, ok := n.Attr(WSUNS, "Id")
+		if !ok || !signed[id] {
+			return fmt.Errorf("%w: %s is not covered by the signature", ErrFormat, n.Local)
+		}
+	}
+	return nil
+}
+
+// onlyChild is n's single element child, which must be {space}local, with nothing else
+// but whitespace beside it.
+func onlyChild(n *Node, space, local string) (*Node, error) {
+	var found *Node
+	for _, k := range n.Kids {
+		switch {
+		case k.IsText && strings.TrimSpace(k.Text) == "":
+		case found == nil && k.Is(space, local):
+			found = k
+		default:
+			return nil, fmt.Errorf("%w: the %s must hold one %s and nothing else", ErrFormat, n.Local, local)
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("%w: the %s holds no %s", ErrFormat, n.Local, local)
+	}
+	return found, nil
+}

@@ -1,0 +1,418 @@
+package wssec
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Limits bound what Parse accepts from a peer. The zero value means DefaultLimits.
+type Limits struct {
+	MaxBytes    int // the whole document
+	MaxDepth    int // element nesting
+	MaxElements int // elements in the document
+	MaxAttrs    int // attributes (and namespace declarations) on one element
+	MaxAttrLen  int // one attribute value
+	MaxNameLen  int // one element or attribute name
+}
+
+// DefaultLimits fit a device message with a payload of up to 64 KiB.
+var DefaultLimits = Limits{MaxBytes: 256 << 10, MaxDepth: 24, MaxElements: 2048, MaxAttrs: 24, MaxAttrLen: 128 << 10, MaxNameLen: 128}
+
+func (l Limits) orDefault() Limits {
+	if l == (Limits{}) {
+		return DefaultLimits
+	}
+	return l
+}
+
+// ErrHostileXML wraps every refusal of a document's shape (DTDs, entities, depth,
+// sizes): the caller answers it with a fault, never by trying harder.
+var ErrHostileXML = errors.New("refused XML")
+
+// Node is an element or a text node of a parsed document. Names keep the prefixes as
+// written, because exclusive canonicalization renders them.
+type Node struct {
+	Text   string // a text node's characters (IsText)
+	IsText bool
+	Prefix string // an element's prefix ("" for none)
+	Local  string
+	Attrs  []Attr   // attributes other than namespace declarations, in document order
+	NS     []NSDecl // namespace declarations on this element
+	Kids   []*Node
+	Parent *Node
+}
+
+// Attr is an attribute as written.
+type Attr struct{ Prefix, Local, Value string }
+
+// NSDecl is xmlns:Prefix="URI" (Prefix "" is the default namespace).
+type NSDecl struct{ Prefix, URI string }
+
+// xmlNS is the namespace the "xml" prefix is bound to without a declaration.
+const xmlNS = "http://www.w3.org/XML/1998/namespace"
+
+// Lookup resolves a prefix in n's scope ("" is the default namespace).
+func (n *Node) Lookup(prefix string) (string, bool) {
+	if prefix == "xml" {
+		return xmlNS, true
+	}
+	for e := n; e != nil; e = e.Parent {
+		for _, d := range e.NS {
+			if d.Prefix == prefix {
+				return d.URI, true
+			}
+		}
+	}
+	if prefix == "" {
+		return "", true // no default namespace
+	}
+	return "", false
+}
+
+// Space is the namespace of n's name.
+func (n *Node) Space() string {
+	uri, _ := n.Lookup(n.Prefix)
+	return uri
+}
+
+// Is reports whether n is the element {space}local.
+func (n *Node) Is(space, local string) bool {
+	return n != nil && !n.IsText && n.Local == local && n.Space() == space
+}
+
+// Attr returns the value of the attribute {space}local (space "" for unqualified).
+func (n *Node) Attr(space, local string) (string, bool) {
+	for _, a := range n.Attrs {
+		if a.Local != local {
+			continue
+		}
+		if a.Prefix == "" {
+			if space == "" {
+				return a.Value, true
+			}
+			continue
+		}
+		if uri, _ := n.Lookup(a.Prefix); uri == space {
+			return a.Value, true
+		}
+	}
+	return "", false
+}
+
+// Elements are n's element children.
+func (n *Node) Elements() []*Node {
+	var out []*Node
+	for _, k := range n.Kids {
+		if !k.IsText {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Child is n's first element child {space}local, or nil.
+func (n *Node) Child(space, local string) *Node {
+	for _, k := range n.Kids {
+		if k.Is(space, local) {
+			return k
+		}
+	}
+	return nil
+}
+
+// Content is the concatenated text of n's text children.
+func (n *Node) Content() string {
+	var b strings.Builder
+	for _, k := range n.Kids {
+		if k.IsText {
+			b.WriteString(k.Text)
+		}
+	}
+	return b.String()
+}
+
+// Parse reads one document under the limits, refusing anything a device message does
+// not need: DTDs (and with them entity expansion and external entities), processing
+// instructions other than the XML declaration, undeclared prefixes, repeated
+// attributes, mismatched tags and anything past the limits. Comments are dropped.
+func Parse(data []byte, lim Limits) (*Node, error) {
+	nodes, err := parseNodes(data, nil, lim)
+	if err != nil {
+		return nil, err
+	}
+	var root *Node
+	for _, n := range nodes {
+		switch {
+		case n.IsText && strings.TrimSpace(n.Text) == "":
+		case n.IsText:
+			return nil, fmt.Errorf("%w: text outside the document element", ErrHostileXML)
+		case root != nil:
+			return nil, fmt.Errorf("%w: more than one document element", ErrHostileXML)
+		default:
+			root = n
+		}
+	}
+	if root == nil {
+		return nil, fmt.Errorf("%w: no document element", ErrHostileXML)
+	}
+	return root, nil
+}
+
+// parseFragment parses content (elements and text) as the children of parent, resolving
+// prefixes in parent's scope: how decrypted Body content is put back.
+func parseFragment(data []byte, parent *Node, lim Limits) ([]*Node, error) {
+	return parseNodes(data, parent, lim)
+}
+
+func parseNodes(data []byte, parent *Node, lim Limits) ([]*Node, error) {
+	lim = lim.orDefault()
+	if len(data) > lim.MaxBytes {
+		return nil, fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrHostileXML, len(data), lim.MaxBytes)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	dec.Strict = true // unknown entities are errors; none are ever expanded
+	var (
+		top      []*Node
+		stack    []*Node
+		elements int
+		first    = true
+	)
+	add := func(n *Node) {
+		if len(stack) == 0 {
+			n.Parent = parent
+			top = append(top, n)
+			return
+		}
+		p := stack[len(stack)-1]
+		n.Parent = p
+		p.Kids = append(p.Kids, n)
+	}
+	for {
+		tok, err := dec.RawToken()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrHostileXML, err)
+		}
+		isFirst := first
+		first = false
+		switch t := tok.(type) {
+		case xml.StartElement:
+			elements++
+			if elements > lim.MaxElements {
+				return nil, fmt.Errorf("%w: more than %d elements", ErrHostileXML, lim.MaxElements)
+			}
+			if len(stack) >= lim.MaxDepth {
+				return nil, fmt.Errorf("%w: elements nested deeper than %d", ErrHostileXML, lim.MaxDepth)
+			}
+			n, err := element(t, lim)
+			if err != nil {
+				return nil, err
+			}
+			add(n)
+			stack = append(stack, n)
+			if err := n.checkPrefixes(); err != nil {
+				return nil, err
+			}
+		case xml.EndElement:
+			if len(stack) == 0 {
+				return nil, fmt.Errorf("%w: end tag </%s> without a start", ErrHostileXML, t.Name.Local)
+			}
+			top := stack[len(stack)-1]
+			if top.Prefix != t.Name.Space || top.Local != t.Name.Local {
+				return nil, fmt.Errorf("%w: <%s> closed by </%s>", ErrHostileXML, qname(top.Prefix, top.Local), qname(t.Name.Space, t.Name.Local))
+			}
+			stack = stack[:len(stack)-1]
+		case xml.CharData:
+			if len(stack) == 0 && len(bytes.TrimSpace(t)) != 0 && parent == nil {
+				return nil, fmt.Errorf("%w: text outside the document element", ErrHostileXML)
+			}
+			add(&Node{IsText: true, Text: string(t)})
+		case xml.Comment:
+		case xml.ProcInst:
+			if t.Target != "xml" || !isFirst || parent != nil {
+				return nil, fmt.Errorf("%w: processing instruction <?%s?>", ErrHostileXML, t.Target)
+			}
+		case xml.Directive:
+			return nil, fmt.Errorf("%w: DTDs and entity declarations are not accepted", ErrHostileXML)
+		}
+	}
+	if len(stack) != 0 {
+		return nil, fmt.Errorf("%w: <%s> is not closed", ErrHostileXML, stack[len(stack)-1].Local)
+	}
+	return mergeText(top), nil
+}
+
+// mergeText joins adjacent text nodes (the decoder may split text at CDATA sections).
+func mergeText(nodes []*Node) []*Node {
+	out := nodes[:0]
+	for _, n := range nodes {
+		if n.IsText && len(out) > 0 && out[len(out)-1].IsText {
+			out[len(out)-1].Text += n.Text
+			continue
+		}
+		if !n.IsText {
+			n.Kids = mergeText(n.Kids)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func element(t xml.StartElement, lim Limits) (*Node, error) {
+	if len(t.Attr) > lim.MaxAttrs {
+		return nil, fmt.Errorf("%w: <%s> has %d attributes, more than %d", ErrHostileXML, t.Name.Local, len(t.Attr), lim.MaxAttrs)
+	}
+	if len(t.Name.Local)+len(t.Name.Space) > lim.MaxNameLen || t.Name.Local == "" {
+		return nil, fmt.Errorf("%w: element name of %d bytes", ErrHostileXML, len(t.Name.Local)+len(t.Name.Space))
+	}
+	n := &Node{Prefix: t.Name.Space, Local: t.Name.Local}
+	seen := make(map[xml.Name]bool, len(t.Attr))
+	for _, a := range t.Attr {
+		if seen[a.Name] {
+			return nil, fmt.Errorf("%w: attribute %s repeated on <%s>", ErrHostileXML, qname(a.Name.Space, a.Name.Local), t.Name.Local)
+		}
+		seen[a.Name] = true
+		if len(a.Value) > lim.MaxAttrLen {
+			return nil, fmt.Errorf("%w: attribute %s of %d bytes, more than %d", ErrHostileXML, a.Name.Local, len(a.Value), lim.MaxAttrLen)
+		}
+		if len(a.Name.Local)+len(a.Name.Space) > lim.MaxNameLen || a.Name.Local == "" {
+			return nil, fmt.Errorf("%w: attribute name of %d bytes", ErrHostileXML, len(a.Name.Local)+len(a.Name.Space))
+		}
+		switch {
+		case a.Name.Space == "" && a.Name.Local == "xmlns":
+			n.NS = append(n.NS, NSDecl{"", a.Value})
+		case a.Name.Space == "xmlns":
+			if a.Value == "" {
+				return nil, fmt.Errorf("%w: xmlns:%s undeclares a prefix", ErrHostileXML, a.Name.Local)
+			}
+			if a.Name.Local == "xml" || a.Name.Local == "xmlns" {
+				return nil, fmt.Errorf("%w: xmlns:%s may not be declared", ErrHostileXML, a.Name.Local)
+			}
+			n.NS = append(n.NS, NSDecl{a.Name.Local, a.Value})
+		default:
+			n.Attrs = append(n.Attrs, Attr{a.Name.Space, a.Name.Local, a.Value})
+		}
+	}
+	return n, nil
+}
+
+// checkPrefixes refuses a prefix with no declaration in scope, and two attributes that
+// are the same once their prefixes are resolved.
+func (n *Node) checkPrefixes() error {
+	if _, ok := n.Lookup(n.Prefix); !ok {
+		return fmt.Errorf("%w: prefix %q of <%s> is not declared", ErrHostileXML, n.Prefix, n.Local)
+	}
+	seen := make(map[[2]string]bool, len(n.Attrs))
+	for _, a := range n.Attrs {
+		uri := ""
+		if a.Prefix != "" {
+			u, ok := n.Lookup(a.Prefix)
+			if !ok {
+				return fmt.Errorf("%w: prefix %q of attribute %s is not declared", ErrHostileXML, a.Prefix, a.Local)
+			}
+			uri = u
+		}
+		k := [2]string{uri, a.Local}
+		if seen[k] {
+			return fmt.Errorf("%w: attribute {%s}%s repeated on <%s>", ErrHostileXML, uri, a.Local, n.Local)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+func qname(prefix, local string) string {
+	if prefix == "" {
+		return local
+	}
+	return prefix + ":" + local
+}
+
+// Marshal writes n as XML (namespace declarations first, then attributes, as held).
+func (n *Node) Marshal() []byte {
+	var b bytes.Buffer
+	n.write(&b)
+	return b.Bytes()
+}
+
+func (n *Node) write(b *bytes.Buffer) {
+	if n.IsText {
+		escapeText(b, n.Text)
+		return
+	}
+	b.WriteByte('<')
+	b.WriteString(qname(n.Prefix, n.Local))
+	for _, d := range n.NS {
+		if d.Prefix == "" {
+			b.WriteString(` xmlns="`)
+		} else {
+			b.WriteString(` xmlns:` + d.Prefix + `="`)
+		}
+		escapeAttr(b, d.URI)
+		b.WriteByte('"')
+	}
+	for _, a := range n.Attrs {
+		b.WriteString(" " + qname(a.Prefix, a.Local) + `="`)
+		escapeAttr(b, a.Value)
+		b.WriteByte('"')
+	}
+	if len(n.Kids) == 0 {
+		b.WriteString("/>")
+		return
+	}
+	b.WriteByte('>')
+	for _, k := range n.Kids {
+		k.write(b)
+	}
+	b.WriteString("</" + qname(n.Prefix, n.Local) + ">")
+}
+
+// el builds an element (the builder used for every message this package writes).
+func el(prefix, local string, attrs ...string) *Node {
+	n := &Node{Prefix: prefix, Local: local}
+	for i := 0; i+1 < len(attrs); i += 2 {
+		p, l, ok := strings.Cut(attrs[i], ":")
+		if !ok {
+			p, l = "", attrs[i]
+		}
+		if p == "xmlns" {
+			n.NS = append(n.NS, NSDecl{l, attrs[i+1]})
+			continue
+		}
+		n.Attrs = append(n.Attrs, Attr{p, l, attrs[i+1]})
+	}
+	return n
+}
+
+// add appends kids (elements or text) and returns n.
+func (n *Node) add(kids ...*Node) *Node {
+	for _, k := range kids {
+		k.Parent = n
+		n.Kids = append(n.Kids, k)
+	}
+	return n
+}
+
+func text(s string) *Node { return &Node{IsText: true, Text: s} }
+
+// replaceKids makes kids n's only children.
+func (n *Node) replaceKids(kids []*Node) {
+	n.Kids = nil
+	n.add(kids...)
+}
+
+// remove takes k out of n's children.
+func (n *Node) remove(k *Node) {
+	for i, c := range n.Kids {
+		if c == k {
+			n.Kids = append(n.Kids[:i:i], n.Kids[i+1:]...)
+			return
+		}
+	}
+}
