@@ -18,6 +18,7 @@ type Source interface {
 	DeviceStates(ctx context.Context) ([]registry.DeviceState, error)
 	DeviceSecretHashes(ctx context.Context) (map[string]string, error)
 	DeviceCertSerials(ctx context.Context) (map[string]string, error)
+	SOAPKeys(ctx context.Context) (map[string]registry.SOAPKey, error)
 }
 
 // Directory holds the current snapshot. It is safe for concurrent use.
@@ -29,7 +30,7 @@ type Directory struct {
 // New is an empty directory over src; Reload fills it.
 func New(src Source) *Directory {
 	d := &Directory{src: src}
-	d.snap.Store(&Snapshot{devices: map[string]registry.DeviceState{}, byAddr: map[netip.Addr]string{}, secrets: map[string]string{}, certs: map[string]string{}})
+	d.snap.Store(&Snapshot{devices: map[string]registry.DeviceState{}, byAddr: map[netip.Addr]string{}, secrets: map[string]string{}, certs: map[string]string{}, soapKeys: map[string]registry.SOAPKey{}})
 	return d
 }
 
@@ -47,8 +48,12 @@ func (d *Directory) Reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	soapKeys, err := d.src.SOAPKeys(ctx)
+	if err != nil {
+		return err
+	}
 	s := &Snapshot{devices: make(map[string]registry.DeviceState, len(states)), byAddr: make(map[netip.Addr]string, len(states)),
-		secrets: secrets, certs: certs, names: make([]string, 0, len(states)), Loaded: time.Now()}
+		secrets: secrets, certs: certs, soapKeys: soapKeys, names: make([]string, 0, len(states)), Loaded: time.Now()}
 	for _, st := range states {
 		s.devices[st.Name] = st
 		s.byAddr[st.Address] = st.Name
@@ -68,7 +73,9 @@ type Snapshot struct {
 	byAddr  map[netip.Addr]string
 	secrets map[string]string // device -> hex SHA-256 of its secret
 	certs   map[string]string // device -> serial number of its current client certificate
-	names   []string          // sorted
+	// soapKeys: key id -> a device's pre-shared SOAP key
+	soapKeys map[string]registry.SOAPKey
+	names    []string // sorted
 	// Loaded is when it was read.
 	Loaded time.Time
 }
@@ -85,6 +92,16 @@ func (s *Snapshot) Device(name string) (registry.DeviceState, bool) {
 func (s *Snapshot) CurrentCert(name, serial string) bool {
 	cur, ok := s.certs[name]
 	return ok && subtle.ConstantTimeCompare([]byte(cur), []byte(serial)) == 1
+}
+
+// SOAPKey finds a SOAP key by id, with its device's state (check Revoked).
+func (s *Snapshot) SOAPKey(id string) (registry.SOAPKey, registry.DeviceState, bool) {
+	k, ok := s.soapKeys[id]
+	if !ok {
+		return registry.SOAPKey{}, registry.DeviceState{}, false
+	}
+	st, ok := s.devices[k.Device]
+	return k, st, ok
 }
 
 // ByAddress is the device whose pool address ip is (the source of its direct forwards:

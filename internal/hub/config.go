@@ -13,6 +13,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/restapi"
+	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/strictyaml"
@@ -47,6 +48,9 @@ type Config struct {
 	Telemetry telemetry.Config `yaml:"telemetry"`
 	// MQTT is the hub's broker (paper 002's site broker); off unless a listener is set.
 	MQTT mqttbroker.Config `yaml:"mqtt"`
+	// SOAP is the endpoint for SOAP device messages with compact WS-Security (paper
+	// 001); off unless enabled.
+	SOAP soap.Config `yaml:"soap"`
 	// Source says where the configuration came from, for the start-up log; set by
 	// LoadConfig.
 	Source string `yaml:"-"`
@@ -147,9 +151,9 @@ func (c *Config) ApplyDefaults() {
 
 // TelemetryEnabled reports whether any telemetry path is configured: the plain REST
 // listener, the front door (which carries the API unless rest.frontdoor is off), or the
-// MQTT broker.
+// MQTT broker, or the SOAP endpoint.
 func (c *Config) TelemetryEnabled() bool {
-	return c.REST.Listen != "" || c.Frontdoor.Enabled() && c.REST.OnFrontdoor() || c.MQTT.Enabled()
+	return c.REST.Listen != "" || c.Frontdoor.Enabled() && c.REST.OnFrontdoor() || c.MQTT.Enabled() || c.SOAP.Enabled
 }
 
 // Validate checks all sections and returns insecure algorithms that are enabled.
@@ -191,6 +195,14 @@ func (c *Config) Validate() ([]string, error) {
 		return nil, err
 	}
 	insecure = append(insecure, weakMQTT...)
+	weakSOAP, err := c.SOAP.Validate()
+	if err != nil {
+		return nil, err
+	}
+	if c.SOAP.Enabled && !c.Frontdoor.Enabled() && c.REST.Listen == "" {
+		return nil, errors.New("soap.enabled: the endpoint needs the front door or rest.listen (the plain listener devices reach over their SSH session) to be served on")
+	}
+	insecure = append(insecure, weakSOAP...)
 	if err := c.JWT.Validate(); err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
 	"github.com/iotsafe/iotsafe/internal/restapi"
+	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
@@ -67,6 +68,7 @@ type Hub struct {
 	recorded    bool             // hub_started was recorded: Close records hub_stopped
 	store       *telemetry.Store // nil without a telemetry path
 	api         *restapi.API
+	soap        *soap.Endpoint                    // nil unless soap.enabled
 	devices     *devicedir.Directory              // device identities of the telemetry paths; nil without one
 	mqtt        atomic.Pointer[mqttbroker.Broker] // nil when off; set after the admin socket listens
 	plainREST   *restapi.Plain

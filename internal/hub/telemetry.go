@@ -10,7 +10,9 @@ import (
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/restapi"
+	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
+	"github.com/iotsafe/iotsafe/internal/wssec"
 )
 
 // startTelemetry opens the notification store and the token keys and builds the REST
@@ -55,6 +57,9 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 		return err
 	}
 	h.api = restapi.New(h.cfg.REST, h.guard, h.devices, h.store, h, tokens, m, log)
+	if err := h.buildSOAP(); err != nil {
+		return err
+	}
 	if h.cfg.REST.Listen != "" {
 		if h.plainREST, err = h.api.ListenPlain(log); err != nil {
 			return err
@@ -62,6 +67,34 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 		log.Info("REST API for devices on their SSH session", "listen", h.plainREST.Addr().String(), "path", restapi.Prefix)
 	}
 	go h.pruneTelemetry(ctx, time.Hour)
+	return nil
+}
+
+// buildSOAP makes the SOAP endpoint when it is enabled and puts it on the plain listener
+// (the front door mounts it in mountREST).
+func (h *Hub) buildSOAP() error {
+	if !h.cfg.SOAP.Enabled {
+		return nil
+	}
+	log := h.log.With("component", "soap")
+	ep, err := soap.New(h.cfg.SOAP, h.devices, h.store, h.guard, log)
+	if err != nil {
+		return fmt.Errorf("hub: soap: %w", err)
+	}
+	// One count per device, whichever path it broke; sshd starts after this, before any
+	// request is served.
+	ep.Violation = func(device, detail, remote string) { h.ssh.Violation(device, detail, remote) }
+	ep.OnPlain = restapi.OnPlain
+	h.soap = ep
+	if h.cfg.REST.Listen != "" {
+		h.api.MountPlain(soap.Path, ep)
+		log.Info("SOAP endpoint for devices on their SSH session", "listen", h.cfg.REST.Listen, "path", soap.Path, "algorithms", ep.Algorithms())
+	}
+	for _, a := range h.cfg.SOAP.Algorithms {
+		if s, _ := wssec.SuiteByName(a); s != nil && s.Legacy {
+			log.Warn("soap.allow_legacy: the paper's AES-CBC with HMAC-SHA1 suite is accepted; use it only for devices that cannot do AES-GCM", "algorithm", a)
+		}
+	}
 	return nil
 }
 
@@ -96,9 +129,16 @@ func (h *Hub) RESTAddr() net.Addr {
 // Store is the telemetry store (nil without a telemetry path), for in-process callers.
 func (h *Hub) Store() *telemetry.Store { return h.store }
 
-// mountREST puts the API on the front door (after both started).
+// mountREST puts the API and the SOAP endpoint on the front door (after both started).
 func (h *Hub) mountREST() {
-	if h.api == nil || h.front == nil || !h.cfg.REST.OnFrontdoor() {
+	if h.front == nil {
+		return
+	}
+	if h.soap != nil {
+		h.front.Mount(soap.Path, h.soap)
+		h.log.Info("SOAP endpoint on the front door", "url", "https://"+h.cfg.Frontdoor.Domain+soap.Path, "algorithms", h.soap.Algorithms())
+	}
+	if h.api == nil || !h.cfg.REST.OnFrontdoor() {
 		return
 	}
 	h.front.Mount(restapi.Prefix+"/", h.api)

@@ -91,8 +91,8 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 // (revocations, removals) or its access policy (grants, device groups, accounts).
 var changeKinds = []string{EventRevoked, EventDeviceRemoved, EventKeyRevoked, "granted", "ungranted", "groups_set",
 	"account_removed", "account_password", "account_logout", "token_revoked",
-	// A new secret or client certificate retires the old one on every hub.
-	EventSecretSet, EventCertIssued}
+	// A new secret, client certificate or SOAP key retires the old one on every hub.
+	EventSecretSet, EventCertIssued, EventSOAPKeySet}
 
 // LastEventID is the id of the newest audit event (0 for none): where a change feed starts.
 func (r *Registry) LastEventID(ctx context.Context) (int64, error) {

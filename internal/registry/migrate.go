@@ -10,6 +10,7 @@ import (
 var migrations = []migrate.Step{
 	{Version: 1, Name: "initial schema", SQL: schemaV1},
 	{Version: 2, Name: "device certificates", SQL: schemaV2},
+	{Version: 3, Name: "SOAP message keys", SQL: schemaV3},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

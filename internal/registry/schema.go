@@ -118,3 +118,16 @@ CREATE TABLE IF NOT EXISTS device_certs (
 	created_at TEXT NOT NULL
 );
 `
+
+// schemaV3 holds each device's pre-shared key for SOAP message security (paper 001;
+// iotsafe device soap-key). Unlike the telemetry secret it cannot be stored hashed: the
+// hub derives cipher and MAC keys from it. The registry file is mode 0600, as for every
+// other secret it holds. A new key replaces the old at once.
+const schemaV3 = `
+CREATE TABLE IF NOT EXISTS soap_keys (
+	device     TEXT PRIMARY KEY REFERENCES devices(name) ON DELETE CASCADE,
+	key_id     TEXT NOT NULL UNIQUE,
+	secret     BLOB NOT NULL,
+	created_at TEXT NOT NULL
+);
+`

@@ -13,6 +13,7 @@ import (
 // Events of the telemetry credentials.
 const (
 	EventSecretSet   = "secret_set"
+	EventSOAPKeySet  = "soap_key_set"
 	EventTokenIssued = "token_issued"
 	EventCertIssued  = "cert_issued"
 )
@@ -126,6 +127,49 @@ func (r *Registry) DeviceCertSerials(ctx context.Context) (map[string]string, er
 			return nil, err
 		}
 		out[d] = s
+	}
+	return out, rows.Err()
+}
+
+// SOAPKey is a device's pre-shared key for SOAP message security.
+type SOAPKey struct {
+	Device, KeyID string
+	Secret        []byte
+}
+
+// SetSOAPKey stores a device's SOAP key, replacing any earlier one at once.
+func (r *Registry) SetSOAPKey(ctx context.Context, k SOAPKey) error {
+	return r.withTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE name=?`, k.Device).Scan(&one); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%w: device %q", ErrNotFound, k.Device)
+			}
+			return fmt.Errorf("registry: SOAP key of %s: %w", k.Device, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO soap_keys(device, key_id, secret, created_at) VALUES(?,?,?,?)
+			ON CONFLICT(device) DO UPDATE SET key_id=excluded.key_id, secret=excluded.secret, created_at=excluded.created_at`,
+			k.Device, k.KeyID, k.Secret, now()); err != nil {
+			return fmt.Errorf("registry: SOAP key of %s: %w", k.Device, err)
+		}
+		return addEvent(ctx, tx, Event{Device: k.Device, Kind: EventSOAPKeySet, Detail: "SOAP key " + k.KeyID + " set; the earlier one retired"})
+	})
+}
+
+// SOAPKeys are every device's SOAP key, by key id.
+func (r *Registry) SOAPKeys(ctx context.Context) (map[string]SOAPKey, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT device, key_id, secret FROM soap_keys`)
+	if err != nil {
+		return nil, fmt.Errorf("registry: SOAP keys: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]SOAPKey{}
+	for rows.Next() {
+		var k SOAPKey
+		if err := rows.Scan(&k.Device, &k.KeyID, &k.Secret); err != nil {
+			return nil, err
+		}
+		out[k.KeyID] = k
 	}
 	return out, rows.Err()
 }

@@ -96,3 +96,34 @@ func TestDeviceCerts(t *testing.T) {
 		t.Fatalf("serials after removal %v", m)
 	}
 }
+
+// One SOAP key per device: a new one replaces the old (and says so in the change feed),
+// removal takes it along.
+func TestSOAPKeys(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, t.TempDir())
+	if _, err := r.AddDevice(ctx, "dev1", "default", newKey(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetSOAPKey(ctx, SOAPKey{Device: "nodev", KeyID: "k0", Secret: []byte("x")}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("key of an unknown device: %v", err)
+	}
+	from, _ := r.LastEventID(ctx)
+	for _, id := range []string{"k1", "k2"} {
+		if err := r.SetSOAPKey(ctx, SOAPKey{Device: "dev1", KeyID: id, Secret: []byte("secret-" + id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, err := r.SOAPKeys(ctx)
+	if err != nil || len(keys) != 1 || keys["k2"].Device != "dev1" || string(keys["k2"].Secret) != "secret-k2" {
+		t.Fatalf("keys %+v %v", keys, err)
+	}
+	changes, _, err := r.Changes(ctx, from)
+	if err != nil || len(changes) != 2 || changes[0].Kind != EventSOAPKeySet {
+		t.Fatalf("change feed %+v %v", changes, err)
+	}
+	r.RemoveDevice(ctx, "dev1")
+	if keys, _ := r.SOAPKeys(ctx); len(keys) != 0 {
+		t.Fatalf("a key outlived its device: %+v", keys)
+	}
+}

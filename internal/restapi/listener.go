@@ -36,7 +36,12 @@ func (a *API) ListenPlain(log *slog.Logger) (*Plain, error) {
 	p := &Plain{ln: netutil.LimitListener(ln, maxPlainConns)}
 	p.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			a.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), plainKey{}, true)))
+			r = r.WithContext(context.WithValue(r.Context(), plainKey{}, true))
+			if h, ok := a.plainExtra[r.URL.Path]; ok {
+				h.ServeHTTP(w, r)
+				return
+			}
+			a.ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,
@@ -45,6 +50,19 @@ func (a *API) ListenPlain(log *slog.Logger) (*Plain, error) {
 	}
 	return p, nil
 }
+
+// MountPlain serves h at exactly path on the plain listener too (another telemetry path
+// on the same port, such as SOAP); call it before ListenPlain.
+func (a *API) MountPlain(path string, h http.Handler) {
+	if a.plainExtra == nil {
+		a.plainExtra = map[string]http.Handler{}
+	}
+	a.plainExtra[path] = h
+}
+
+// OnPlain reports whether r came in on the plain listener, where a source address is a
+// device's pool address.
+func OnPlain(r *http.Request) bool { return r.Context().Value(plainKey{}) != nil }
 
 // Addr is the bound address.
 func (p *Plain) Addr() net.Addr { return p.ln.Addr() }

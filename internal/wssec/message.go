@@ -1,6 +1,7 @@
 package wssec
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -214,4 +215,31 @@ func trim(s string) string {
 		return s[:60] + "..."
 	}
 	return s
+}
+
+// NewMessageID is a random urn:uuid (version 4).
+func NewMessageID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("urn:uuid:%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// String is the key as iotsafe device soap-key prints it: ID:BASE64.
+func (k Key) String() string { return k.ID + ":" + b64.EncodeToString(k.Secret) }
+
+// ParseKey reads a key as Key.String writes it.
+func ParseKey(s string) (Key, error) {
+	id, secret, ok := strings.Cut(strings.TrimSpace(s), ":")
+	if !ok || id == "" {
+		return Key{}, errors.New("wssec: a key is KEYID:BASE64 (as iotsafe device soap-key prints it)")
+	}
+	raw, err := b64.DecodeString(secret)
+	if err != nil || len(raw) != KeySize {
+		return Key{}, fmt.Errorf("wssec: key %s: want %d bytes of base64", id, KeySize)
+	}
+	return Key{ID: id, Secret: raw}, nil
 }

@@ -332,3 +332,6 @@ func (s *Suite) aead(key []byte) (cipher.AEAD, error) {
 
 // aeadSuite reports whether the cipher authenticates by itself.
 func (s *Suite) aeadSuite() bool { return s.kind == kindGCM || s.kind == kindChaCha }
+
+// Only accepts exactly s: what a sender expects its answers in.
+func Only(s *Suite) *Policy { return &Policy{allowed: map[string]bool{s.Name: true}} }

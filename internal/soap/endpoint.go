@@ -1,0 +1,285 @@
+package soap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/bytesize"
+	"github.com/iotsafe/iotsafe/internal/devicedir"
+	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
+	"github.com/iotsafe/iotsafe/internal/throttle"
+	"github.com/iotsafe/iotsafe/internal/wssec"
+)
+
+// Path is where the endpoint answers on every listener.
+const Path = "/soap"
+
+// EventRefused is the audit event of a refused message.
+const EventRefused = "soap_refused"
+
+// Config of the endpoint (hub.yaml "soap:").
+type Config struct {
+	// Enabled turns the endpoint on: on the front door at /soap, and at /soap on the
+	// plain listener rest.listen when that is set.
+	Enabled bool `yaml:"enabled"`
+	// Algorithms are the suites accepted; empty means the modern ones (aes128-gcm,
+	// aes256-gcm, chacha20-poly1305).
+	Algorithms []string `yaml:"algorithms"`
+	// AllowLegacy lets algorithms name the paper's aes128-cbc-sha1 (CBC with SHA-1).
+	AllowLegacy bool `yaml:"allow_legacy"`
+	// Window is how far a message's time may be from the hub's, and how long its id is
+	// remembered against replays; 0 means 5m.
+	Window time.Duration `yaml:"window"`
+	// MaxBody bounds a request; 0 means 256 KiB.
+	MaxBody bytesize.Size `yaml:"max_body"`
+	// MaxIDs bounds the message ids remembered in the window; 0 means 200000.
+	MaxIDs int `yaml:"max_ids"`
+}
+
+// Validate checks the config and returns warnings for what weakens security.
+func (c *Config) Validate() ([]string, error) {
+	if c.Window < 0 || c.MaxBody < 0 || c.MaxIDs < 0 {
+		return nil, errors.New("soap: window, max_body and max_ids must not be negative")
+	}
+	if c.Window > time.Hour {
+		return nil, fmt.Errorf("soap.window %s: at most 1h (ids are remembered that long)", c.Window)
+	}
+	if _, err := wssec.NewPolicy(c.Algorithms, c.AllowLegacy); err != nil {
+		return nil, fmt.Errorf("soap.algorithms: %w", err)
+	}
+	var weak []string
+	for _, a := range c.Algorithms {
+		if s, _ := wssec.SuiteByName(a); s != nil && s.Legacy {
+			weak = append(weak, "soap.algorithms: "+a+" (AES-CBC with HMAC-SHA1, the paper's legacy suite) is accepted")
+		}
+	}
+	return weak, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.Window <= 0 {
+		c.Window = wssec.DefaultWindow
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = 256 << 10
+	}
+}
+
+// Store is where notifications go.
+type Store interface {
+	Append(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error)
+}
+
+// Auditor records refusals.
+type Auditor interface {
+	AddEvent(ctx context.Context, e registry.Event) error
+}
+
+// Endpoint is the handler.
+type Endpoint struct {
+	cfg    Config
+	dir    *devicedir.Directory
+	store  Store
+	audit  Auditor
+	policy *wssec.Policy
+	replay *wssec.Replay
+	log    *slog.Logger
+	gate   *throttle.LogGate
+	// Violation counts a breach against a device's profile (the hub's one counter).
+	Violation func(device, detail, remote string)
+	// OnPlain reports whether a request came in on the plain listener, where the source
+	// address is a device's pool address.
+	OnPlain func(*http.Request) bool
+}
+
+// New builds the endpoint over the hub's device directory and telemetry store.
+func New(cfg Config, dir *devicedir.Directory, store Store, audit Auditor, log *slog.Logger) (*Endpoint, error) {
+	cfg.applyDefaults()
+	p, err := wssec.NewPolicy(cfg.Algorithms, cfg.AllowLegacy)
+	if err != nil {
+		return nil, err
+	}
+	return &Endpoint{cfg: cfg, dir: dir, store: store, audit: audit, policy: p, log: log,
+		replay: wssec.NewReplay(cfg.Window, cfg.MaxIDs), gate: throttle.NewLogGate(time.Minute)}, nil
+}
+
+// Algorithms are the accepted suites.
+func (e *Endpoint) Algorithms() []string { return e.policy.Names() }
+
+// request is what is known about one request while it is handled.
+type request struct {
+	r      *http.Request
+	remote netip.Addr
+	// via is the device the plain listener knows by source address ("" elsewhere).
+	via string
+	// keyDevice is the device the message's key belongs to, once looked up.
+	keyDevice string
+	revoked   bool
+}
+
+func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := &request{r: r}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		q.remote = ap.Addr().Unmap()
+	}
+	snap := e.dir.Load()
+	if e.OnPlain != nil && e.OnPlain(r) {
+		if st, ok := snap.ByAddress(q.remote); ok {
+			q.via = st.Name
+		}
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeFault(w, http.StatusMethodNotAllowed, "s:Sender", "", "POST a SOAP 1.2 envelope (application/soap+xml)")
+		return
+	}
+	if r.ContentLength > int64(e.cfg.MaxBody) {
+		writeFault(w, http.StatusRequestEntityTooLarge, "s:Sender", "", fmt.Sprintf("message larger than %d bytes", e.cfg.MaxBody))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(e.cfg.MaxBody)))
+	if err != nil {
+		writeFault(w, http.StatusRequestEntityTooLarge, "s:Sender", "", fmt.Sprintf("message larger than %d bytes", e.cfg.MaxBody))
+		return
+	}
+	recv := &wssec.Receiver{Policy: e.policy, Replay: e.replay, Key: func(id string) (wssec.Key, bool) {
+		k, st, ok := snap.SOAPKey(id)
+		if !ok {
+			return wssec.Key{}, false
+		}
+		q.keyDevice = st.Name
+		if st.Revoked {
+			q.revoked = true
+			return wssec.Key{}, false
+		}
+		return wssec.Key{ID: k.KeyID, Secret: k.Secret}, true
+	}}
+	o, err := recv.Open(body)
+	if err != nil {
+		e.refuse(w, q, err)
+		return
+	}
+	if q.via != "" && q.via != q.keyDevice {
+		e.refuse(w, q, fmt.Errorf("%w: the message is sealed with %s's key but comes from %s's pool address", wssec.ErrUnknownKey, q.keyDevice, q.via))
+		return
+	}
+	if o.Action != ActionNotify {
+		writeFault(w, http.StatusBadRequest, "s:Sender", "wsa:ActionNotSupported", fmt.Sprintf("action %q is not supported here (%s)", trim(o.Action), ActionNotify))
+		return
+	}
+	name, params, err := toNotification(o.Payload)
+	if err != nil {
+		writeFault(w, http.StatusBadRequest, "s:Sender", "", err.Error())
+		return
+	}
+	created := o.Created
+	got, err := e.store.Append(r.Context(), telemetry.Notification{Device: q.keyDevice, Name: name, Parameters: params, DeviceTime: &created})
+	switch {
+	case errors.Is(err, telemetry.ErrOverloaded):
+		w.Header().Set("Retry-After", "1")
+		writeFault(w, http.StatusServiceUnavailable, "s:Receiver", "", "the hub is storing as fast as it can; retry after 1 s")
+		return
+	case errors.Is(err, telemetry.ErrInvalid):
+		writeFault(w, http.StatusBadRequest, "s:Sender", "", err.Error())
+		return
+	case err != nil:
+		e.log.Error("storing a SOAP notification failed", "device", q.keyDevice, "err", err)
+		writeFault(w, http.StatusInternalServerError, "s:Receiver", "", "the notification could not be stored")
+		return
+	}
+	n := got[0]
+	answer := wssec.Message{Action: ActionNotifyResponse, MessageID: wssec.NewMessageID(), RelatesTo: o.MessageID, Created: time.Now(),
+		Body: ack(n.ID, telemetry.FormatTime(n.Timestamp))}
+	k, _, _ := snap.SOAPKey(o.KeyID)
+	out, err := wssec.Seal(o.Format, answer, o.Suite, wssec.Key{ID: k.KeyID, Secret: k.Secret})
+	if err != nil {
+		e.log.Error("sealing a SOAP answer failed", "device", q.keyDevice, "err", err)
+		writeFault(w, http.StatusInternalServerError, "s:Receiver", "", "the answer could not be sealed")
+		return
+	}
+	w.Header().Set("Content-Type", ContentType)
+	w.Write(out)
+}
+
+// ContentType of SOAP 1.2 over HTTP.
+const ContentType = "application/soap+xml; charset=utf-8"
+
+// refuse answers a message that failed its checks: a fault, an audit event (at most one
+// a minute per address and reason) and, where the sender is known, a violation.
+func (e *Endpoint) refuse(w http.ResponseWriter, q *request, err error) {
+	status, sub, reason := http.StatusBadRequest, "wsse:InvalidSecurity", err.Error()
+	switch {
+	case q.revoked:
+		sub, reason = "wsse:FailedAuthentication", fmt.Sprintf("device %s is revoked", q.keyDevice)
+	case errors.Is(err, wssec.ErrHostileXML), errors.Is(err, wssec.ErrFormat):
+		sub = "wsse:InvalidSecurity"
+	case errors.Is(err, wssec.ErrAlgorithm):
+		sub = "wsse:UnsupportedAlgorithm"
+	case errors.Is(err, wssec.ErrUnknownKey):
+		sub = "wsse:SecurityTokenUnavailable"
+	case errors.Is(err, wssec.ErrAuth):
+		sub = "wsse:FailedCheck"
+	case errors.Is(err, wssec.ErrExpired):
+		sub = "wsu:MessageExpired"
+	case errors.Is(err, wssec.ErrReplay):
+		sub = "wsse:InvalidSecurity"
+	default:
+		status, sub = http.StatusInternalServerError, ""
+	}
+	writeFault(w, status, "s:Sender", sub, reason)
+
+	// Who to hold responsible: on the SSH path the source address says which device
+	// sent it. On the front door anyone can name any key id, so a failure counts against
+	// that key's device only once the message proved it holds the key (a replay); the
+	// others are audited under the device the key id names, without a violation, so a
+	// stranger cannot run a device into its on_violation policy.
+	device, attributable := q.via, q.via != ""
+	if device == "" {
+		device = q.keyDevice
+		attributable = device != "" && errors.Is(err, wssec.ErrReplay)
+	}
+	detail := "soap: " + reason
+	if ok, n := e.gate.Allow(q.remote.String() + "\x00" + sub + "\x00" + device); ok {
+		e.log.Warn("SOAP message refused", "event", EventRefused, "device", device, "fault", sub, "reason", reason, "remote", q.remote.String(), "similar_suppressed", n)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(q.r.Context()), 5*time.Second)
+		defer cancel()
+		if err := e.audit.AddEvent(ctx, registry.Event{Device: device, Kind: EventRefused, Detail: trim(detail), Remote: q.remote.String()}); err != nil {
+			e.log.Error("recording a refused SOAP message failed", "err", err)
+		}
+	}
+	if attributable && !q.revoked && e.Violation != nil {
+		e.Violation(device, trim(detail), q.remote.String())
+	}
+}
+
+// writeFault answers a SOAP 1.2 fault. Faults are not sealed: they are sent when the
+// sender's key is unknown or unproven.
+func writeFault(w http.ResponseWriter, status int, code, subcode, reason string) {
+	var b strings.Builder
+	b.WriteString(`<s:Envelope xmlns:s="` + wssec.SOAPNS + `" xmlns:wsse="` + wssec.WSSENS + `" xmlns:wsu="` + wssec.WSUNS + `" xmlns:wsa="` + wssec.WSANS + `">`)
+	b.WriteString(`<s:Body><s:Fault><s:Code><s:Value>` + code + `</s:Value>`)
+	if subcode != "" {
+		b.WriteString(`<s:Subcode><s:Value>` + subcode + `</s:Value></s:Subcode>`)
+	}
+	b.WriteString(`</s:Code><s:Reason><s:Text xml:lang="en">`)
+	xmlEscape(&b, reason)
+	b.WriteString(`</s:Text></s:Reason></s:Fault></s:Body></s:Envelope>`)
+	w.Header().Set("Content-Type", ContentType)
+	w.WriteHeader(status)
+	io.WriteString(w, b.String())
+}
+
+func trim(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
