@@ -17,7 +17,7 @@ const demoDomain = "devices.localhost"
 func demoCmd(g *globals) *cobra.Command {
 	var devices int
 	var duration time.Duration
-	var quiet bool
+	var quiet, soapOn bool
 	var front, mqttTLS string
 	c := &cobra.Command{
 		Use:   "demo",
@@ -41,6 +41,10 @@ func demoCmd(g *globals) *cobra.Command {
 				cfg.MQTT.Listen, cfg.MQTT.TLSListen = "127.0.0.1:0", mqttTLS
 				cfg.ApplyDefaults()
 			}
+			// SOAP devices (paper 001) on the front door.
+			if soapOn && cfg.Frontdoor.Enabled() {
+				cfg.SOAP.Enabled = true
+			}
 			log, _ := hub.NewLogger(cfg.Log, cmd.ErrOrStderr())
 			ctx := cmd.Context()
 			if duration > 0 {
@@ -57,5 +61,6 @@ func demoCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&quiet, "quiet", true, "only warnings and errors in the log")
 	c.Flags().StringVar(&front, "frontdoor", "127.0.0.1:8443", "HTTPS front door address for domain "+demoDomain+" unless the config sets one; \"\" for none")
 	c.Flags().StringVar(&mqttTLS, "mqtt", "127.0.0.1:8883", "MQTT over TLS address (with the front door's certificate) unless the config sets a broker; \"\" for none")
+	c.Flags().BoolVar(&soapOn, "soap", true, "the SOAP endpoint on the front door (paper 001), if the front door runs")
 	return c
 }

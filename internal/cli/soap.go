@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -111,11 +113,18 @@ front door, read from the hub's config.`,
 			if err != nil {
 				return err
 			}
-			u, tlsConf, err := g.soapTarget(target, caFile)
+			var dial string
+			u, tlsConf, err := g.soapTarget(target, caFile, &dial)
 			if err != nil {
 				return err
 			}
-			hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConf, MaxIdleConnsPerHost: 1}}
+			tr := &http.Transport{TLSClientConfig: tlsConf, MaxIdleConnsPerHost: 1}
+			if dial != "" {
+				tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+					return (&net.Dialer{}).DialContext(ctx, network, dial)
+				}
+			}
+			hc := &http.Client{Timeout: 30 * time.Second, Transport: tr}
 			client := soap.NewClient(u, hc, key, suite, f)
 			payload := soap.Notification(name, text, ps)
 			for i := 0; i < count; i++ {
@@ -179,8 +188,9 @@ func (g *globals) soapKey(cmd *cobra.Command, file, device string) (wssec.Key, e
 	return wssec.Key{}, fmt.Errorf("device %s has no SOAP key: create one with 'iotsafe device soap-key %s'", device, device)
 }
 
-// soapTarget is the endpoint URL and the TLS settings to reach it.
-func (g *globals) soapTarget(target, caFile string) (string, *tls.Config, error) {
+// soapTarget is the endpoint URL and the TLS settings to reach it; dial is set when the
+// URL's host is a name to connect somewhere else (the running hub's front door).
+func (g *globals) soapTarget(target, caFile string, dial *string) (string, *tls.Config, error) {
 	conf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
@@ -205,9 +215,6 @@ func (g *globals) soapTarget(target, caFile string) (string, *tls.Config, error)
 	if err != nil {
 		return "", nil, err
 	}
-	if !cfg.SOAP.Enabled {
-		return "", nil, errors.New("the hub's config does not enable soap (soap: {enabled: true}); give --url for another endpoint")
-	}
 	// The running hub says where it listens (a configured port 0 is only known there).
 	var listeners map[string]string
 	if rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpStatus}); err == nil && rep.Hub != nil {
@@ -217,12 +224,18 @@ func (g *globals) soapTarget(target, caFile string) (string, *tls.Config, error)
 		return "http://" + reachable(a) + soap.Path, conf, nil
 	}
 	if a, ok := listeners["frontdoor"]; ok {
-		// Dial the listener, but check the certificate for the front door's domain.
-		conf.ServerName = cfg.Frontdoor.Domain
-		return "https://" + reachable(a) + soap.Path, conf, nil
+		// The front door serves its domain: name it (the Host header and the
+		// certificate's name), dial the listener.
+		*dial = reachable(a)
+		return "https://" + net.JoinHostPort(cfg.Frontdoor.Domain, portOf(a)) + soap.Path, conf, nil
 	}
 	if cfg.REST.Listen != "" && !strings.HasSuffix(cfg.REST.Listen, ":0") {
 		return "http://" + cfg.REST.Listen + soap.Path, conf, nil
 	}
 	return "", nil, errors.New("no --url, and no running hub to say where its plain listener or front door is")
+}
+
+func portOf(hostport string) string {
+	_, port, _ := net.SplitHostPort(hostport)
+	return port
 }

@@ -76,6 +76,11 @@ func frontdoorDemo(ctx context.Context, h *hub.Hub, o Options, addr string, mqtt
 	if err := telemetryDemo(ctx, h, o, addr, a, tok, caPEM); err != nil {
 		return err
 	}
+	if o.Config.SOAP.Enabled {
+		if err := soapDemo(ctx, h, o, addr, caPEM); err != nil {
+			return err
+		}
+	}
 	if mqttVia.sshDevice == "" || h.MQTTAddr(mqttbroker.TLSListener) == nil {
 		return nil
 	}

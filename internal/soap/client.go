@@ -96,6 +96,10 @@ func (c *Client) Post(ctx context.Context, messageID string, sealed []byte) (Exc
 // readFault reads a SOAP fault's subcode and reason (or says the answer was not one).
 func readFault(status int, body []byte) error {
 	f := &Fault{Status: status}
+	if status == http.StatusNotFound {
+		f.Reason = "no SOAP endpoint there (a hub serves one with soap: {enabled: true} in hub.yaml)"
+		return f
+	}
 	root, err := wssec.Parse(body, wssec.Limits{})
 	if err != nil {
 		f.Reason = fmt.Sprintf("not a SOAP answer: %.200s", body)

@@ -197,7 +197,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	n := got[0]
 	answer := wssec.Message{Action: ActionNotifyResponse, MessageID: wssec.NewMessageID(), RelatesTo: o.MessageID, Created: time.Now(),
-		Body: ack(n.ID, telemetry.FormatTime(n.Timestamp))}
+		Body: AckPayload(n.ID, telemetry.FormatTime(n.Timestamp))}
 	k, _, _ := snap.SOAPKey(o.KeyID)
 	out, err := wssec.Seal(o.Format, answer, o.Suite, wssec.Key{ID: k.KeyID, Secret: k.Secret})
 	if err != nil {

@@ -110,8 +110,8 @@ func toNotification(payload []*wssec.Node) (string, json.RawMessage, error) {
 	return name, p, err
 }
 
-// ack is the hub's answer payload.
-func ack(id int64, ts string) []byte {
+// AckPayload is the hub's answer payload: the stored notification's id and time.
+func AckPayload(id int64, ts string) []byte {
 	return []byte(fmt.Sprintf(`<n:NotificationAck xmlns:n="%s" id="%d" timestamp="%s"/>`, NS, id, ts))
 }
 

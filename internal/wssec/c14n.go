@@ -2,7 +2,7 @@ package wssec
 
 import (
 	"bytes"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -12,18 +12,45 @@ import (
 // what every digest and signature here is computed over, as xmlsec1 computes it.
 func Canonicalize(n *Node, inclusive []string) []byte {
 	var b bytes.Buffer
-	incl := make(map[string]bool, len(inclusive))
+	b.Grow(512)
+	incl := make([]string, 0, len(inclusive))
 	for _, p := range inclusive {
 		if p == "#default" {
 			p = ""
 		}
-		incl[p] = true
+		incl = append(incl, p)
 	}
-	c14n(&b, n, map[string]string{"": ""}, incl)
+	c := canon{b: &b, incl: incl, rendered: []NSDecl{{"", ""}}}
+	c.node(n)
 	return b.Bytes()
 }
 
-func c14n(b *bytes.Buffer, n *Node, rendered map[string]string, incl map[string]bool) {
+// canon carries one canonicalization: rendered is a stack of the namespace bindings
+// output ancestors rendered (searched from the top; a document's few prefixes make a
+// slice faster than maps).
+type canon struct {
+	b        *bytes.Buffer
+	incl     []string
+	rendered []NSDecl
+	attrs    []sattr
+}
+
+type sattr struct {
+	uri string
+	a   Attr
+}
+
+func (c *canon) renderedURI(prefix string) (string, bool) {
+	for i := len(c.rendered) - 1; i >= 0; i-- {
+		if c.rendered[i].Prefix == prefix {
+			return c.rendered[i].URI, true
+		}
+	}
+	return "", false
+}
+
+func (c *canon) node(n *Node) {
+	b := c.b
 	if n.IsText {
 		escapeText(b, n.Text)
 		return
@@ -31,85 +58,95 @@ func c14n(b *bytes.Buffer, n *Node, rendered map[string]string, incl map[string]
 	// The namespaces this element visibly uses (its own prefix, and its attributes'),
 	// plus the inclusive ones in scope, each rendered unless an output ancestor already
 	// rendered the same binding.
-	want := map[string]bool{n.Prefix: true}
-	for _, a := range n.Attrs {
-		if a.Prefix != "" && a.Prefix != "xml" {
-			want[a.Prefix] = true
-		}
-	}
-	for p := range incl {
-		if _, ok := n.Lookup(p); ok && (p != "" || hasDefault(n)) {
-			want[p] = true
-		}
-	}
-	var decls []NSDecl
-	for p := range want {
+	mark := len(c.rendered)
+	consider := func(p string) {
 		if p == "xml" {
-			continue
+			return
+		}
+		for _, d := range c.rendered[mark:] {
+			if d.Prefix == p {
+				return // already decided for this element
+			}
 		}
 		uri, ok := n.Lookup(p)
 		if !ok {
-			continue
+			return
 		}
-		if cur, seen := rendered[p]; seen && cur == uri {
-			continue
+		cur, seen := c.renderedURI(p)
+		if (seen && cur == uri) || (!seen && uri == "") {
+			return
 		}
-		if !seen(rendered, p) && uri == "" {
-			continue
-		}
-		decls = append(decls, NSDecl{p, uri})
+		c.rendered = append(c.rendered, NSDecl{p, uri})
 	}
-	if len(decls) > 0 {
-		next := make(map[string]string, len(rendered)+len(decls))
-		for k, v := range rendered {
-			next[k] = v
+	consider(n.Prefix)
+	for _, a := range n.Attrs {
+		if a.Prefix != "" {
+			consider(a.Prefix)
 		}
-		for _, d := range decls {
-			next[d.Prefix] = d.URI
-		}
-		rendered = next
 	}
-	sort.Slice(decls, func(i, j int) bool { return decls[i].Prefix < decls[j].Prefix })
-	type sattr struct{ uri, local, qn, value string }
-	attrs := make([]sattr, 0, len(n.Attrs))
+	for _, p := range c.incl {
+		if p != "" || hasDefault(n) {
+			consider(p)
+		}
+	}
+	decls := c.rendered[mark:]
+	if len(decls) > 1 {
+		slices.SortFunc(decls, func(x, y NSDecl) int { return strings.Compare(x.Prefix, y.Prefix) })
+	}
+	attrs := c.attrs[:0]
 	for _, a := range n.Attrs {
 		uri := ""
 		if a.Prefix != "" {
 			uri, _ = n.Lookup(a.Prefix)
 		}
-		attrs = append(attrs, sattr{uri, a.Local, qname(a.Prefix, a.Local), a.Value})
+		attrs = append(attrs, sattr{uri, a})
 	}
-	sort.Slice(attrs, func(i, j int) bool {
-		if attrs[i].uri != attrs[j].uri {
-			return attrs[i].uri < attrs[j].uri
-		}
-		return attrs[i].local < attrs[j].local
-	})
-	name := qname(n.Prefix, n.Local)
+	if len(attrs) > 1 {
+		slices.SortFunc(attrs, func(x, y sattr) int {
+			if x.uri != y.uri {
+				return strings.Compare(x.uri, y.uri)
+			}
+			return strings.Compare(x.a.Local, y.a.Local)
+		})
+	}
 	b.WriteByte('<')
-	b.WriteString(name)
+	writeQName(b, n.Prefix, n.Local)
 	for _, d := range decls {
 		if d.Prefix == "" {
 			b.WriteString(` xmlns="`)
 		} else {
-			b.WriteString(` xmlns:` + d.Prefix + `="`)
+			b.WriteString(` xmlns:`)
+			b.WriteString(d.Prefix)
+			b.WriteString(`="`)
 		}
 		escapeAttr(b, d.URI)
 		b.WriteByte('"')
 	}
 	for _, a := range attrs {
-		b.WriteString(" " + a.qn + `="`)
-		escapeAttr(b, a.value)
+		b.WriteByte(' ')
+		writeQName(b, a.a.Prefix, a.a.Local)
+		b.WriteString(`="`)
+		escapeAttr(b, a.a.Value)
 		b.WriteByte('"')
 	}
+	c.attrs = attrs[:0] // reused by the children; this element is done with it
 	b.WriteByte('>')
 	for _, k := range n.Kids {
-		c14n(b, k, rendered, incl)
+		c.node(k)
 	}
-	b.WriteString("</" + name + ">")
+	b.WriteString("</")
+	writeQName(b, n.Prefix, n.Local)
+	b.WriteByte('>')
+	c.rendered = c.rendered[:mark]
 }
 
-func seen(m map[string]string, p string) bool { _, ok := m[p]; return ok }
+func writeQName(b *bytes.Buffer, prefix, local string) {
+	if prefix != "" {
+		b.WriteString(prefix)
+		b.WriteByte(':')
+	}
+	b.WriteString(local)
+}
 
 // hasDefault reports whether a default namespace is declared in n's scope.
 func hasDefault(n *Node) bool {
@@ -122,5 +159,18 @@ var (
 	attrEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", `"`, "&quot;", "\t", "&#x9;", "\n", "&#xA;", "\r", "&#xD;")
 )
 
-func escapeText(b *bytes.Buffer, s string) { textEscaper.WriteString(b, s) }
-func escapeAttr(b *bytes.Buffer, s string) { attrEscaper.WriteString(b, s) }
+func escapeText(b *bytes.Buffer, s string) {
+	if !strings.ContainsAny(s, "&<>\r") {
+		b.WriteString(s)
+		return
+	}
+	textEscaper.WriteString(b, s)
+}
+
+func escapeAttr(b *bytes.Buffer, s string) {
+	if !strings.ContainsAny(s, "&<\"\t\n\r") {
+		b.WriteString(s)
+		return
+	}
+	attrEscaper.WriteString(b, s)
+}

@@ -243,3 +243,52 @@ func ParseKey(s string) (Key, error) {
 	}
 	return Key{ID: id, Secret: raw}, nil
 }
+
+// Plain writes m as an unsecured SOAP 1.2 envelope (WS-Addressing headers and the Body):
+// the baseline the paper's sizes and round trips compare against.
+func Plain(m Message) ([]byte, error) {
+	if err := checkMessage(m); err != nil {
+		return nil, err
+	}
+	env := el("s", "Envelope", "xmlns:s", SOAPNS, "xmlns:a", WSANS)
+	hdr, body := el("s", "Header"), el("s", "Body")
+	env.add(hdr, body)
+	hdr.add(addressingHeaders(m, false)...)
+	kids, err := parseFragment(m.Body, body, Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("wssec: the payload: %w", err)
+	}
+	body.replaceKids(kids)
+	return env.Marshal(), nil
+}
+
+// ReadPlain parses an unsecured envelope: its addressing headers and the Body's content.
+func ReadPlain(data []byte, lim Limits) (Message, []*Node, error) {
+	root, err := Parse(data, lim)
+	if err != nil {
+		return Message{}, nil, err
+	}
+	e, err := splitEnvelope(root)
+	if err != nil {
+		return Message{}, nil, err
+	}
+	var m Message
+	if err := addressing(e.header, &m); err != nil {
+		return Message{}, nil, err
+	}
+	return m, e.body.Kids, nil
+}
+
+// BodySize is the size of the Body element of an envelope (paper 001's table I).
+func BodySize(envelope []byte) int {
+	root, err := Parse(envelope, Limits{})
+	if err != nil {
+		return 0
+	}
+	for _, k := range root.Elements() {
+		if k.Is(SOAPNS, "Body") {
+			return len(k.Marshal())
+		}
+	}
+	return 0
+}

@@ -41,7 +41,9 @@ func TestDemo(t *testing.T) {
 		// MQTT: dev2 over TLS, dev3 over its SSH session, both read back over REST.
 		"MQTT over TLS   dev2", "MQTT over SSH   dev3",
 		`/device/dev2/notification as account demo -> temperature {"celsius":19.5}`,
-		`/device/dev3/notification as account demo -> temperature {"celsius":20.5}`} {
+		`/device/dev3/notification as account demo -> temperature {"celsius":20.5}`,
+		// SOAP: dev1 sends a WS Security Record over the front door.
+		"as dev1 (a WS Security Record, aes128-gcm"} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, s)
 		}
@@ -49,7 +51,8 @@ func TestDemo(t *testing.T) {
 	// The front-door hints work as printed: export the CA, then curl with the token.
 	for _, line := range strings.Split(s, "\n") {
 		line = strings.TrimSpace(line)
-		if strings.Contains(line, "frontdoor ca") || strings.HasPrefix(line, "curl ") || strings.HasPrefix(line, "SECRET=") || strings.HasPrefix(line, "mosquitto_pub ") {
+		if strings.Contains(line, "frontdoor ca") || strings.HasPrefix(line, "curl ") || strings.HasPrefix(line, "SECRET=") || strings.HasPrefix(line, "mosquitto_pub ") ||
+			strings.Contains(line, " soap-key ") || strings.Contains(line, " soap send ") {
 			line = strings.ReplaceAll(line, "iotsafe-ca.crt", data+"/iotsafe-ca.crt")
 			c := exec.Command("sh", "-c", line+" --config "+cfg)
 			want := ""
@@ -62,7 +65,10 @@ func TestDemo(t *testing.T) {
 				c, want = exec.Command("sh", "-c", line), `"notification":"temperature"`
 			case strings.HasPrefix(line, "curl "):
 				c, want = exec.Command("sh", "-c", line), `"device":"dev2"`
+			case strings.Contains(line, " soap send "): // dev2 sends a SOAP message with its new key
+				want = "stored notification"
 			}
+			c.Dir = data // where the soap-key hint writes dev2.soapkey
 			got, err := c.CombinedOutput()
 			if err != nil || !strings.Contains(string(got), want) {
 				t.Fatalf("hint %q: %v\n%s", line, err, got)

@@ -31,19 +31,11 @@ var Schemes = []string{"plain", "https12", "https13", "iotsafe", "iotsafe_c", "o
 // PaperSizes are the file sizes of paper 000 figs. 11-14 (4 B to 262 KB).
 var PaperSizes = []int{4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144}
 
-// Energy model of the device (docs/bench.md). The paper reports energy relative to
-// plain HTTP, so the absolute constants cancel in its figures; they are here so the
-// joules are meaningful.
-const (
-	// AT86RF233 datasheet (Atmel 8351), typical at 3.0 V: BUSY_TX at +4 dBm 13.8 mA,
-	// RX_ON 11.8 mA.
-	radioVolts = 3.0
-	radioTXmA  = 13.8
-	radioRXmA  = 11.8
-	// cpuWatts: power of one busy core of a Raspberry Pi 3 class device above idle
-	// (an assumption of this lab; the paper turns CPU time into energy proportionally).
-	cpuWatts = 0.35
-)
+// Energy model of the device (docs/bench.md): the radio's is lab.RadioJoules; cpuWatts
+// is the power of one busy core of a Raspberry Pi 3 class device above idle (an
+// assumption of this lab; the paper turns CPU time into energy proportionally, and
+// reports energy relative to plain HTTP, so the constant cancels in its figures).
+const cpuWatts = 0.35
 
 // Options configures 'iotsafe bench device'.
 type Options struct {
@@ -270,7 +262,7 @@ func (c *deviceClient) series(row *Row, pair *devicePair, helper *lab.Proc, base
 		}
 	}
 	row.CPUJ = row.CPU.Seconds() * cpuWatts
-	row.RadioJoule = radioVolts * (row.AirTX.Seconds()*radioTXmA + row.AirRX.Seconds()*radioRXmA) / 1000
+	row.RadioJoule = lab.RadioJoules(row.AirTX, row.AirRX)
 	return nil
 }
 

@@ -1,0 +1,33 @@
+package e2e
+
+import (
+	"testing"
+)
+
+// 'iotsafe bench wssec --quick' checks paper 001's lab harness: every quick variant and
+// case measured with answers verified, sizes and the 802.15.4 costs computed, the
+// deflate sweep run, TLS record compression reported as not reproducible, every file
+// written, nothing left running.
+func TestBenchWSSecQuick(t *testing.T) {
+	r := runBench(t, []string{"rtt.csv", "sizes.csv", "deflate.csv", "environment.json", "summary.json", "report.html"}, "wssec", "--quick")
+	var s struct {
+		Schema          string                                     `json:"schema"`
+		RTT             map[string]map[string]float64              `json:"rtt_median_ms"`
+		Air             map[string]map[string]struct{ Frames int } `json:"air_802154"`
+		Deflate         []struct{ Level int }                      `json:"deflate"`
+		Targets         map[string]bool                            `json:"targets_met"`
+		NotReproducible map[string]string                          `json:"not_reproducible"`
+	}
+	if b := r.summary(t, &s); s.Schema != "iotsafe.bench.wssec/1" {
+		t.Fatalf("summary: %s", b)
+	}
+	for _, v := range []string{"soap", "tls1.3-aes128-gcm", "csec-aes128-gcm", "secrec-aes128-gcm", "secrec-rc4-sha1"} {
+		if len(s.RTT[v]) != 3 || s.RTT[v]["1"] <= 0 || s.Air[v]["1"].Frames == 0 {
+			t.Errorf("%s: %v %v\n%s", v, s.RTT[v], s.Air[v], r.text)
+		}
+	}
+	if len(s.Deflate) != 4 || len(s.Targets) != 3 || s.NotReproducible["tls_compression"] == "" {
+		t.Errorf("deflate %v, targets %v, not reproducible %v", s.Deflate, s.Targets, s.NotReproducible)
+	}
+	r.nothingLeft(t)
+}
