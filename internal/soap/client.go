@@ -20,12 +20,13 @@ type Client struct {
 	Suite  *wssec.Suite
 	Format wssec.Format
 	recv   *wssec.Receiver
+	ring   *wssec.Keyring
 }
 
 // NewClient is a client for the endpoint at url.
 func NewClient(url string, hc *http.Client, k wssec.Key, s *wssec.Suite, f wssec.Format) *Client {
-	c := &Client{URL: url, HTTP: hc, Key: k, Suite: s, Format: f}
-	c.recv = &wssec.Receiver{Policy: wssec.Only(s), Replay: wssec.NewReplay(0, 0),
+	c := &Client{URL: url, HTTP: hc, Key: k, Suite: s, Format: f, ring: wssec.NewKeyring(4)}
+	c.recv = &wssec.Receiver{Policy: wssec.Only(s), Replay: wssec.NewReplay(0, 0), Keyring: c.ring,
 		Key: func(id string) (wssec.Key, bool) { return k, id == k.ID }}
 	return c
 }
@@ -54,7 +55,7 @@ func (f *Fault) Error() string {
 // Notify sends one notification (its payload from Notification) and checks the answer.
 func (c *Client) Notify(ctx context.Context, payload []byte) (Exchange, error) {
 	m := wssec.Message{To: c.URL, Action: ActionNotify, MessageID: wssec.NewMessageID(), Created: time.Now(), Body: payload}
-	sealed, err := wssec.Seal(c.Format, m, c.Suite, c.Key)
+	sealed, err := c.ring.Seal(c.Format, m, c.Suite, c.Key)
 	if err != nil {
 		return Exchange{}, err
 	}

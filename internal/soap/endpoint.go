@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/bytesize"
@@ -91,8 +92,12 @@ type Endpoint struct {
 	audit  Auditor
 	policy *wssec.Policy
 	replay *wssec.Replay
-	log    *slog.Logger
-	gate   *throttle.LogGate
+	// ring remembers derived keys; it starts again whenever the directory does, so a
+	// replaced or removed key's material does not linger.
+	ring     *wssec.Keyring
+	ringSnap atomic.Pointer[devicedir.Snapshot]
+	log      *slog.Logger
+	gate     *throttle.LogGate
 	// Violation counts a breach against a device's profile (the hub's one counter).
 	Violation func(device, detail, remote string)
 	// OnPlain reports whether a request came in on the plain listener, where the source
@@ -108,7 +113,7 @@ func New(cfg Config, dir *devicedir.Directory, store Store, audit Auditor, log *
 		return nil, err
 	}
 	return &Endpoint{cfg: cfg, dir: dir, store: store, audit: audit, policy: p, log: log,
-		replay: wssec.NewReplay(cfg.Window, cfg.MaxIDs), gate: throttle.NewLogGate(time.Minute)}, nil
+		replay: wssec.NewReplay(cfg.Window, cfg.MaxIDs), ring: wssec.NewKeyring(0), gate: throttle.NewLogGate(time.Minute)}, nil
 }
 
 // Algorithms are the accepted suites.
@@ -131,6 +136,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q.remote = ap.Addr().Unmap()
 	}
 	snap := e.dir.Load()
+	if old := e.ringSnap.Swap(snap); old != snap {
+		e.ring.Reset()
+	}
 	if e.OnPlain != nil && e.OnPlain(r) {
 		if st, ok := snap.ByAddress(q.remote); ok {
 			q.via = st.Name
@@ -150,7 +158,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, http.StatusRequestEntityTooLarge, "s:Sender", "", fmt.Sprintf("message larger than %d bytes", e.cfg.MaxBody))
 		return
 	}
-	recv := &wssec.Receiver{Policy: e.policy, Replay: e.replay, Key: func(id string) (wssec.Key, bool) {
+	recv := &wssec.Receiver{Policy: e.policy, Replay: e.replay, Keyring: e.ring, Key: func(id string) (wssec.Key, bool) {
 		k, st, ok := snap.SOAPKey(id)
 		if !ok {
 			return wssec.Key{}, false
@@ -199,7 +207,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	answer := wssec.Message{Action: ActionNotifyResponse, MessageID: wssec.NewMessageID(), RelatesTo: o.MessageID, Created: time.Now(),
 		Body: AckPayload(n.ID, telemetry.FormatTime(n.Timestamp))}
 	k, _, _ := snap.SOAPKey(o.KeyID)
-	out, err := wssec.Seal(o.Format, answer, o.Suite, wssec.Key{ID: k.KeyID, Secret: k.Secret})
+	out, err := e.ring.Seal(o.Format, answer, o.Suite, wssec.Key{ID: k.KeyID, Secret: k.Secret})
 	if err != nil {
 		e.log.Error("sealing a SOAP answer failed", "device", q.keyDevice, "err", err)
 		writeFault(w, http.StatusInternalServerError, "s:Receiver", "", "the answer could not be sealed")

@@ -10,11 +10,12 @@ import (
 func benchmarkSealOpen(b *testing.B, f Format, suite string) {
 	k := testKey(b)
 	s, _ := SuiteByName(suite)
-	r := &Receiver{Policy: LabPolicy(), Key: func(id string) (Key, bool) { return k, true }, Now: func() time.Time { return t0 }}
+	ring := NewKeyring(0)
+	r := &Receiver{Policy: LabPolicy(), Key: func(id string) (Key, bool) { return k, true }, Now: func() time.Time { return t0 }, Keyring: ring}
 	m := msg(1)
 	b.ReportAllocs()
 	for b.Loop() {
-		out, err := Seal(f, m, s, k)
+		out, err := ring.Seal(f, m, s, k)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,12 +2,15 @@ package wssec
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/iotsafe/iotsafe/internal/pyenv"
 )
 
 // xmlsec1 runs the real xmlsec1 (Debian's, installed by scripts/setup.sh) in dir.
@@ -159,5 +162,43 @@ func TestNoClassicForm(t *testing.T) {
 		if _, err := ToClassic(out, Limits{}); !errors.Is(err, ErrNoClassicForm) {
 			t.Errorf("%s %s: %v", c.f, c.suite, err)
 		}
+	}
+}
+
+// The classic form also verifies and decrypts with Python's libraries (signxml, and
+// python-xmlsec over libxmlsec1), installed by scripts/setup.sh; a changed header is
+// refused there too.
+func TestClassicFormVerifiesWithSignxmlAndPythonXMLSec(t *testing.T) {
+	py, err := pyenv.Tool("python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"aes128-gcm", "aes128-cbc-sha1"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			k := testKey(t)
+			s, _ := SuiteByName(name)
+			m := msg(1)
+			compact, _ := Seal(CSec, m, s, k)
+			classic, err := ToClassic(compact, Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _ := s.Derive(k)
+			check := func(doc []byte) (string, error) {
+				f := filepath.Join(dir, "classic.xml")
+				os.WriteFile(f, doc, 0o600)
+				out, err := exec.Command(py, "testdata/classic_check.py", f, hex.EncodeToString(d.MAC), hex.EncodeToString(d.Enc)).CombinedOutput()
+				return string(out), err
+			}
+			out, err := check(classic)
+			if err != nil || !strings.Contains(out, "signxml: verified 5 references") || !strings.Contains(out, "python-xmlsec: verified") ||
+				!strings.Contains(out, "<n:value>21.5</n:value>") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if out, err := check(bytes.Replace(classic, []byte("soap:1/Notify"), []byte("soap:1/Reboot"), 1)); err == nil {
+				t.Fatalf("a changed Action verified:\n%s", out)
+			}
+		})
 	}
 }

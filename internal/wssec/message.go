@@ -75,8 +75,10 @@ type Receiver struct {
 	// Key finds a pre-shared key by its id.
 	Key    func(id string) (Key, bool)
 	Replay *Replay // nil: no replay window (a lab's one-way checks only)
-	Limits Limits
-	Now    func() time.Time
+	// Keyring remembers derived keys (nil: derive for every message).
+	Keyring *Keyring
+	Limits  Limits
+	Now     func() time.Time
 }
 
 func (r *Receiver) now() time.Time {

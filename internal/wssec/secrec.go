@@ -96,7 +96,7 @@ func (r *Receiver) openSecRec(e *envelope, rec *Node) (*Opened, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownKey, trim(keyID))
 	}
-	d, err := s.Derive(key)
+	d, err := r.Keyring.Derive(s, key)
 	if err != nil {
 		return nil, err
 	}

@@ -269,3 +269,58 @@ func TestCanonicalize(t *testing.T) {
 		t.Fatalf("inclusive prefix not rendered: %s", got)
 	}
 }
+
+// The keyring derives once per key and suite, and never hands out keys derived from
+// another secret under the same id.
+func TestKeyring(t *testing.T) {
+	ring := NewKeyring(2)
+	k := testKey(t)
+	s, _ := SuiteByName(DefaultSuite)
+	d1, _ := ring.Derive(s, k)
+	want, _ := s.Derive(k)
+	if !bytes.Equal(d1.Enc, want.Enc) || !bytes.Equal(d1.MAC, want.MAC) {
+		t.Fatal("derived keys differ from the suite's")
+	}
+	other := testKey(t)
+	other.ID = k.ID
+	d2, _ := ring.Derive(s, other)
+	if bytes.Equal(d2.Enc, d1.Enc) {
+		t.Fatal("a new secret under an old id got the old derived keys")
+	}
+	for range 3 {
+		ring.Derive(s, testKey(t))
+	}
+	if len(ring.m) > 2 {
+		t.Fatalf("the ring holds %d keys, bound 2", len(ring.m))
+	}
+	ring.Reset()
+	if len(ring.m) != 0 {
+		t.Fatal("Reset kept keys")
+	}
+}
+
+// The hot path's SignedInfo bytes are exactly the canonical form of the SignedInfo the
+// classic adapter writes (with and without an inclusive prefix list).
+func TestCanonicalSignedInfo(t *testing.T) {
+	k := testKey(t)
+	for _, name := range SuiteNames() {
+		s, _ := SuiteByName(name)
+		out, _ := Seal(CSec, msg(1), s, k)
+		root, _ := Parse(out, Limits{})
+		ids, _ := indexIDs(root)
+		refs := []string{"to", "ac", "id", "ts", "b"}
+		for _, prefixes := range [][]string{nil, {"s", "#default"}} {
+			si, err := signedInfo(s, root, refs, prefixes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var digests [][]byte
+			for _, id := range refs {
+				digests = append(digests, s.digest(Canonicalize(ids[id], prefixes)))
+			}
+			if got, want := canonicalSignedInfo(s, refs, digests, prefixes), Canonicalize(si, nil); !bytes.Equal(got, want) {
+				t.Fatalf("%s %v:\n got %s\nwant %s", name, prefixes, got, want)
+			}
+		}
+	}
+}

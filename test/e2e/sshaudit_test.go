@@ -2,11 +2,11 @@ package e2e
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/iotsafe/iotsafe/internal/pyenv"
 )
 
 // sshAudit finds the ssh-audit that scripts/setup.sh installs in the project's venv.
@@ -18,18 +18,9 @@ func sshAudit(t *testing.T) string {
 // venvTool finds a program in the project's Python venv (scripts/setup.sh fills it).
 func venvTool(t *testing.T, name string) string {
 	t.Helper()
-	venv := os.Getenv("IOTSAFE_VENV")
-	if venv == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		venv = filepath.Join(cache, "iotsafe", "venv")
-	}
-	p := filepath.Join(venv, "bin", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s not found at %s: run 'make test' (scripts/setup.sh installs it)", name, p)
+	p, err := pyenv.Tool(name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return p
 }

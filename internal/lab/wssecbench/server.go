@@ -24,6 +24,7 @@ type server struct {
 	key        wssec.Key
 	trust      *tls.Config
 	recv       *wssec.Receiver
+	ring       *wssec.Keyring
 	ids        atomic.Int64
 }
 
@@ -46,7 +47,8 @@ func startServer(dir string) (*server, error) {
 		return nil, err
 	}
 	// The lab accepts every suite, RC4 included, to reproduce the paper's rows.
-	s.recv = &wssec.Receiver{Policy: wssec.LabPolicy(), Replay: wssec.NewReplay(0, 0),
+	s.ring = wssec.NewKeyring(0)
+	s.recv = &wssec.Receiver{Policy: wssec.LabPolicy(), Replay: wssec.NewReplay(0, 0), Keyring: s.ring,
 		Key: func(id string) (wssec.Key, bool) { return s.key, id == s.key.ID }}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /plain", s.handlePlain)
@@ -116,7 +118,7 @@ func (s *server) handleSecured(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	out, err := wssec.Seal(o.Format, s.answer(o.MessageID), o.Suite, s.key)
+	out, err := s.ring.Seal(o.Format, s.answer(o.MessageID), o.Suite, s.key)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

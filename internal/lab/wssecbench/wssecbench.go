@@ -185,6 +185,7 @@ type client struct {
 	suite   *wssec.Suite
 	key     wssec.Key
 	recv    *wssec.Receiver
+	ring    *wssec.Keyring
 }
 
 func newClient(variant string, srv *server) (*client, error) {
@@ -223,7 +224,8 @@ func newClient(variant string, srv *server) (*client, error) {
 			return nil, err
 		}
 		c.format, c.suite, c.url = wssec.Format(f), s, c.url+"/secured"
-		c.recv = &wssec.Receiver{Policy: wssec.Only(s), Key: func(id string) (wssec.Key, bool) { return c.key, id == c.key.ID }}
+		c.ring = wssec.NewKeyring(0)
+		c.recv = &wssec.Receiver{Policy: wssec.Only(s), Keyring: c.ring, Key: func(id string) (wssec.Key, bool) { return c.key, id == c.key.ID }}
 	}
 	return c, nil
 }
@@ -235,7 +237,7 @@ func (c *client) build(cs int) ([]byte, string, error) {
 		b, err := wssec.Plain(m)
 		return b, m.MessageID, err
 	}
-	b, err := wssec.Seal(c.format, m, c.suite, c.key)
+	b, err := c.ring.Seal(c.format, m, c.suite, c.key)
 	return b, m.MessageID, err
 }
 
