@@ -7,11 +7,12 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/lab/wssecbench"
+	"github.com/iotsafe/iotsafe/internal/linkemu"
 )
 
 func benchWSSecCmd() *cobra.Command {
 	var o wssecbench.Options
-	var out string
+	var out, link string
 	c := &cobra.Command{
 		Use:   "wssec",
 		Short: "SOAP with WS Compact Security and WS Security Records against TLS (paper 001): sizes, round trips, deflate, 802.15.4",
@@ -28,12 +29,23 @@ bytes, WS-CSec within 1.5x WS-SecRec's round trip.
 
 Results go to --out (default ./bench-results/wssec-TIMESTAMP/): rtt.csv, sizes.csv,
 deflate.csv, environment.json, summary.json (schema: docs/bench.md) and report.html.
---quick checks the harness.`,
+--link 802154 runs the exchanges over the lab's emulated 802.15.4 link (root: the client
+in one network namespace, the server in another) and counts their frames, bytes on the
+air and airtime there; on loopback those come from the link model. --quick checks the
+harness.`,
 		Example: `  iotsafe bench wssec --quick
   iotsafe bench wssec                                    # every variant, 1000 round trips each
-  iotsafe bench wssec --variants tls1.3-aes128-gcm,secrec-aes128-gcm,csec-aes128-gcm --no-deflate`,
+  iotsafe bench wssec --variants tls1.3-aes128-gcm,secrec-aes128-gcm,csec-aes128-gcm --no-deflate
+  sudo iotsafe bench wssec --link 802154 --no-deflate   # 100 round trips each over 802.15.4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if link != "" && link != "loopback" {
+				prof, err := linkemu.Lookup(link)
+				if err != nil {
+					return err
+				}
+				o.Link = prof
+			}
 			return runLab(cmd, "wssec", out, "", func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
 				o.Progress = p
 				return wssecbench.Run(ctx, b, o, out, cmd.OutOrStdout())
@@ -50,5 +62,6 @@ deflate.csv, environment.json, summary.json (schema: docs/bench.md) and report.h
 	fl.IntSliceVar(&o.Levels, "levels", nil, "deflate levels (default 0-9)")
 	fl.IntSliceVar(&o.Chunks, "chunks", nil, "deflate chunk sizes (default 1024,2048,4096)")
 	fl.BoolVar(&o.NoDeflate, "no-deflate", false, "skip the deflate sweep (table VI)")
+	fl.StringVar(&link, "link", "loopback", "loopback, or an emulated link between device and server: 802154, wifi, lte, ethernet (root: two network namespaces)")
 	return c
 }

@@ -13,6 +13,13 @@ import (
 func Canonicalize(n *Node, inclusive []string) []byte {
 	var b bytes.Buffer
 	b.Grow(512)
+	canonicalizeInto(&b, n, inclusive)
+	return b.Bytes()
+}
+
+// canonicalizeInto appends the canonical form of n to b (a buffer reused across the
+// references of one signature).
+func canonicalizeInto(b *bytes.Buffer, n *Node, inclusive []string) {
 	incl := make([]string, 0, len(inclusive))
 	for _, p := range inclusive {
 		if p == "#default" {
@@ -20,9 +27,8 @@ func Canonicalize(n *Node, inclusive []string) []byte {
 		}
 		incl = append(incl, p)
 	}
-	c := canon{b: &b, incl: incl, rendered: []NSDecl{{"", ""}}}
+	c := canon{b: b, incl: incl, rendered: make([]NSDecl, 1, 8)}
 	c.node(n)
-	return b.Bytes()
 }
 
 // canon carries one canonicalization: rendered is a stack of the namespace bindings

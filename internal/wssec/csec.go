@@ -34,7 +34,7 @@ func sealCSec(m Message, s *Suite, keyID string, d Derived) ([]byte, error) {
 	if _, err := parseFragment(m.Body, body, Limits{}); err != nil {
 		return nil, fmt.Errorf("wssec: the payload: %w", err)
 	}
-	ct, err := s.encrypt(d.Enc, m.Body, nil)
+	ct, err := s.encrypt(d, m.Body, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -84,12 +84,16 @@ func compactSignature(s *Suite, macKey []byte, root *Node, refs, prefixes []stri
 		return nil, err
 	}
 	digests := make([][]byte, len(refs))
+	var buf bytes.Buffer
+	buf.Grow(1024)
 	for i, id := range refs {
 		n, ok := ids[id]
 		if !ok {
 			return nil, fmt.Errorf("%w: the signature references %q, which no element carries", ErrFormat, trim(id))
 		}
-		digests[i] = s.digest(Canonicalize(n, prefixes))
+		buf.Reset()
+		canonicalizeInto(&buf, n, prefixes)
+		digests[i] = s.digest(buf.Bytes())
 	}
 	return s.mac(macKey, canonicalSignedInfo(s, refs, digests, prefixes)), nil
 }
@@ -324,7 +328,7 @@ func (r *Receiver) openCSec(e *envelope) (*Opened, error) {
 // decryptBody puts the Body's plain content back. A failure here is ErrAuth whatever
 // failed (the tag, the padding, or the XML inside), so it tells a sender nothing.
 func (r *Receiver) decryptBody(e *envelope, s *Suite, d Derived, ct []byte) ([]byte, error) {
-	pt, err := s.decrypt(d.Enc, ct, nil)
+	pt, err := s.decrypt(d, ct, nil)
 	if err != nil {
 		return nil, ErrAuth
 	}

@@ -35,6 +35,7 @@ type scanner struct {
 	stack    []*Node
 	elements int
 	buf      []byte
+	slab     []Node
 }
 
 func (s *scanner) errf(format string, a ...any) error {
@@ -158,9 +159,32 @@ done:
 		return "", "", s.errf("name of %d bytes", len(n))
 	}
 	if colon < 0 {
-		return "", string(n), nil
+		return "", intern(n), nil
 	}
-	return string(s.data[start:colon]), string(s.data[colon+1 : s.pos]), nil
+	return intern(s.data[start:colon]), intern(s.data[colon+1 : s.pos]), nil
+}
+
+// names are the names and prefixes of device messages, shared instead of allocated for
+// every element (a map index with string(b) does not allocate).
+var names = func() map[string]string {
+	m := map[string]string{}
+	for _, n := range []string{"s", "a", "u", "d", "c", "n", "ds", "xenc", "wsse", "wsu", "ec", "xmlns", "xml",
+		"Envelope", "Header", "Body", "To", "Action", "MessageID", "RelatesTo", "Security", "Sig", "Enc", "Timestamp",
+		"Created", "EncryptedData", "Record", "Scheme", "KeyId", "Refs", "PrefixList", "CipherData", "Id",
+		"Notification", "NotificationAck", "name", "value", "id", "timestamp", "Fault", "Code", "Value", "Subcode", "Reason", "Text", "lang",
+		"Signature", "SignedInfo", "CanonicalizationMethod", "SignatureMethod", "Reference", "Transforms", "Transform",
+		"DigestMethod", "DigestValue", "SignatureValue", "KeyInfo", "KeyName", "EncryptionMethod", "CipherValue",
+		"InclusiveNamespaces", "Algorithm", "URI", "Type"} {
+		m[n] = n
+	}
+	return m
+}()
+
+func intern(b []byte) string {
+	if n, ok := names[string(b)]; ok {
+		return n
+	}
+	return string(b)
 }
 
 func (s *scanner) startTag() error {
@@ -176,7 +200,8 @@ func (s *scanner) startTag() error {
 	if err != nil {
 		return err
 	}
-	n := &Node{Prefix: prefix, Local: local}
+	n := s.node()
+	n.Prefix, n.Local = prefix, local
 	for {
 		hadSpace := s.pos < len(s.data) && isSpace(s.data[s.pos])
 		s.skipSpace()
@@ -312,8 +337,21 @@ func (s *scanner) text() error {
 		return err
 	}
 	s.pos += end
-	s.add(&Node{IsText: true, Text: t})
+	n := s.node()
+	n.IsText, n.Text = true, t
+	s.add(n)
 	return nil
+}
+
+// node takes a node from the scanner's slab (one allocation for many nodes, sized to the
+// input: about one node per 48 bytes of these messages).
+func (s *scanner) node() *Node {
+	if len(s.slab) == 0 {
+		s.slab = make([]Node, min(64, max(4, (len(s.data)-s.pos)/48)))
+	}
+	n := &s.slab[0]
+	s.slab = s.slab[1:]
+	return n
 }
 
 // decode resolves references and newlines in text or an attribute value, and checks

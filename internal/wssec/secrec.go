@@ -49,7 +49,7 @@ func sealSecRec(m Message, s *Suite, keyID string, d Derived) ([]byte, error) {
 		plain = append(append([]byte{}, m.Body...), s.mac(d.MAC, aad, m.Body)...)
 		aad = nil
 	}
-	ct, err := s.encrypt(d.Enc, plain, aad)
+	ct, err := s.encrypt(d, plain, aad)
 	if err != nil {
 		return nil, err
 	}
@@ -103,11 +103,11 @@ func (r *Receiver) openSecRec(e *envelope, rec *Node) (*Opened, error) {
 	aad := recordAAD(scheme, keyID, createdText, e.header)
 	var pt []byte
 	if s.aeadSuite() {
-		if pt, err = s.decrypt(d.Enc, ct, aad); err != nil {
+		if pt, err = s.decrypt(d, ct, aad); err != nil {
 			return nil, ErrAuth
 		}
 	} else {
-		inner, err := s.decrypt(d.Enc, ct, nil)
+		inner, err := s.decrypt(d, ct, nil)
 		n := s.hash().Size()
 		if err != nil || len(inner) < n {
 			return nil, ErrAuth

@@ -189,7 +189,10 @@ func NewKey() (Key, error) {
 
 // Derived are the keys a suite uses, derived from the device's key with HKDF-SHA256 so
 // the cipher and the MAC never share one. A classic peer (xmlsec1) is given these.
-type Derived struct{ Enc, MAC []byte }
+type Derived struct {
+	Enc, MAC []byte
+	aead     cipher.AEAD // the AEAD suites' cipher, made once (safe for concurrent use)
+}
 
 // Derive computes the suite's keys from k.
 func (s *Suite) Derive(k Key) (Derived, error) {
@@ -204,7 +207,13 @@ func (s *Suite) Derive(k Key) (Derived, error) {
 	if err != nil {
 		return Derived{}, err
 	}
-	return Derived{Enc: enc, MAC: mac}, nil
+	d := Derived{Enc: enc, MAC: mac}
+	if s.aeadSuite() {
+		if d.aead, err = s.aead(enc); err != nil {
+			return Derived{}, err
+		}
+	}
+	return d, nil
 }
 
 func (s *Suite) mac(key []byte, parts ...[]byte) []byte {
@@ -231,13 +240,11 @@ var ErrAlgorithm = errors.New("algorithm not accepted")
 // encrypt seals plaintext with the suite's cipher. For the AEADs, aad is authenticated
 // too; CBC and RC4 leave integrity to the caller's MAC. The output is XML-Encryption's
 // CipherValue layout: IV or nonce, then the ciphertext (and tag).
-func (s *Suite) encrypt(key, plaintext, aad []byte) ([]byte, error) {
+func (s *Suite) encrypt(d Derived, plaintext, aad []byte) ([]byte, error) {
+	key := d.Enc
 	switch s.kind {
 	case kindGCM, kindChaCha:
-		a, err := s.aead(key)
-		if err != nil {
-			return nil, err
-		}
+		a := d.aead
 		out := make([]byte, a.NonceSize(), a.NonceSize()+len(plaintext)+a.Overhead())
 		if _, err := rand.Read(out); err != nil {
 			return nil, err
@@ -277,11 +284,12 @@ func (s *Suite) encrypt(key, plaintext, aad []byte) ([]byte, error) {
 }
 
 // decrypt reverses encrypt; every failure is ErrAuth.
-func (s *Suite) decrypt(key, data, aad []byte) ([]byte, error) {
+func (s *Suite) decrypt(d Derived, data, aad []byte) ([]byte, error) {
+	key := d.Enc
 	switch s.kind {
 	case kindGCM, kindChaCha:
-		a, err := s.aead(key)
-		if err != nil || len(data) < a.NonceSize()+a.Overhead() {
+		a := d.aead
+		if a == nil || len(data) < a.NonceSize()+a.Overhead() {
 			return nil, ErrAuth
 		}
 		out, err := a.Open(nil, data[:a.NonceSize()], data[a.NonceSize():], aad)

@@ -217,6 +217,7 @@ func qname(prefix, local string) string {
 // Marshal writes n as XML (namespace declarations first, then attributes, as held).
 func (n *Node) Marshal() []byte {
 	var b bytes.Buffer
+	b.Grow(1024)
 	n.write(&b)
 	return b.Bytes()
 }

@@ -31,3 +31,20 @@ func TestBenchWSSecQuick(t *testing.T) {
 	}
 	r.nothingLeft(t)
 }
+
+// Over the emulated 802.15.4 link (root: the client and the server in two namespaces of
+// the run's own): the frames are counted on the link, and both namespaces are gone after.
+func TestBenchWSSecOver802154(t *testing.T) {
+	r := runBench(t, []string{"summary.json", "report.html"}, "wssec", "--quick", "--link", "802154", "--no-deflate",
+		"--variants", "soap,secrec-aes128-gcm", "--cases", "1", "--requests", "4", "--rounds", "2")
+	var s struct {
+		Link        string                                     `json:"link"`
+		AirMeasured bool                                       `json:"air_measured"`
+		Air         map[string]map[string]struct{ Frames int } `json:"air_802154"`
+	}
+	r.summary(t, &s)
+	if s.Link != "802154" || !s.AirMeasured || s.Air["secrec-aes128-gcm"]["1"].Frames <= s.Air["soap"]["1"].Frames {
+		t.Fatalf("link run: %+v\n%s", s, r.text)
+	}
+	r.nothingLeft(t)
+}

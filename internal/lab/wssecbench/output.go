@@ -47,6 +47,11 @@ type Summary struct {
 	Schema   string `json:"schema"`
 	Quick    bool   `json:"quick"`
 	Requests int    `json:"requests"`
+	// Link is the emulated link the exchanges crossed ("" for loopback). AirMeasured:
+	// air_802154 was counted on that link; otherwise it is the 802.15.4 model's cost of
+	// the bytes measured on loopback.
+	Link        string `json:"link,omitempty"`
+	AirMeasured bool   `json:"air_measured"`
 	// Variant -> case ("1", "2", "3") -> figures.
 	Sizes   map[string]map[string]Sizes   `json:"sizes"`
 	RTTMs   map[string]map[string]float64 `json:"rtt_median_ms"`
@@ -69,8 +74,9 @@ const (
 
 // Summarize takes medians, ratios and the link model's costs.
 func Summarize(r Result) Summary {
-	s := Summary{Schema: "iotsafe.bench.wssec/1", Quick: r.Options.Quick, Requests: r.Options.Requests,
-		Sizes: map[string]map[string]Sizes{}, RTTMs: map[string]map[string]float64{}, Air: map[string]map[string]Air{},
+	s := Summary{Schema: "iotsafe.bench.wssec/1", Quick: r.Options.Quick, Requests: r.Options.Requests, Link: r.Options.Link.Name,
+		AirMeasured: r.Options.Link.Is802154,
+		Sizes:       map[string]map[string]Sizes{}, RTTMs: map[string]map[string]float64{}, Air: map[string]map[string]Air{},
 		SecRecOverTLS13RTT: map[string]float64{}, SecRecOverTLS13Size: map[string]float64{}, CSecOverSecRecRTT: map[string]float64{},
 		Targets: map[string]bool{},
 		NotReproducible: map[string]string{
@@ -81,7 +87,14 @@ func Summarize(r Result) Summary {
 		c := strconv.Itoa(row.Case)
 		put(s.Sizes, row.Variant, c, Sizes{EnvelopeTX: row.EnvelopeTX, EnvelopeRX: row.EnvelopeRX, BodyTX: row.BodyTX, BodyRX: row.BodyRX, WireTX: row.WireTX, WireRX: row.WireRX})
 		put(s.RTTMs, row.Variant, c, lab.Median(row.RTTs))
-		put(s.Air, row.Variant, c, airCost(row.WireTX, row.WireRX))
+		if s.AirMeasured && len(row.RTTs) > 0 {
+			n := int64(len(row.RTTs))
+			put(s.Air, row.Variant, c, Air{Frames: int(row.Link.Frames / n), LinkBytes: int(row.Link.LinkBytes / n),
+				AirtimeMs: float64((row.Link.TX + row.Link.RX).Microseconds()) / 1000 / float64(n),
+				RadioMJ:   lab.RadioJoules(row.Link.TX/time.Duration(n), row.Link.RX/time.Duration(n)) * 1000})
+		} else {
+			put(s.Air, row.Variant, c, airCost(row.WireTX, row.WireRX))
+		}
 	}
 	rttOK, sizeOK, csecOK := true, true, true
 	for _, row := range r.Rows {

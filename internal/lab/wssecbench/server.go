@@ -31,7 +31,9 @@ type server struct {
 // maxRequest bounds a request body, inflated or not.
 const maxRequest = 1 << 20
 
-func startServer(dir string) (*server, error) {
+// startServer starts the service; listen binds its listeners (on loopback, or inside
+// the gateway's namespace of an emulated link).
+func startServer(dir string, listen func() (net.Listener, error)) (*server, error) {
 	s := &server{}
 	var err error
 	if s.key, err = wssec.NewKey(); err != nil {
@@ -54,10 +56,10 @@ func startServer(dir string) (*server, error) {
 	mux.HandleFunc("POST /plain", s.handlePlain)
 	mux.HandleFunc("POST /secured", s.handleSecured)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	if s.plain, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+	if s.plain, err = listen(); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listen()
 	if err != nil {
 		s.plain.Close()
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
+	"github.com/iotsafe/iotsafe/internal/linkemu"
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/wssec"
 )
@@ -53,6 +54,9 @@ func Variants() []string {
 
 // Options of `iotsafe bench wssec`.
 type Options struct {
+	// Link is an emulated link between device and server (root; lab.NewLinkPair); the
+	// zero Profile means loopback.
+	Link     linkemu.Profile
 	Variants []string // default: every variant
 	Cases    []int    // default 1, 2, 3
 	Requests int      // round trips per variant and case; default 1000 (20 with Quick)
@@ -76,9 +80,13 @@ func (o *Options) defaults() error {
 		o.Cases = Cases
 	}
 	if o.Requests == 0 {
-		o.Requests = 1000
-		if o.Quick {
+		switch {
+		case o.Quick:
 			o.Requests = 20
+		case o.Link.Name != "":
+			o.Requests = 100 // tens of ms each over 802.15.4
+		default:
+			o.Requests = 1000
 		}
 	}
 	if o.Rounds == 0 {
@@ -137,6 +145,32 @@ type Row struct {
 	EnvelopeTX, EnvelopeRX, BodyTX, BodyRX int
 	WireTX, WireRX                         float64
 	RTTs                                   []float64 // ms, every round trip
+	// Link is what the measured exchanges cost on the emulated link (zero on loopback).
+	Link linkCost
+}
+
+// linkCost is the emulated link's counters over some exchanges.
+type linkCost struct {
+	Frames, LinkBytes int64
+	TX, RX            time.Duration // airtime device to gateway, and back
+}
+
+func (a *linkCost) add(b linkCost) {
+	a.Frames, a.LinkBytes, a.TX, a.RX = a.Frames+b.Frames, a.LinkBytes+b.LinkBytes, a.TX+b.TX, a.RX+b.RX
+}
+
+func (a linkCost) minus(b linkCost) linkCost {
+	return linkCost{a.Frames - b.Frames, a.LinkBytes - b.LinkBytes, a.TX - b.TX, a.RX - b.RX}
+}
+
+// linkSnap reads the link's counters (zero without a link).
+func linkSnap(p *lab.LinkPair) linkCost {
+	if p == nil {
+		return linkCost{}
+	}
+	s0, s1 := &p.Bridge.Stats[0], &p.Bridge.Stats[1] // 0: device to gateway
+	return linkCost{Frames: s0.Frames.Load() + s1.Frames.Load(), LinkBytes: s0.LinkBytes.Load() + s1.LinkBytes.Load(),
+		TX: time.Duration(s0.Airtime.Load()), RX: time.Duration(s1.Airtime.Load())}
 }
 
 // DeflateRow is one cell of the compression sweep (table VI).
@@ -188,11 +222,19 @@ type client struct {
 	ring    *wssec.Keyring
 }
 
-func newClient(variant string, srv *server) (*client, error) {
+// dialer opens the client's connection: on loopback, or from the device's namespace of an
+// emulated link.
+type dialer func(ctx context.Context, addr string) (net.Conn, error)
+
+func loopbackDial(ctx context.Context, addr string) (net.Conn, error) {
+	return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+}
+
+func newClient(variant string, srv *server, dial dialer) (*client, error) {
 	c := &client{variant: variant, cnt: &counter{}, key: srv.key}
 	tr := &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, addr)
 			if err != nil {
 				return nil, err
 			}
@@ -327,14 +369,34 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	srv, err := startServer(dir)
+	listen := func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+	dial := dialer(loopbackDial)
+	var pair *lab.LinkPair
+	if o.Link.Name != "" {
+		// Client in the device's namespace, server in the gateway's, the emulated link
+		// between: every byte pays its frames and airtime.
+		if pair, err = lab.NewLinkPair(o.Link, "wssec", nil); err != nil {
+			return res, err
+		}
+		defer pair.Close()
+		listen = func() (ln net.Listener, err error) {
+			err = linkemu.InNetns(pair.GW, func() error {
+				ln, err = net.Listen("tcp", "["+lab.LinkGWAddr+"]:0")
+				return err
+			})
+			return ln, err
+		}
+		in := pair.DialIn(pair.Dev)
+		dial = func(_ context.Context, addr string) (net.Conn, error) { return in(addr) }
+	}
+	srv, err := startServer(dir, listen)
 	if err != nil {
 		return res, err
 	}
 	defer srv.Close()
 	clients := make([]*client, len(o.Variants))
 	for i, v := range o.Variants {
-		if clients[i], err = newClient(v, srv); err != nil {
+		if clients[i], err = newClient(v, srv, dial); err != nil {
 			return res, err
 		}
 		defer clients[i].hc.CloseIdleConnections()
@@ -353,6 +415,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 		for r := 0; r < o.Rounds; r++ {
 			for i, c := range clients {
 				s0, r0 := c.cnt.sent.Load(), c.cnt.recvd.Load()
+				l0 := linkSnap(pair)
 				for j := 0; j < per; j++ {
 					rtt, env, ans, err := c.roundTrip(ctx, cs, -1, 0)
 					if err != nil {
@@ -366,6 +429,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 				}
 				rows[i].WireTX += float64(c.cnt.sent.Load()-s0) / float64(per*o.Rounds)
 				rows[i].WireRX += float64(c.cnt.recvd.Load()-r0) / float64(per*o.Rounds)
+				rows[i].Link.add(linkSnap(pair).minus(l0))
 			}
 			p.Step(fmt.Sprintf("case %d, round %d of %d", cs, r+1, o.Rounds))
 		}
@@ -375,7 +439,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 		return res, nil
 	}
 	for _, v := range deflateVariants {
-		c, err := newClient(v, srv)
+		c, err := newClient(v, srv, dial)
 		if err != nil {
 			return res, err
 		}
