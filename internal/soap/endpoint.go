@@ -190,6 +190,10 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	created := o.Created
 	got, err := e.store.Append(r.Context(), telemetry.Notification{Device: q.keyDevice, Name: name, Parameters: params, DeviceTime: &created})
+	if err != nil && !errors.Is(err, telemetry.ErrInvalid) {
+		// Not stored: the device may send this very message again.
+		e.replay.Forget(o.KeyID, o.MessageID)
+	}
 	switch {
 	case errors.Is(err, telemetry.ErrOverloaded):
 		w.Header().Set("Retry-After", "1")

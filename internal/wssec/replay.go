@@ -57,6 +57,14 @@ func (r *Replay) Check(keyID, messageID string, created, now time.Time) error {
 	return nil
 }
 
+// Forget takes (keyID, messageID) out of the window: for a message the receiver could
+// not act on (its store was full), so the sender may send the same message again.
+func (r *Replay) Forget(keyID, messageID string) {
+	r.mu.Lock()
+	delete(r.seen, keyID+"\x00"+messageID)
+	r.mu.Unlock()
+}
+
 // Len is how many ids are remembered.
 func (r *Replay) Len() int {
 	r.mu.Lock()

@@ -164,6 +164,11 @@ func TestReplayAndTimeWindow(t *testing.T) {
 	if err := rp.Check("k", "b", t0.Add(time.Minute), t0.Add(time.Minute)); err != nil || rp.Len() != 1 {
 		t.Fatalf("an expired id was not forgotten: %v %d", err, rp.Len())
 	}
+	// A message the receiver could not act on may come again.
+	rp.Forget("k", "b")
+	if err := rp.Check("k", "b", t0.Add(time.Minute), t0.Add(time.Minute)); err != nil {
+		t.Fatalf("a forgotten id is still a replay: %v", err)
+	}
 }
 
 // The hub's policy: modern suites by default, the paper's only on opt-in, RC4 never.
