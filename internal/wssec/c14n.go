@@ -165,8 +165,27 @@ var (
 	attrEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", `"`, "&quot;", "\t", "&#x9;", "\n", "&#xA;", "\r", "&#xD;")
 )
 
+// textSpecial and attrSpecial mark the bytes escaped in text and in attribute values.
+var textSpecial, attrSpecial = special("&<>\r"), special("&<\"\t\n\r")
+
+func special(chars string) (t [256]bool) {
+	for i := range len(chars) {
+		t[chars[i]] = true
+	}
+	return t
+}
+
+func clean(s string, t *[256]bool) bool {
+	for i := range len(s) {
+		if t[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
 func escapeText(b *bytes.Buffer, s string) {
-	if !strings.ContainsAny(s, "&<>\r") {
+	if clean(s, &textSpecial) {
 		b.WriteString(s)
 		return
 	}
@@ -174,7 +193,7 @@ func escapeText(b *bytes.Buffer, s string) {
 }
 
 func escapeAttr(b *bytes.Buffer, s string) {
-	if !strings.ContainsAny(s, "&<\"\t\n\r") {
+	if clean(s, &attrSpecial) {
 		b.WriteString(s)
 		return
 	}

@@ -16,47 +16,6 @@ func Seal(f Format, m Message, s *Suite, k Key) ([]byte, error) {
 	return (*Keyring)(nil).Seal(f, m, s, k)
 }
 
-// sealCSec encrypts the Body's content, then signs the addressing headers, a timestamp
-// and the encrypted Body with a compact signature. The signature is defined over the
-// classic form of the encrypted Body (xenc:EncryptedData, see classicEncryptedData), so
-// the compact and classic forms carry one signature value and the adapters need no key;
-// and a receiver verifies before it decrypts anything.
-func sealCSec(m Message, s *Suite, keyID string, d Derived) ([]byte, error) {
-	env := el("s", "Envelope", "xmlns:s", SOAPNS, "xmlns:a", WSANS, "xmlns:u", WSUNS, "xmlns:d", WSDNS, "xmlns:c", CompNS)
-	hdr, body := el("s", "Header"), el("s", "Body", "u:Id", "b")
-	env.add(hdr, body)
-	hdr.add(addressingHeaders(m, true)...)
-	sec := el("d", "Security")
-	hdr.add(sec)
-	ts := el("u", "Timestamp", "u:Id", "ts").add(el("u", "Created").add(text(m.Created.UTC().Format(TimeLayout))))
-	sec.add(ts)
-	// The payload must be XML the receiver can put back.
-	if _, err := parseFragment(m.Body, body, Limits{}); err != nil {
-		return nil, fmt.Errorf("wssec: the payload: %w", err)
-	}
-	ct, err := s.encrypt(d, m.Body, nil)
-	if err != nil {
-		return nil, err
-	}
-	cv := b64.EncodeToString(ct)
-	body.replaceKids([]*Node{classicEncryptedData(s, keyID, cv)})
-	var refs []string
-	for _, h := range hdr.Elements() {
-		if id, ok := h.Attr(WSUNS, "Id"); ok {
-			refs = append(refs, id)
-		}
-	}
-	refs = append(refs, "ts", "b")
-	sig, err := compactSignature(s, d.MAC, env, refs, nil)
-	if err != nil {
-		return nil, err
-	}
-	body.replaceKids([]*Node{el("c", "EncryptedData").add(text(cv))})
-	sec.add(el("c", "Enc", "Scheme", s.encScheme()),
-		el("d", "Sig", "Scheme", s.sigScheme(), "KeyId", keyID, "Refs", strings.Join(refs, " "), "Sig", b64.EncodeToString(sig)))
-	return env.Marshal(), nil
-}
-
 // classicEncryptedData is the XML-Encryption form of the compact c:EncryptedData: what
 // the compact signature's Body digest is computed over, and what the classic adapter
 // writes. Its exact shape (prefixes xenc and ds, no whitespace) is part of the format.

@@ -2,6 +2,7 @@ package wssec
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -50,6 +51,9 @@ func (s *scanner) add(n *Node) {
 	}
 	p := s.stack[len(s.stack)-1]
 	n.Parent = p
+	if p.Kids == nil {
+		p.Kids = make([]*Node, 0, 4)
+	}
 	p.Kids = append(p.Kids, n)
 }
 
@@ -293,6 +297,9 @@ func (s *scanner) attr(n *Node) error {
 		}
 		n.NS = append(n.NS, NSDecl{local, v})
 	default:
+		if n.Attrs == nil {
+			n.Attrs = make([]Attr, 0, 4)
+		}
 		n.Attrs = append(n.Attrs, Attr{prefix, local, v})
 	}
 	return nil
@@ -422,7 +429,16 @@ func charRef(ref string) (rune, bool) {
 }
 
 func (s *scanner) checkText(b []byte) (string, error) {
-	for i := 0; i < len(b); {
+	// Eight bytes at a time while they are all printable ASCII (base64 and most text):
+	// no byte has its top bit set, and none is below 0x20.
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		if w&0x8080808080808080 != 0 || (w-0x2020202020202020)&^w&0x8080808080808080 != 0 {
+			break
+		}
+	}
+	for i < len(b) {
 		c := b[i]
 		if c < utf8.RuneSelf {
 			if c < 0x20 && c != '\t' && c != '\n' && c != '\r' {

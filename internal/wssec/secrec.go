@@ -20,41 +20,20 @@ func suiteOfRecord(scheme string) (*Suite, error) {
 // recordAAD binds everything outside the record's ciphertext: its scheme, key, creation
 // time and the canonical Header (every addressing header), so none can be swapped.
 func recordAAD(scheme, keyID, created string, header *Node) []byte {
+	return recordAADCanonical(scheme, keyID, created, Canonicalize(header, nil))
+}
+
+// recordAADCanonical is recordAAD with the Header already in canonical form.
+func recordAADCanonical(scheme, keyID, created string, header []byte) []byte {
 	var b bytes.Buffer
+	b.Grow(len(scheme) + len(keyID) + len(created) + len(header) + 32)
 	b.WriteString("iotsafe wssec record 1\x00")
 	for _, s := range []string{scheme, keyID, created} {
 		b.WriteString(s)
 		b.WriteByte(0)
 	}
-	b.Write(Canonicalize(header, nil))
+	b.Write(header)
 	return b.Bytes()
-}
-
-// sealSecRec replaces the Body with one record: with an AEAD the payload is sealed with
-// the headers as associated data; with the paper's CBC and RC4 suites the payload and its
-// HMAC are encrypted together, as a TLS record does.
-func sealSecRec(m Message, s *Suite, keyID string, d Derived) ([]byte, error) {
-	env := el("s", "Envelope", "xmlns:s", SOAPNS, "xmlns:a", WSANS, "xmlns:c", CompNS)
-	hdr, body := el("s", "Header"), el("s", "Body")
-	env.add(hdr, body)
-	hdr.add(addressingHeaders(m, false)...)
-	// The payload must be XML the receiver can put back.
-	if _, err := parseFragment(m.Body, body, Limits{}); err != nil {
-		return nil, fmt.Errorf("wssec: the payload: %w", err)
-	}
-	created := m.Created.UTC().Format(TimeLayout)
-	aad := recordAAD(s.recScheme(), keyID, created, hdr)
-	plain := m.Body
-	if !s.aeadSuite() {
-		plain = append(append([]byte{}, m.Body...), s.mac(d.MAC, aad, m.Body)...)
-		aad = nil
-	}
-	ct, err := s.encrypt(d, plain, aad)
-	if err != nil {
-		return nil, err
-	}
-	body.add(el("c", "Record", "Scheme", s.recScheme(), "KeyId", keyID, "Created", created, "CipherData", b64.EncodeToString(ct)))
-	return env.Marshal(), nil
 }
 
 func (r *Receiver) openSecRec(e *envelope, rec *Node) (*Opened, error) {

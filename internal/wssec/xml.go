@@ -183,26 +183,27 @@ func mergeText(nodes []*Node) []*Node {
 }
 
 // checkPrefixes refuses a prefix with no declaration in scope, and two attributes that
-// are the same once their prefixes are resolved.
+// are the same once their prefixes are resolved (compared pairwise: elements have few).
 func (n *Node) checkPrefixes() error {
 	if _, ok := n.Lookup(n.Prefix); !ok {
 		return fmt.Errorf("%w: prefix %q of <%s> is not declared", ErrHostileXML, n.Prefix, n.Local)
 	}
-	seen := make(map[[2]string]bool, len(n.Attrs))
-	for _, a := range n.Attrs {
-		uri := ""
-		if a.Prefix != "" {
-			u, ok := n.Lookup(a.Prefix)
-			if !ok {
-				return fmt.Errorf("%w: prefix %q of attribute %s is not declared", ErrHostileXML, a.Prefix, a.Local)
+	for i, a := range n.Attrs {
+		if a.Prefix == "" {
+			continue
+		}
+		uri, ok := n.Lookup(a.Prefix)
+		if !ok {
+			return fmt.Errorf("%w: prefix %q of attribute %s is not declared", ErrHostileXML, a.Prefix, a.Local)
+		}
+		for _, b := range n.Attrs[:i] {
+			if b.Local != a.Local || b.Prefix == "" {
+				continue
 			}
-			uri = u
+			if other, _ := n.Lookup(b.Prefix); other == uri {
+				return fmt.Errorf("%w: attribute {%s}%s repeated on <%s>", ErrHostileXML, uri, a.Local, n.Local)
+			}
 		}
-		k := [2]string{uri, a.Local}
-		if seen[k] {
-			return fmt.Errorf("%w: attribute {%s}%s repeated on <%s>", ErrHostileXML, uri, a.Local, n.Local)
-		}
-		seen[k] = true
 	}
 	return nil
 }
@@ -228,18 +229,22 @@ func (n *Node) write(b *bytes.Buffer) {
 		return
 	}
 	b.WriteByte('<')
-	b.WriteString(qname(n.Prefix, n.Local))
+	writeQName(b, n.Prefix, n.Local)
 	for _, d := range n.NS {
 		if d.Prefix == "" {
 			b.WriteString(` xmlns="`)
 		} else {
-			b.WriteString(` xmlns:` + d.Prefix + `="`)
+			b.WriteString(` xmlns:`)
+			b.WriteString(d.Prefix)
+			b.WriteString(`="`)
 		}
 		escapeAttr(b, d.URI)
 		b.WriteByte('"')
 	}
 	for _, a := range n.Attrs {
-		b.WriteString(" " + qname(a.Prefix, a.Local) + `="`)
+		b.WriteByte(' ')
+		writeQName(b, a.Prefix, a.Local)
+		b.WriteString(`="`)
 		escapeAttr(b, a.Value)
 		b.WriteByte('"')
 	}
@@ -251,7 +256,9 @@ func (n *Node) write(b *bytes.Buffer) {
 	for _, k := range n.Kids {
 		k.write(b)
 	}
-	b.WriteString("</" + qname(n.Prefix, n.Local) + ">")
+	b.WriteString("</")
+	writeQName(b, n.Prefix, n.Local)
+	b.WriteByte('>')
 }
 
 // el builds an element (the builder used for every message this package writes).
