@@ -57,6 +57,7 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 		return err
 	}
 	h.api = restapi.New(h.cfg.REST, h.guard, h.devices, h.store, h, tokens, m, log)
+	h.api.Stored = h.toMQTT
 	if err := h.buildSOAP(); err != nil {
 		return err
 	}
@@ -85,6 +86,7 @@ func (h *Hub) buildSOAP() error {
 	// request is served.
 	ep.Violation = func(device, detail, remote string) { h.ssh.Violation(device, detail, remote) }
 	ep.OnPlain = restapi.OnPlain
+	ep.Stored = h.toMQTT
 	h.soap = ep
 	if h.cfg.REST.Listen != "" {
 		h.api.MountPlain(soap.Path, ep)
@@ -96,6 +98,14 @@ func (h *Hub) buildSOAP() error {
 		}
 	}
 	return nil
+}
+
+// toMQTT hands a notification stored over REST or SOAP to the broker's subscribers (when
+// the broker runs), so every telemetry reader sees every path's data.
+func (h *Hub) toMQTT(n telemetry.Notification) {
+	if b := h.mqtt.Load(); b != nil {
+		b.PublishNotification(n)
+	}
 }
 
 // observer is m as a telemetry.Observer: nil (no metrics) stays an untyped nil.

@@ -127,8 +127,9 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 	caps.MaximumClientWritesPending = int32(b.cfg.MaxPending)
 	// mochi logs every client's end at WARN (a closed connection, a refused login the
 	// hook already reported): only its errors reach the hub's log.
-	// The inline client is the bridge's: it publishes what comes in from the centre.
-	b.srv = mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(errorsOnly{b.log.Handler()}), InlineClient: b.cfg.Bridge != nil})
+	// The inline client publishes what comes in from the centre (the bridge) and the
+	// notifications that arrive over REST and SOAP (PublishNotification).
+	b.srv = mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(errorsOnly{b.log.Handler()}), InlineClient: true})
 	if err := b.srv.AddHook(&hook{b: b}, nil); err != nil {
 		return err
 	}
@@ -471,6 +472,22 @@ func notification(device, topic string, payload []byte) telemetry.Notification {
 		n.Parameters, _ = json.Marshal(map[string][]byte{"payload_base64": payload})
 	}
 	return n
+}
+
+// PublishNotification delivers a notification that arrived another way (the REST API,
+// SOAP) to the broker's subscribers, as a device's MQTT message would be: on
+// devices/DEVICE/notifications/NAME with the parameters as the payload, at QoS 0, not
+// retained. Subscribers' grants are checked on delivery as for any message; it is not
+// stored again (it is stored) and not bridged. A name no topic can carry (+, #, NUL) is
+// only stored.
+func (b *Broker) PublishNotification(n telemetry.Notification) {
+	if n.Name == "" || strings.ContainsAny(n.Name, "+#\x00") || strings.ContainsAny(n.Device, "/+#\x00") {
+		return
+	}
+	topic := "devices/" + n.Device + "/notifications/" + n.Name
+	if err := b.srv.Publish(topic, n.Parameters, false, 0); err != nil {
+		b.log.Debug("publishing a notification to MQTT subscribers failed", "topic", topic, "err", err)
+	}
 }
 
 // errorsOnly passes a handler's ERROR records only.

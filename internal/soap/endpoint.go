@@ -103,6 +103,9 @@ type Endpoint struct {
 	// OnPlain reports whether a request came in on the plain listener, where the source
 	// address is a device's pool address.
 	OnPlain func(*http.Request) bool
+	// Stored, if set, is told of each notification stored (the hub hands it to MQTT
+	// subscribers).
+	Stored func(telemetry.Notification)
 }
 
 // New builds the endpoint over the hub's device directory and telemetry store.
@@ -208,6 +211,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := got[0]
+	if e.Stored != nil {
+		e.Stored(n)
+	}
 	answer := wssec.Message{Action: ActionNotifyResponse, MessageID: wssec.NewMessageID(), RelatesTo: o.MessageID, Created: time.Now(),
 		Body: AckPayload(n.ID, telemetry.FormatTime(n.Timestamp))}
 	k, _, _ := snap.SOAPKey(o.KeyID)

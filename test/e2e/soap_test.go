@@ -21,7 +21,7 @@ import (
 // any other; refusals are faults, audited, and on the SSH path violations; a revoked
 // device's key stops at once.
 func TestSOAPEndToEnd(t *testing.T) {
-	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nrest: {listen: '127.0.0.1:0'}\nsoap: {enabled: true}\n")
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nrest: {listen: '127.0.0.1:0'}\nsoap: {enabled: true}\nmqtt: {tls_listen: '127.0.0.1:0'}\n")
 	if h.rest == "" || h.front == "" {
 		t.Fatalf("hub printed no REST or front door address; log:\n%s", h.log.text())
 	}
@@ -39,6 +39,12 @@ func TestSOAPEndToEnd(t *testing.T) {
 	}
 	h.addAccount("app", "app-password-1")
 	h.mustCLI("grant", "--account", "app", "dev1", "+telemetry")
+	// A platform app on the hub's MQTT broker sees SOAP notifications live too.
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	app, _ := startSub(t, "-h", "127.0.0.1", "-p", portOf(h.mqttTLS), "--cafile", ca, "--insecure", "-u", "app", "-P", "app-password-1",
+		"-V", "mqttv5", "-i", "app:app", "-t", "devices/+/notifications/#", "-v", "-d")
+	app.waitText(t, "received SUBACK")
 
 	// The CLI on the hub's machine: the key from the registry, the plain listener.
 	for _, f := range []string{"csec", "secrec"} {
@@ -65,6 +71,8 @@ func TestSOAPEndToEnd(t *testing.T) {
 	if _, err := fc.Notify(context.Background(), soap.Notification("door", "", [][2]string{{"state", "open"}})); err != nil {
 		t.Fatalf("over the front door: %v", err)
 	}
+
+	app.waitText(t, `devices/dev1/notifications/door {"state":"open"}`)
 
 	// REST readers see SOAP data like any other.
 	c := fdClient(t, h, h.mustCLI("frontdoor", "ca"), nil)
