@@ -58,7 +58,6 @@ harness.`,
 	fl.StringSliceVar(&o.Variants, "variants", nil, "soap, tls1.2-aes128-cbc-sha, tls1.2-aes128-gcm, tls1.3-aes128-gcm, csec-SUITE, secrec-SUITE (default all)")
 	fl.IntSliceVar(&o.Cases, "cases", nil, "the paper's cases 1, 2, 3 (default all)")
 	fl.IntVar(&o.Requests, "requests", 0, "round trips per variant and case (default 1000)")
-	fl.IntVar(&o.Rounds, "rounds", 0, "rounds the round trips are split in, variants interleaved (default 5)")
 	fl.IntSliceVar(&o.Levels, "levels", nil, "deflate levels (default 0-9)")
 	fl.IntSliceVar(&o.Chunks, "chunks", nil, "deflate chunk sizes (default 1024,2048,4096)")
 	fl.BoolVar(&o.NoDeflate, "no-deflate", false, "skip the deflate sweep (table VI)")

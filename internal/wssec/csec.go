@@ -38,6 +38,12 @@ func (s *Suite) encMethod() string {
 // compactSignature is the signature value WS-Discovery's compact signature carries: over
 // the SignedInfo an XML Signature of the same references would have.
 func compactSignature(s *Suite, macKey []byte, root *Node, refs, prefixes []string) ([]byte, error) {
+	return compactSignatureWith(s, macKey, root, refs, prefixes, nil, nil)
+}
+
+// compactSignatureWith is compactSignature with the canonical form of one element given
+// (the receiver's encrypted Body, written directly rather than built and canonicalized).
+func compactSignatureWith(s *Suite, macKey []byte, root *Node, refs, prefixes []string, given *Node, canon []byte) ([]byte, error) {
 	ids, err := indexIDs(root)
 	if err != nil {
 		return nil, err
@@ -50,11 +56,49 @@ func compactSignature(s *Suite, macKey []byte, root *Node, refs, prefixes []stri
 		if !ok {
 			return nil, fmt.Errorf("%w: the signature references %q, which no element carries", ErrFormat, trim(id))
 		}
+		if n == given && canon != nil {
+			digests[i] = s.digest(canon)
+			continue
+		}
 		buf.Reset()
 		canonicalizeInto(&buf, n, prefixes)
 		digests[i] = s.digest(buf.Bytes())
 	}
 	return s.mac(macKey, canonicalSignedInfo(s, refs, digests, prefixes)), nil
+}
+
+// canonicalEncryptedBody is the canonical form of the Body with its content in classic
+// form (classicEncryptedData), written directly: the Body's own start tag canonicalized
+// alone, then the EncryptedData as canonicalization renders it under any start tag that
+// leaves the xenc and ds prefixes unrendered (what every sender writes). Otherwise (or
+// with an inclusive prefix list) ok is false and the caller takes the general path.
+// TestCanonicalEncryptedBody holds this to the general path.
+func canonicalEncryptedBody(body *Node, s *Suite, keyID, cipherValue string, prefixes []string) (canon []byte, ok bool) {
+	if len(prefixes) > 0 {
+		return nil, false
+	}
+	shell := &Node{Prefix: body.Prefix, Local: body.Local, Attrs: body.Attrs, NS: body.NS, Parent: body.Parent}
+	var b bytes.Buffer
+	b.Grow(512 + len(cipherValue))
+	canonicalizeInto(&b, shell, nil)
+	start := b.Bytes()
+	if bytes.Contains(start, []byte(" xmlns:xenc=")) || bytes.Contains(start, []byte(" xmlns:ds=")) {
+		return nil, false
+	}
+	var end bytes.Buffer
+	end.WriteString("</")
+	writeQName(&end, body.Prefix, body.Local)
+	end.WriteByte('>')
+	b.Truncate(len(start) - end.Len())
+	b.WriteString(`<xenc:EncryptedData xmlns:xenc="` + xencNS + `" Type="` + xencNS + `Content"><xenc:EncryptionMethod Algorithm="`)
+	escapeAttr(&b, s.encMethod())
+	b.WriteString(`"></xenc:EncryptionMethod><ds:KeyInfo xmlns:ds="` + dsNS + `"><ds:KeyName>`)
+	escapeText(&b, keyID)
+	b.WriteString(`</ds:KeyName></ds:KeyInfo><xenc:CipherData><xenc:CipherValue>`)
+	escapeText(&b, cipherValue)
+	b.WriteString(`</xenc:CipherValue></xenc:CipherData></xenc:EncryptedData>`)
+	b.Write(end.Bytes())
+	return b.Bytes(), true
 }
 
 // canonicalSignedInfo writes the canonical form of what signedInfo builds, directly: the
@@ -257,8 +301,11 @@ func (r *Receiver) openCSec(e *envelope) (*Opened, error) {
 		return nil, err
 	}
 	// Verify over the classic form of the Body, then decrypt.
-	e.body.replaceKids([]*Node{classicEncryptedData(h.suite, h.encKeyID(), cv)})
-	want, err := compactSignature(h.suite, d.MAC, e.root, h.refs, h.prefixes)
+	bodyCanon, ok := canonicalEncryptedBody(e.body, h.suite, h.encKeyID(), cv, h.prefixes)
+	if !ok {
+		e.body.replaceKids([]*Node{classicEncryptedData(h.suite, h.encKeyID(), cv)})
+	}
+	want, err := compactSignatureWith(h.suite, d.MAC, e.root, h.refs, h.prefixes, e.body, bodyCanon)
 	if err != nil {
 		return nil, err
 	}

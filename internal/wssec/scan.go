@@ -295,6 +295,9 @@ func (s *scanner) attr(n *Node) error {
 				return s.errf("xmlns:%s repeated on <%s>", local, n.Local)
 			}
 		}
+		if n.NS == nil {
+			n.NS = make([]NSDecl, 0, 6)
+		}
 		n.NS = append(n.NS, NSDecl{local, v})
 	default:
 		if n.Attrs == nil {

@@ -329,3 +329,31 @@ func TestCanonicalSignedInfo(t *testing.T) {
 		}
 	}
 }
+
+// The receiver's directly written Body equals the general path's canonical form, for
+// our messages and for odd but valid Bodies (default namespace, more attributes).
+func TestCanonicalEncryptedBody(t *testing.T) {
+	k := testKey(t)
+	s, _ := SuiteByName(DefaultSuite)
+	out, _ := Seal(CSec, msg(1), s, k)
+	docs := [][]byte{out,
+		bytes.Replace(out, []byte(`<s:Body u:Id="b">`), []byte(`<Body xmlns="http://www.w3.org/2003/05/soap-envelope" z="1" u:Id="b" a="&amp;">`), 1),
+	}
+	docs[1] = bytes.Replace(docs[1], []byte(`</s:Body>`), []byte(`</Body>`), 1)
+	for i, doc := range docs {
+		root, err := Parse(doc, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, _ := splitEnvelope(root)
+		cv := e.body.Elements()[0].Content()
+		fast, ok := canonicalEncryptedBody(e.body, s, k.ID, cv, nil)
+		if !ok {
+			t.Fatalf("doc %d: no direct form", i)
+		}
+		e.body.replaceKids([]*Node{classicEncryptedData(s, k.ID, cv)})
+		if want := Canonicalize(e.body, nil); !bytes.Equal(fast, want) {
+			t.Fatalf("doc %d:\n got %s\nwant %s", i, fast, want)
+		}
+	}
+}

@@ -36,7 +36,7 @@ func TestBenchWSSecQuick(t *testing.T) {
 // the run's own): the frames are counted on the link, and both namespaces are gone after.
 func TestBenchWSSecOver802154(t *testing.T) {
 	r := runBench(t, []string{"summary.json", "report.html"}, "wssec", "--quick", "--link", "802154", "--no-deflate",
-		"--variants", "soap,secrec-aes128-gcm", "--cases", "1", "--requests", "4", "--rounds", "2")
+		"--variants", "soap,secrec-aes128-gcm", "--cases", "1", "--requests", "4")
 	var s struct {
 		Link        string                                     `json:"link"`
 		AirMeasured bool                                       `json:"air_measured"`

@@ -60,7 +60,6 @@ type Options struct {
 	Variants []string // default: every variant
 	Cases    []int    // default 1, 2, 3
 	Requests int      // round trips per variant and case; default 1000 (20 with Quick)
-	Rounds   int      // the requests are split in rounds, variants interleaved; default 5
 	Quick    bool
 	// Levels and Chunks are the deflate sweep (table VI): levels 0-9, chunk sizes 1024,
 	// 2048, 4096 by default; Requests/4 round trips per cell.
@@ -87,12 +86,6 @@ func (o *Options) defaults() error {
 			o.Requests = 100 // tens of ms each over 802.15.4
 		default:
 			o.Requests = 1000
-		}
-	}
-	if o.Rounds == 0 {
-		o.Rounds = 5
-		if o.Quick {
-			o.Rounds = 2
 		}
 	}
 	if len(o.Levels) == 0 {
@@ -128,8 +121,8 @@ func (o *Options) defaults() error {
 			return fmt.Errorf("--chunks: %d: want 64 bytes to 1 MiB", c)
 		}
 	}
-	if o.Requests < o.Rounds || o.Rounds < 1 {
-		return errors.New("--requests must be at least --rounds, and --rounds at least 1")
+	if o.Requests < 1 {
+		return errors.New("--requests must be at least 1")
 	}
 	return nil
 }
@@ -360,7 +353,9 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 		p = &lab.Progress{W: io.Discard}
 	}
 	deflateVariants := []string{"secrec-rc4-sha1", "secrec-aes128-gcm"}
-	steps := len(o.Cases) * o.Rounds
+	// Progress every tenth of a case's round trips.
+	every := max(1, o.Requests/10)
+	steps := len(o.Cases) * (o.Requests / every)
 	if !o.NoDeflate {
 		steps += len(deflateVariants) * len(o.Levels) * len(o.Chunks)
 	}
@@ -411,27 +406,30 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 				return res, err
 			}
 		}
-		per := o.Requests / o.Rounds
-		for r := 0; r < o.Rounds; r++ {
+		// One round trip per variant in turn, so the machine's moments of load fall on
+		// every variant alike (the ratios are what the targets compare).
+		for j := 0; j < o.Requests; j++ {
 			for i, c := range clients {
 				s0, r0 := c.cnt.sent.Load(), c.cnt.recvd.Load()
 				l0 := linkSnap(pair)
-				for j := 0; j < per; j++ {
-					rtt, env, ans, err := c.roundTrip(ctx, cs, -1, 0)
-					if err != nil {
-						return res, err
-					}
-					rows[i].RTTs = append(rows[i].RTTs, float64(rtt.Microseconds())/1000)
+				rtt, env, ans, err := c.roundTrip(ctx, cs, -1, 0)
+				if err != nil {
+					return res, err
+				}
+				rows[i].RTTs = append(rows[i].RTTs, float64(rtt.Microseconds())/1000)
+				rows[i].WireTX += float64(c.cnt.sent.Load()-s0) / float64(o.Requests)
+				rows[i].WireRX += float64(c.cnt.recvd.Load()-r0) / float64(o.Requests)
+				rows[i].Link.add(linkSnap(pair).minus(l0))
+				if j == 0 {
 					rows[i].EnvelopeTX, rows[i].EnvelopeRX = len(env), len(ans)
 					if c.format == "" {
 						rows[i].BodyTX, rows[i].BodyRX = wssec.BodySize(env), wssec.BodySize(ans)
 					}
 				}
-				rows[i].WireTX += float64(c.cnt.sent.Load()-s0) / float64(per*o.Rounds)
-				rows[i].WireRX += float64(c.cnt.recvd.Load()-r0) / float64(per*o.Rounds)
-				rows[i].Link.add(linkSnap(pair).minus(l0))
 			}
-			p.Step(fmt.Sprintf("case %d, round %d of %d", cs, r+1, o.Rounds))
+			if (j+1)%every == 0 && (j+1)/every <= o.Requests/every {
+				p.Step(fmt.Sprintf("case %d, %d of %d round trips per variant", cs, j+1, o.Requests))
+			}
 		}
 		res.Rows = append(res.Rows, rows...)
 	}
