@@ -108,7 +108,11 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 			h.log.Warn("insecure: "+section+" is set", "detail", algorithm)
 			continue
 		}
-		h.log.Warn("insecure algorithm enabled by "+section+".allow_insecure", "algorithm", algorithm)
+		optIn := section + ".allow_insecure"
+		if section == "soap" {
+			optIn = "soap.allow_legacy" // the paper's CBC/SHA-1 suite for SOAP messages
+		}
+		h.log.Warn("insecure algorithm enabled by "+optIn, "algorithm", algorithm)
 		if section == "ssh" {
 			sshWeak++
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
-	"github.com/iotsafe/iotsafe/internal/wssec"
 )
 
 // startTelemetry opens the notification store and the token keys and builds the REST
@@ -91,11 +90,6 @@ func (h *Hub) buildSOAP() error {
 	if h.cfg.REST.Listen != "" {
 		h.api.MountPlain(soap.Path, ep)
 		log.Info("SOAP endpoint for devices on their SSH session", "listen", h.cfg.REST.Listen, "path", soap.Path, "algorithms", ep.Algorithms())
-	}
-	for _, a := range h.cfg.SOAP.Algorithms {
-		if s, _ := wssec.SuiteByName(a); s != nil && s.Legacy {
-			log.Warn("soap.allow_legacy: the paper's AES-CBC with HMAC-SHA1 suite is accepted; use it only for devices that cannot do AES-GCM", "algorithm", a)
-		}
 	}
 	return nil
 }

@@ -131,3 +131,21 @@ func readAll(t *testing.T, resp *http.Response) string {
 	}
 	return string(b)
 }
+
+// The paper's legacy suite is accepted only when the operator names it and opts in; the
+// hub warns at start, and a device using it is then served.
+func TestSOAPLegacySuiteOptIn(t *testing.T) {
+	h := startHub(t, "", "rest: {listen: '127.0.0.1:0'}\nsoap: {enabled: true, allow_legacy: true, algorithms: [aes128-gcm, aes128-cbc-sha1]}\n")
+	h.log.waitText(t, "insecure algorithm enabled by soap.allow_legacy")
+	h.addDevice("dev1")
+	h.mustCLI("device", "soap-key", "dev1")
+	for _, f := range []string{"csec", "secrec"} {
+		out := h.mustCLIStdout("soap", "send", "--device", "dev1", "--format", f, "--alg", "aes128-cbc-sha1", "--name", "t", "--text", "legacy")
+		if !strings.Contains(out, "aes128-cbc-sha1") {
+			t.Fatalf("%s: %s", f, out)
+		}
+	}
+	if out, err := h.cli("soap", "send", "--device", "dev1", "--alg", "chacha20-poly1305", "--name", "t", "--text", "x"); err == nil || !strings.Contains(out, "UnsupportedAlgorithm") {
+		t.Fatalf("a suite the operator did not list: %v %s", err, out)
+	}
+}
