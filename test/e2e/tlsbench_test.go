@@ -13,11 +13,15 @@ import (
 // handshakes), Go's missing external PSK is listed with why, every file is written.
 func TestBenchTLSQuick(t *testing.T) {
 	needTool(t, "cc")
-	r := runBench(t, []string{"connections.csv", "environment.json", "summary.json", "report.html"}, "tls", "--quick")
+	r := runBench(t, []string{"connections.csv", "suites_groups.csv", "environment.json", "summary.json", "report.html"}, "tls", "--quick")
 	var s struct {
-		Schema  string                                   `json:"schema"`
-		AvgMs   map[string]map[string]map[string]float64 `json:"avg_ms"`
-		Skipped map[string]string                        `json:"skipped"`
+		Schema       string                                   `json:"schema"`
+		AvgMs        map[string]map[string]map[string]float64 `json:"avg_ms"`
+		Skipped      map[string]string                        `json:"skipped"`
+		SuitesGroups map[string]map[string]map[string]struct {
+			Connections        int     `json:"connections"`
+			BytesPerConnection float64 `json:"bytes_per_connection"`
+		} `json:"suites_groups"`
 	}
 	if b := r.summary(t, &s); s.Schema != "iotsafe.bench.tls/1" {
 		t.Fatalf("summary: %s", b)
@@ -32,6 +36,25 @@ func TestBenchTLSQuick(t *testing.T) {
 	}
 	if !strings.Contains(s.Skipped["go psk_ke"], "no external PSK") {
 		t.Errorf("skipped: %v", s.Skipped)
+	}
+	// Figs. 3, 4: every suite x group a library can do was run (an ML-KEM ClientHello is
+	// far larger), and what it cannot do says why.
+	sg := s.SuitesGroups
+	if sg["go"]["TLS_AES_128_GCM_SHA256"]["X25519MLKEM768"].BytesPerConnection <= 2*sg["go"]["TLS_AES_128_GCM_SHA256"]["X25519"].BytesPerConnection {
+		t.Errorf("go suites x groups: %+v", sg["go"])
+	}
+	for _, impl := range []string{"openssl", "wolfssl"} {
+		for _, suite := range []string{"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"} {
+			if len(sg[impl][suite]) != 4 || sg[impl][suite]["P-521"].Connections == 0 {
+				t.Errorf("%s %s: %+v", impl, suite, sg[impl][suite])
+			}
+		}
+		if !strings.Contains(s.Skipped[impl+" TLS_AES_128_GCM_SHA256 X25519MLKEM768"], "unsupported group") {
+			t.Errorf("%s ML-KEM: %q", impl, s.Skipped[impl+" TLS_AES_128_GCM_SHA256 X25519MLKEM768"])
+		}
+	}
+	if !strings.Contains(s.Skipped["go TLS_CHACHA20_POLY1305_SHA256 X25519"], "chooses its TLS 1.3 suite itself") {
+		t.Errorf("go's suite choice: %v", s.Skipped)
 	}
 	r.nothingLeft(t)
 }

@@ -55,7 +55,9 @@ func goServer(cert tls.Certificate) (net.Listener, error) {
 
 // goClient makes k connections one after the other, verifying the server's certificate
 // with trust as a real client would; resume keeps a session cache.
-func goClient(ctx context.Context, addr string, k int, resume bool, group tls.CurveID, trust *tls.Config) (Sample, error) {
+// A window > 0 makes as many connections as fit in it (k is then a cap), and the suite
+// the connections negotiated is recorded (Go chooses its TLS 1.3 suite itself).
+func goClient(ctx context.Context, addr string, k int, resume bool, group tls.CurveID, trust *tls.Config, window time.Duration) (Sample, error) {
 	cfg := trust.Clone()
 	cfg.MinVersion, cfg.CurvePreferences = tls.VersionTLS13, []tls.CurveID{group}
 	if resume {
@@ -63,8 +65,11 @@ func goClient(ctx context.Context, addr string, k int, resume bool, group tls.Cu
 	}
 	var sent, recvd atomic.Int64
 	s := Sample{K: k}
+	if window > 0 {
+		s.K = 0
+	}
 	start := time.Now()
-	for range k {
+	for i := 0; i < k && (window <= 0 || time.Since(start) < window); i++ {
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
@@ -79,9 +84,12 @@ func goClient(ctx context.Context, addr string, k int, resume bool, group tls.Cu
 			c.Close()
 			return s, err
 		}
-		if tc.ConnectionState().DidResume {
+		st := tc.ConnectionState()
+		if st.DidResume {
 			s.Resumed++
 		}
+		s.Suite = tls.CipherSuiteName(st.CipherSuite)
+		s.K = i + 1
 		c.Close()
 	}
 	s.Seconds = time.Since(start).Seconds()

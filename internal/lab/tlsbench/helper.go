@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -78,10 +79,20 @@ func helperServer(ctx context.Context, bin, cert, key, pskHex string) (*lab.Proc
 	return p, port, nil
 }
 
-// helperClient runs k connections of mode against port with a helper.
-func helperClient(ctx context.Context, bin string, port, k int, mode, group, pskHex, caFile string) (Sample, error) {
-	out, err := exec.CommandContext(ctx, bin, "client", "127.0.0.1", strconv.Itoa(port), strconv.Itoa(k), mode, group, pskHex, caFile).CombinedOutput()
+// helperClient runs k connections of mode against port with a helper (with a suite and
+// a time window for the suites x groups run: suite "" and window 0 are the defaults).
+// A suite or group the library lacks is errUnsupported.
+func helperClient(ctx context.Context, bin string, port, k int, mode, group, pskHex, caFile, suite string, window time.Duration) (Sample, error) {
+	args := []string{"client", "127.0.0.1", strconv.Itoa(port), strconv.Itoa(k), mode, group, pskHex, caFile}
+	if suite != "" {
+		args = append(args, suite, strconv.FormatFloat(window.Seconds(), 'f', 3, 64))
+	}
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 2 {
+			return Sample{}, errUnsupported(strings.TrimSpace(string(out)))
+		}
 		return Sample{}, fmt.Errorf("%s client: %v: %s", filepath.Base(bin), err, strings.TrimSpace(string(out)))
 	}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
@@ -95,3 +106,8 @@ func helperClient(ctx context.Context, bin string, port, k int, mode, group, psk
 	}
 	return Sample{}, fmt.Errorf("%s said %q", filepath.Base(bin), out)
 }
+
+// errUnsupported is a suite or group an implementation cannot use: its cell says why.
+type errUnsupported string
+
+func (e errUnsupported) Error() string { return string(e) }

@@ -24,9 +24,21 @@ type Summary struct {
 	// Speedup is impl -> mode -> full handshake time over the mode's, at the largest K.
 	Speedup map[string]map[string]float64 `json:"speedup_over_full"`
 	Skipped map[string]string             `json:"skipped"`
+	// SuitesGroups is impl -> suite -> group -> what one client did in WindowSeconds
+	// of full handshakes one after the other (figs. 3, 4).
+	SuitesGroups  map[string]map[string]map[string]WindowCell `json:"suites_groups,omitempty"`
+	WindowSeconds float64                                     `json:"window_seconds,omitempty"`
 	// TargetMet: with Go's TLS (the hub's), resumption at least twice the connection rate
 	// of a full handshake (issue 15; the paper: about 2x).
 	TargetMet bool `json:"target_met"`
+}
+
+// WindowCell is one suites x groups cell.
+type WindowCell struct {
+	Connections        int     `json:"connections"`
+	Bytes              int64   `json:"bytes"` // both ways, the whole window
+	PerSecond          float64 `json:"connections_per_second"`
+	BytesPerConnection float64 `json:"bytes_per_connection"`
 }
 
 // Summarize takes medians and speedups.
@@ -68,6 +80,25 @@ func Summarize(r Result) Summary {
 		}
 	}
 	s.TargetMet = s.Speedup["go"]["resume"] >= 2
+	for _, c := range r.Cells {
+		if s.SuitesGroups == nil {
+			s.SuitesGroups, s.WindowSeconds = map[string]map[string]map[string]WindowCell{}, r.Options.Window.Seconds()
+		}
+		if s.SuitesGroups[c.Impl] == nil {
+			s.SuitesGroups[c.Impl] = map[string]map[string]WindowCell{}
+		}
+		if s.SuitesGroups[c.Impl][c.Suite] == nil {
+			s.SuitesGroups[c.Impl][c.Suite] = map[string]WindowCell{}
+		}
+		w := WindowCell{Connections: c.K, Bytes: c.Sent + c.Received}
+		if c.Seconds > 0 {
+			w.PerSecond = float64(c.K) / c.Seconds
+		}
+		if c.K > 0 {
+			w.BytesPerConnection = float64(w.Bytes) / float64(c.K)
+		}
+		s.SuitesGroups[c.Impl][c.Suite][c.Group] = w
+	}
 	return s
 }
 
@@ -99,6 +130,13 @@ func Write(dir string, env lab.Environment, r Result, s Summary) error {
 		for _, run := range r.Runs {
 			w(run.Impl, run.Mode, fmt.Sprint(run.K), fmt.Sprint(run.Rep+1), fmt.Sprintf("%.6f", run.Seconds), fmt.Sprintf("%.4f", run.Seconds*1000/float64(run.K)),
 				fmt.Sprint(run.Resumed), fmt.Sprint(run.Sent), fmt.Sprint(run.Received))
+		}
+	}); err != nil {
+		return err
+	}
+	if err := lab.WriteCSV(filepath.Join(dir, "suites_groups.csv"), []string{"impl", "suite", "group", "seconds", "connections", "bytes_sent", "bytes_received"}, func(w func(...string)) {
+		for _, c := range r.Cells {
+			w(c.Impl, c.Suite, c.Group, fmt.Sprintf("%.3f", c.Seconds), fmt.Sprint(c.K), fmt.Sprint(c.Sent), fmt.Sprint(c.Received))
 		}
 	}); err != nil {
 		return err
@@ -135,6 +173,16 @@ func Print(w io.Writer, s Summary) {
 	for _, k := range lab.SortedKeys(s.Skipped) {
 		fmt.Fprintf(w, "  %s: not supported: %s\n", k, s.Skipped[k])
 	}
+	for _, impl := range lab.SortedKeys(s.SuitesGroups) {
+		for _, suite := range lab.SortedKeys(s.SuitesGroups[impl]) {
+			fmt.Fprintf(w, "  %-8s %-29s", impl, suite)
+			for _, group := range lab.SortedKeys(s.SuitesGroups[impl][suite]) {
+				c := s.SuitesGroups[impl][suite][group]
+				fmt.Fprintf(w, "  %s %d conns %.0f B/conn", group, c.Connections, c.BytesPerConnection)
+			}
+			fmt.Fprintln(w)
+		}
+	}
 	verdict := lab.Verdict(s.TargetMet)
 	fmt.Fprintf(w, "target (Go's TLS, the hub's: resumption >= 2x the rate of a full handshake): %s\n", verdict)
 }
@@ -148,7 +196,11 @@ Client and server of the same implementation on loopback; each connection: TCP c
 <table><tr><th>implementation</th><th>mode</th><th>faster than a full handshake (largest K)</th><th>bytes per connection</th></tr>
 {{range $impl, $modes := .S.Speedup}}{{range $mode, $x := $modes}}<tr><td>{{$impl}}</td><td>{{$mode}}</td><td>{{f "%.2fx" $x}}</td><td>{{f "%.0f" (index (index $.S.BytesPerConn $impl) $mode)}}</td></tr>{{end}}{{end}}
 </table>
+{{if .S.SuitesGroups}}<h2>TLS 1.3 suites x groups in a {{f "%.1f" .S.WindowSeconds}} s window (figs. 3, 4)</h2>
+<p class="note">One client, full handshakes one after the other for the window (the paper: 15 s), each verified; connections made and bytes both ways per connection.</p>
+<table><tr><th>implementation</th><th>suite</th><th>group</th><th>connections</th><th>per second</th><th>bytes per connection</th><th>bytes in the window</th></tr>
+{{range $impl, $suites := .S.SuitesGroups}}{{range $suite, $groups := $suites}}{{range $group, $c := $groups}}<tr><td>{{$impl}}</td><td>{{$suite}}</td><td>{{$group}}</td><td>{{$c.Connections}}</td><td>{{f "%.0f" $c.PerSecond}}</td><td>{{f "%.0f" $c.BytesPerConnection}}</td><td>{{$c.Bytes}}</td></tr>{{end}}{{end}}{{end}}</table>{{end}}
 {{if .S.Skipped}}<h2>Not supported</h2><table>{{range $k, $why := .S.Skipped}}<tr><td>{{$k}}</td><td>{{$why}}</td></tr>{{end}}</table>{{end}}
-<p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, suites x groups (figs. 3, 4), payload throughput (fig. 6), primitives (fig. 2), the 802.15.4 link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
+<p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, payload throughput (fig. 6), primitives (fig. 2), the 802.15.4 link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
 `)

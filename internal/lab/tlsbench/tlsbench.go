@@ -5,9 +5,12 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
 )
@@ -30,7 +33,11 @@ type Options struct {
 	Impls []string // default go, openssl, wolfssl (TLS 1.3), pion, pion+cid (DTLS 1.2)
 	Modes []string // default every mode
 	Reps  int      // runs per point, median reported; default 3
-	Quick bool
+	// Window is each suites x groups cell's time (figs. 3, 4; the paper: 15 s); default
+	// 15s (150ms with Quick). NoSuites skips that experiment.
+	Window   time.Duration
+	NoSuites bool
+	Quick    bool
 	// Progress reports the runs.
 	Progress *lab.Progress
 }
@@ -47,6 +54,12 @@ func (o *Options) defaults() error {
 	}
 	if len(o.Modes) == 0 {
 		o.Modes = Modes
+	}
+	if o.Window <= 0 {
+		o.Window = 15 * time.Second
+		if o.Quick {
+			o.Window = 150 * time.Millisecond
+		}
 	}
 	if o.Reps == 0 {
 		o.Reps = 3
@@ -79,8 +92,9 @@ func (o *Options) defaults() error {
 type Sample struct {
 	K              int
 	Seconds        float64
-	Resumed        int   // connections that resumed a session (or used the PSK)
-	Sent, Received int64 // bytes on the client's sockets
+	Resumed        int    // connections that resumed a session (or used the PSK)
+	Sent, Received int64  // bytes on the client's sockets
+	Suite          string // the TLS 1.3 suite negotiated (Go's runs)
 }
 
 // Point is a sample with its implementation, mode and repetition.
@@ -95,6 +109,25 @@ type Result struct {
 	Options Options
 	Runs    []Point
 	Skipped map[string]string // "impl mode" -> why
+	// Cells are the suites x groups runs; "impl suite group" cells no implementation
+	// could run are in Skipped too.
+	Cells []Cell
+}
+
+// The TLS 1.3 suites and groups of figs. 3 and 4.
+var (
+	Suites = []string{"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
+	Groups = []string{"X25519", "P-256", "P-384", "P-521", "X25519MLKEM768"}
+)
+
+// goGroups are the groups by name, for Go's client.
+var goGroups = map[string]tls.CurveID{"X25519": tls.X25519, "P-256": tls.CurveP256, "P-384": tls.CurveP384, "P-521": tls.CurveP521, "X25519MLKEM768": tls.X25519MLKEM768}
+
+// Cell is one implementation x suite x group: full handshakes, one after the other, for
+// the window.
+type Cell struct {
+	Impl, Suite, Group string
+	Sample
 }
 
 // Measure runs every implementation x mode x K.
@@ -108,7 +141,17 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	if p == nil {
 		p = &lab.Progress{W: io.Discard}
 	}
-	p.Start(len(o.Impls) * len(o.Modes) * len(o.K) * o.Reps)
+	tlsImpls := 0
+	for _, impl := range o.Impls {
+		if !strings.HasPrefix(impl, "pion") {
+			tlsImpls++
+		}
+	}
+	steps := len(o.Impls) * len(o.Modes) * len(o.K) * o.Reps
+	if !o.NoSuites {
+		steps += tlsImpls * len(Suites) * len(Groups)
+	}
+	p.Start(steps)
 	dir, err := b.Scratch("tls")
 	if err != nil {
 		return res, err
@@ -122,6 +165,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	pskHex := hex.EncodeToString(key)
 	for _, impl := range o.Impls {
 		var run func(mode string, k int) (Sample, error)
+		var window func(suite, group string) (Sample, error) // nil: no suites x groups (DTLS)
 		switch impl {
 		case "pion", "pion+cid":
 			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -148,7 +192,17 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			}
 			defer ln.Close()
 			run = func(mode string, k int) (Sample, error) {
-				return goClient(ctx, ln.Addr().String(), k, mode == "resume", tls.X25519, trust)
+				return goClient(ctx, ln.Addr().String(), k, mode == "resume", tls.X25519, trust, 0)
+			}
+			window = func(suite, group string) (Sample, error) {
+				if suite != Suites[0] {
+					return Sample{}, errUnsupported("Go's crypto/tls chooses its TLS 1.3 suite itself (AES-128-GCM first on AES hardware): a client cannot ask for " + suite)
+				}
+				s, err := goClient(ctx, ln.Addr().String(), 1<<30, false, goGroups[group], trust, o.Window)
+				if err == nil && s.Suite != suite {
+					err = fmt.Errorf("the Go client negotiated %s, not %s", s.Suite, suite)
+				}
+				return s, err
 			}
 		default: // a C helper
 			bin, err := buildHelper(ctx, dir, impl)
@@ -161,7 +215,10 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			}
 			defer srv.Stop()
 			run = func(mode string, k int) (Sample, error) {
-				return helperClient(ctx, bin, port, k, mode, "X25519", pskHex, certFile)
+				return helperClient(ctx, bin, port, k, mode, "X25519", pskHex, certFile, "", 0)
+			}
+			window = func(suite, group string) (Sample, error) {
+				return helperClient(ctx, bin, port, 1<<30, "full", group, pskHex, certFile, suite, o.Window)
 			}
 		}
 		for _, mode := range o.Modes {
@@ -187,7 +244,32 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 				}
 			}
 		}
+		if window != nil && !o.NoSuites {
+			if err := suitesGroups(&res, p, impl, window); err != nil {
+				return res, err
+			}
+		}
 	}
 	p.Done()
 	return res, nil
+}
+
+// suitesGroups runs every suite x group with one implementation (figs. 3, 4).
+func suitesGroups(res *Result, p *lab.Progress, impl string, window func(suite, group string) (Sample, error)) error {
+	for _, suite := range Suites {
+		for _, group := range Groups {
+			p.Step(fmt.Sprintf("%s %s %s for the window", impl, suite, group))
+			s, err := window(suite, group)
+			var unsup errUnsupported
+			switch {
+			case errors.As(err, &unsup):
+				res.Skipped[impl+" "+suite+" "+group] = string(unsup)
+			case err != nil:
+				return fmt.Errorf("%s %s %s: %w", impl, suite, group, err)
+			default:
+				res.Cells = append(res.Cells, Cell{Impl: impl, Suite: suite, Group: group, Sample: s})
+			}
+		}
+	}
+	return nil
 }

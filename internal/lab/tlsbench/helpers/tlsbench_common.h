@@ -23,6 +23,13 @@ static void die(const char *what) {
 	exit(1);
 }
 
+/* unsupported says the library here cannot do what was asked (the bench shows the cell as
+ * not supported, with this line) and exits with status 2. */
+static void unsupported(const char *what, const char *name) {
+	fprintf(stderr, "%s: unsupported %s %s\n", HELPER_NAME, what, name);
+	exit(2);
+}
+
 static int hexval(char c) {
 	if (c >= '0' && c <= '9') return c - '0';
 	if (c >= 'a' && c <= 'f') return c - 'a' + 10;

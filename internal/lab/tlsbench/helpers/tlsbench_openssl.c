@@ -6,11 +6,13 @@
  *       listens on 127.0.0.1:PORT (0: any), prints "ready PORT", and for each connection
  *       does the handshake, writes one byte (so a TLS 1.3 client reads its tickets) and
  *       closes. An external PSK (identity "iotsafe") is accepted alongside certificates.
- *   tlsbench_openssl client HOST PORT K MODE GROUP PSKHEX CAFILE
+ *   tlsbench_openssl client HOST PORT K MODE GROUP PSKHEX CAFILE [SUITE [WINDOW]]
  *       makes K connections one after the other, verifying the server's certificate
  *       against CAFILE as a real client would (name "lab"); MODE is full, resume,
- *       psk_ke or psk_dhe_ke; GROUP an OpenSSL group name. Prints
- *       "ok K SECONDS RESUMED SENT RECEIVED" (bytes on the sockets, TLS included).
+ *       psk_ke or psk_dhe_ke; GROUP an OpenSSL group name; SUITE a TLS 1.3 suite (default
+ *       TLS_AES_128_GCM_SHA256); WINDOW > 0: as many connections as fit in WINDOW
+ *       seconds (K is then a cap). Prints "ok N SECONDS RESUMED SENT RECEIVED" (bytes on
+ *       the sockets, TLS included).
  */
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -80,7 +82,9 @@ static int server(int argc, char **argv) {
 }
 
 static int client(int argc, char **argv) {
-	if (argc != 9) die("usage: client HOST PORT K MODE GROUP PSKHEX CAFILE");
+	if (argc < 9 || argc > 11) die("usage: client HOST PORT K MODE GROUP PSKHEX CAFILE [SUITE [WINDOW]]");
+	const char *suite = argc > 9 ? argv[9] : "TLS_AES_128_GCM_SHA256";
+	double window = argc > 10 ? atof(argv[10]) : 0;
 	int k = atoi(argv[4]);
 	const char *mode = argv[5];
 	parse_psk(argv[7]);
@@ -88,9 +92,9 @@ static int client(int argc, char **argv) {
 	if (!resume && !use_psk && strcmp(mode, "full")) die("MODE: full, resume, psk_ke or psk_dhe_ke");
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
-	if (SSL_CTX_set1_groups_list(ctx, argv[6]) != 1) die("GROUP");
-	/* One suite for every mode: the PSK's hash is SHA-256, and modes compare alike. */
-	if (SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256") != 1) die("suite");
+	if (SSL_CTX_set1_groups_list(ctx, argv[6]) != 1) unsupported("group", argv[6]);
+	/* One suite for every mode unless told: the PSK's hash is SHA-256. */
+	if (SSL_CTX_set_ciphersuites(ctx, suite) != 1) unsupported("suite", suite);
 	if (SSL_CTX_load_verify_locations(ctx, argv[8], NULL) != 1) die("CAFILE");
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	if (use_psk) {
@@ -102,7 +106,8 @@ static int client(int argc, char **argv) {
 	SSL_SESSION *sess = NULL;
 	long resumed = 0, sent = 0, recvd = 0;
 	double start = now();
-	for (int i = 0; i < k; i++) {
+	int i;
+	for (i = 0; i < k && (window <= 0 || now() - start < window); i++) {
 		int s = connect_nodelay(&a);
 		BIO *b = BIO_new_socket(s, BIO_NOCLOSE);
 		SSL *ssl = SSL_new(ctx);
@@ -124,7 +129,7 @@ static int client(int argc, char **argv) {
 		SSL_free(ssl);
 		close(s);
 	}
-	printf("ok %d %.6f %ld %ld %ld\n", k, now() - start, resumed, sent, recvd);
+	printf("ok %d %.6f %ld %ld %ld\n", i, now() - start, resumed, sent, recvd);
 	return 0;
 }
 

@@ -3,10 +3,11 @@
  * libwolfssl-dev), with the same command line and output as tlsbench_openssl:
  *
  *   tlsbench_wolfssl server PORT CERT KEY PSKHEX
- *   tlsbench_wolfssl client HOST PORT K MODE GROUP PSKHEX CAFILE
+ *   tlsbench_wolfssl client HOST PORT K MODE GROUP PSKHEX CAFILE [SUITE [WINDOW]]
  *
- * MODE is full, resume, psk_ke or psk_dhe_ke; GROUP is X25519 (the only one this helper
- * names). Bytes are read from the kernel's TCP counters (tcp_info).
+ * MODE is full, resume, psk_ke or psk_dhe_ke; GROUP is X25519, P-256, P-384 or P-521;
+ * SUITE a TLS 1.3 suite by its IANA name. Bytes are read from the kernel's TCP counters
+ * (tcp_info).
  */
 #include <wolfssl/options.h>
 #include <wolfssl/ssl.h>
@@ -63,17 +64,31 @@ static int server(int argc, char **argv) {
 }
 
 static int client(int argc, char **argv) {
-	if (argc != 9) die("usage: client HOST PORT K MODE GROUP PSKHEX CAFILE");
+	if (argc < 9 || argc > 11) die("usage: client HOST PORT K MODE GROUP PSKHEX CAFILE [SUITE [WINDOW]]");
+	const char *want = argc > 9 ? argv[9] : "TLS_AES_128_GCM_SHA256";
+	double window = argc > 10 ? atof(argv[10]) : 0;
+	/* wolfSSL names the TLS 1.3 suites its own way. */
+	const char *iana[] = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"};
+	const char *wolf[] = {"TLS13-AES128-GCM-SHA256", "TLS13-AES256-GCM-SHA384", "TLS13-CHACHA20-POLY1305-SHA256"};
+	const char *client_suite = NULL;
+	for (int j = 0; j < 3; j++)
+		if (!strcmp(want, iana[j])) client_suite = wolf[j];
+	if (!client_suite) unsupported("suite", want);
 	int k = atoi(argv[4]);
 	const char *mode = argv[5];
 	parse_psk(argv[7]);
 	int resume = !strcmp(mode, "resume"), use_psk = !strncmp(mode, "psk", 3);
 	if (!resume && !use_psk && strcmp(mode, "full")) die("MODE: full, resume, psk_ke or psk_dhe_ke");
-	if (strcmp(argv[6], "X25519")) die("GROUP: X25519");
+	const char *gnames[] = {"X25519", "P-256", "P-384", "P-521"};
+	const int gids[] = {WOLFSSL_ECC_X25519, WOLFSSL_ECC_SECP256R1, WOLFSSL_ECC_SECP384R1, WOLFSSL_ECC_SECP521R1};
+	int group = -1;
+	for (int j = 0; j < 4; j++)
+		if (!strcmp(argv[6], gnames[j])) group = gids[j];
+	if (group < 0) unsupported("group", argv[6]);
 	WOLFSSL_CTX *ctx = wolfSSL_CTX_new(wolfTLSv1_3_client_method());
 	if (wolfSSL_CTX_load_verify_locations(ctx, argv[8], NULL) != WOLFSSL_SUCCESS) die("CAFILE");
 	wolfSSL_CTX_set_verify(ctx, WOLFSSL_VERIFY_PEER, NULL);
-	if (wolfSSL_CTX_set_cipher_list(ctx, suite) != WOLFSSL_SUCCESS) die("suite");
+	if (wolfSSL_CTX_set_cipher_list(ctx, use_psk ? suite : client_suite) != WOLFSSL_SUCCESS) unsupported("suite", want);
 	if (use_psk) {
 		wolfSSL_CTX_set_psk_client_tls13_callback(ctx, client_psk);
 		if (!strcmp(mode, "psk_ke") && wolfSSL_CTX_no_dhe_psk(ctx) != 0) die("psk_ke");
@@ -82,13 +97,15 @@ static int client(int argc, char **argv) {
 	WOLFSSL_SESSION *sess = NULL;
 	long resumed = 0, sent = 0, recvd = 0;
 	double start = now();
-	for (int i = 0; i < k; i++) {
+	int i;
+	for (i = 0; i < k && (window <= 0 || now() - start < window); i++) {
 		int s = connect_nodelay(&a);
 		WOLFSSL *ssl = wolfSSL_new(ctx);
 		wolfSSL_set_fd(ssl, s);
 		wolfSSL_UseSNI(ssl, WOLFSSL_SNI_HOST_NAME, "lab", 3);
 		wolfSSL_check_domain_name(ssl, "lab");
-		if (wolfSSL_UseKeyShare(ssl, WOLFSSL_ECC_X25519) != WOLFSSL_SUCCESS) die("key share");
+		if (wolfSSL_UseSupportedCurve(ssl, (word16)group) != WOLFSSL_SUCCESS) unsupported("group", argv[6]);
+		if (wolfSSL_UseKeyShare(ssl, (word16)group) != WOLFSSL_SUCCESS) unsupported("group", argv[6]);
 		if (resume && sess) wolfSSL_set_session(ssl, sess);
 		if (wolfSSL_connect(ssl) != WOLFSSL_SUCCESS) {
 			char msg[128];
@@ -115,7 +132,7 @@ static int client(int argc, char **argv) {
 		wolfSSL_free(ssl);
 		close(s);
 	}
-	printf("ok %d %.6f %ld %ld %ld\n", k, now() - start, resumed, sent, recvd);
+	printf("ok %d %.6f %ld %ld %ld\n", i, now() - start, resumed, sent, recvd);
 	return 0;
 }
 
