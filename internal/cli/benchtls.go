@@ -27,12 +27,16 @@ Then figs. 3 and 4: for each TLS 1.3 suite (AES-128-GCM, AES-256-GCM, ChaCha20-P
 x group (X25519, P-256, P-384, P-521, X25519MLKEM768), full handshakes one after the
 other for --window (15 s, as the paper): connections made and bytes per connection, with
 Go, OpenSSL and wolfSSL; what a library cannot do (Go choosing its TLS 1.3 suite,
-ML-KEM in OpenSSL 3.0 and wolfSSL 5.5) is listed with why.
+ML-KEM in OpenSSL 3.0 and wolfSSL 5.5) is listed with why. And fig. 2: the crypto
+primitives' speed, Go's in process and OpenSSL's with openssl speed: AES-GCM,
+ChaCha20-Poly1305 and SHA-256 in MB/s on 1 KiB buffers, X25519, ECDH P-256/384/521 and
+ML-KEM-768 per second, ECDSA P-256, Ed25519 and RSA-2048 signatures and verifications
+per second.
 
 Results go to --out (default ./bench-results/tls-TIMESTAMP/): connections.csv,
-suites_groups.csv, environment.json, summary.json (schema: docs/bench.md) and
-report.html. --quick checks the harness. Not yet: wolfSSL's DTLS, payload, primitives,
-802.15.4.`,
+suites_groups.csv, primitives.csv, environment.json, summary.json (schema:
+docs/bench.md) and report.html. --quick checks the harness. Not yet: wolfSSL's DTLS,
+payload, wolfCrypt's primitives, 802.15.4.`,
 		Example: `  iotsafe bench tls --quick
   iotsafe bench tls                          # K = 10, 100, 250, 500, 1000; 3 repetitions
   iotsafe bench tls --impls openssl --modes resume,psk_ke --k 1000 --reps 5`,
@@ -53,5 +57,6 @@ report.html. --quick checks the harness. Not yet: wolfSSL's DTLS, payload, primi
 	fl.IntVar(&o.Reps, "reps", 0, "runs per point, medians reported (default 3)")
 	fl.DurationVar(&o.Window, "window", 0, "time of each suites x groups cell (figs. 3, 4; default 15s as the paper)")
 	fl.BoolVar(&o.NoSuites, "no-suites", false, "skip the suites x groups experiment")
+	fl.BoolVar(&o.NoPrimitives, "no-primitives", false, "skip the crypto primitives (fig. 2)")
 	return c
 }

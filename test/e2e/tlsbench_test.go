@@ -13,11 +13,15 @@ import (
 // handshakes), Go's missing external PSK is listed with why, every file is written.
 func TestBenchTLSQuick(t *testing.T) {
 	needTool(t, "cc")
-	r := runBench(t, []string{"connections.csv", "suites_groups.csv", "environment.json", "summary.json", "report.html"}, "tls", "--quick")
+	r := runBench(t, []string{"connections.csv", "suites_groups.csv", "primitives.csv", "environment.json", "summary.json", "report.html"}, "tls", "--quick")
 	var s struct {
-		Schema       string                                   `json:"schema"`
-		AvgMs        map[string]map[string]map[string]float64 `json:"avg_ms"`
-		Skipped      map[string]string                        `json:"skipped"`
+		Schema     string                                   `json:"schema"`
+		AvgMs      map[string]map[string]map[string]float64 `json:"avg_ms"`
+		Skipped    map[string]string                        `json:"skipped"`
+		Primitives map[string]map[string]struct {
+			Value float64 `json:"value"`
+			Unit  string  `json:"unit"`
+		} `json:"primitives"`
 		SuitesGroups map[string]map[string]map[string]struct {
 			Connections        int     `json:"connections"`
 			BytesPerConnection float64 `json:"bytes_per_connection"`
@@ -55,6 +59,11 @@ func TestBenchTLSQuick(t *testing.T) {
 	}
 	if !strings.Contains(s.Skipped["go TLS_CHACHA20_POLY1305_SHA256 X25519"], "chooses its TLS 1.3 suite itself") {
 		t.Errorf("go's suite choice: %v", s.Skipped)
+	}
+	// Fig. 2: Go's primitives, and OpenSSL's through openssl speed.
+	if len(s.Primitives["go"]) < 15 || s.Primitives["go"]["AES-128-GCM"].Unit != "MB/s" || s.Primitives["go"]["X25519"].Value <= 0 ||
+		s.Primitives["openssl"]["AES-128-GCM"].Value <= 0 || s.Primitives["openssl"]["X25519"].Unit != "ops/s" {
+		t.Errorf("primitives: %+v", s.Primitives)
 	}
 	r.nothingLeft(t)
 }

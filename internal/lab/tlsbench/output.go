@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html/template"
 	"io"
 	"os"
 	"path/filepath"
@@ -28,9 +29,18 @@ type Summary struct {
 	// of full handshakes one after the other (figs. 3, 4).
 	SuitesGroups  map[string]map[string]map[string]WindowCell `json:"suites_groups,omitempty"`
 	WindowSeconds float64                                     `json:"window_seconds,omitempty"`
+	// Primitives is impl -> primitive -> {value, unit} (fig. 2): MB/s on 1 KiB buffers,
+	// or ops/s.
+	Primitives map[string]map[string]PrimitiveValue `json:"primitives,omitempty"`
 	// TargetMet: with Go's TLS (the hub's), resumption at least twice the connection rate
 	// of a full handshake (issue 15; the paper: about 2x).
 	TargetMet bool `json:"target_met"`
+}
+
+// PrimitiveValue is one fig. 2 figure.
+type PrimitiveValue struct {
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
 }
 
 // WindowCell is one suites x groups cell.
@@ -80,6 +90,15 @@ func Summarize(r Result) Summary {
 		}
 	}
 	s.TargetMet = s.Speedup["go"]["resume"] >= 2
+	for _, pr := range r.Primitives {
+		if s.Primitives == nil {
+			s.Primitives = map[string]map[string]PrimitiveValue{}
+		}
+		if s.Primitives[pr.Impl] == nil {
+			s.Primitives[pr.Impl] = map[string]PrimitiveValue{}
+		}
+		s.Primitives[pr.Impl][pr.Name] = PrimitiveValue{pr.Value, pr.Unit}
+	}
 	for _, c := range r.Cells {
 		if s.SuitesGroups == nil {
 			s.SuitesGroups, s.WindowSeconds = map[string]map[string]map[string]WindowCell{}, r.Options.Window.Seconds()
@@ -141,6 +160,13 @@ func Write(dir string, env lab.Environment, r Result, s Summary) error {
 	}); err != nil {
 		return err
 	}
+	if err := lab.WriteCSV(filepath.Join(dir, "primitives.csv"), []string{"impl", "primitive", "value", "unit"}, func(w func(...string)) {
+		for _, pr := range r.Primitives {
+			w(pr.Impl, pr.Name, fmt.Sprintf("%.1f", pr.Value), pr.Unit)
+		}
+	}); err != nil {
+		return err
+	}
 	f, err := lab.WriteRunFiles(dir, env, s)
 	if err != nil {
 		return err
@@ -183,6 +209,15 @@ func Print(w io.Writer, s Summary) {
 			fmt.Fprintln(w)
 		}
 	}
+	for _, name := range primitiveNames(s.Primitives) {
+		fmt.Fprintf(w, "  %-24s", name)
+		for _, impl := range lab.SortedKeys(s.Primitives) {
+			if v, ok := s.Primitives[impl][name]; ok {
+				fmt.Fprintf(w, "  %s %.0f %s", impl, v.Value, v.Unit)
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	verdict := lab.Verdict(s.TargetMet)
 	fmt.Fprintf(w, "target (Go's TLS, the hub's: resumption >= 2x the rate of a full handshake): %s\n", verdict)
 }
@@ -200,7 +235,22 @@ Client and server of the same implementation on loopback; each connection: TCP c
 <p class="note">One client, full handshakes one after the other for the window (the paper: 15 s), each verified; connections made and bytes both ways per connection.</p>
 <table><tr><th>implementation</th><th>suite</th><th>group</th><th>connections</th><th>per second</th><th>bytes per connection</th><th>bytes in the window</th></tr>
 {{range $impl, $suites := .S.SuitesGroups}}{{range $suite, $groups := $suites}}{{range $group, $c := $groups}}<tr><td>{{$impl}}</td><td>{{$suite}}</td><td>{{$group}}</td><td>{{$c.Connections}}</td><td>{{f "%.0f" $c.PerSecond}}</td><td>{{f "%.0f" $c.BytesPerConnection}}</td><td>{{$c.Bytes}}</td></tr>{{end}}{{end}}{{end}}</table>{{end}}
+{{if .S.Primitives}}<h2>Crypto primitives (fig. 2)</h2>
+<p class="note">Symmetric primitives in MB/s on 1 KiB buffers (AEAD seal, SHA-256), key exchanges as one side's shared-secret computations per second (ML-KEM: encapsulations and decapsulations), signatures on a SHA-256 digest per second. Go in process; OpenSSL with <code>openssl speed -mr -bytes 1024</code>.</p>
+<table><tr><th>primitive</th>{{range $impl, $_ := .S.Primitives}}<th>{{$impl}}</th>{{end}}</tr>
+{{range $name := primitiveNames .S.Primitives}}<tr><td>{{$name}}</td>{{range $impl, $m := $.S.Primitives}}<td>{{with index $m $name}}{{f "%.0f" .Value}} {{.Unit}}{{end}}</td>{{end}}</tr>{{end}}</table>{{end}}
 {{if .S.Skipped}}<h2>Not supported</h2><table>{{range $k, $why := .S.Skipped}}<tr><td>{{$k}}</td><td>{{$why}}</td></tr>{{end}}</table>{{end}}
-<p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, payload throughput (fig. 6), primitives (fig. 2), the 802.15.4 link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
+<p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, payload throughput (fig. 6), wolfCrypt's primitives, the 802.15.4 link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
-`)
+`, template.FuncMap{"primitiveNames": primitiveNames})
+
+// primitiveNames are every primitive measured, sorted.
+func primitiveNames(m map[string]map[string]PrimitiveValue) []string {
+	seen := map[string]bool{}
+	for _, byName := range m {
+		for n := range byName {
+			seen[n] = true
+		}
+	}
+	return lab.SortedKeys(seen)
+}

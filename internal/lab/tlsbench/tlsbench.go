@@ -37,7 +37,9 @@ type Options struct {
 	// 15s (150ms with Quick). NoSuites skips that experiment.
 	Window   time.Duration
 	NoSuites bool
-	Quick    bool
+	// NoPrimitives skips fig. 2 (each primitive 1 s; 30 ms with Quick).
+	NoPrimitives bool
+	Quick        bool
 	// Progress reports the runs.
 	Progress *lab.Progress
 }
@@ -112,6 +114,8 @@ type Result struct {
 	// Cells are the suites x groups runs; "impl suite group" cells no implementation
 	// could run are in Skipped too.
 	Cells []Cell
+	// Primitives are fig. 2's measurements.
+	Primitives []Primitive
 }
 
 // The TLS 1.3 suites and groups of figs. 3 and 4.
@@ -150,6 +154,9 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	steps := len(o.Impls) * len(o.Modes) * len(o.K) * o.Reps
 	if !o.NoSuites {
 		steps += tlsImpls * len(Suites) * len(Groups)
+	}
+	if !o.NoPrimitives {
+		steps += 2
 	}
 	p.Start(steps)
 	dir, err := b.Scratch("tls")
@@ -250,8 +257,41 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			}
 		}
 	}
+	if !o.NoPrimitives {
+		if err := primitives(ctx, &res, p, o); err != nil {
+			return res, err
+		}
+	}
 	p.Done()
 	return res, nil
+}
+
+// primitives measures fig. 2 with Go, and with OpenSSL when it is among the
+// implementations; wolfCrypt is listed as not measured yet.
+func primitives(ctx context.Context, res *Result, p *lab.Progress, o Options) error {
+	d := time.Second
+	if o.Quick {
+		d = 30 * time.Millisecond
+	}
+	p.Step("Go's primitives")
+	g, err := goPrimitives(d)
+	if err != nil {
+		return err
+	}
+	res.Primitives = append(res.Primitives, g...)
+	p.Step("OpenSSL's primitives (openssl speed)")
+	if slices.Contains(o.Impls, "openssl") {
+		ossl, err := opensslPrimitives(ctx, 1, o.Quick)
+		if err != nil {
+			return err
+		}
+		res.Primitives = append(res.Primitives, ossl...)
+		res.Skipped["openssl ML-KEM-768"] = "OpenSSL 3.0 has no ML-KEM"
+	}
+	if slices.Contains(o.Impls, "wolfssl") {
+		res.Skipped["wolfssl primitives"] = "wolfCrypt's primitives are not measured yet (issue 15: the helper needs its own speed loop)"
+	}
+	return nil
 }
 
 // suitesGroups runs every suite x group with one implementation (figs. 3, 4).
