@@ -13,11 +13,15 @@ import (
 // handshakes), Go's missing external PSK is listed with why, every file is written.
 func TestBenchTLSQuick(t *testing.T) {
 	needTool(t, "cc")
-	r := runBench(t, []string{"connections.csv", "suites_groups.csv", "primitives.csv", "environment.json", "summary.json", "report.html"}, "tls", "--quick")
+	r := runBench(t, []string{"connections.csv", "suites_groups.csv", "payload.csv", "primitives.csv", "environment.json", "summary.json", "report.html"}, "tls", "--quick")
 	var s struct {
-		Schema     string                                   `json:"schema"`
-		AvgMs      map[string]map[string]map[string]float64 `json:"avg_ms"`
-		Skipped    map[string]string                        `json:"skipped"`
+		Schema  string                                   `json:"schema"`
+		AvgMs   map[string]map[string]map[string]float64 `json:"avg_ms"`
+		Skipped map[string]string                        `json:"skipped"`
+		Payload map[string]map[string]struct {
+			PerSecond     float64 `json:"messages_per_second"`
+			OverheadBytes float64 `json:"overhead_bytes_per_message"`
+		} `json:"payload"`
 		Primitives map[string]map[string]struct {
 			Value float64 `json:"value"`
 			Unit  string  `json:"unit"`
@@ -59,6 +63,14 @@ func TestBenchTLSQuick(t *testing.T) {
 	}
 	if !strings.Contains(s.Skipped["go TLS_CHACHA20_POLY1305_SHA256 X25519"], "chooses its TLS 1.3 suite itself") {
 		t.Errorf("go's suite choice: %v", s.Skipped)
+	}
+	// Fig. 6: Go's TLS 1.3 adds 22 bytes to each record (header, content type, AES-GCM
+	// tag); a large message early on a connection may take two (Go starts with small
+	// records), so a little more on average.
+	for _, size := range []string{"100", "1000", "2500", "5000", "10000"} {
+		if c := s.Payload["go"][size]; c.PerSecond <= 0 || c.OverheadBytes < 22 || c.OverheadBytes > 30 {
+			t.Errorf("payload %s: %+v", size, c)
+		}
 	}
 	// Fig. 2: Go's primitives, and OpenSSL's through openssl speed.
 	if len(s.Primitives["go"]) < 15 || s.Primitives["go"]["AES-128-GCM"].Unit != "MB/s" || s.Primitives["go"]["X25519"].Value <= 0 ||

@@ -6,6 +6,7 @@
 // an implementation lacks is a cell that says so; DTLS 1.2 with pion/dtls, with and
 // without connection IDs. Then figs. 3, 4: TLS 1.3 suites x groups, full handshakes for
 // a time window, with Go, OpenSSL and wolfSSL; and fig. 2, the primitives' speed (Go in
-// process, OpenSSL's openssl speed). Still to come (issue 15): wolfSSL's DTLS, payload
-// throughput, wolfCrypt's primitives and the 802.15.4 link.
+// process, OpenSSL's openssl speed); and fig. 6, throughput against payload on one
+// connection (Go). Still to come (issue 15): wolfSSL's DTLS, OpenSSL's and wolfSSL's
+// payload runs, wolfCrypt's primitives and the 802.15.4 link.
 package tlsbench

@@ -3,6 +3,7 @@ package tlsbench
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"sync/atomic"
 	"time"
@@ -94,5 +95,64 @@ func goClient(ctx context.Context, addr string, k int, resume bool, group tls.Cu
 	}
 	s.Seconds = time.Since(start).Seconds()
 	s.Sent, s.Received = sent.Load(), recvd.Load()
+	return s, nil
+}
+
+// goEchoServer serves fig. 6's payload runs with Go's TLS: after the handshake it sends
+// back every byte it reads.
+func goEchoServer(cert tls.Certificate) (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				tc := tls.Server(c, cfg)
+				io.Copy(tc, tc)
+			}()
+		}
+	}()
+	return ln, nil
+}
+
+// goPayload sends size-byte messages over one TLS 1.3 connection and reads each back,
+// one after the other, for window: the messages made and the bytes on the client's
+// socket each way (TLS records included).
+func goPayload(ctx context.Context, addr string, size int, trust *tls.Config, window time.Duration) (Sample, error) {
+	cfg := trust.Clone()
+	cfg.MinVersion = tls.VersionTLS13
+	var sent, recvd atomic.Int64
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return Sample{}, err
+	}
+	defer c.Close()
+	tc := tls.Client(countingConn{c, &sent, &recvd}, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return Sample{}, err
+	}
+	s0, r0 := sent.Load(), recvd.Load()
+	msg, back := make([]byte, size), make([]byte, size)
+	s := Sample{}
+	start := time.Now()
+	for time.Since(start) < window {
+		if _, err := tc.Write(msg); err != nil {
+			return s, err
+		}
+		if _, err := io.ReadFull(tc, back); err != nil {
+			return s, err
+		}
+		s.K++
+	}
+	s.Seconds = time.Since(start).Seconds()
+	s.Sent, s.Received = sent.Load()-s0, recvd.Load()-r0
 	return s, nil
 }

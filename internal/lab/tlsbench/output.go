@@ -32,9 +32,20 @@ type Summary struct {
 	// Primitives is impl -> primitive -> {value, unit} (fig. 2): MB/s on 1 KiB buffers,
 	// or ops/s.
 	Primitives map[string]map[string]PrimitiveValue `json:"primitives,omitempty"`
+	// Payload is impl -> message size -> fig. 6's figures on one connection.
+	Payload map[string]map[string]PayloadCell `json:"payload,omitempty"`
 	// TargetMet: with Go's TLS (the hub's), resumption at least twice the connection rate
 	// of a full handshake (issue 15; the paper: about 2x).
 	TargetMet bool `json:"target_met"`
+}
+
+// PayloadCell is one fig. 6 figure: messages echoed per second, the client's MB/s each
+// way (TLS records included), and what TLS added to each message on the wire.
+type PayloadCell struct {
+	PerSecond     float64 `json:"messages_per_second"`
+	TXMBps        float64 `json:"tx_mb_per_second"`
+	RXMBps        float64 `json:"rx_mb_per_second"`
+	OverheadBytes float64 `json:"overhead_bytes_per_message"`
 }
 
 // PrimitiveValue is one fig. 2 figure.
@@ -90,6 +101,19 @@ func Summarize(r Result) Summary {
 		}
 	}
 	s.TargetMet = s.Speedup["go"]["resume"] >= 2
+	for _, pl := range r.Payloads {
+		if s.Payload == nil {
+			s.Payload = map[string]map[string]PayloadCell{}
+		}
+		if s.Payload[pl.Impl] == nil {
+			s.Payload[pl.Impl] = map[string]PayloadCell{}
+		}
+		if pl.K > 0 && pl.Seconds > 0 {
+			s.Payload[pl.Impl][fmt.Sprint(pl.Size)] = PayloadCell{PerSecond: float64(pl.K) / pl.Seconds,
+				TXMBps: float64(pl.Sent) / pl.Seconds / 1e6, RXMBps: float64(pl.Received) / pl.Seconds / 1e6,
+				OverheadBytes: float64(pl.Sent)/float64(pl.K) - float64(pl.Size)}
+		}
+	}
 	for _, pr := range r.Primitives {
 		if s.Primitives == nil {
 			s.Primitives = map[string]map[string]PrimitiveValue{}
@@ -160,6 +184,13 @@ func Write(dir string, env lab.Environment, r Result, s Summary) error {
 	}); err != nil {
 		return err
 	}
+	if err := lab.WriteCSV(filepath.Join(dir, "payload.csv"), []string{"impl", "size", "seconds", "messages", "bytes_sent", "bytes_received"}, func(w func(...string)) {
+		for _, pl := range r.Payloads {
+			w(pl.Impl, fmt.Sprint(pl.Size), fmt.Sprintf("%.3f", pl.Seconds), fmt.Sprint(pl.K), fmt.Sprint(pl.Sent), fmt.Sprint(pl.Received))
+		}
+	}); err != nil {
+		return err
+	}
 	if err := lab.WriteCSV(filepath.Join(dir, "primitives.csv"), []string{"impl", "primitive", "value", "unit"}, func(w func(...string)) {
 		for _, pr := range r.Primitives {
 			w(pr.Impl, pr.Name, fmt.Sprintf("%.1f", pr.Value), pr.Unit)
@@ -209,6 +240,12 @@ func Print(w io.Writer, s Summary) {
 			fmt.Fprintln(w)
 		}
 	}
+	for _, impl := range lab.SortedKeys(s.Payload) {
+		for _, size := range lab.SortedNumKeys(payloadRates(s.Payload[impl])) {
+			c := s.Payload[impl][size]
+			fmt.Fprintf(w, "  %-8s %6s-byte messages: %.0f/s, %.1f MB/s each way, +%.0f bytes each\n", impl, size, c.PerSecond, c.TXMBps, c.OverheadBytes)
+		}
+	}
 	for _, name := range primitiveNames(s.Primitives) {
 		fmt.Fprintf(w, "  %-24s", name)
 		for _, impl := range lab.SortedKeys(s.Primitives) {
@@ -235,12 +272,16 @@ Client and server of the same implementation on loopback; each connection: TCP c
 <p class="note">One client, full handshakes one after the other for the window (the paper: 15 s), each verified; connections made and bytes both ways per connection.</p>
 <table><tr><th>implementation</th><th>suite</th><th>group</th><th>connections</th><th>per second</th><th>bytes per connection</th><th>bytes in the window</th></tr>
 {{range $impl, $suites := .S.SuitesGroups}}{{range $suite, $groups := $suites}}{{range $group, $c := $groups}}<tr><td>{{$impl}}</td><td>{{$suite}}</td><td>{{$group}}</td><td>{{$c.Connections}}</td><td>{{f "%.0f" $c.PerSecond}}</td><td>{{f "%.0f" $c.BytesPerConnection}}</td><td>{{$c.Bytes}}</td></tr>{{end}}{{end}}{{end}}</table>{{end}}
+{{if .S.Payload}}<h2>Throughput against payload (fig. 6)</h2>
+<p class="note">One TLS 1.3 connection; the client sends a message of each size and reads it back, one after the other, for the window; MB/s on the client's socket each way, TLS records included.</p>
+<table><tr><th>implementation</th><th>message bytes</th><th>messages/s</th><th>TX MB/s</th><th>RX MB/s</th><th>TLS bytes added per message</th></tr>
+{{range $impl, $sizes := .S.Payload}}{{range $size, $c := $sizes}}<tr><td>{{$impl}}</td><td>{{$size}}</td><td>{{f "%.0f" $c.PerSecond}}</td><td>{{f "%.1f" $c.TXMBps}}</td><td>{{f "%.1f" $c.RXMBps}}</td><td>{{f "%.0f" $c.OverheadBytes}}</td></tr>{{end}}{{end}}</table>{{end}}
 {{if .S.Primitives}}<h2>Crypto primitives (fig. 2)</h2>
 <p class="note">Symmetric primitives in MB/s on 1 KiB buffers (AEAD seal, SHA-256), key exchanges as one side's shared-secret computations per second (ML-KEM: encapsulations and decapsulations), signatures on a SHA-256 digest per second. Go in process; OpenSSL with <code>openssl speed -mr -bytes 1024</code>.</p>
 <table><tr><th>primitive</th>{{range $impl, $_ := .S.Primitives}}<th>{{$impl}}</th>{{end}}</tr>
 {{range $name := primitiveNames .S.Primitives}}<tr><td>{{$name}}</td>{{range $impl, $m := $.S.Primitives}}<td>{{with index $m $name}}{{f "%.0f" .Value}} {{.Unit}}{{end}}</td>{{end}}</tr>{{end}}</table>{{end}}
 {{if .S.Skipped}}<h2>Not supported</h2><table>{{range $k, $why := .S.Skipped}}<tr><td>{{$k}}</td><td>{{$why}}</td></tr>{{end}}</table>{{end}}
-<p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, payload throughput (fig. 6), wolfCrypt's primitives, the 802.15.4 link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
+<p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, OpenSSL's and wolfSSL's payload throughput, wolfCrypt's primitives, the 802.15.4 link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
 `, template.FuncMap{"primitiveNames": primitiveNames})
 
@@ -253,4 +294,13 @@ func primitiveNames(m map[string]map[string]PrimitiveValue) []string {
 		}
 	}
 	return lab.SortedKeys(seen)
+}
+
+// payloadRates keys a payload table for sorting by size.
+func payloadRates(m map[string]PayloadCell) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		out[k] = v.PerSecond
+	}
+	return out
 }

@@ -39,7 +39,9 @@ type Options struct {
 	NoSuites bool
 	// NoPrimitives skips fig. 2 (each primitive 1 s; 30 ms with Quick).
 	NoPrimitives bool
-	Quick        bool
+	// NoPayload skips fig. 6 (each payload size for Window).
+	NoPayload bool
+	Quick     bool
 	// Progress reports the runs.
 	Progress *lab.Progress
 }
@@ -116,6 +118,19 @@ type Result struct {
 	Cells []Cell
 	// Primitives are fig. 2's measurements.
 	Primitives []Primitive
+	// Payloads are fig. 6's runs.
+	Payloads []Payload
+}
+
+// PayloadSizes are fig. 6's message sizes.
+var PayloadSizes = []int{100, 1000, 2500, 5000, 10000}
+
+// Payload is one implementation and message size on one connection: messages sent and
+// echoed back, one after the other, for the window.
+type Payload struct {
+	Impl string
+	Size int
+	Sample
 }
 
 // The TLS 1.3 suites and groups of figs. 3 and 4.
@@ -157,6 +172,9 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	}
 	if !o.NoPrimitives {
 		steps += 2
+	}
+	if !o.NoPayload && slices.Contains(o.Impls, "go") {
+		steps += len(PayloadSizes)
 	}
 	p.Start(steps)
 	dir, err := b.Scratch("tls")
@@ -200,6 +218,11 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			defer ln.Close()
 			run = func(mode string, k int) (Sample, error) {
 				return goClient(ctx, ln.Addr().String(), k, mode == "resume", tls.X25519, trust, 0)
+			}
+			if !o.NoPayload {
+				if err := payloads(ctx, &res, p, o, cert, trust); err != nil {
+					return res, err
+				}
 			}
 			window = func(suite, group string) (Sample, error) {
 				if suite != Suites[0] {
@@ -264,6 +287,29 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	}
 	p.Done()
 	return res, nil
+}
+
+// payloads measures fig. 6 with Go's TLS (OpenSSL and wolfSSL: not yet).
+func payloads(ctx context.Context, res *Result, p *lab.Progress, o Options, cert tls.Certificate, trust *tls.Config) error {
+	ln, err := goEchoServer(cert)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	for _, size := range PayloadSizes {
+		p.Step(fmt.Sprintf("go: %d-byte messages for the window", size))
+		s, err := goPayload(ctx, ln.Addr().String(), size, trust, o.Window)
+		if err != nil {
+			return fmt.Errorf("go payload %d: %w", size, err)
+		}
+		res.Payloads = append(res.Payloads, Payload{Impl: "go", Size: size, Sample: s})
+	}
+	for _, impl := range []string{"openssl", "wolfssl"} {
+		if slices.Contains(o.Impls, impl) {
+			res.Skipped[impl+" payload"] = "fig. 6 is measured with Go's TLS only so far (issue 15)"
+		}
+	}
+	return nil
 }
 
 // primitives measures fig. 2 with Go, and with OpenSSL when it is among the
