@@ -7,11 +7,12 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/lab/tlsbench"
+	"github.com/iotsafe/iotsafe/internal/linkemu"
 )
 
 func benchTLSCmd() *cobra.Command {
 	var o tlsbench.Options
-	var out string
+	var out, link string
 	c := &cobra.Command{
 		Use:   "tls",
 		Short: "TLS 1.3 and DTLS 1.2 (paper 003): full handshake, resumption and PSK; Go, OpenSSL, wolfSSL, pion",
@@ -37,12 +38,23 @@ one connection for --window: messages/s, MB/s each way, bytes TLS adds per messa
 Results go to --out (default ./bench-results/tls-TIMESTAMP/): connections.csv,
 suites_groups.csv, payload.csv, primitives.csv, environment.json, summary.json
 (schema: docs/bench.md) and report.html. --quick checks the harness. Not yet: wolfSSL's
-DTLS, OpenSSL's and wolfSSL's payload runs, wolfCrypt's primitives, 802.15.4.`,
+DTLS, OpenSSL's and wolfSSL's payload runs, wolfCrypt's primitives, the C helpers on
+the emulated link. --link 802154 runs fig. 5 with Go and pion across the emulated
+802.15.4 link (K = 10, one repetition unless given) and reports each mode's frames, bytes
+on the air, airtime and radio energy per connection.`,
 		Example: `  iotsafe bench tls --quick
   iotsafe bench tls                          # K = 10, 100, 250, 500, 1000; 3 repetitions
-  iotsafe bench tls --impls openssl --modes resume,psk_ke --k 1000 --reps 5`,
+  iotsafe bench tls --impls openssl --modes resume,psk_ke --k 1000 --reps 5
+  sudo iotsafe bench tls --link 802154 --impls go,pion,pion+cid   # bytes and frames per handshake mode`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if link != "" && link != "loopback" {
+				prof, err := linkemu.Lookup(link)
+				if err != nil {
+					return err
+				}
+				o.Link = prof
+			}
 			return runLab(cmd, "tls", out, "", func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
 				o.Progress = p
 				return tlsbench.Run(ctx, b, o, out, cmd.OutOrStdout())
@@ -60,5 +72,6 @@ DTLS, OpenSSL's and wolfSSL's payload runs, wolfCrypt's primitives, 802.15.4.`,
 	fl.BoolVar(&o.NoSuites, "no-suites", false, "skip the suites x groups experiment")
 	fl.BoolVar(&o.NoPrimitives, "no-primitives", false, "skip the crypto primitives (fig. 2)")
 	fl.BoolVar(&o.NoPayload, "no-payload", false, "skip throughput against payload (fig. 6)")
+	fl.StringVar(&link, "link", "loopback", "run fig. 5 across an emulated link (802154, wifi, lte, ethernet; root): Go and pion, with each mode's frames, bytes on the air, airtime and radio energy per connection")
 	return c
 }

@@ -79,3 +79,21 @@ func TestBenchTLSQuick(t *testing.T) {
 	}
 	r.nothingLeft(t)
 }
+
+// Over the emulated 802.15.4 link (root; two namespaces of the run's own): Go's and
+// pion's handshakes cross it and each mode's frames are counted there; the C helpers say
+// they are loopback-only; both namespaces are gone after.
+func TestBenchTLSOver802154(t *testing.T) {
+	r := runBench(t, []string{"summary.json", "report.html"}, "tls", "--link", "802154", "--impls", "go,pion,openssl", "--modes", "full,resume", "--k", "2")
+	var s struct {
+		Link              string                                         `json:"link"`
+		LinkPerConnection map[string]map[string]struct{ Frames float64 } `json:"link_per_connection"`
+		Skipped           map[string]string                              `json:"skipped"`
+	}
+	r.summary(t, &s)
+	if s.Link != "802154" || s.LinkPerConnection["go"]["full"].Frames < 10 || s.LinkPerConnection["pion"]["resume"].Frames == 0 ||
+		!strings.Contains(s.Skipped["openssl on 802154"], "loopback only") {
+		t.Fatalf("link run: %+v\n%s", s, r.text)
+	}
+	r.nothingLeft(t)
+}

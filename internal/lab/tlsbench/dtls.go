@@ -68,7 +68,7 @@ func (c countingPacketConn) WriteTo(p []byte, a net.Addr) (int, error) {
 var errPSK = errors.New("unknown PSK identity")
 
 // dtlsServer serves the lab's protocol over DTLS: handshake, close.
-func dtlsServer(cert tls.Certificate, psk []byte, cid bool) (net.Listener, error) {
+func dtlsServer(env netEnv, cert tls.Certificate, psk []byte, cid bool) (net.Listener, error) {
 	opts := []dtls.ServerOption{dtls.WithCertificates(cert), dtls.WithSessionStore(&memStore{}),
 		dtls.WithExtendedMasterSecret(dtls.RequireExtendedMasterSecret),
 		dtls.WithPSK(func(hint []byte) ([]byte, error) {
@@ -82,7 +82,11 @@ func dtlsServer(cert tls.Certificate, psk []byte, cid bool) (net.Listener, error
 	if cid {
 		opts = append(opts, dtls.WithConnectionIDGenerator(dtls.RandomCIDGenerator(8)))
 	}
-	ln, err := dtls.ListenWithOptions("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, opts...)
+	var ln net.Listener
+	err := env.inServer(func() (err error) {
+		ln, err = dtls.ListenWithOptions("udp", &net.UDPAddr{IP: env.serverIP()}, opts...)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +112,7 @@ func dtlsServer(cert tls.Certificate, psk []byte, cid bool) (net.Listener, error
 }
 
 // dtlsClient makes k connections (each from its own UDP port) one after the other.
-func dtlsClient(ctx context.Context, addr net.Addr, k int, mode string, psk []byte, cid bool, trust *tls.Config) (Sample, error) {
+func dtlsClient(ctx context.Context, env netEnv, addr net.Addr, k int, mode string, psk []byte, cid bool, trust *tls.Config) (Sample, error) {
 	opts := []dtls.ClientOption{dtls.WithRootCAs(trust.RootCAs), dtls.WithServerName(trust.ServerName),
 		dtls.WithExtendedMasterSecret(dtls.RequireExtendedMasterSecret)}
 	switch mode {
@@ -132,7 +136,7 @@ func dtlsClient(ctx context.Context, addr net.Addr, k int, mode string, psk []by
 	s := Sample{K: k}
 	start := time.Now()
 	for range k {
-		pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		pc, err := env.listenUDP()
 		if err != nil {
 			return s, err
 		}

@@ -28,8 +28,8 @@ func (c countingConn) Write(p []byte) (int, error) {
 }
 
 // goServer serves the lab's protocol with Go's TLS: handshake, one byte, close.
-func goServer(cert tls.Certificate) (net.Listener, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func goServer(env netEnv, cert tls.Certificate) (net.Listener, error) {
+	ln, err := env.listenTCP()
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func goServer(cert tls.Certificate) (net.Listener, error) {
 // with trust as a real client would; resume keeps a session cache.
 // A window > 0 makes as many connections as fit in it (k is then a cap), and the suite
 // the connections negotiated is recorded (Go chooses its TLS 1.3 suite itself).
-func goClient(ctx context.Context, addr string, k int, resume bool, group tls.CurveID, trust *tls.Config, window time.Duration) (Sample, error) {
+func goClient(ctx context.Context, env netEnv, addr string, k int, resume bool, group tls.CurveID, trust *tls.Config, window time.Duration) (Sample, error) {
 	cfg := trust.Clone()
 	cfg.MinVersion, cfg.CurvePreferences = tls.VersionTLS13, []tls.CurveID{group}
 	if resume {
@@ -71,8 +71,7 @@ func goClient(ctx context.Context, addr string, k int, resume bool, group tls.Cu
 	}
 	start := time.Now()
 	for i := 0; i < k && (window <= 0 || time.Since(start) < window); i++ {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
+		c, err := env.dialTCP(ctx, addr)
 		if err != nil {
 			return s, err
 		}
@@ -101,7 +100,7 @@ func goClient(ctx context.Context, addr string, k int, resume bool, group tls.Cu
 // goEchoServer serves fig. 6's payload runs with Go's TLS: after the handshake it sends
 // back every byte it reads.
 func goEchoServer(cert tls.Certificate) (net.Listener, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := netEnv{}.listenTCP()
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +128,7 @@ func goPayload(ctx context.Context, addr string, size int, trust *tls.Config, wi
 	cfg := trust.Clone()
 	cfg.MinVersion = tls.VersionTLS13
 	var sent, recvd atomic.Int64
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := netEnv{}.dialTCP(ctx, addr)
 	if err != nil {
 		return Sample{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
 )
@@ -32,11 +33,25 @@ type Summary struct {
 	// Primitives is impl -> primitive -> {value, unit} (fig. 2): MB/s on 1 KiB buffers,
 	// or ops/s.
 	Primitives map[string]map[string]PrimitiveValue `json:"primitives,omitempty"`
+	// Link is the emulated link fig. 5 ran across ("" for loopback); LinkPerConnection
+	// is impl -> mode -> what one connection cost on it, at the largest K.
+	Link              string                         `json:"link,omitempty"`
+	LinkPerConnection map[string]map[string]LinkCell `json:"link_per_connection,omitempty"`
 	// Payload is impl -> message size -> fig. 6's figures on one connection.
 	Payload map[string]map[string]PayloadCell `json:"payload,omitempty"`
 	// TargetMet: with Go's TLS (the hub's), resumption at least twice the connection rate
 	// of a full handshake (issue 15; the paper: about 2x).
 	TargetMet bool `json:"target_met"`
+}
+
+// LinkCell is one connection's cost on the emulated link: frames (retransmissions
+// included, acknowledgements not), bytes on the air, airtime, and the device radio's
+// energy (sending the client's side, receiving the server's).
+type LinkCell struct {
+	Frames    float64 `json:"frames"`
+	LinkBytes float64 `json:"link_bytes"`
+	AirtimeMs float64 `json:"airtime_ms"`
+	RadioMJ   float64 `json:"radio_mj"`
 }
 
 // PayloadCell is one fig. 6 figure: messages echoed per second, the client's MB/s each
@@ -101,6 +116,36 @@ func Summarize(r Result) Summary {
 		}
 	}
 	s.TargetMet = s.Speedup["go"]["resume"] >= 2
+	s.Link = r.Options.Link.Name
+	type acc struct {
+		cost linkCost
+		n    int
+	}
+	perConn := map[[2]string]*acc{}
+	for _, run := range r.Runs {
+		if run.K != kmax || run.Link.Frames == 0 {
+			continue
+		}
+		k := [2]string{run.Impl, run.Mode}
+		if perConn[k] == nil {
+			perConn[k] = &acc{}
+		}
+		a := perConn[k]
+		a.cost = linkCost{a.cost.Frames + run.Link.Frames, a.cost.LinkBytes + run.Link.LinkBytes, a.cost.TX + run.Link.TX, a.cost.RX + run.Link.RX}
+		a.n += run.K
+	}
+	for k, a := range perConn {
+		if s.LinkPerConnection == nil {
+			s.LinkPerConnection = map[string]map[string]LinkCell{}
+		}
+		if s.LinkPerConnection[k[0]] == nil {
+			s.LinkPerConnection[k[0]] = map[string]LinkCell{}
+		}
+		n := float64(a.n)
+		s.LinkPerConnection[k[0]][k[1]] = LinkCell{Frames: float64(a.cost.Frames) / n, LinkBytes: float64(a.cost.LinkBytes) / n,
+			AirtimeMs: float64((a.cost.TX + a.cost.RX).Microseconds()) / 1000 / n,
+			RadioMJ:   lab.RadioJoules(a.cost.TX/time.Duration(a.n), a.cost.RX/time.Duration(a.n)) * 1000}
+	}
 	for _, pl := range r.Payloads {
 		if s.Payload == nil {
 			s.Payload = map[string]map[string]PayloadCell{}
@@ -240,6 +285,12 @@ func Print(w io.Writer, s Summary) {
 			fmt.Fprintln(w)
 		}
 	}
+	for _, impl := range lab.SortedKeys(s.LinkPerConnection) {
+		for _, mode := range lab.SortedKeys(s.LinkPerConnection[impl]) {
+			c := s.LinkPerConnection[impl][mode]
+			fmt.Fprintf(w, "  on %s: %-8s %-11s %.1f frames, %.0f bytes on the air, %.1f ms airtime, %.2f mJ per connection\n", s.Link, impl, mode, c.Frames, c.LinkBytes, c.AirtimeMs, c.RadioMJ)
+		}
+	}
 	for _, impl := range lab.SortedKeys(s.Payload) {
 		for _, size := range lab.SortedNumKeys(payloadRates(s.Payload[impl])) {
 			c := s.Payload[impl][size]
@@ -272,6 +323,10 @@ Client and server of the same implementation on loopback; each connection: TCP c
 <p class="note">One client, full handshakes one after the other for the window (the paper: 15 s), each verified; connections made and bytes both ways per connection.</p>
 <table><tr><th>implementation</th><th>suite</th><th>group</th><th>connections</th><th>per second</th><th>bytes per connection</th><th>bytes in the window</th></tr>
 {{range $impl, $suites := .S.SuitesGroups}}{{range $suite, $groups := $suites}}{{range $group, $c := $groups}}<tr><td>{{$impl}}</td><td>{{$suite}}</td><td>{{$group}}</td><td>{{$c.Connections}}</td><td>{{f "%.0f" $c.PerSecond}}</td><td>{{f "%.0f" $c.BytesPerConnection}}</td><td>{{$c.Bytes}}</td></tr>{{end}}{{end}}{{end}}</table>{{end}}
+{{if .S.LinkPerConnection}}<h2>One connection on the emulated {{.S.Link}} link</h2>
+<p class="note">Fig. 5 ran across the lab's emulated link (client in the device's namespace, server in the gateway's): what one connection of each mode cost there, counted on the link at the largest K — frames (retransmissions included), bytes on the air, airtime, the device radio's energy (docs/bench.md).</p>
+<table><tr><th>implementation</th><th>mode</th><th>frames</th><th>bytes on the air</th><th>airtime ms</th><th>radio mJ</th></tr>
+{{range $impl, $modes := .S.LinkPerConnection}}{{range $mode, $c := $modes}}<tr><td>{{$impl}}</td><td>{{$mode}}</td><td>{{f "%.1f" $c.Frames}}</td><td>{{f "%.0f" $c.LinkBytes}}</td><td>{{f "%.1f" $c.AirtimeMs}}</td><td>{{f "%.2f" $c.RadioMJ}}</td></tr>{{end}}{{end}}</table>{{end}}
 {{if .S.Payload}}<h2>Throughput against payload (fig. 6)</h2>
 <p class="note">One TLS 1.3 connection; the client sends a message of each size and reads it back, one after the other, for the window; MB/s on the client's socket each way, TLS records included.</p>
 <table><tr><th>implementation</th><th>message bytes</th><th>messages/s</th><th>TX MB/s</th><th>RX MB/s</th><th>TLS bytes added per message</th></tr>
@@ -281,7 +336,7 @@ Client and server of the same implementation on loopback; each connection: TCP c
 <table><tr><th>primitive</th>{{range $impl, $_ := .S.Primitives}}<th>{{$impl}}</th>{{end}}</tr>
 {{range $name := primitiveNames .S.Primitives}}<tr><td>{{$name}}</td>{{range $impl, $m := $.S.Primitives}}<td>{{with index $m $name}}{{f "%.0f" .Value}} {{.Unit}}{{end}}</td>{{end}}</tr>{{end}}</table>{{end}}
 {{if .S.Skipped}}<h2>Not supported</h2><table>{{range $k, $why := .S.Skipped}}<tr><td>{{$k}}</td><td>{{$why}}</td></tr>{{end}}</table>{{end}}
-<p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, OpenSSL's and wolfSSL's payload throughput, wolfCrypt's primitives, the 802.15.4 link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
+<p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, OpenSSL's and wolfSSL's payload throughput, wolfCrypt's primitives, the C helpers on the emulated link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
 `, template.FuncMap{"primitiveNames": primitiveNames})
 

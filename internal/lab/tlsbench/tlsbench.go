@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
+	"github.com/iotsafe/iotsafe/internal/linkemu"
 )
 
 // Implementations and modes of the connection-time experiment.
@@ -41,12 +42,25 @@ type Options struct {
 	NoPrimitives bool
 	// NoPayload skips fig. 6 (each payload size for Window).
 	NoPayload bool
-	Quick     bool
+	// Link runs fig. 5 across the lab's emulated link (root; the zero Profile is
+	// loopback): Go and pion only, K = 10 and one repetition unless given; the other
+	// experiments are loopback's.
+	Link  linkemu.Profile
+	Quick bool
 	// Progress reports the runs.
 	Progress *lab.Progress
 }
 
 func (o *Options) defaults() error {
+	if o.Link.Name != "" {
+		if len(o.K) == 0 {
+			o.K = []int{10}
+		}
+		if o.Reps == 0 {
+			o.Reps = 1
+		}
+		o.NoSuites, o.NoPrimitives, o.NoPayload = true, true, true
+	}
 	if len(o.K) == 0 {
 		o.K = []int{10, 100, 250, 500, 1000}
 		if o.Quick {
@@ -99,6 +113,7 @@ type Sample struct {
 	Resumed        int    // connections that resumed a session (or used the PSK)
 	Sent, Received int64  // bytes on the client's sockets
 	Suite          string // the TLS 1.3 suite negotiated (Go's runs)
+	Link           linkCost
 }
 
 // Point is a sample with its implementation, mode and repetition.
@@ -188,7 +203,21 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	key := make([]byte, 32)
 	rand.Read(key)
 	pskHex := hex.EncodeToString(key)
+	var env netEnv
+	if o.Link.Name != "" {
+		if env.pair, err = lab.NewLinkPair(o.Link, "tls", nil); err != nil {
+			return res, err
+		}
+		defer env.pair.Close()
+	}
 	for _, impl := range o.Impls {
+		if env.pair != nil && impl != "go" && !strings.HasPrefix(impl, "pion") {
+			res.Skipped[impl+" on "+o.Link.Name] = "the C helpers run on loopback only so far"
+			for range len(o.Modes) * len(o.K) * o.Reps {
+				p.Step(impl + ": not on the link")
+			}
+			continue
+		}
 		var run func(mode string, k int) (Sample, error)
 		var window func(suite, group string) (Sample, error) // nil: no suites x groups (DTLS)
 		switch impl {
@@ -198,26 +227,26 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 				return res, err
 			}
 			cid := impl == "pion+cid"
-			ln, err := dtlsServer(cert, key, cid)
+			ln, err := dtlsServer(env, cert, key, cid)
 			if err != nil {
 				return res, err
 			}
 			defer ln.Close()
 			run = func(mode string, k int) (Sample, error) {
-				return dtlsClient(ctx, ln.Addr(), k, mode, key, cid, trust)
+				return dtlsClient(ctx, env, ln.Addr(), k, mode, key, cid, trust)
 			}
 		case "go":
 			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 			if err != nil {
 				return res, err
 			}
-			ln, err := goServer(cert)
+			ln, err := goServer(env, cert)
 			if err != nil {
 				return res, err
 			}
 			defer ln.Close()
 			run = func(mode string, k int) (Sample, error) {
-				return goClient(ctx, ln.Addr().String(), k, mode == "resume", tls.X25519, trust, 0)
+				return goClient(ctx, env, ln.Addr().String(), k, mode == "resume", tls.X25519, trust, 0)
 			}
 			if !o.NoPayload {
 				if err := payloads(ctx, &res, p, o, cert, trust); err != nil {
@@ -228,7 +257,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 				if suite != Suites[0] {
 					return Sample{}, errUnsupported("Go's crypto/tls chooses its TLS 1.3 suite itself (AES-128-GCM first on AES hardware): a client cannot ask for " + suite)
 				}
-				s, err := goClient(ctx, ln.Addr().String(), 1<<30, false, goGroups[group], trust, o.Window)
+				s, err := goClient(ctx, env, ln.Addr().String(), 1<<30, false, goGroups[group], trust, o.Window)
 				if err == nil && s.Suite != suite {
 					err = fmt.Errorf("the Go client negotiated %s, not %s", s.Suite, suite)
 				}
@@ -263,7 +292,9 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			for rep := range o.Reps {
 				for _, k := range o.K {
 					p.Step(fmt.Sprintf("rep %d/%d: %s %s, %d connections", rep+1, o.Reps, impl, mode, k))
+					l0 := env.snap()
 					s, err := run(mode, k)
+					s.Link = env.snap().minus(l0)
 					if err != nil {
 						return res, fmt.Errorf("%s %s K=%d: %w", impl, mode, k, err)
 					}
