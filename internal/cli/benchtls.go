@@ -66,7 +66,7 @@ on the air, airtime and radio energy per connection.`,
 	fl.StringVar(&out, "out", "", "results folder (default ./bench-results/tls-TIMESTAMP)")
 	fl.IntSliceVar(&o.K, "k", nil, "subsequent connections per run (default 10,100,250,500,1000)")
 	fl.StringSliceVar(&o.Impls, "impls", nil, "go, openssl, wolfssl (TLS 1.3), pion, pion+cid (DTLS 1.2) (default all)")
-	fl.StringSliceVar(&o.Modes, "modes", nil, "full, resume, psk_ke, psk_dhe_ke (default all)")
+	fl.StringSliceVar(&o.Modes, "modes", nil, "full, resume, psk_ke, psk_dhe_ke, full_mlkem (X25519MLKEM768; Go only) (default all)")
 	fl.IntVar(&o.Reps, "reps", 0, "runs per point, medians reported (default 3)")
 	fl.DurationVar(&o.Window, "window", 0, "time of each suites x groups cell (figs. 3, 4; default 15s as the paper)")
 	fl.BoolVar(&o.NoSuites, "no-suites", false, "skip the suites x groups experiment")

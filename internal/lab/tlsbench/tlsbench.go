@@ -19,13 +19,19 @@ import (
 // Implementations and modes of the connection-time experiment.
 var (
 	Impls = []string{"go", "openssl", "wolfssl", "pion", "pion+cid"}
-	Modes = []string{"full", "resume", "psk_ke", "psk_dhe_ke"}
+	// full_mlkem is a full handshake with the hybrid X25519MLKEM768 key share (Go's
+	// default first choice), the others X25519.
+	Modes = []string{"full", "resume", "psk_ke", "psk_dhe_ke", "full_mlkem"}
 )
 
 // unsupported says why an implementation cannot run a mode (FACTS.md).
 var unsupported = map[string]string{
-	"go psk_ke":     "Go's crypto/tls has no external PSK",
-	"go psk_dhe_ke": "Go's crypto/tls has no external PSK",
+	"go psk_ke":           "Go's crypto/tls has no external PSK",
+	"go psk_dhe_ke":       "Go's crypto/tls has no external PSK",
+	"openssl full_mlkem":  "OpenSSL 3.0 has no ML-KEM",
+	"wolfssl full_mlkem":  "Debian's wolfSSL 5.5.4 has no ML-KEM",
+	"pion full_mlkem":     "DTLS 1.2 has no hybrid post-quantum key exchange",
+	"pion+cid full_mlkem": "DTLS 1.2 has no hybrid post-quantum key exchange",
 }
 
 // Options of `iotsafe bench tls`.
@@ -246,7 +252,11 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			}
 			defer ln.Close()
 			run = func(mode string, k int) (Sample, error) {
-				return goClient(ctx, env, ln.Addr().String(), k, mode == "resume", tls.X25519, trust, 0)
+				group := tls.X25519
+				if mode == "full_mlkem" {
+					group = tls.X25519MLKEM768
+				}
+				return goClient(ctx, env, ln.Addr().String(), k, mode == "resume", group, trust, 0)
 			}
 			if !o.NoPayload {
 				if err := payloads(ctx, &res, p, o, cert, trust); err != nil {
@@ -298,7 +308,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 					if err != nil {
 						return res, fmt.Errorf("%s %s K=%d: %w", impl, mode, k, err)
 					}
-					if mode != "full" && s.Resumed < k-1 {
+					if mode != "full" && mode != "full_mlkem" && s.Resumed < k-1 {
 						return res, fmt.Errorf("%s %s K=%d: only %d of %d connections resumed or used the PSK: the run would measure full handshakes", impl, mode, k, s.Resumed, k)
 					}
 					res.Runs = append(res.Runs, Point{Impl: impl, Mode: mode, Rep: rep, Sample: s})
