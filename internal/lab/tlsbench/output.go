@@ -33,6 +33,10 @@ type Summary struct {
 	// Primitives is impl -> primitive -> {value, unit} (fig. 2): MB/s on 1 KiB buffers,
 	// or ops/s.
 	Primitives map[string]map[string]PrimitiveValue `json:"primitives,omitempty"`
+	// Best names, for each implementation, the best choice per metric: "fastest_mode"
+	// (fig. 5, largest K), "most_connections" and "fewest_bytes" (suite and group, figs.
+	// 3, 4), "fewest_frames" (mode, on a link).
+	Best map[string]map[string]string `json:"best,omitempty"`
 	// Link is the emulated link fig. 5 ran across ("" for loopback); LinkPerConnection
 	// is impl -> mode -> what one connection cost on it, at the largest K.
 	Link              string                         `json:"link,omitempty"`
@@ -187,6 +191,7 @@ func Summarize(r Result) Summary {
 		}
 		s.SuitesGroups[c.Impl][c.Suite][c.Group] = w
 	}
+	s.Best = best(s)
 	return s
 }
 
@@ -306,6 +311,13 @@ func Print(w io.Writer, s Summary) {
 		}
 		fmt.Fprintln(w)
 	}
+	for _, impl := range lab.SortedKeys(s.Best) {
+		fmt.Fprintf(w, "  best for %s:", impl)
+		for _, metric := range lab.SortedKeys(s.Best[impl]) {
+			fmt.Fprintf(w, " %s %s;", metric, s.Best[impl][metric])
+		}
+		fmt.Fprintln(w)
+	}
 	verdict := lab.Verdict(s.TargetMet)
 	fmt.Fprintf(w, "target (Go's TLS, the hub's: resumption >= 2x the rate of a full handshake): %s\n", verdict)
 }
@@ -316,6 +328,8 @@ var reportTmpl = lab.NewReport(`{{template "head" .}}
 Client and server of the same implementation on loopback; each connection: TCP connect, TLS 1.3 handshake with the certificate verified as a real client does (TLS_AES_128_GCM_SHA256, X25519, ECDSA P-256 certificate), one byte from the server (which also delivers the session tickets), close. {{.S.Reps}} repetitions, medians.</p>
 <p>Target (issue 15): with Go's TLS (the hub's), resumption at least twice the connection rate of a full handshake — <b>{{if .S.TargetMet}}met{{else}}not met{{end}}</b>. The paper: resumption more than 2x faster than a full handshake; PSK faster than a full handshake.</p>
 {{.Chart}}
+{{if .S.Best}}<h2>Best per metric</h2><table><tr><th>implementation</th><th>metric</th><th>best</th></tr>
+{{range $impl, $m := .S.Best}}{{range $metric, $choice := $m}}<tr><td>{{$impl}}</td><td>{{$metric}}</td><td>{{$choice}}</td></tr>{{end}}{{end}}</table>{{end}}
 <table><tr><th>implementation</th><th>mode</th><th>faster than a full handshake (largest K)</th><th>bytes per connection</th></tr>
 {{range $impl, $modes := .S.Speedup}}{{range $mode, $x := $modes}}<tr><td>{{$impl}}</td><td>{{$mode}}</td><td>{{f "%.2fx" $x}}</td><td>{{f "%.0f" (index (index $.S.BytesPerConn $impl) $mode)}}</td></tr>{{end}}{{end}}
 </table>
@@ -356,6 +370,60 @@ func payloadRates(m map[string]PayloadCell) map[string]float64 {
 	out := make(map[string]float64, len(m))
 	for k, v := range m {
 		out[k] = v.PerSecond
+	}
+	return out
+}
+
+// best picks each implementation's best mode, suite and group per metric.
+func best(s Summary) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	set := func(impl, metric, choice string) {
+		if out[impl] == nil {
+			out[impl] = map[string]string{}
+		}
+		out[impl][metric] = choice
+	}
+	for impl, modes := range s.AvgMs {
+		bestMode, bestMs := "", 0.0
+		for mode, byK := range modes {
+			keys := lab.SortedNumKeys(byK)
+			if len(keys) == 0 {
+				continue
+			}
+			if ms := byK[keys[len(keys)-1]]; bestMode == "" || ms < bestMs {
+				bestMode, bestMs = mode, ms
+			}
+		}
+		if bestMode != "" {
+			set(impl, "fastest_mode", bestMode)
+		}
+	}
+	for impl, suites := range s.SuitesGroups {
+		var most, fewest string
+		var mostN int
+		var fewestB float64
+		for suite, groups := range suites {
+			for group, c := range groups {
+				name := suite + " " + group
+				if most == "" || c.Connections > mostN || c.Connections == mostN && name < most {
+					most, mostN = name, c.Connections
+				}
+				if fewest == "" || c.BytesPerConnection < fewestB || c.BytesPerConnection == fewestB && name < fewest {
+					fewest, fewestB = name, c.BytesPerConnection
+				}
+			}
+		}
+		set(impl, "most_connections", most)
+		set(impl, "fewest_bytes", fewest)
+	}
+	for impl, modes := range s.LinkPerConnection {
+		bestMode, bestF := "", 0.0
+		for mode, c := range modes {
+			if bestMode == "" || c.Frames < bestF {
+				bestMode, bestF = mode, c.Frames
+			}
+		}
+		set(impl, "fewest_frames", bestMode)
 	}
 	return out
 }
