@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
+	"github.com/iotsafe/iotsafe/internal/linkemu"
 )
 
 // runLab does what every lab command does around its experiment: the results folder
@@ -29,4 +30,12 @@ func runLab(cmd *cobra.Command, kind, out, profile string, run func(ctx context.
 		return fmt.Errorf("--profile: %w", err)
 	}
 	return run(cmd.Context(), b, out, progress)
+}
+
+// linkProfile reads a --link value: "" or "loopback" is the zero Profile.
+func linkProfile(name string) (linkemu.Profile, error) {
+	if name == "" || name == "loopback" {
+		return linkemu.Profile{}, nil
+	}
+	return linkemu.Lookup(name)
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/lab/tlsbench"
-	"github.com/iotsafe/iotsafe/internal/linkemu"
 )
 
 func benchTLSCmd() *cobra.Command {
@@ -48,12 +47,9 @@ on the air, airtime and radio energy per connection.`,
   sudo iotsafe bench tls --link 802154 --impls go,pion,pion+cid   # bytes and frames per handshake mode`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if link != "" && link != "loopback" {
-				prof, err := linkemu.Lookup(link)
-				if err != nil {
-					return err
-				}
-				o.Link = prof
+			var err error
+			if o.Link, err = linkProfile(link); err != nil {
+				return err
 			}
 			return runLab(cmd, "tls", out, "", func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
 				o.Progress = p

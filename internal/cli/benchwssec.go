@@ -7,7 +7,6 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/lab/wssecbench"
-	"github.com/iotsafe/iotsafe/internal/linkemu"
 )
 
 func benchWSSecCmd() *cobra.Command {
@@ -39,12 +38,9 @@ harness.`,
   sudo iotsafe bench wssec --link 802154 --no-deflate   # 100 round trips each over 802.15.4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if link != "" && link != "loopback" {
-				prof, err := linkemu.Lookup(link)
-				if err != nil {
-					return err
-				}
-				o.Link = prof
+			var err error
+			if o.Link, err = linkProfile(link); err != nil {
+				return err
 			}
 			return runLab(cmd, "wssec", out, "", func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
 				o.Progress = p

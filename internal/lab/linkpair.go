@@ -62,3 +62,31 @@ func (p *LinkPair) DialIn(ns string) func(string) (net.Conn, error) {
 		return c, err
 	}
 }
+
+// LinkCost is what crossed the link: frames (retransmissions included, acknowledgements
+// not), bytes on the air, and airtime each way.
+type LinkCost struct {
+	Frames, LinkBytes int64
+	TX, RX            time.Duration // device to gateway, and back
+}
+
+// Cost reads the link's counters so far; the difference of two readings is what crossed
+// in between. A nil pair (loopback) costs nothing.
+func (p *LinkPair) Cost() LinkCost {
+	if p == nil {
+		return LinkCost{}
+	}
+	s0, s1 := &p.Bridge.Stats[0], &p.Bridge.Stats[1] // 0: device to gateway
+	return LinkCost{Frames: s0.Frames.Load() + s1.Frames.Load(), LinkBytes: s0.LinkBytes.Load() + s1.LinkBytes.Load(),
+		TX: time.Duration(s0.Airtime.Load()), RX: time.Duration(s1.Airtime.Load())}
+}
+
+// Minus is a - b.
+func (a LinkCost) Minus(b LinkCost) LinkCost {
+	return LinkCost{a.Frames - b.Frames, a.LinkBytes - b.LinkBytes, a.TX - b.TX, a.RX - b.RX}
+}
+
+// Plus is a + b.
+func (a LinkCost) Plus(b LinkCost) LinkCost {
+	return LinkCost{a.Frames + b.Frames, a.LinkBytes + b.LinkBytes, a.TX + b.TX, a.RX + b.RX}
+}

@@ -29,6 +29,23 @@ func (c countingConn) Write(p []byte) (int, error) {
 
 // goServer serves the lab's protocol with Go's TLS: handshake, one byte, close.
 func goServer(env netEnv, cert tls.Certificate) (net.Listener, error) {
+	return goServe(env, cert, func(c net.Conn, tc *tls.Conn) {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if tc.Handshake() == nil {
+			tc.Write([]byte("k"))
+			tc.Close()
+		}
+	})
+}
+
+// goEchoServer serves fig. 6's payload runs with Go's TLS: after the handshake it sends
+// back every byte it reads.
+func goEchoServer(cert tls.Certificate) (net.Listener, error) {
+	return goServe(netEnv{}, cert, func(_ net.Conn, tc *tls.Conn) { io.Copy(tc, tc) })
+}
+
+// goServe accepts TLS 1.3 connections in env and hands each to serve, then closes it.
+func goServe(env netEnv, cert tls.Certificate, serve func(net.Conn, *tls.Conn)) (net.Listener, error) {
 	ln, err := env.listenTCP()
 	if err != nil {
 		return nil, err
@@ -42,12 +59,7 @@ func goServer(env netEnv, cert tls.Certificate) (net.Listener, error) {
 			}
 			go func() {
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				tc := tls.Server(c, cfg)
-				if tc.Handshake() == nil {
-					tc.Write([]byte("k"))
-					tc.Close()
-				}
+				serve(c, tls.Server(c, cfg))
 			}()
 		}
 	}()
@@ -95,30 +107,6 @@ func goClient(ctx context.Context, env netEnv, addr string, k int, resume bool, 
 	s.Seconds = time.Since(start).Seconds()
 	s.Sent, s.Received = sent.Load(), recvd.Load()
 	return s, nil
-}
-
-// goEchoServer serves fig. 6's payload runs with Go's TLS: after the handshake it sends
-// back every byte it reads.
-func goEchoServer(cert tls.Certificate) (net.Listener, error) {
-	ln, err := netEnv{}.listenTCP()
-	if err != nil {
-		return nil, err
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				tc := tls.Server(c, cfg)
-				io.Copy(tc, tc)
-			}()
-		}
-	}()
-	return ln, nil
 }
 
 // goPayload sends size-byte messages over one TLS 1.3 connection and reads each back,

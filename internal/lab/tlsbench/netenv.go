@@ -3,7 +3,6 @@ package tlsbench
 import (
 	"context"
 	"net"
-	"time"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/linkemu"
@@ -64,23 +63,4 @@ func (e netEnv) listenUDP() (pc *net.UDPConn, err error) {
 		return err
 	})
 	return pc, err
-}
-
-// linkCost is the emulated link's counters (zero on loopback).
-type linkCost struct {
-	Frames, LinkBytes int64
-	TX, RX            time.Duration // airtime device to gateway, and back
-}
-
-func (e netEnv) snap() linkCost {
-	if e.pair == nil {
-		return linkCost{}
-	}
-	s0, s1 := &e.pair.Bridge.Stats[0], &e.pair.Bridge.Stats[1] // 0: device to gateway
-	return linkCost{Frames: s0.Frames.Load() + s1.Frames.Load(), LinkBytes: s0.LinkBytes.Load() + s1.LinkBytes.Load(),
-		TX: time.Duration(s0.Airtime.Load()), RX: time.Duration(s1.Airtime.Load())}
-}
-
-func (a linkCost) minus(b linkCost) linkCost {
-	return linkCost{a.Frames - b.Frames, a.LinkBytes - b.LinkBytes, a.TX - b.TX, a.RX - b.RX}
 }

@@ -122,7 +122,7 @@ func Summarize(r Result) Summary {
 	s.TargetMet = s.Speedup["go"]["resume"] >= 2
 	s.Link = r.Options.Link.Name
 	type acc struct {
-		cost linkCost
+		cost lab.LinkCost
 		n    int
 	}
 	perConn := map[[2]string]*acc{}
@@ -135,7 +135,7 @@ func Summarize(r Result) Summary {
 			perConn[k] = &acc{}
 		}
 		a := perConn[k]
-		a.cost = linkCost{a.cost.Frames + run.Link.Frames, a.cost.LinkBytes + run.Link.LinkBytes, a.cost.TX + run.Link.TX, a.cost.RX + run.Link.RX}
+		a.cost = a.cost.Plus(run.Link)
 		a.n += run.K
 	}
 	for k, a := range perConn {

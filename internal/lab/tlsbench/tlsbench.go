@@ -119,7 +119,7 @@ type Sample struct {
 	Resumed        int    // connections that resumed a session (or used the PSK)
 	Sent, Received int64  // bytes on the client's sockets
 	Suite          string // the TLS 1.3 suite negotiated (Go's runs)
-	Link           linkCost
+	Link           lab.LinkCost
 }
 
 // Point is a sample with its implementation, mode and repetition.
@@ -302,9 +302,9 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			for rep := range o.Reps {
 				for _, k := range o.K {
 					p.Step(fmt.Sprintf("rep %d/%d: %s %s, %d connections", rep+1, o.Reps, impl, mode, k))
-					l0 := env.snap()
+					l0 := env.pair.Cost()
 					s, err := run(mode, k)
-					s.Link = env.snap().minus(l0)
+					s.Link = env.pair.Cost().Minus(l0)
 					if err != nil {
 						return res, fmt.Errorf("%s %s K=%d: %w", impl, mode, k, err)
 					}

@@ -139,31 +139,7 @@ type Row struct {
 	WireTX, WireRX                         float64
 	RTTs                                   []float64 // ms, every round trip
 	// Link is what the measured exchanges cost on the emulated link (zero on loopback).
-	Link linkCost
-}
-
-// linkCost is the emulated link's counters over some exchanges.
-type linkCost struct {
-	Frames, LinkBytes int64
-	TX, RX            time.Duration // airtime device to gateway, and back
-}
-
-func (a *linkCost) add(b linkCost) {
-	a.Frames, a.LinkBytes, a.TX, a.RX = a.Frames+b.Frames, a.LinkBytes+b.LinkBytes, a.TX+b.TX, a.RX+b.RX
-}
-
-func (a linkCost) minus(b linkCost) linkCost {
-	return linkCost{a.Frames - b.Frames, a.LinkBytes - b.LinkBytes, a.TX - b.TX, a.RX - b.RX}
-}
-
-// linkSnap reads the link's counters (zero without a link).
-func linkSnap(p *lab.LinkPair) linkCost {
-	if p == nil {
-		return linkCost{}
-	}
-	s0, s1 := &p.Bridge.Stats[0], &p.Bridge.Stats[1] // 0: device to gateway
-	return linkCost{Frames: s0.Frames.Load() + s1.Frames.Load(), LinkBytes: s0.LinkBytes.Load() + s1.LinkBytes.Load(),
-		TX: time.Duration(s0.Airtime.Load()), RX: time.Duration(s1.Airtime.Load())}
+	Link lab.LinkCost
 }
 
 // DeflateRow is one cell of the compression sweep (table VI).
@@ -411,7 +387,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 		for j := 0; j < o.Requests; j++ {
 			for i, c := range clients {
 				s0, r0 := c.cnt.sent.Load(), c.cnt.recvd.Load()
-				l0 := linkSnap(pair)
+				l0 := pair.Cost()
 				rtt, env, ans, err := c.roundTrip(ctx, cs, -1, 0)
 				if err != nil {
 					return res, err
@@ -419,7 +395,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 				rows[i].RTTs = append(rows[i].RTTs, float64(rtt.Microseconds())/1000)
 				rows[i].WireTX += float64(c.cnt.sent.Load()-s0) / float64(o.Requests)
 				rows[i].WireRX += float64(c.cnt.recvd.Load()-r0) / float64(o.Requests)
-				rows[i].Link.add(linkSnap(pair).minus(l0))
+				rows[i].Link = rows[i].Link.Plus(pair.Cost().Minus(l0))
 				if j == 0 {
 					rows[i].EnvelopeTX, rows[i].EnvelopeRX = len(env), len(ans)
 					if c.format == "" {
