@@ -7,7 +7,7 @@
 // without connection IDs. Then figs. 3, 4: TLS 1.3 suites x groups, full handshakes for
 // a time window, with Go, OpenSSL and wolfSSL; and fig. 2, the primitives' speed (Go in
 // process, OpenSSL's openssl speed); and fig. 6, throughput against payload on one
-// connection (Go). With a link, fig. 5 runs across the emulated link (Go, pion) and
+// connection (Go and the helpers' echo mode). With a link, fig. 5 runs across the emulated link (Go, pion) and
 // counts each mode's frames and airtime (netenv.go). Still to come (issue 15): wolfSSL's
-// DTLS, OpenSSL's and wolfSSL's payload runs and link runs, wolfCrypt's primitives.
+// DTLS, the helpers on the link, wolfCrypt's primitives.
 package tlsbench

@@ -60,7 +60,13 @@ func buildHelper(ctx context.Context, dir, impl string) (string, error) {
 
 // helperServer starts a helper's server and returns its port.
 func helperServer(ctx context.Context, bin, cert, key, pskHex string) (*lab.Proc, int, error) {
-	p, err := lab.StartProc(filepath.Base(bin), nil, bin, "server", "0", cert, key, pskHex)
+	return startHelper(ctx, bin, "server", cert, key, pskHex)
+}
+
+// startHelper starts a helper's server (cmd "server", or "echo" for fig. 6) and returns
+// its port.
+func startHelper(ctx context.Context, bin, cmd, cert, key, pskHex string) (*lab.Proc, int, error) {
+	p, err := lab.StartProc(filepath.Base(bin), nil, bin, cmd, "0", cert, key, pskHex)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -105,6 +111,20 @@ func helperClient(ctx context.Context, bin string, port, k int, mode, group, psk
 		}
 	}
 	return Sample{}, fmt.Errorf("%s said %q", filepath.Base(bin), out)
+}
+
+// helperPayload runs fig. 6 with a helper against its echo server on port.
+func helperPayload(ctx context.Context, bin string, port, size int, window time.Duration, caFile string) (Sample, error) {
+	out, err := exec.CommandContext(ctx, bin, "payload", "127.0.0.1", strconv.Itoa(port), strconv.Itoa(size),
+		strconv.FormatFloat(window.Seconds(), 'f', 3, 64), caFile).CombinedOutput()
+	if err != nil {
+		return Sample{}, fmt.Errorf("%s payload: %v: %s", filepath.Base(bin), err, strings.TrimSpace(string(out)))
+	}
+	var s Sample
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "ok %d %f %d %d %d", &s.K, &s.Seconds, &s.Resumed, &s.Sent, &s.Received); err != nil {
+		return Sample{}, fmt.Errorf("%s said %q", filepath.Base(bin), out)
+	}
+	return s, nil
 }
 
 // errUnsupported is a suite or group an implementation cannot use: its cell says why.

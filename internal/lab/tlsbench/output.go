@@ -342,7 +342,7 @@ Client and server of the same implementation on loopback; each connection: TCP c
 <table><tr><th>implementation</th><th>mode</th><th>frames</th><th>bytes on the air</th><th>airtime ms</th><th>radio mJ</th></tr>
 {{range $impl, $modes := .S.LinkPerConnection}}{{range $mode, $c := $modes}}<tr><td>{{$impl}}</td><td>{{$mode}}</td><td>{{f "%.1f" $c.Frames}}</td><td>{{f "%.0f" $c.LinkBytes}}</td><td>{{f "%.1f" $c.AirtimeMs}}</td><td>{{f "%.2f" $c.RadioMJ}}</td></tr>{{end}}{{end}}</table>{{end}}
 {{if .S.Payload}}<h2>Throughput against payload (fig. 6)</h2>
-<p class="note">One TLS 1.3 connection; the client sends a message of each size and reads it back, one after the other, for the window; MB/s on the client's socket each way, TLS records included.</p>
+<p class="note">One TLS 1.3 connection to the implementation's own echo server; the client sends a message of each size and reads it back, one after the other, for the window; MB/s on the client's socket each way, TLS records included. Go's ends are goroutines of one process, the helpers' two processes (their round trips include the kernel waking the other): compare MB/s at large messages.</p>
 <table><tr><th>implementation</th><th>message bytes</th><th>messages/s</th><th>TX MB/s</th><th>RX MB/s</th><th>TLS bytes added per message</th></tr>
 {{range $impl, $sizes := .S.Payload}}{{range $size, $c := $sizes}}<tr><td>{{$impl}}</td><td>{{$size}}</td><td>{{f "%.0f" $c.PerSecond}}</td><td>{{f "%.1f" $c.TXMBps}}</td><td>{{f "%.1f" $c.RXMBps}}</td><td>{{f "%.0f" $c.OverheadBytes}}</td></tr>{{end}}{{end}}</table>{{end}}
 {{if .S.Primitives}}<h2>Crypto primitives (fig. 2)</h2>
@@ -350,7 +350,7 @@ Client and server of the same implementation on loopback; each connection: TCP c
 <table><tr><th>primitive</th>{{range $impl, $_ := .S.Primitives}}<th>{{$impl}}</th>{{end}}</tr>
 {{range $name := primitiveNames .S.Primitives}}<tr><td>{{$name}}</td>{{range $impl, $m := $.S.Primitives}}<td>{{with index $m $name}}{{f "%.0f" .Value}} {{.Unit}}{{end}}</td>{{end}}</tr>{{end}}</table>{{end}}
 {{if .S.Skipped}}<h2>Not supported</h2><table>{{range $k, $why := .S.Skipped}}<tr><td>{{$k}}</td><td>{{$why}}</td></tr>{{end}}</table>{{end}}
-<p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, OpenSSL's and wolfSSL's payload throughput, wolfCrypt's primitives, the C helpers on the emulated link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
+<p class="note">Not yet in this lab (issue 15): wolfSSL's DTLS 1.2, wolfCrypt's primitives, the C helpers on the emulated link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
 `, template.FuncMap{"primitiveNames": primitiveNames})
 

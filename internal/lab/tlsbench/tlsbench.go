@@ -194,8 +194,8 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	if !o.NoPrimitives {
 		steps += 2
 	}
-	if !o.NoPayload && slices.Contains(o.Impls, "go") {
-		steps += len(PayloadSizes)
+	if !o.NoPayload {
+		steps += tlsImpls * len(PayloadSizes)
 	}
 	p.Start(steps)
 	dir, err := b.Scratch("tls")
@@ -209,6 +209,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	key := make([]byte, 32)
 	rand.Read(key)
 	pskHex := hex.EncodeToString(key)
+	bins := map[string]string{} // the C helpers built, by implementation
 	var env netEnv
 	if o.Link.Name != "" {
 		if env.pair, err = lab.NewLinkPair(o.Link, "tls", nil); err != nil {
@@ -258,11 +259,6 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 				}
 				return goClient(ctx, env, ln.Addr().String(), k, mode == "resume", group, trust, 0)
 			}
-			if !o.NoPayload {
-				if err := payloads(ctx, &res, p, o, cert, trust); err != nil {
-					return res, err
-				}
-			}
 			window = func(suite, group string) (Sample, error) {
 				if suite != Suites[0] {
 					return Sample{}, errUnsupported("Go's crypto/tls chooses its TLS 1.3 suite itself (AES-128-GCM first on AES hardware): a client cannot ask for " + suite)
@@ -278,6 +274,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			if err != nil {
 				return res, err
 			}
+			bins[impl] = bin
 			srv, port, err := helperServer(ctx, bin, certFile, keyFile, pskHex)
 			if err != nil {
 				return res, err
@@ -321,6 +318,15 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			}
 		}
 	}
+	if !o.NoPayload {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return res, err
+		}
+		if err := payloads(ctx, &res, p, o, cert, certFile, keyFile, pskHex, trust, bins); err != nil {
+			return res, err
+		}
+	}
 	if !o.NoPrimitives {
 		if err := primitives(ctx, &res, p, o); err != nil {
 			return res, err
@@ -330,24 +336,37 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	return res, nil
 }
 
-// payloads measures fig. 6 with Go's TLS (OpenSSL and wolfSSL: not yet).
-func payloads(ctx context.Context, res *Result, p *lab.Progress, o Options, cert tls.Certificate, trust *tls.Config) error {
-	ln, err := goEchoServer(cert)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
-	for _, size := range PayloadSizes {
-		p.Step(fmt.Sprintf("go: %d-byte messages for the window", size))
-		s, err := goPayload(ctx, ln.Addr().String(), size, trust, o.Window)
-		if err != nil {
-			return fmt.Errorf("go payload %d: %w", size, err)
+// payloads measures fig. 6 with each TLS implementation: its own client against its own
+// echo server, one connection.
+func payloads(ctx context.Context, res *Result, p *lab.Progress, o Options, cert tls.Certificate, certFile, keyFile, pskHex string, trust *tls.Config, bins map[string]string) error {
+	for _, impl := range o.Impls {
+		var run func(size int) (Sample, error)
+		switch {
+		case impl == "go":
+			ln, err := goEchoServer(cert)
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
+			run = func(size int) (Sample, error) { return goPayload(ctx, ln.Addr().String(), size, trust, o.Window) }
+		case bins[impl] != "":
+			srv, port, err := startHelper(ctx, bins[impl], "echo", certFile, keyFile, pskHex)
+			if err != nil {
+				return err
+			}
+			defer srv.Stop()
+			bin := bins[impl]
+			run = func(size int) (Sample, error) { return helperPayload(ctx, bin, port, size, o.Window, certFile) }
+		default:
+			continue // DTLS, or a helper not built (a link run)
 		}
-		res.Payloads = append(res.Payloads, Payload{Impl: "go", Size: size, Sample: s})
-	}
-	for _, impl := range []string{"openssl", "wolfssl"} {
-		if slices.Contains(o.Impls, impl) {
-			res.Skipped[impl+" payload"] = "fig. 6 is measured with Go's TLS only so far (issue 15)"
+		for _, size := range PayloadSizes {
+			p.Step(fmt.Sprintf("%s: %d-byte messages for the window", impl, size))
+			s, err := run(size)
+			if err != nil {
+				return fmt.Errorf("%s payload %d: %w", impl, size, err)
+			}
+			res.Payloads = append(res.Payloads, Payload{Impl: impl, Size: size, Sample: s})
 		}
 	}
 	return nil

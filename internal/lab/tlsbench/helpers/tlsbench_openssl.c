@@ -6,6 +6,12 @@
  *       listens on 127.0.0.1:PORT (0: any), prints "ready PORT", and for each connection
  *       does the handshake, writes one byte (so a TLS 1.3 client reads its tickets) and
  *       closes. An external PSK (identity "iotsafe") is accepted alongside certificates.
+ *   tlsbench_openssl echo PORT CERT KEY PSKHEX
+ *       as server, but after the handshake sends back every byte it reads (fig. 6).
+ *   tlsbench_openssl payload HOST PORT SIZE WINDOW CAFILE
+ *       one connection (X25519, TLS_AES_128_GCM_SHA256); SIZE-byte messages written and
+ *       read back, one after the other, for WINDOW seconds. Prints "ok N SECONDS 0 SENT
+ *       RECEIVED" (bytes after the handshake).
  *   tlsbench_openssl client HOST PORT K MODE GROUP PSKHEX CAFILE [SUITE [WINDOW]]
  *       makes K connections one after the other, verifying the server's certificate
  *       against CAFILE as a real client would (name "lab"); MODE is full, resume,
@@ -53,7 +59,8 @@ static int server_psk_cb(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SE
 }
 
 static int server(int argc, char **argv) {
-	if (argc != 6) die("usage: server PORT CERT KEY PSKHEX");
+	int echo = !strcmp(argv[1], "echo");
+	if (argc != 6) die("usage: server|echo PORT CERT KEY PSKHEX");
 	parse_psk(argv[5]);
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 	if (!ctx || SSL_CTX_use_certificate_chain_file(ctx, argv[3]) != 1 || SSL_CTX_use_PrivateKey_file(ctx, argv[4], SSL_FILETYPE_PEM) != 1)
@@ -69,7 +76,13 @@ static int server(int argc, char **argv) {
 		if (c < 0) continue;
 		SSL *ssl = SSL_new(ctx);
 		SSL_set_fd(ssl, c);
-		if (SSL_accept(ssl) == 1) {
+		if (SSL_accept(ssl) == 1 && echo) {
+			static char buf[16384];
+			int n;
+			while ((n = SSL_read(ssl, buf, sizeof buf)) > 0)
+				if (SSL_write(ssl, buf, n) != n) break;
+			SSL_shutdown(ssl);
+		} else if (!echo && SSL_is_init_finished(ssl)) {
 			SSL_write(ssl, "k", 1);
 			SSL_shutdown(ssl);
 		} else {
@@ -133,8 +146,45 @@ static int client(int argc, char **argv) {
 	return 0;
 }
 
+static int payload(int argc, char **argv) {
+	if (argc != 7) die("usage: payload HOST PORT SIZE WINDOW CAFILE");
+	int size = atoi(argv[4]);
+	double window = atof(argv[5]);
+	if (size < 1 || size > 1 << 20) die("SIZE: 1 to 1048576");
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+	if (SSL_CTX_set1_groups_list(ctx, "X25519") != 1 || SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256") != 1) die("group or suite");
+	if (SSL_CTX_load_verify_locations(ctx, argv[6], NULL) != 1) die("CAFILE");
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	struct sockaddr_in a = server_addr(argv[2], argv[3]);
+	int s = connect_nodelay(&a);
+	BIO *b = BIO_new_socket(s, BIO_NOCLOSE);
+	SSL *ssl = SSL_new(ctx);
+	SSL_set_bio(ssl, b, b);
+	SSL_set_tlsext_host_name(ssl, "lab");
+	SSL_set1_host(ssl, "lab");
+	if (SSL_connect(ssl) != 1) die("handshake");
+	char *msg = calloc(1, size), *back = malloc(size);
+	long sent0 = BIO_number_written(b), recvd0 = BIO_number_read(b);
+	int n = 0;
+	double start = now();
+	while (now() - start < window) {
+		if (SSL_write(ssl, msg, size) != size) die("write");
+		for (int got = 0; got < size;) {
+			int r = SSL_read(ssl, back + got, size - got);
+			if (r <= 0) die("read");
+			got += r;
+		}
+		n++;
+	}
+	printf("ok %d %.6f 0 %ld %ld\n", n, now() - start, (long)BIO_number_written(b) - sent0, (long)BIO_number_read(b) - recvd0);
+	SSL_shutdown(ssl);
+	return 0;
+}
+
 int main(int argc, char **argv) {
-	if (argc > 1 && !strcmp(argv[1], "server")) return server(argc, argv);
+	if (argc > 1 && (!strcmp(argv[1], "server") || !strcmp(argv[1], "echo"))) return server(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "payload")) return payload(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "client")) return client(argc, argv);
 	die("usage: server ... | client ...");
 	return 1;

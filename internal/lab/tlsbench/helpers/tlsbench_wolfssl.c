@@ -3,6 +3,8 @@
  * libwolfssl-dev), with the same command line and output as tlsbench_openssl:
  *
  *   tlsbench_wolfssl server PORT CERT KEY PSKHEX
+ *   tlsbench_wolfssl echo PORT CERT KEY PSKHEX
+ *   tlsbench_wolfssl payload HOST PORT SIZE WINDOW CAFILE
  *   tlsbench_wolfssl client HOST PORT K MODE GROUP PSKHEX CAFILE [SUITE [WINDOW]]
  *
  * MODE is full, resume, psk_ke or psk_dhe_ke; GROUP is X25519, P-256, P-384 or P-521;
@@ -40,7 +42,8 @@ static unsigned int client_psk(WOLFSSL *ssl, const char *hint, char *id, unsigne
 }
 
 static int server(int argc, char **argv) {
-	if (argc != 6) die("usage: server PORT CERT KEY PSKHEX");
+	int echo = !strcmp(argv[1], "echo");
+	if (argc != 6) die("usage: server|echo PORT CERT KEY PSKHEX");
 	parse_psk(argv[5]);
 	WOLFSSL_CTX *ctx = wolfSSL_CTX_new(wolfTLSv1_3_server_method());
 	if (!ctx || wolfSSL_CTX_use_certificate_chain_file(ctx, argv[3]) != WOLFSSL_SUCCESS ||
@@ -54,7 +57,14 @@ static int server(int argc, char **argv) {
 		WOLFSSL *ssl = wolfSSL_new(ctx);
 		wolfSSL_set_fd(ssl, c);
 		if (wolfSSL_accept(ssl) == WOLFSSL_SUCCESS) {
-			wolfSSL_write(ssl, "k", 1);
+			if (echo) {
+				static char buf[16384];
+				int n;
+				while ((n = wolfSSL_read(ssl, buf, sizeof buf)) > 0)
+					if (wolfSSL_write(ssl, buf, n) != n) break;
+			} else {
+				wolfSSL_write(ssl, "k", 1);
+			}
 			wolfSSL_shutdown(ssl);
 		}
 		wolfSSL_free(ssl);
@@ -136,9 +146,52 @@ static int client(int argc, char **argv) {
 	return 0;
 }
 
+static long tcp_counter(int s, int sent) {
+	struct tcp_info ti;
+	socklen_t tl = sizeof ti;
+	if (getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0) return 0;
+	return sent ? (long)ti.tcpi_bytes_acked : (long)ti.tcpi_bytes_received;
+}
+
+static int payload(int argc, char **argv) {
+	if (argc != 7) die("usage: payload HOST PORT SIZE WINDOW CAFILE");
+	int size = atoi(argv[4]);
+	double window = atof(argv[5]);
+	if (size < 1 || size > 1 << 20) die("SIZE: 1 to 1048576");
+	WOLFSSL_CTX *ctx = wolfSSL_CTX_new(wolfTLSv1_3_client_method());
+	if (wolfSSL_CTX_load_verify_locations(ctx, argv[6], NULL) != WOLFSSL_SUCCESS) die("CAFILE");
+	wolfSSL_CTX_set_verify(ctx, WOLFSSL_VERIFY_PEER, NULL);
+	if (wolfSSL_CTX_set_cipher_list(ctx, suite) != WOLFSSL_SUCCESS) die("suite");
+	struct sockaddr_in a = server_addr(argv[2], argv[3]);
+	int s = connect_nodelay(&a);
+	WOLFSSL *ssl = wolfSSL_new(ctx);
+	wolfSSL_set_fd(ssl, s);
+	wolfSSL_UseSNI(ssl, WOLFSSL_SNI_HOST_NAME, "lab", 3);
+	wolfSSL_check_domain_name(ssl, "lab");
+	if (wolfSSL_UseKeyShare(ssl, WOLFSSL_ECC_X25519) != WOLFSSL_SUCCESS) die("key share");
+	if (wolfSSL_connect(ssl) != WOLFSSL_SUCCESS) die("handshake");
+	char *msg = calloc(1, size), *back = malloc(size);
+	long sent0 = tcp_counter(s, 1), recvd0 = tcp_counter(s, 0);
+	int n = 0;
+	double start = now();
+	while (now() - start < window) {
+		if (wolfSSL_write(ssl, msg, size) != size) die("write");
+		for (int got = 0; got < size;) {
+			int r = wolfSSL_read(ssl, back + got, size - got);
+			if (r <= 0) die("read");
+			got += r;
+		}
+		n++;
+	}
+	printf("ok %d %.6f 0 %ld %ld\n", n, now() - start, tcp_counter(s, 1) - sent0, tcp_counter(s, 0) - recvd0);
+	wolfSSL_shutdown(ssl);
+	return 0;
+}
+
 int main(int argc, char **argv) {
 	wolfSSL_Init();
-	if (argc > 1 && !strcmp(argv[1], "server")) return server(argc, argv);
+	if (argc > 1 && (!strcmp(argv[1], "server") || !strcmp(argv[1], "echo"))) return server(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "payload")) return payload(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "client")) return client(argc, argv);
 	die("usage: server ... | client ...");
 	return 1;
