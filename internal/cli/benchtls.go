@@ -28,8 +28,8 @@ x group (X25519, P-256, P-384, P-521, X25519MLKEM768), full handshakes one after
 other for --window (15 s, as the paper): connections made and bytes per connection, with
 Go, OpenSSL and wolfSSL; what a library cannot do (Go choosing its TLS 1.3 suite,
 ML-KEM in OpenSSL 3.0 and wolfSSL 5.5) is listed with why. And fig. 2: the crypto
-primitives' speed, Go's in process and OpenSSL's with openssl speed: AES-GCM,
-ChaCha20-Poly1305 and SHA-256 in MB/s on 1 KiB buffers, X25519, ECDH P-256/384/521 and
+primitives' speed, Go's in process, OpenSSL's with openssl speed and wolfCrypt's
+through the helper: AES-GCM, ChaCha20-Poly1305 and SHA-256 in MB/s on 1 KiB buffers, X25519, ECDH P-256/384/521 and
 ML-KEM-768 per second, ECDSA P-256, Ed25519 and RSA-2048 signatures and verifications
 per second. And fig. 6: messages of 100 to 10,000 bytes echoed over one connection for
 --window (Go, OpenSSL, wolfSSL): messages/s, MB/s each way, bytes TLS adds per message.
@@ -37,7 +37,7 @@ per second. And fig. 6: messages of 100 to 10,000 bytes echoed over one connecti
 Results go to --out (default ./bench-results/tls-TIMESTAMP/): connections.csv,
 suites_groups.csv, payload.csv, primitives.csv, environment.json, summary.json
 (schema: docs/bench.md) and report.html. --quick checks the harness. Not yet: wolfSSL's
-DTLS, wolfCrypt's primitives, the C helpers on the emulated link. --link 802154 runs fig. 5 with Go and pion across the emulated
+DTLS and the C helpers on the emulated link. --link 802154 runs fig. 5 with Go and pion across the emulated
 802.15.4 link (K = 10, one repetition unless given) and reports each mode's frames, bytes
 on the air, airtime and radio energy per connection.`,
 		Example: `  iotsafe bench tls --quick

@@ -78,9 +78,11 @@ func TestBenchTLSQuick(t *testing.T) {
 			}
 		}
 	}
-	// Fig. 2: Go's primitives, and OpenSSL's through openssl speed.
+	// Fig. 2: Go's primitives, OpenSSL's through openssl speed, wolfCrypt's through the
+	// helper.
 	if len(s.Primitives["go"]) < 15 || s.Primitives["go"]["AES-128-GCM"].Unit != "MB/s" || s.Primitives["go"]["X25519"].Value <= 0 ||
-		s.Primitives["openssl"]["AES-128-GCM"].Value <= 0 || s.Primitives["openssl"]["X25519"].Unit != "ops/s" {
+		s.Primitives["openssl"]["AES-128-GCM"].Value <= 0 || s.Primitives["openssl"]["X25519"].Unit != "ops/s" ||
+		len(s.Primitives["wolfssl"]) < 14 || s.Primitives["wolfssl"]["RSA-2048 sign"].Value <= 0 {
 		t.Errorf("primitives: %+v", s.Primitives)
 	}
 	r.nothingLeft(t)

@@ -6,8 +6,8 @@
 // an implementation lacks is a cell that says so; DTLS 1.2 with pion/dtls, with and
 // without connection IDs. Then figs. 3, 4: TLS 1.3 suites x groups, full handshakes for
 // a time window, with Go, OpenSSL and wolfSSL; and fig. 2, the primitives' speed (Go in
-// process, OpenSSL's openssl speed); and fig. 6, throughput against payload on one
+// process, OpenSSL's openssl speed, wolfCrypt through the helper); and fig. 6, throughput against payload on one
 // connection (Go and the helpers' echo mode). With a link, fig. 5 runs across the emulated link (Go, pion) and
 // counts each mode's frames and airtime (netenv.go). Still to come (issue 15): wolfSSL's
-// DTLS, the helpers on the link, wolfCrypt's primitives.
+// DTLS and the helpers on the link.
 package tlsbench

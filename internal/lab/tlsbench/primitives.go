@@ -178,3 +178,31 @@ func parseOpenSSLSpeed(text string) []Primitive {
 	}
 	return out
 }
+
+// wolfCryptPrimitives runs the wolfSSL helper's speed loop (wolfCrypt's own calls, each
+// for whole seconds).
+func wolfCryptPrimitives(ctx context.Context, bin string, d time.Duration) ([]Primitive, error) {
+	out, err := exec.CommandContext(ctx, bin, "speed", strconv.FormatFloat(d.Seconds(), 'f', 3, 64)).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("tlsbench_wolfssl speed: %v: %.300s", err, out)
+	}
+	return parseHelperSpeed("wolfssl", string(out)), nil
+}
+
+// parseHelperSpeed reads "F NAME... UNIT VALUE" lines.
+func parseHelperSpeed(impl, text string) []Primitive {
+	var out []Primitive
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || f[0] != "F" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			continue
+		}
+		out = append(out, Primitive{impl, strings.Join(f[1:len(f)-2], " "), f[len(f)-2], v})
+	}
+	return out
+}

@@ -23,3 +23,11 @@ func TestParseOpenSSLSpeed(t *testing.T) {
 		}
 	}
 }
+
+// The wolfSSL helper's speed lines become fig. 2's figures (names with spaces too).
+func TestParseHelperSpeed(t *testing.T) {
+	got := parseHelperSpeed("wolfssl", "F AES-128-GCM MB/s 52.2\nF ECDSA P-256 sign ops/s 3814.4\nU ECDH P-521 not built\ngarbage\n")
+	if len(got) != 2 || got[0] != (Primitive{"wolfssl", "AES-128-GCM", "MB/s", 52.2}) || got[1] != (Primitive{"wolfssl", "ECDSA P-256 sign", "ops/s", 3814.4}) {
+		t.Fatalf("%+v", got)
+	}
+}

@@ -192,7 +192,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 		steps += tlsImpls * len(Suites) * len(Groups)
 	}
 	if !o.NoPrimitives {
-		steps += 2
+		steps += 3
 	}
 	if !o.NoPayload {
 		steps += tlsImpls * len(PayloadSizes)
@@ -328,7 +328,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 		}
 	}
 	if !o.NoPrimitives {
-		if err := primitives(ctx, &res, p, o); err != nil {
+		if err := primitives(ctx, &res, p, o, dir, bins); err != nil {
 			return res, err
 		}
 	}
@@ -372,9 +372,9 @@ func payloads(ctx context.Context, res *Result, p *lab.Progress, o Options, cert
 	return nil
 }
 
-// primitives measures fig. 2 with Go, and with OpenSSL when it is among the
-// implementations; wolfCrypt is listed as not measured yet.
-func primitives(ctx context.Context, res *Result, p *lab.Progress, o Options) error {
+// primitives measures fig. 2 with Go, and with OpenSSL and wolfCrypt when they are among
+// the implementations.
+func primitives(ctx context.Context, res *Result, p *lab.Progress, o Options, dir string, bins map[string]string) error {
 	d := time.Second
 	if o.Quick {
 		d = 30 * time.Millisecond
@@ -394,8 +394,21 @@ func primitives(ctx context.Context, res *Result, p *lab.Progress, o Options) er
 		res.Primitives = append(res.Primitives, ossl...)
 		res.Skipped["openssl ML-KEM-768"] = "OpenSSL 3.0 has no ML-KEM"
 	}
+	p.Step("wolfCrypt's primitives (the helper's speed loop)")
 	if slices.Contains(o.Impls, "wolfssl") {
-		res.Skipped["wolfssl primitives"] = "wolfCrypt's primitives are not measured yet (issue 15: the helper needs its own speed loop)"
+		bin := bins["wolfssl"]
+		if bin == "" {
+			var err error
+			if bin, err = buildHelper(ctx, dir, "wolfssl"); err != nil {
+				return err
+			}
+		}
+		w, err := wolfCryptPrimitives(ctx, bin, d)
+		if err != nil {
+			return err
+		}
+		res.Primitives = append(res.Primitives, w...)
+		res.Skipped["wolfssl ML-KEM-768"] = "Debian's wolfSSL 5.5.4 has no ML-KEM"
 	}
 	return nil
 }

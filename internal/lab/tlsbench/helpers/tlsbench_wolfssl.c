@@ -3,6 +3,8 @@
  * libwolfssl-dev), with the same command line and output as tlsbench_openssl:
  *
  *   tlsbench_wolfssl server PORT CERT KEY PSKHEX
+ *   tlsbench_wolfssl speed SECONDS
+ *       wolfCrypt's primitives (fig. 2), each for SECONDS: lines "F NAME UNIT VALUE".
  *   tlsbench_wolfssl echo PORT CERT KEY PSKHEX
  *   tlsbench_wolfssl payload HOST PORT SIZE WINDOW CAFILE
  *   tlsbench_wolfssl client HOST PORT K MODE GROUP PSKHEX CAFILE [SUITE [WINDOW]]
@@ -13,6 +15,14 @@
  */
 #include <wolfssl/options.h>
 #include <wolfssl/ssl.h>
+#include <wolfssl/wolfcrypt/aes.h>
+#include <wolfssl/wolfcrypt/chacha20_poly1305.h>
+#include <wolfssl/wolfcrypt/curve25519.h>
+#include <wolfssl/wolfcrypt/ecc.h>
+#include <wolfssl/wolfcrypt/ed25519.h>
+#include <wolfssl/wolfcrypt/random.h>
+#include <wolfssl/wolfcrypt/rsa.h>
+#include <wolfssl/wolfcrypt/sha256.h>
 
 #include <linux/tcp.h> /* tcp_info with byte counters */
 
@@ -146,6 +156,79 @@ static int client(int argc, char **argv) {
 	return 0;
 }
 
+/* TIMED runs BODY for secs, 16 at a time, and prints its rate (ops/s, or MB/s of
+ * `bytes` per call when bytes > 0). */
+#define TIMED(name, secs, bytes, BODY) do { \
+	long n_ = 0; double t0_ = now(), el_; \
+	do { for (int i_ = 0; i_ < 16; i_++) { BODY; } n_ += 16; } while ((el_ = now() - t0_) < (secs)); \
+	if ((bytes) > 0) printf("F %s MB/s %.1f\n", name, n_ * (double)(bytes) / el_ / 1e6); \
+	else printf("F %s ops/s %.1f\n", name, n_ / el_); \
+} while (0)
+
+static int speed(int argc, char **argv) {
+	if (argc != 3) die("usage: speed SECONDS");
+	double secs = atof(argv[2]);
+	WC_RNG rng;
+	if (wc_InitRng(&rng) != 0) die("rng");
+	static byte in[1024], out[1024 + 16], key[32], iv[12], tag[16], hash[32], secret[80], sig[600];
+	word32 len;
+	int res;
+	for (int bits = 128; bits <= 256; bits += 128) {
+		Aes aes;
+		if (wc_AesInit(&aes, NULL, INVALID_DEVID) || wc_AesGcmSetKey(&aes, key, bits / 8)) die("aes");
+		TIMED(bits == 128 ? "AES-128-GCM" : "AES-256-GCM", secs, sizeof in,
+		      wc_AesGcmEncrypt(&aes, out, in, sizeof in, iv, sizeof iv, tag, sizeof tag, NULL, 0));
+		wc_AesFree(&aes);
+	}
+	TIMED("ChaCha20-Poly1305", secs, sizeof in, wc_ChaCha20Poly1305_Encrypt(key, iv, NULL, 0, in, sizeof in, out, tag));
+	TIMED("SHA-256", secs, sizeof in, wc_Sha256Hash(in, sizeof in, hash));
+
+	curve25519_key xa, xb;
+	wc_curve25519_init(&xa);
+	wc_curve25519_init(&xb);
+	if (wc_curve25519_make_key(&rng, 32, &xa) || wc_curve25519_make_key(&rng, 32, &xb)) die("x25519");
+	TIMED("X25519", secs, 0, len = sizeof secret; wc_curve25519_shared_secret(&xa, &xb, secret, &len));
+
+	const struct { const char *name; int id, size; } curves[] = {{"ECDH P-256", ECC_SECP256R1, 32}, {"ECDH P-384", ECC_SECP384R1, 48}, {"ECDH P-521", ECC_SECP521R1, 66}};
+	for (int c = 0; c < 3; c++) {
+		ecc_key a, b;
+		wc_ecc_init(&a);
+		wc_ecc_init(&b);
+		if (wc_ecc_make_key_ex(&rng, curves[c].size, &a, curves[c].id) || wc_ecc_make_key_ex(&rng, curves[c].size, &b, curves[c].id)) {
+			printf("U %s not built\n", curves[c].name);
+			continue;
+		}
+		wc_ecc_set_rng(&a, &rng);
+		TIMED(curves[c].name, secs, 0, len = sizeof secret; wc_ecc_shared_secret(&a, &b, secret, &len));
+		if (c == 0) {
+			word32 slen = sizeof sig;
+			if (wc_ecc_sign_hash(hash, sizeof hash, sig, &slen, &rng, &a)) die("ecdsa");
+			TIMED("ECDSA P-256 sign", secs, 0, len = sizeof sig; wc_ecc_sign_hash(hash, sizeof hash, sig + 300, &len, &rng, &a));
+			TIMED("ECDSA P-256 verify", secs, 0, wc_ecc_verify_hash(sig, slen, hash, sizeof hash, &res, &a));
+		}
+		wc_ecc_free(&a);
+		wc_ecc_free(&b);
+	}
+
+	ed25519_key ek;
+	wc_ed25519_init(&ek);
+	if (wc_ed25519_make_key(&rng, 32, &ek)) die("ed25519");
+	word32 elen = 64;
+	if (wc_ed25519_sign_msg(hash, sizeof hash, sig, &elen, &ek)) die("ed25519 sign");
+	TIMED("Ed25519 sign", secs, 0, len = 64; wc_ed25519_sign_msg(hash, sizeof hash, sig + 300, &len, &ek));
+	TIMED("Ed25519 verify", secs, 0, wc_ed25519_verify_msg(sig, elen, hash, sizeof hash, &res, &ek));
+
+	RsaKey rk;
+	wc_InitRsaKey(&rk, NULL);
+	if (wc_MakeRsaKey(&rk, 2048, WC_RSA_EXPONENT, &rng)) die("rsa");
+	wc_RsaSetRNG(&rk, &rng);
+	int rlen = wc_RsaSSL_Sign(hash, sizeof hash, sig, 256, &rk, &rng);
+	if (rlen <= 0) die("rsa sign");
+	TIMED("RSA-2048 sign", secs, 0, wc_RsaSSL_Sign(hash, sizeof hash, sig + 300, 256, &rk, &rng));
+	TIMED("RSA-2048 verify", secs, 0, wc_RsaSSL_Verify(sig, rlen, secret, sizeof secret, &rk));
+	return 0;
+}
+
 static long tcp_counter(int s, int sent) {
 	struct tcp_info ti;
 	socklen_t tl = sizeof ti;
@@ -192,6 +275,7 @@ int main(int argc, char **argv) {
 	wolfSSL_Init();
 	if (argc > 1 && (!strcmp(argv[1], "server") || !strcmp(argv[1], "echo"))) return server(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "payload")) return payload(argc, argv);
+	if (argc > 1 && !strcmp(argv[1], "speed")) return speed(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "client")) return client(argc, argv);
 	die("usage: server ... | client ...");
 	return 1;
