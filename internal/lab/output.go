@@ -1,8 +1,10 @@
 package lab
 
 import (
+	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -144,4 +146,20 @@ func Median(v []float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// Finish ends a lab's run once something was measured: it writes the files, prints the
+// summary and where the report is. A run interrupted by Ctrl-C (measureErr is
+// context.Canceled) keeps what it measured and is no error; another measureErr is
+// returned after the files are written.
+func Finish(w io.Writer, out string, measureErr error, write func() error, print func(io.Writer)) error {
+	if err := write(); err != nil {
+		return err
+	}
+	print(w)
+	fmt.Fprintf(w, "\nreport: %s\n", filepath.Join(out, "report.html"))
+	if errors.Is(measureErr, context.Canceled) {
+		return nil
+	}
+	return measureErr
 }

@@ -2,10 +2,8 @@ package devicebench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
 )
@@ -19,13 +17,5 @@ func Run(ctx context.Context, b *lab.Bench, o Options, out string, w io.Writer) 
 		return err
 	}
 	s := Summarize(res, o)
-	if werr := Write(out, lab.ReadEnvironment(o.Quick), res, s); werr != nil {
-		return werr
-	}
-	Print(w, s)
-	fmt.Fprintf(w, "\nreport: %s\n", filepath.Join(out, "report.html"))
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
+	return lab.Finish(w, out, err, func() error { return Write(out, lab.ReadEnvironment(o.Quick), res, s) }, func(w io.Writer) { Print(w, s) })
 }

@@ -2,7 +2,6 @@ package jwtbench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -26,15 +25,7 @@ func Run(ctx context.Context, b *lab.Bench, o Options, out string, w io.Writer) 
 	}
 	o.defaults()
 	s := Summarize(res, o)
-	if werr := Write(out, lab.ReadEnvironment(o.Quick), res, s); werr != nil {
-		return werr
-	}
-	Print(w, s)
-	fmt.Fprintf(w, "\nreport: %s\n", filepath.Join(out, "report.html"))
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
+	return lab.Finish(w, out, err, func() error { return Write(out, lab.ReadEnvironment(o.Quick), res, s) }, func(w io.Writer) { Print(w, s) })
 }
 
 // The paper's values (paper 004: 32 client nodes, one middleware server).

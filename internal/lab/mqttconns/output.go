@@ -2,7 +2,6 @@ package mqttconns
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,15 +20,7 @@ func Run(ctx context.Context, b *lab.Bench, o Options, out string, w io.Writer) 
 		return err
 	}
 	s := Summarize(res)
-	if werr := Write(out, lab.ReadEnvironment(res.Options.Quick), s); werr != nil {
-		return werr
-	}
-	Print(w, s)
-	fmt.Fprintf(w, "\nreport: %s\n", filepath.Join(out, "report.html"))
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
+	return lab.Finish(w, out, err, func() error { return Write(out, lab.ReadEnvironment(res.Options.Quick), s) }, func(w io.Writer) { Print(w, s) })
 }
 
 // Write writes fleets.csv, summary.json, environment.json and report.html.

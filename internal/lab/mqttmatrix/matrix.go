@@ -3,10 +3,8 @@ package mqttmatrix
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -377,13 +375,5 @@ func RunAndReport(ctx context.Context, b *lab.Bench, o Options, out string, w io
 		return err
 	}
 	s := Summarize(res)
-	if werr := Write(out, lab.ReadEnvironment(res.Options.Quick), res, s); werr != nil {
-		return werr
-	}
-	Print(w, s)
-	fmt.Fprintf(w, "\nreport: %s\n", filepath.Join(out, "report.html"))
-	if errors.Is(err, context.Canceled) {
-		return nil // interrupted: what was measured is written
-	}
-	return err
+	return lab.Finish(w, out, err, func() error { return Write(out, lab.ReadEnvironment(res.Options.Quick), res, s) }, func(w io.Writer) { Print(w, s) })
 }

@@ -28,15 +28,7 @@ func Run(ctx context.Context, b *lab.Bench, o Options, out string, w io.Writer) 
 		return err
 	}
 	s := Summarize(res)
-	if werr := Write(out, lab.ReadEnvironment(res.Options.Quick), res, s); werr != nil {
-		return werr
-	}
-	Print(w, s)
-	fmt.Fprintf(w, "\nreport: %s\n", filepath.Join(out, "report.html"))
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
+	return lab.Finish(w, out, err, func() error { return Write(out, lab.ReadEnvironment(res.Options.Quick), res, s) }, func(w io.Writer) { Print(w, s) })
 }
 
 // Summary is summary.json (schema in docs/bench.md).
