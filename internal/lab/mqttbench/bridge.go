@@ -160,7 +160,9 @@ func Bridge(ctx context.Context, b *lab.Bench, o BridgeOptions) (BridgeResult, e
 		if err != nil {
 			return nil, err
 		}
-		if _, err := p.ReadLine(ctx, "Client reader received SUBACK"); err != nil {
+		// A restarted reader's persistent session delivers what the centre held for it
+		// right after CONNACK, before the SUBACK: those readings count too.
+		if _, err := p.ReadLineSeeing(ctx, "Client reader received SUBACK", rd.tally); err != nil {
 			p.Stop()
 			return nil, err
 		}
@@ -348,27 +350,32 @@ func (r *reader) consume(ctx context.Context, p *lab.Proc, restart func(context.
 			r.mu.Unlock()
 			continue
 		}
-		k, i, ok := parseReading(l)
-		if !ok {
-			continue
-		}
-		r.mu.Lock()
-		if k < len(r.seen) && i < len(r.seen[k]) {
-			switch {
-			case r.seen[k][i]:
-				r.dups++
-			default:
-				if i < r.last[k] {
-					r.order++
-				}
-				r.seen[k][i], r.last[k] = true, max(r.last[k], i)
-				r.got++
-			}
-		}
-		close(r.changed)
-		r.changed = make(chan struct{})
-		r.mu.Unlock()
+		r.tally(l)
 	}
+}
+
+// tally counts one line of mosquitto_sub's output if it is a reading.
+func (r *reader) tally(l string) {
+	k, i, ok := parseReading(l)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if k < len(r.seen) && i < len(r.seen[k]) {
+		switch {
+		case r.seen[k][i]:
+			r.dups++
+		default:
+			if i < r.last[k] {
+				r.order++
+			}
+			r.seen[k][i], r.last[k] = true, max(r.last[k], i)
+			r.got++
+		}
+	}
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 func parseReading(l string) (k, i int, ok bool) {
