@@ -95,6 +95,20 @@ type HubInfo struct {
 	MinFreeMiB  int   `json:"min_free_mib"`
 	// MQTT is the broker's state; nil when it is off.
 	MQTT *MQTTInfo `json:"mqtt,omitempty"`
+	// Upstream is a gateway's session to its centre; nil when the hub has no upstream.
+	Upstream *UpstreamInfo `json:"upstream,omitempty"`
+}
+
+// UpstreamInfo is a gateway's uplink: the centre, the session's state (connected,
+// connecting, waiting, stopped), the devices the centre serves and those it refused.
+type UpstreamInfo struct {
+	Hub        string `json:"hub"`
+	Name       string `json:"name"`
+	State      string `json:"state"`
+	Announced  int    `json:"announced"`
+	Refused    int    `json:"refused"`
+	Reconnects int    `json:"reconnects"`
+	LastError  string `json:"last_error,omitempty"`
 }
 
 // MQTTInfo is what `iotsafe mqtt status` shows of the hub's broker.

@@ -229,7 +229,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // reconnectDelay is the exponential backoff, kept short for a while after a working
 // session was lost: the hub is likely back soon, and a device should be too.
 func (a *Agent) reconnectDelay(attempt int, lost time.Time) time.Duration {
-	d := backoff(attempt, a.cfg.BackoffMin, a.cfg.BackoffMax)
+	d := Backoff(attempt, a.cfg.BackoffMin, a.cfg.BackoffMax)
 	if !lost.IsZero() && time.Since(lost) < a.cfg.RecentWindow && d > a.cfg.RecentMax {
 		half := a.cfg.RecentMax / 2
 		d = half + rand.N(a.cfg.RecentMax-half+1)
@@ -256,8 +256,8 @@ func (a *Agent) waitRevoked(ctx context.Context) error {
 	return nil
 }
 
-// backoff is exponential with full jitter: uniform in [min, min*2^attempt] capped at max.
-func backoff(attempt int, lo, hi time.Duration) time.Duration {
+// Backoff is exponential with full jitter: uniform in [min, min*2^attempt] capped at max.
+func Backoff(attempt int, lo, hi time.Duration) time.Duration {
 	ceil := lo << min(attempt, 20)
 	if ceil > hi || ceil <= 0 {
 		ceil = hi

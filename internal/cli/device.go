@@ -309,6 +309,9 @@ func printDevice(w io.Writer, d *registry.Device, hs hubState) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "device\t%s\n", d.Name)
 	fmt.Fprintf(tw, "profile\t%s\n", d.Profile)
+	if d.Via != "" {
+		fmt.Fprintf(tw, "gateway\t%s\t(the device connects to that gateway, which relays it here)\n", d.Via)
+	}
 	fmt.Fprintf(tw, "address\t%s\t(source of its direct forwards)\n", d.Address)
 	fmt.Fprintf(tw, "status\t%s\n", hs.status(d))
 	if d.Revoked() && d.RevokeWhy != "" {
@@ -333,7 +336,10 @@ func printDevice(w io.Writer, d *registry.Device, hs hubState) {
 	for _, s := range d.Sockets {
 		fmt.Fprintf(tw, "socket\t%s\t%s\n", s.Alias, s.Addr)
 	}
-	if a := d.LastAlgos; a != nil {
+	if a := d.LastAlgos; a != nil && d.Via != "" {
+		// What the gateway reported of the device's own session there.
+		fmt.Fprintf(tw, "last session\tfrom %s, client %s, cipher %s, key %s\n", d.LastRemote, a.Client, a.Cipher, a.Key)
+	} else if a != nil {
 		fmt.Fprintf(tw, "last session\tfrom %s, client %s\n", d.LastRemote, a.Client)
 		fmt.Fprintf(tw, "negotiated\tkex %s, cipher %s, host key %s, device key %s", a.KeyExchange, a.Cipher, a.HostKey, a.KeyType)
 		if a.MAC != "" {

@@ -170,4 +170,13 @@ func printStatus(w io.Writer, data string, st hubStatus) {
 	if h := st.Hub; h != nil {
 		row("forwards", "%d open; the memory budget allows %d (ssh.forward_memory_mib)", h.Forwards, h.ForwardLimit)
 	}
+	if h := st.Hub; h != nil && h.Upstream != nil {
+		u := h.Upstream
+		last := ""
+		if u.LastError != "" && u.State != "connected" {
+			last = "; last error: " + u.LastError
+		}
+		row("upstream", "%s to %s as gateway %q: %d devices announced, %d refused, %d reconnections%s",
+			u.State, u.Hub, u.Name, u.Announced, u.Refused, u.Reconnects, last)
+	}
 }

@@ -51,6 +51,8 @@ type Config struct {
 	// SOAP is the endpoint for SOAP device messages with compact WS-Security (paper
 	// 001); off unless enabled.
 	SOAP soap.Config `yaml:"soap"`
+	// Upstream makes the hub a gateway that relays its devices to a central hub.
+	Upstream UpstreamConfig `yaml:"upstream"`
 	// Source says where the configuration came from, for the start-up log; set by
 	// LoadConfig.
 	Source string `yaml:"-"`
@@ -147,6 +149,7 @@ func (c *Config) ApplyDefaults() {
 	c.JWT.ApplyDefaults()
 	c.Telemetry.ApplyDefaults()
 	c.MQTT.ApplyDefaults()
+	c.Upstream.applyDefaults()
 }
 
 // TelemetryEnabled reports whether any telemetry path is configured: the plain REST
@@ -167,6 +170,9 @@ func (c *Config) Validate() ([]string, error) {
 	case "", "text", "json":
 	default:
 		return nil, fmt.Errorf("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	if err := c.Upstream.validate(); err != nil {
+		return nil, err
 	}
 	if c.Audit.MinFreeMiB < 0 {
 		return nil, fmt.Errorf("audit.min_free_mib: must not be negative")

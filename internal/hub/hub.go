@@ -33,6 +33,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
+	"github.com/iotsafe/iotsafe/internal/uplink"
 )
 
 // Hub is one running host server.
@@ -72,8 +73,9 @@ type Hub struct {
 	devices     *devicedir.Directory              // device identities of the telemetry paths; nil without one
 	mqtt        atomic.Pointer[mqttbroker.Broker] // nil when off; set after the admin socket listens
 	plainREST   *restapi.Plain
-	version     string    // of the binary, for iotsafe status
-	started     time.Time // for iotsafe status
+	uplink      atomic.Pointer[uplink.Uplink] // a gateway's session to its centre; nil without upstream
+	version     string                        // of the binary, for iotsafe status
+	started     time.Time                     // for iotsafe status
 }
 
 // Options are what the caller decides besides the config file.
@@ -166,6 +168,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 			h.log.Error("access reload after a new socket failed", "err", err)
 		}
 	}
+	if cfg.Upstream.Enabled() {
+		sc.Relay = h.relayChanged
+	}
 	if cfg.Access.UserSpace != "off" {
 		sc.Authorize = h.authorize
 	} else {
@@ -208,6 +213,11 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	h.serveREST()
 	if err := h.startMQTT(); err != nil {
 		return nil, err
+	}
+	if cfg.Upstream.Enabled() {
+		if err := h.startUplink(ctx); err != nil {
+			return nil, err
+		}
 	}
 	go h.watchChanges(ctx, DefaultChangePoll, changesFrom)
 	go h.pruneAudit(ctx, time.Hour)

@@ -23,6 +23,7 @@ func (h *Hub) Info() admin.HubInfo {
 	if b := h.mqtt.Load(); b != nil {
 		info.MQTT = b.Info()
 	}
+	info.Upstream = h.upstreamInfo()
 	return info
 }
 

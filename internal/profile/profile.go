@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -48,6 +49,38 @@ type Profile struct {
 	Compression bool `yaml:"compression" json:"compression"`
 	// OnViolation says what happens once a device has broken the profile often enough.
 	OnViolation ViolationPolicy `yaml:"on_violation" json:"on_violation"`
+	// Gateway, if set, makes the device a gateway: a hub that relays the devices
+	// connected to it over its one session (paper 000, three-level scheme).
+	Gateway *GatewayPolicy `yaml:"gateway,omitempty" json:"gateway,omitempty"`
+}
+
+// GatewayPolicy bounds what a gateway may announce. Each device it announces becomes a
+// device of the centre's registry (created at its first announcement, bound to that
+// gateway) with DeviceProfile, whose reverse aliases are the aliases it may serve.
+type GatewayPolicy struct {
+	// MaxDevices bounds the devices announced at once; 0 means 1000.
+	MaxDevices int `yaml:"max_devices" json:"max_devices"`
+	// DeviceProfile is the profile of the devices behind the gateway; "" means default.
+	DeviceProfile string `yaml:"device_profile" json:"device_profile"`
+	// Devices are the names the gateway may announce, as shell patterns ("site1-*");
+	// empty means any name.
+	Devices []string `yaml:"devices" json:"devices"`
+}
+
+// DefaultGatewayDevices is GatewayPolicy.MaxDevices's default.
+const DefaultGatewayDevices = 1000
+
+// Allows reports whether the gateway may announce a device of that name.
+func (g *GatewayPolicy) Allows(device string) bool {
+	if len(g.Devices) == 0 {
+		return true
+	}
+	for _, pat := range g.Devices {
+		if ok, _ := path.Match(pat, device); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // ViolationPolicy is the per-profile reaction to violations.
@@ -88,6 +121,14 @@ func (p *Profile) ApplyDefaults() {
 	if p.OnViolation.After == 0 {
 		p.OnViolation.After = 5
 	}
+	if g := p.Gateway; g != nil {
+		if g.MaxDevices == 0 {
+			g.MaxDevices = DefaultGatewayDevices
+		}
+		if g.DeviceProfile == "" {
+			g.DeviceProfile = DefaultName
+		}
+	}
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -99,8 +140,9 @@ func ValidName(s string) bool { return nameRE.MatchString(s) }
 // Bounds of one profile, checked before anything is allocated: the lab's largest
 // gateway session holds 10,000 forwards.
 const (
-	MaxAliases = 16384
-	MaxSize    = 1 << 20
+	MaxAliases        = 16384
+	MaxSize           = 1 << 20
+	MaxGatewayDevices = 1_000_000
 )
 
 // Validate checks every field and names the offending one in the error.
@@ -135,6 +177,22 @@ func (p *Profile) Validate() error {
 	}
 	if a := p.OnViolation.Action; a != "" && a != ActionLog && a != ActionRevoke {
 		return fmt.Errorf("%w: on_violation.action: %q is not one of log, revoke", ErrInvalid, a)
+	}
+	if g := p.Gateway; g != nil {
+		if g.MaxDevices < 0 || g.MaxDevices > MaxGatewayDevices {
+			return fmt.Errorf("%w: gateway.max_devices: %d out of range 0-%d", ErrInvalid, g.MaxDevices, MaxGatewayDevices)
+		}
+		if g.DeviceProfile != "" && !ValidName(g.DeviceProfile) {
+			return fmt.Errorf("%w: gateway.device_profile %q: not a profile name", ErrInvalid, g.DeviceProfile)
+		}
+		if g.DeviceProfile == p.Name {
+			return fmt.Errorf("%w: gateway.device_profile: the devices behind a gateway cannot have the gateway's own profile", ErrInvalid)
+		}
+		for _, pat := range g.Devices {
+			if _, err := path.Match(pat, ""); err != nil || pat == "" {
+				return fmt.Errorf("%w: gateway.devices: %q is not a name pattern (shell-style, e.g. site1-*)", ErrInvalid, pat)
+			}
+		}
 	}
 	return nil
 }

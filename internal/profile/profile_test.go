@@ -35,11 +35,39 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"name: p\non_violation: {action: nuke}\n", "on_violation.action"},
 		{"name: p\nunknown_field: 1\n", "unknown_field"},
 		{"name: [1, 2]\n", "name"},
+		{"name: gw\ngateway: {max_devices: -1}\n", "gateway.max_devices"},
+		{"name: gw\ngateway: {device_profile: Cams}\n", "gateway.device_profile"},
+		{"name: gw\ngateway: {device_profile: gw}\n", "gateway.device_profile"},
+		{"name: gw\ngateway: {devices: ['site[']}\n", "gateway.devices"},
+		{"name: gw\ngateway: {max_device: 3}\n", "max_device"},
 	} {
 		_, err := Parse([]byte(tc.in))
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%q: want ErrInvalid naming %q, got %v", tc.in, tc.field, err)
 		}
+	}
+}
+
+// A gateway's profile bounds the devices it may announce; unset fields get defaults.
+func TestGatewayPolicy(t *testing.T) {
+	p, err := Parse([]byte("name: site-gw\ngateway: {devices: ['site1-*', sensor]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := p.Gateway
+	if g == nil || g.MaxDevices != DefaultGatewayDevices || g.DeviceProfile != DefaultName {
+		t.Fatalf("defaults not applied: %+v", g)
+	}
+	for name, want := range map[string]bool{"site1-cam": true, "sensor": true, "site2-cam": false, "sensor2": false} {
+		if g.Allows(name) != want {
+			t.Errorf("Allows(%q) = %v", name, !want)
+		}
+	}
+	if again, err := Parse(p.Marshal()); err != nil || again.Gateway == nil || len(again.Gateway.Devices) != 2 {
+		t.Fatalf("round trip: %+v %v", again, err)
+	}
+	if plain, _ := Parse([]byte("name: cam\n")); plain.Gateway != nil {
+		t.Fatal("a profile without gateway: became a gateway")
 	}
 }
 

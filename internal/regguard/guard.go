@@ -320,3 +320,12 @@ func (g *Guard) Run(ctx context.Context, every time.Duration) {
 		}
 	}
 }
+
+// ClaimDevice is the registry's, with held revocations applied.
+func (g *Guard) ClaimDevice(ctx context.Context, name, gateway, devProfile string, maxDevices int) (*registry.Device, error) {
+	d, err := g.Registry.ClaimDevice(ctx, name, gateway, devProfile, maxDevices)
+	if err == nil {
+		g.overlay(d)
+	}
+	return d, err
+}

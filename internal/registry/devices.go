@@ -19,7 +19,8 @@ import (
 type Device struct {
 	Name       string      `json:"name"`
 	Profile    string      `json:"profile"`
-	Address    netip.Addr  `json:"address"` // its own address in the pool: source of its direct forwards
+	Via        string      `json:"via,omitempty"` // the gateway it is behind; "" when direct
+	Address    netip.Addr  `json:"address"`       // its own address in the pool: source of its direct forwards
 	CreatedAt  time.Time   `json:"created_at"`
 	RevokedAt  *time.Time  `json:"revoked_at,omitempty"`
 	RevokeWhy  string      `json:"revoke_reason,omitempty"`
@@ -220,13 +221,13 @@ func socketFrom(alias, addr string, port int) (Socket, error) {
 	return Socket{Alias: alias, Addr: netip.AddrPortFrom(a, uint16(port))}, nil
 }
 
-const deviceCols = `name, profile, address, created_at, revoked_at, revoke_why, violations, last_seen, last_remote, last_algos`
+const deviceCols = `name, profile, address, created_at, revoked_at, revoke_why, violations, last_seen, last_remote, last_algos, via`
 
 func scanDevice(sc interface{ Scan(...any) error }) (*Device, error) {
 	var d Device
 	var addr, created, algos string
 	var revoked, seen sql.NullString
-	if err := sc.Scan(&d.Name, &d.Profile, &addr, &created, &revoked, &d.RevokeWhy, &d.Violations, &seen, &d.LastRemote, &algos); err != nil {
+	if err := sc.Scan(&d.Name, &d.Profile, &addr, &created, &revoked, &d.RevokeWhy, &d.Violations, &seen, &d.LastRemote, &algos, &d.Via); err != nil {
 		return nil, err
 	}
 	d.Address, _ = netip.ParseAddr(addr)

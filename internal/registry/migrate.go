@@ -11,6 +11,7 @@ var migrations = []migrate.Step{
 	{Version: 1, Name: "initial schema", SQL: schemaV1},
 	{Version: 2, Name: "device certificates", SQL: schemaV2},
 	{Version: 3, Name: "SOAP message keys", SQL: schemaV3},
+	{Version: 4, Name: "devices behind gateways", SQL: schemaV4},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

@@ -131,3 +131,11 @@ CREATE TABLE IF NOT EXISTS soap_keys (
 	created_at TEXT NOT NULL
 );
 `
+
+// schemaV4 records, for a device behind a gateway (paper 000, three-level scheme),
+// which gateway announced it: the device is created at its first announcement and bound
+// to that gateway, so another gateway cannot claim it. ” for a direct device.
+const schemaV4 = `
+ALTER TABLE devices ADD COLUMN via TEXT NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS devices_via ON devices(via);
+`

@@ -54,6 +54,11 @@ type Config struct {
 	// SocketAllocated, if set, is called (in its own goroutine) when a forward made the
 	// registry allocate a new protected socket, so the kernel layer can include it.
 	SocketAllocated func() `yaml:"-"`
+	// Relay, if set, is told whenever the aliases a device serves at this hub change (a
+	// forward opened or closed, a session ended): a gateway's uplink announces them to
+	// its centre. It is called without locks held and must not block; it reads the
+	// current state back with Server.Serving.
+	Relay func(device string) `yaml:"-"`
 
 	// Logger receives the server's structured logs; nil discards them.
 	Logger *slog.Logger `yaml:"-"`

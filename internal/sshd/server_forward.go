@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 
@@ -37,6 +38,9 @@ func (f *forward) stop() {
 
 // handleRequest answers one global request of the device.
 func (ss *session) handleRequest(req *ssh.Request) {
+	if ss.handleGatewayRequest(req) {
+		return
+	}
 	switch req.Type {
 	case "tcpip-forward":
 		port, err := ss.startForward(req.Payload)
@@ -117,11 +121,22 @@ func (ss *session) startForward(payload []byte) (uint32, error) {
 			return 0, fmt.Errorf("alias %q is served by another live session", alias)
 		}
 	}
+	f, err := ss.bindForward(alias, fr.Addr, fr.Port)
+	if err != nil {
+		return 0, err
+	}
+	return f.bindPort, nil
+}
+
+// bindForward binds the protected socket of one of the session's aliases and serves it.
+// bindAddr and bindPort are what the client asked for, echoed in forwarded-tcpip opens.
+func (ss *session) bindForward(alias, bindAddr string, bindPort uint32) (*forward, error) {
+	s := ss.srv
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	sock, created, err := s.store.EnsureSocket(ctx, ss.device.Name, alias)
 	cancel()
 	if err != nil {
-		return 0, fmt.Errorf("allocating socket for %q: %w", alias, err)
+		return nil, fmt.Errorf("allocating socket for %q: %w", alias, err)
 	}
 	if created && s.cfg.SocketAllocated != nil {
 		go s.cfg.SocketAllocated()
@@ -129,9 +144,9 @@ func (ss *session) startForward(payload []byte) (uint32, error) {
 	ln, err := sockets.Listen(context.Background(), sock.Addr)
 	if err != nil {
 		ss.log.Error("cannot bind protected socket", "alias", alias, "socket", sock.Addr.String(), "err", err)
-		return 0, fmt.Errorf("bind %s: %w", sock.Addr, err)
+		return nil, fmt.Errorf("bind %s: %w", sock.Addr, err)
 	}
-	f := &forward{sess: ss, alias: alias, bindAddr: fr.Addr, bindPort: fr.Port, socket: sock, ln: ln}
+	f := &forward{sess: ss, alias: alias, bindAddr: bindAddr, bindPort: bindPort, socket: sock, ln: ln}
 	if f.bindPort == 0 {
 		f.bindPort = uint32(sock.Addr.Port())
 	}
@@ -140,7 +155,7 @@ func (ss *session) startForward(payload []byte) (uint32, error) {
 	case <-ss.done:
 		s.mu.Unlock()
 		ln.Close()
-		return 0, fmt.Errorf("session closed")
+		return nil, fmt.Errorf("session closed")
 	default:
 	}
 	ss.forwards[alias] = f
@@ -149,7 +164,8 @@ func (ss *session) startForward(payload []byte) (uint32, error) {
 	s.metrics.ForwardOpened()
 	ss.log.Info("reverse forward open", "alias", alias, "socket", sock.Addr.String())
 	go f.accept()
-	return f.bindPort, nil
+	s.relayChanged(ss.device.Name)
+	return f, nil
 }
 
 func (ss *session) cancelForward(alias string) bool {
@@ -167,6 +183,7 @@ func (ss *session) cancelForward(alias string) bool {
 		return false
 	}
 	f.stop()
+	s.relayChanged(ss.device.Name)
 	return true
 }
 
@@ -184,48 +201,74 @@ func (f *forward) serve(c net.Conn) {
 			return
 		}
 	}
-	if err := ss.acquireChannel(); err != nil {
-		if err == errChannelLimit {
-			ss.log.Warn("channel limit reached; refusing local connection", "alias", f.alias, "max_channels", ss.prof.MaxChannels, "from", c.RemoteAddr().String())
-		}
+	var originAddr string
+	var originPort uint32
+	if origin, _ := c.RemoteAddr().(*net.TCPAddr); origin != nil {
+		originAddr, originPort = origin.IP.String(), uint32(origin.Port)
+	}
+	st, kind, release, err := f.open(originAddr, originPort, c.RemoteAddr().String())
+	if err != nil {
 		c.Close()
 		return
 	}
+	ss.pipe(kind, st, c, release)
+}
+
+// open opens the device's end of one connection to the alias, under the session's
+// channel limit: a forwarded-tcpip channel, a stream of the session's multiplexed
+// channel, or, for a device behind a gateway, a device channel on the gateway's
+// session. release frees the channel slot once the connection is done.
+func (f *forward) open(originAddr string, originPort uint32, from string) (st tunnel.Stream, kind string, release func(), err error) {
+	ss := f.sess
+	if err := ss.acquireChannel(); err != nil {
+		if err == errChannelLimit {
+			ss.log.Warn("channel limit reached; refusing local connection", "alias", f.alias, "max_channels", ss.prof.MaxChannels, "from", from)
+		}
+		return nil, "", nil, err
+	}
 	released := false
-	release := func() {
+	release = func() {
 		if !released {
 			released = true
 			ss.releaseChannel()
 		}
 	}
-	defer release()
-	origin, _ := c.RemoteAddr().(*net.TCPAddr)
-	p := sshwire.ForwardedTCPIP{Addr: f.bindAddr, Port: f.bindPort}
-	if origin != nil {
-		p.OriginAddr, p.OriginPort = origin.IP.String(), uint32(origin.Port)
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
+	if gw := ss.gw; gw != nil {
+		ch, reqs, err := gw.conn.OpenChannel(sshext.DeviceChannel, ssh.Marshal(sshext.DeviceOpen{
+			Device: ss.device.Name, Alias: f.alias, OriginAddr: originAddr, OriginPort: originPort}))
+		if err != nil {
+			ss.log.Info("gateway refused the connection to its device", "alias", f.alias, "gateway", gw.device.Name, "err", err)
+			return nil, "", nil, err
+		}
+		go ssh.DiscardRequests(reqs)
+		return ch, "via-gateway", release, nil
 	}
+	p := sshwire.ForwardedTCPIP{Addr: f.bindAddr, Port: f.bindPort, OriginAddr: originAddr, OriginPort: originPort}
 	if m := ss.mux.Load(); m != nil {
 		// The device multiplexes (and maybe compresses) its connections in one channel. The
 		// open is not confirmed; a device that cannot serve it resets the stream, which
-		// closes c just as a refused channel would.
+		// closes the connection just as a refused channel would.
 		st, err := m.Open(zmux.Target{Kind: zmux.Forwarded, Host: p.Addr, Port: p.Port, OriginHost: p.OriginAddr, OriginPort: p.OriginPort})
 		if err == nil {
-			ss.pipe("forwarded-tcpip", st, c, release)
-			return
+			return st, "forwarded-tcpip", release, nil
 		}
 	}
 	ch, reqs, err := ss.conn.OpenChannel("forwarded-tcpip", ssh.Marshal(p))
 	if err != nil {
 		ss.log.Info("device refused forwarded connection", "alias", f.alias, "err", err)
-		c.Close()
-		return
+		return nil, "", nil, err
 	}
 	go ssh.DiscardRequests(reqs)
-	ss.pipe("forwarded-tcpip", ch, c, release)
+	return ch, "forwarded-tcpip", release, nil
 }
 
 // pipe carries one forwarded connection until both ends are done, counting it.
-func (ss *session) pipe(kind string, st tunnel.Stream, c net.Conn, done func()) {
+func (ss *session) pipe(kind string, st tunnel.Stream, c io.ReadWriteCloser, done func()) {
 	ss.srv.metrics.ChannelOpened(kind)
 	down, up := tunnel.Pipe(st, c, done)
 	ss.srv.metrics.Bytes(up, down)

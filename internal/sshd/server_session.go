@@ -37,6 +37,12 @@ type session struct {
 	done      chan struct{}
 	// forwards held by this session; guarded by srv.mu.
 	forwards map[string]*forward
+
+	// gw is, for a device behind a gateway, the gateway's session that carries it: the
+	// device has no connection of its own here (conn stays nil).
+	gw *session
+	// children are, for a gateway's session, the devices it announced; guarded by srv.mu.
+	children map[string]*session
 }
 
 func newSession(s *Server, d *registry.Device, p *profile.Profile, remote string) *session {
@@ -141,6 +147,9 @@ func (s *Server) releasePending(key string) {
 
 // alive sends a keepalive and reports whether any answer came within timeout.
 func (ss *session) alive(timeout time.Duration) bool {
+	if ss.gw != nil {
+		return ss.gw.alive(timeout) // a device behind a gateway lives as long as its gateway
+	}
 	select {
 	case <-ss.ready:
 	case <-ss.done:
@@ -187,12 +196,26 @@ func (ss *session) close(why string) {
 		fwds := ss.forwards
 		ss.forwards = map[string]*forward{}
 		conn := ss.conn
+		children := ss.children
+		ss.children = nil
+		if gw := ss.gw; gw != nil && gw.children[ss.device.Name] == ss {
+			delete(gw.children, ss.device.Name)
+		}
 		s.mu.Unlock()
 		for _, f := range fwds {
 			f.stop()
 		}
 		if conn != nil {
 			conn.Close()
+		}
+		for _, c := range children {
+			c.close("its gateway's session ended")
+		}
+		if ss.gw != nil {
+			go ss.childEnded()
+		}
+		if len(fwds) > 0 {
+			s.relayChanged(ss.device.Name)
 		}
 		ss.log.Info("session closed", "why", why)
 	})
@@ -313,6 +336,10 @@ func (s *Server) KickKey(device, fingerprint, why string) int {
 	s.mu.Unlock()
 	for _, ss := range victims {
 		ss.close(why)
+		if ss.gw != nil {
+			// Revoked or removed here: the gateway closes the device and keeps it out.
+			ss.gw.tellGateway(ss.device.Name, why)
+		}
 	}
 	return len(victims)
 }

@@ -16,14 +16,15 @@ type Stream interface {
 // 32 KiB matches the SSH maximum packet, so one read fills at most one packet.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
 
-// Pipe copies both ways between a device stream and a TCP connection, propagating
+// Pipe copies both ways between a device stream and a TCP connection (or another
+// stream: a gateway relays a centre's channel to its device), propagating
 // half-closes, and returns the bytes carried each way once both directions are done.
 // A direction that ends in an error rather than a clean end (the device's session was
 // lost, the local client reset) aborts the other end too: the local client gets a TCP
 // reset, not a FIN it would take for a complete answer. Pipe closes both ends; done, if
 // not nil, runs after copying and before the stream is closed, so the peer never sees
 // the close before the caller's bookkeeping is done.
-func Pipe(ch Stream, conn net.Conn, done func()) (toChannel, fromChannel int64) {
+func Pipe(ch Stream, conn io.ReadWriteCloser, done func()) (toChannel, fromChannel int64) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -57,7 +58,7 @@ func Pipe(ch Stream, conn net.Conn, done func()) (toChannel, fromChannel int64) 
 }
 
 // abort closes c with a reset where it is TCP.
-func abort(c net.Conn) {
+func abort(c io.Closer) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetLinger(0)
 	}

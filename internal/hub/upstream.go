@@ -1,0 +1,139 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/agent"
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/uplink"
+)
+
+// UpstreamConfig makes the hub a gateway (paper 000, three-level scheme): it keeps
+// serving its own devices and relays them to a central hub over one SSH session.
+type UpstreamConfig struct {
+	// Hub is the centre's SSH address (host:port); "" means no upstream.
+	Hub string `yaml:"hub"`
+	// HubKey pins the centre's host key ("SHA256:...", as the centre prints at start).
+	HubKey string `yaml:"hub_key"`
+	// Name is the gateway's device name at the centre; "" means this machine's short
+	// host name.
+	Name string `yaml:"name"`
+	// Key is the gateway's private key; "" means DATA/gateway_key, created (ed25519,
+	// mode 0600) at the first start with its .pub beside it for enrolment at the centre.
+	Key string `yaml:"key"`
+}
+
+// GatewayKeyName is the gateway's key in the data folder when upstream.key is not set.
+const GatewayKeyName = "gateway_key"
+
+// Enabled reports whether the hub has an upstream.
+func (u UpstreamConfig) Enabled() bool { return u.Hub != "" }
+
+func (u *UpstreamConfig) applyDefaults() {
+	if u.Enabled() && u.Name == "" {
+		if h, err := os.Hostname(); err == nil {
+			u.Name, _, _ = strings.Cut(strings.ToLower(h), ".")
+		}
+	}
+}
+
+func (u UpstreamConfig) validate() error {
+	if !u.Enabled() {
+		if u.HubKey != "" || u.Name != "" || u.Key != "" {
+			return errors.New("upstream: hub_key, name or key set without upstream.hub")
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(u.Hub); err != nil {
+		return fmt.Errorf("upstream.hub %q: want host:port of the centre's SSH server", u.Hub)
+	}
+	if !strings.HasPrefix(u.HubKey, "SHA256:") {
+		return fmt.Errorf("upstream.hub_key: pin the centre's host key as SHA256:... (the centre prints it at start; ssh-keyscan -p PORT HOST | ssh-keygen -lf -)")
+	}
+	if !profile.ValidName(u.Name) {
+		return fmt.Errorf("upstream.name %q: the gateway's device name at the centre (lower-case letters, digits, '-')", u.Name)
+	}
+	return nil
+}
+
+// startUplink loads (or creates) the gateway key and keeps the session to the centre.
+func (h *Hub) startUplink(ctx context.Context) error {
+	u := h.cfg.Upstream
+	keyPath := u.Key
+	if keyPath == "" {
+		keyPath = filepath.Join(h.dir, GatewayKeyName)
+	}
+	_, statErr := os.Stat(keyPath)
+	signer, err := LoadOrCreateKey(keyPath)
+	if err != nil {
+		return fmt.Errorf("upstream.key: %w", err)
+	}
+	pub := keyPath + ".pub"
+	if _, err := os.Stat(pub); errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(pub, ssh.MarshalAuthorizedKey(signer.PublicKey()), 0o644); err != nil {
+			return fmt.Errorf("upstream: writing %s: %w", pub, err)
+		}
+	}
+	if statErr != nil {
+		h.log.Warn("created the gateway key; enrol it at the centre with a gateway profile",
+			"key", pub, "fingerprint", ssh.FingerprintSHA256(signer.PublicKey()),
+			"at_the_centre", fmt.Sprintf("iotsafe device add %s --profile GATEWAY-PROFILE --key %s", u.Name, filepath.Base(pub)))
+	}
+	pin, err := agent.PinFingerprint(u.HubKey)
+	if err != nil {
+		return fmt.Errorf("upstream.hub_key: %w", err)
+	}
+	up, err := uplink.New(uplink.Config{
+		Hub: u.Hub, Name: u.Name, Signer: signer, HostKey: pin, Local: h.ssh,
+		Revoked: h.revokedUpstream, Logger: h.log,
+	})
+	if err != nil {
+		return err
+	}
+	h.uplink.Store(up)
+	go func() {
+		if err := up.Run(ctx); err != nil && ctx.Err() == nil {
+			h.log.Error("upstream stopped; local devices keep working", "err", err)
+		}
+	}()
+	h.log.Info("gateway: relaying devices to the centre", "centre", u.Hub, "as", u.Name, "key", ssh.FingerprintSHA256(signer.PublicKey()))
+	return nil
+}
+
+// relayChanged tells the uplink what a device serves changed (sshd.Config.Relay).
+func (h *Hub) relayChanged(device string) {
+	if up := h.uplink.Load(); up != nil {
+		up.Changed(device)
+	}
+}
+
+// revokedUpstream revokes here a device the centre revoked or removed, so it stays out
+// of the gateway too (and across its restarts).
+func (h *Hub) revokedUpstream(device, reason string) {
+	n, err := h.Revoke(device, "revoked "+reason)
+	if err != nil {
+		h.log.Error("revoking a device the centre revoked failed", "device", device, "err", err)
+		return
+	}
+	h.log.Warn("device revoked by the centre", "device", device, "reason", reason, "closed", n)
+}
+
+// upstreamInfo is the uplink's state for iotsafe status; nil without an upstream.
+func (h *Hub) upstreamInfo() *admin.UpstreamInfo {
+	up := h.uplink.Load()
+	if up == nil {
+		return nil
+	}
+	st := up.Status()
+	return &admin.UpstreamInfo{Hub: st.Hub, Name: h.cfg.Upstream.Name, State: st.State, Announced: st.Announced,
+		Refused: st.Refused, Reconnects: st.Reconnects, LastError: st.LastError}
+}

@@ -1,0 +1,379 @@
+package uplink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/agent"
+	"github.com/iotsafe/iotsafe/internal/sshd"
+	"github.com/iotsafe/iotsafe/internal/sshext"
+	"github.com/iotsafe/iotsafe/internal/tunnel"
+)
+
+// Local is what the uplink needs from the gateway's own SSH server.
+type Local interface {
+	Serving(device string) (sshd.Served, bool)
+	ServingDevices() []string
+	RelayTo(device, alias, originAddr string, originPort uint32, accept func() (tunnel.Stream, error)) error
+}
+
+// Config of the uplink. Hub, Name, Signer, HostKey and Local are required.
+type Config struct {
+	Hub     string // host:port of the centre's SSH server
+	Name    string // the gateway's device name at the centre (its SSH user)
+	Signer  ssh.Signer
+	HostKey ssh.HostKeyCallback
+	Local   Local
+	// Revoked is called when the centre says a device is revoked or removed there: the
+	// hub closes it and keeps it out (it revokes the device in its own registry).
+	Revoked func(device, reason string)
+
+	// KeepaliveInterval and KeepaliveTimeout: the centre is probed every interval and
+	// the session dropped after timeout without an answer; 0 means 15s and 45s.
+	KeepaliveInterval, KeepaliveTimeout time.Duration
+	// BackoffMin and BackoffMax bound the reconnect delay; 0 means 1s and 30s.
+	BackoffMin, BackoffMax time.Duration
+	// HandshakeTimeout bounds TCP connect plus SSH handshake; 0 means 15s.
+	HandshakeTimeout time.Duration
+	Logger           *slog.Logger
+	// OnSynced, if set, is called each time every device serving here has been
+	// announced (tests wait for it).
+	OnSynced func()
+}
+
+// Status is the uplink's state for 'iotsafe status'.
+type Status struct {
+	Hub        string `json:"hub"`
+	State      string `json:"state"` // connected, connecting, waiting
+	Announced  int    `json:"announced"`
+	Refused    int    `json:"refused"`
+	Reconnects int    `json:"reconnects"`
+	LastError  string `json:"last_error,omitempty"`
+}
+
+// Uplink keeps the gateway's session to the centre.
+type Uplink struct {
+	cfg Config
+	log *slog.Logger
+
+	mu        sync.Mutex
+	dirty     map[string]bool // devices whose announcement is out of date
+	kick      chan struct{}   // signalled when dirty grows
+	announced map[string]bool // devices the centre serves now (this session)
+	refused   map[string]string
+	state     string
+	reconn    int
+	lastErr   string
+}
+
+// New validates cfg.
+func New(cfg Config) (*Uplink, error) {
+	if cfg.Hub == "" || cfg.Name == "" || cfg.Signer == nil || cfg.HostKey == nil || cfg.Local == nil {
+		return nil, errors.New("uplink: hub, name, key, hub key and the local server are required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.KeepaliveInterval, 15*time.Second)
+	def(&cfg.KeepaliveTimeout, 3*cfg.KeepaliveInterval)
+	def(&cfg.BackoffMin, time.Second)
+	def(&cfg.BackoffMax, 30*time.Second)
+	def(&cfg.HandshakeTimeout, 15*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Uplink{cfg: cfg, log: cfg.Logger.With("component", "uplink", "centre", cfg.Hub),
+		dirty: map[string]bool{}, kick: make(chan struct{}, 1), announced: map[string]bool{},
+		refused: map[string]string{}, state: "connecting"}, nil
+}
+
+// Changed notes that what a device serves here changed (sshd.Config.Relay). It never
+// blocks.
+func (u *Uplink) Changed(device string) {
+	u.mu.Lock()
+	u.dirty[device] = true
+	u.mu.Unlock()
+	select {
+	case u.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Status reports the uplink's state.
+func (u *Uplink) Status() Status {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return Status{Hub: u.cfg.Hub, State: u.state, Announced: len(u.announced), Refused: len(u.refused),
+		Reconnects: u.reconn, LastError: u.lastErr}
+}
+
+// Run keeps the session to the centre until ctx ends, reconnecting with backoff. It
+// returns ctx's error, or an error the centre's answer cannot fix (its host key).
+func (u *Uplink) Run(ctx context.Context) error {
+	attempt := 0
+	for {
+		start := time.Now()
+		err := u.session(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, agent.ErrHostKey) {
+			u.setState("stopped", err)
+			u.log.Error("the centre's host key is not the pinned one; not retrying", "err", err)
+			return err
+		}
+		if time.Since(start) > u.cfg.BackoffMax {
+			attempt = 0
+		}
+		delay := agent.Backoff(attempt, u.cfg.BackoffMin, u.cfg.BackoffMax)
+		attempt++
+		u.setState("waiting", err)
+		u.log.Warn("session to the centre ended; local devices stay connected; reconnecting", "err", err, "in", delay.Round(time.Millisecond).String())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		u.mu.Lock()
+		u.reconn++
+		u.state = "connecting"
+		u.mu.Unlock()
+	}
+}
+
+func (u *Uplink) setState(state string, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.state = state
+	if err != nil {
+		u.lastErr = err.Error()
+	}
+}
+
+// session runs one session to the centre until it fails.
+func (u *Uplink) session(ctx context.Context) error {
+	d := net.Dialer{Timeout: u.cfg.HandshakeTimeout, KeepAlive: -1}
+	tc, err := d.DialContext(ctx, "tcp", u.cfg.Hub)
+	if err != nil {
+		return fmt.Errorf("uplink: connect: %w", err)
+	}
+	var hostKeyErr error
+	cc := &ssh.ClientConfig{
+		User: u.cfg.Name,
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(u.cfg.Signer)},
+		HostKeyCallback: func(host string, remote net.Addr, key ssh.PublicKey) error {
+			if err := u.cfg.HostKey(host, remote, key); err != nil {
+				hostKeyErr = fmt.Errorf("%w: %s offered %s: %v", agent.ErrHostKey, host, ssh.FingerprintSHA256(key), err)
+				return hostKeyErr
+			}
+			return nil
+		},
+		BannerCallback: func(msg string) error {
+			u.log.Warn("the centre says", "message", strings.TrimSpace(msg))
+			return nil
+		},
+		ClientVersion: "SSH-2.0-iotsafe-gateway",
+		Timeout:       u.cfg.HandshakeTimeout,
+	}
+	tc.SetDeadline(time.Now().Add(u.cfg.HandshakeTimeout))
+	conn, chans, reqs, err := ssh.NewClientConn(tc, u.cfg.Hub, cc)
+	if err != nil {
+		tc.Close()
+		if hostKeyErr != nil {
+			return hostKeyErr
+		}
+		return fmt.Errorf("uplink: handshake: %w", err)
+	}
+	tc.SetDeadline(time.Time{})
+	defer conn.Close()
+	u.log.Info("connected to the centre")
+
+	// A new session: the centre knows none of our devices; announce all of them.
+	u.mu.Lock()
+	u.announced, u.refused = map[string]bool{}, map[string]string{}
+	u.state, u.lastErr = "connected", ""
+	for _, name := range u.cfg.Local.ServingDevices() {
+		u.dirty[name] = true
+	}
+	u.mu.Unlock()
+	select {
+	case u.kick <- struct{}{}:
+	default:
+	}
+
+	done := make(chan struct{})
+	defer close(done)
+	go u.serveChannels(chans)
+	go u.serveRequests(reqs)
+	go u.keepalive(conn, done)
+	wait := make(chan error, 1)
+	go func() { wait <- conn.Wait() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-wait:
+			return fmt.Errorf("uplink: session closed: %w", err)
+		case <-u.kick:
+			if err := u.sync(conn); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// sync announces or withdraws every device whose state changed since the last sync.
+func (u *Uplink) sync(conn ssh.Conn) error {
+	for {
+		u.mu.Lock()
+		var name string
+		for n := range u.dirty {
+			name = n
+			break
+		}
+		if name == "" {
+			u.mu.Unlock()
+			if u.cfg.OnSynced != nil {
+				u.cfg.OnSynced()
+			}
+			return nil
+		}
+		delete(u.dirty, name)
+		was := u.announced[name]
+		u.mu.Unlock()
+
+		sv, serving := u.cfg.Local.Serving(name)
+		if !serving {
+			if was {
+				if _, _, err := conn.SendRequest(sshext.WithdrawRequest, false, ssh.Marshal(sshext.Withdraw{Device: name})); err != nil {
+					return fmt.Errorf("uplink: withdraw %s: %w", name, err)
+				}
+			}
+			u.mu.Lock()
+			delete(u.announced, name)
+			delete(u.refused, name)
+			u.mu.Unlock()
+			continue
+		}
+		ok, body, err := conn.SendRequest(sshext.AnnounceRequest, true, ssh.Marshal(sshext.Announce{
+			Device: name, Aliases: sv.Aliases, Key: sv.Key, Client: sv.Client, Cipher: sv.Cipher, Remote: sv.Remote}))
+		if err != nil {
+			return fmt.Errorf("uplink: announce %s: %w", name, err)
+		}
+		var r sshext.AnnounceReply
+		if !ok || ssh.Unmarshal(body, &r) != nil {
+			r.Refused = "the centre does not take devices from this gateway (is its profile a gateway profile?)"
+		}
+		u.mu.Lock()
+		if r.Refused != "" {
+			delete(u.announced, name)
+			u.refused[name] = r.Refused
+		} else {
+			u.announced[name] = true
+			delete(u.refused, name)
+		}
+		u.mu.Unlock()
+		switch {
+		case r.Revoked:
+			u.log.Warn("the centre says the device is revoked; closing it here", "device", name, "why", r.Refused)
+			u.revoked(name, r.Refused)
+		case r.Refused != "":
+			u.log.Warn("the centre refused a device; it stays connected here", "device", name, "why", r.Refused)
+		case r.Why != "":
+			u.log.Warn("the centre refused some of a device's aliases", "device", name, "served", r.Served, "why", r.Why)
+		default:
+			u.log.Debug("device announced", "device", name, "aliases", r.Served)
+		}
+	}
+}
+
+func (u *Uplink) revoked(device, reason string) {
+	if u.cfg.Revoked != nil {
+		u.cfg.Revoked(device, reason)
+	}
+}
+
+// serveChannels carries the centre's connections to devices.
+func (u *Uplink) serveChannels(chans <-chan ssh.NewChannel) {
+	for nc := range chans {
+		if nc.ChannelType() != sshext.DeviceChannel {
+			nc.Reject(ssh.UnknownChannelType, "a gateway takes device channels only")
+			continue
+		}
+		var o sshext.DeviceOpen
+		if err := ssh.Unmarshal(nc.ExtraData(), &o); err != nil {
+			nc.Reject(ssh.ConnectionFailed, "malformed device channel")
+			continue
+		}
+		go func() {
+			err := u.cfg.Local.RelayTo(o.Device, o.Alias, o.OriginAddr, o.OriginPort, func() (tunnel.Stream, error) {
+				ch, reqs, err := nc.Accept()
+				if err != nil {
+					return nil, err
+				}
+				go ssh.DiscardRequests(reqs)
+				return ch, nil
+			})
+			if err != nil {
+				nc.Reject(ssh.ConnectionFailed, "gateway: "+err.Error())
+			}
+		}()
+	}
+}
+
+// serveRequests answers the centre's requests: a device closed there.
+func (u *Uplink) serveRequests(reqs <-chan *ssh.Request) {
+	for req := range reqs {
+		if req.Type == sshext.CloseDeviceRequest {
+			var c sshext.CloseDevice
+			if ssh.Unmarshal(req.Payload, &c) == nil && c.Device != "" {
+				u.log.Warn("the centre closed a device; closing it here", "device", c.Device, "why", c.Reason, "revoked", c.Revoked)
+				if c.Revoked {
+					u.revoked(c.Device, "at the centre: "+c.Reason)
+				}
+				u.Changed(c.Device)
+			}
+		}
+		if req.WantReply {
+			req.Reply(false, nil)
+		}
+	}
+}
+
+// keepalive drops the session when the centre stops answering.
+func (u *Uplink) keepalive(conn ssh.Conn, done <-chan struct{}) {
+	t := time.NewTicker(u.cfg.KeepaliveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		answered := make(chan struct{})
+		go func() {
+			if _, _, err := conn.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+				close(answered)
+			}
+		}()
+		select {
+		case <-done:
+			return
+		case <-answered:
+		case <-time.After(u.cfg.KeepaliveTimeout):
+			u.log.Warn("the centre stopped answering; dropping the session", "timeout", u.cfg.KeepaliveTimeout)
+			conn.Close()
+			return
+		}
+	}
+}
