@@ -8,6 +8,22 @@ import (
 	"testing"
 )
 
+// restartOnSamePort stops the hub and starts it again on its data folder, its SSH
+// server on the address it had (devices and gateways dial that address again).
+func (h *hubProc) restartOnSamePort() {
+	h.t.Helper()
+	b, err := os.ReadFile(h.config)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cfg := strings.Replace(string(b), "listen: 127.0.0.1:0\n", "listen: "+h.addr+"\n", 1)
+	if err := os.WriteFile(h.config, []byte(cfg), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	h.stop()
+	h.start()
+}
+
 // gatewayPair is a central hub and a gateway hub relaying to it (paper 000's three
 // levels), both real 'iotsafe hub' processes on loopback with pools of their own.
 type gatewayPair struct {
@@ -113,4 +129,38 @@ func TestGatewayRevocationCrossesTheTier(t *testing.T) {
 		t.Fatal("a revoked gateway's device is still reachable at the centre")
 	}
 	mustGet(t, p.gw.socket("cam-2", "http"), "cam-2") // local devices stay at their gateway
+}
+
+// Faults: while the centre is down, devices stay connected to their gateway; the gateway
+// reconnects and announces them again, and the centre serves each on the same socket
+// address as before. A gateway restart closes its devices at the centre until they are
+// back at the gateway, again on the same addresses.
+func TestGatewaySurvivesRestarts(t *testing.T) {
+	p := startGatewayPair(t)
+	key := p.gw.addDevice("cam-1")
+	startAgent(t, p.gw, key, "--expose", "http="+hostPortOf(deviceApp(t, "cam-1")))
+	p.centre.log.wait(t, "device behind gateway up", "device", "cam-1")
+	atCentre := p.centre.socket("cam-1", "http")
+	mustGet(t, atCentre, "cam-1")
+
+	p.centre.restartOnSamePort()
+	p.gw.log.wait(t, "session to the centre ended; local devices stay connected; reconnecting")
+	mustGet(t, p.gw.socket("cam-1", "http"), "cam-1")
+	p.centre.log.wait(t, "device behind gateway up", "device", "cam-1")
+	if got := p.centre.socket("cam-1", "http"); got != atCentre {
+		t.Fatalf("after a centre restart cam-1 is at %s, was %s", got, atCentre)
+	}
+	mustGet(t, atCentre, "cam-1")
+	if st := p.gw.mustCLI("status"); !strings.Contains(st, "1 reconnections") {
+		t.Errorf("gateway status after the centre's restart:\n%s", st)
+	}
+
+	p.gw.restartOnSamePort()
+	p.centre.log.wait(t, "session closed", "device", "cam-1") // its gateway's session ended
+	p.gw.log.wait(t, "reverse forward open", "device", "cam-1") // the agent is back
+	p.centre.log.waitN(t, 2, "device behind gateway up", "device", "cam-1")
+	if got := p.centre.socket("cam-1", "http"); got != atCentre {
+		t.Fatalf("after a gateway restart cam-1 is at %s, was %s", got, atCentre)
+	}
+	mustGet(t, atCentre, "cam-1")
 }
