@@ -74,6 +74,7 @@ type Hub struct {
 	mqtt        atomic.Pointer[mqttbroker.Broker] // nil when off; set after the admin socket listens
 	plainREST   *restapi.Plain
 	uplink      atomic.Pointer[uplink.Uplink] // a gateway's session to its centre; nil without upstream
+	shared      *sockets.Shared               // the protected sockets' listeners with pool.shared_listeners; nil without
 	version     string                        // of the binary, for iotsafe status
 	started     time.Time                     // for iotsafe status
 }
@@ -170,6 +171,10 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	}
 	if cfg.Upstream.Enabled() {
 		sc.Relay = h.relayChanged
+	}
+	if cfg.Pool.SharedListeners {
+		h.shared = sockets.NewShared(h.log.With("component", "sockets"))
+		sc.Shared = h.shared
 	}
 	if cfg.Access.UserSpace != "off" {
 		sc.Authorize = h.authorize
@@ -347,6 +352,9 @@ func (h *Hub) Close() {
 		}
 		if h.ssh != nil {
 			h.ssh.Close()
+		}
+		if h.shared != nil {
+			h.shared.Close()
 		}
 		if h.cancel != nil {
 			h.cancel()

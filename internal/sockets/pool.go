@@ -24,6 +24,11 @@ type Config struct {
 	// PortBase is the first port given to a device's reverse aliases; 0 means 10000. A
 	// device (a gateway, say) may have up to 65536-PortBase aliases.
 	PortBase int `yaml:"port_base" json:"port_base"`
+	// SharedListeners serves every protected socket through one listener per port of
+	// the pool instead of one per socket, so the hub's descriptors do not grow with its
+	// devices (see Shared). Off by default: each port is then taken on every local
+	// address, so two hubs on one machine need different port_base values.
+	SharedListeners bool `yaml:"shared_listeners" json:"shared_listeners,omitempty"`
 }
 
 // Pool allocates from the reserved range. It holds no state: the registry records what

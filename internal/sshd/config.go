@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/throttle"
 )
 
@@ -54,6 +55,9 @@ type Config struct {
 	// SocketAllocated, if set, is called (in its own goroutine) when a forward made the
 	// registry allocate a new protected socket, so the kernel layer can include it.
 	SocketAllocated func() `yaml:"-"`
+	// Shared, if set, serves the protected sockets through shared listeners (one per
+	// port: pool.shared_listeners) instead of a listener each.
+	Shared *sockets.Shared `yaml:"-"`
 	// Relay, if set, is told whenever the aliases a device serves at this hub change (a
 	// forward opened or closed, a session ended): a gateway's uplink announces them to
 	// its centre. It is called without locks held and must not block; it reads the

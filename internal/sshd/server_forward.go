@@ -28,7 +28,7 @@ type forward struct {
 	bindAddr string // echoed back to the client exactly as it asked
 	bindPort uint32
 	socket   registry.Socket
-	ln       net.Listener
+	ln       io.Closer // its own listener, or its route on a shared listener
 }
 
 func (f *forward) stop() {
@@ -141,15 +141,21 @@ func (ss *session) bindForward(alias, bindAddr string, bindPort uint32) (*forwar
 	if created && s.cfg.SocketAllocated != nil {
 		go s.cfg.SocketAllocated()
 	}
-	ln, err := sockets.Listen(context.Background(), sock.Addr)
+	f := &forward{sess: ss, alias: alias, bindAddr: bindAddr, bindPort: bindPort, socket: sock}
+	if f.bindPort == 0 {
+		f.bindPort = uint32(sock.Addr.Port())
+	}
+	var own net.Listener
+	if s.cfg.Shared != nil {
+		f.ln, err = s.cfg.Shared.Handle(sock.Addr, f.serve)
+	} else if own, err = sockets.Listen(context.Background(), sock.Addr); err == nil {
+		f.ln = own
+	}
 	if err != nil {
 		ss.log.Error("cannot bind protected socket", "alias", alias, "socket", sock.Addr.String(), "err", err)
 		return nil, fmt.Errorf("bind %s: %w", sock.Addr, err)
 	}
-	f := &forward{sess: ss, alias: alias, bindAddr: bindAddr, bindPort: bindPort, socket: sock, ln: ln}
-	if f.bindPort == 0 {
-		f.bindPort = uint32(sock.Addr.Port())
-	}
+	ln := f.ln
 	s.mu.Lock()
 	select {
 	case <-ss.done:
@@ -163,7 +169,9 @@ func (ss *session) bindForward(alias, bindAddr string, bindPort uint32) (*forwar
 	s.mu.Unlock()
 	s.metrics.ForwardOpened()
 	ss.log.Info("reverse forward open", "alias", alias, "socket", sock.Addr.String())
-	go f.accept()
+	if own != nil {
+		go f.accept(own)
+	}
 	s.relayChanged(ss.device.Name)
 	return f, nil
 }
@@ -188,8 +196,8 @@ func (ss *session) cancelForward(alias string) bool {
 }
 
 // accept turns each local connection to the protected socket into a channel to the device.
-func (f *forward) accept() {
-	acceptor.Serve(f.ln, acceptor.Config{Name: "protected socket", Logger: f.sess.log}, f.serve)
+func (f *forward) accept(ln net.Listener) {
+	acceptor.Serve(ln, acceptor.Config{Name: "protected socket", Logger: f.sess.log}, f.serve)
 }
 
 func (f *forward) serve(c net.Conn) {

@@ -109,13 +109,15 @@ func curlIn(t *testing.T, ns string, uid, gid int, groups, url string) (string, 
 // The kernel layer: the hub's own nftables table lets a permitted uid or group through
 // and refuses everyone else before the hub even sees the connection; the table is gone
 // after the hub stops and the host's ruleset never changes.
-func TestAccessControlKernel(t *testing.T) {
+func TestAccessControlKernel(t *testing.T) { forEachListenerMode(t, testAccessControlKernel) }
+
+func testAccessControlKernel(t *testing.T, extra string) {
 	ns := netns(t)
 	hostBefore, err := exec.Command("nft", "list", "ruleset").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := startHubWith(t, "", "access: {kernel: on}\n", inNetnsWithUserDB(ns))
+	h := startHubWith(t, "", "access: {kernel: on}\n"+extra, inNetnsWithUserDB(ns))
 	reachable(t, h.data)
 	h.log.wait(t, "kernel layer on")
 	deviceInNetns(t, h, ns, "dev42", "sensor 42 in a namespace", "--group", "sensors")

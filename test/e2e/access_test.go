@@ -60,9 +60,23 @@ const (
 // Permissions decide who reaches a device service: a granted user and a granted group
 // get through, another user is refused by the resolver and by the hub's user-space
 // check on the socket itself, and ungrant takes effect at once.
-func TestAccessControlUserSpace(t *testing.T) {
+func TestAccessControlUserSpace(t *testing.T) { forEachListenerMode(t, testAccessControlUserSpace) }
+
+// forEachListenerMode runs an access test with a listener per protected socket (the
+// default) and with shared listeners (pool.shared_listeners: one per port); extra is
+// the hub's configuration for the mode.
+func forEachListenerMode(t *testing.T, test func(t *testing.T, extra string)) {
+	t.Run("per-socket", func(t *testing.T) { test(t, "") })
+	t.Run("shared", func(t *testing.T) {
+		// Its own ports: a shared listener takes its port on every local address.
+		_, port, _ := strings.Cut(freePort(t), ":")
+		test(t, fmt.Sprintf("pool:\n  shared_listeners: true\n  port_base: %s\n", port))
+	})
+}
+
+func testAccessControlUserSpace(t *testing.T, extra string) {
 	needRoot(t)
-	h := startHubWith(t, "", "", inUserDB(testPasswd, testGroup))
+	h := startHubWith(t, "", extra, inUserDB(testPasswd, testGroup))
 	reachable(t, h.data)
 	key := h.addDevice("dev42", "--group", "sensors")
 	app := deviceApp(t, "sensor 42")

@@ -156,7 +156,7 @@ func TestGatewaySurvivesRestarts(t *testing.T) {
 	}
 
 	p.gw.restartOnSamePort()
-	p.centre.log.wait(t, "session closed", "device", "cam-1") // its gateway's session ended
+	p.centre.log.wait(t, "session closed", "device", "cam-1")   // its gateway's session ended
 	p.gw.log.wait(t, "reverse forward open", "device", "cam-1") // the agent is back
 	p.centre.log.waitN(t, 2, "device behind gateway up", "device", "cam-1")
 	if got := p.centre.socket("cam-1", "http"); got != atCentre {

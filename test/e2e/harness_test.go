@@ -228,7 +228,12 @@ func startHubWith(t *testing.T, data, extra string, setup func(*hubProc)) *hubPr
 		if strings.Contains(extra, "access:") {
 			acc = ""
 		}
-		cfg := fmt.Sprintf("log: {level: debug, format: json}\n%spool:\n  cidr: 127.79.%d.0/24\nssh:\n  listen: 127.0.0.1:0\n%s", acc, n, extra)
+		// A pool section in extra gets the run's range added to its settings.
+		pool := fmt.Sprintf("pool:\n  cidr: 127.79.%d.0/24\n", n)
+		if strings.HasPrefix(extra, "pool:\n") || strings.Contains(extra, "\npool:\n") {
+			extra, pool = strings.Replace(extra, "pool:\n", pool, 1), ""
+		}
+		cfg := fmt.Sprintf("log: {level: debug, format: json}\n%s%sssh:\n  listen: 127.0.0.1:0\n%s", acc, pool, extra)
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
