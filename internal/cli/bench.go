@@ -39,7 +39,7 @@ func benchCmd() *cobra.Command {
 	c.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of this process to FILE")
 	_ = c.PersistentFlags().MarkHidden("cpuprofile")
 	c.AddCommand(benchHubCmd(), benchDeviceCmd(), benchLinkCmd(), benchServeAppCmd(), benchServeHTTPSCmd(), benchFleetCmd(), benchWSSecCmd(),
-		benchServeFilesCmd(), benchDeviceClientCmd(), benchJWTCmd(), benchJWTSimCmd(), benchOutageCmd(), benchMQTTCmd(), benchTLSCmd())
+		benchServeFilesCmd(), benchDeviceClientCmd(), benchJWTCmd(), benchJWTSimCmd(), benchOutageCmd(), benchMQTTCmd(), benchTLSCmd(), benchScaleCmd())
 	return c
 }
 
@@ -318,6 +318,7 @@ func benchFleetCmd() *cobra.Command {
 	fl.IntVar(&fc.Forwards, "forwards", 1, "reverse forwards per session")
 	fl.BoolVar(&fc.IoTsafe, "iotsafe", false, "log in as dev0..devN-1 and forward aliases f0..fP-1")
 	fl.BoolVar(&fc.Multiplex, "multiplex", false, "with --iotsafe: carry the forwards in one multiplexed channel (as the agent does by default)")
+	fl.StringVar(&fc.Prefix, "prefix", "dev", "with --iotsafe: device names are PREFIX0, PREFIX1, ...")
 	fl.StringVar(&fc.User, "user", "root", "user for other servers")
 	fl.StringVar(&fc.KeyDir, "key-dir", "", "folder of the keys")
 	fl.IntVar(&fc.Parallel, "parallel", 32, "concurrent handshakes")

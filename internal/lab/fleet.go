@@ -29,6 +29,8 @@ type FleetConfig struct {
 	// IoTsafe: log in as dev0..devN-1 with keys KeyDir/devI and ask for aliases f0..fP-1.
 	// Otherwise: log in as User with KeyDir/client and ask for 127.0.0.1 port 0.
 	IoTsafe bool
+	// Prefix of the device names with IoTsafe; "" means "dev".
+	Prefix string
 	// Multiplex (with IoTsafe) carries the forwards in one multiplexed channel, as the
 	// agent does by default.
 	Multiplex bool
@@ -36,6 +38,14 @@ type FleetConfig struct {
 	KeyDir    string
 	// Parallel bounds concurrent handshakes; 0 means 32.
 	Parallel int
+}
+
+// DeviceName is the lab's name of device i: PREFIXi, prefix "" meaning "dev".
+func DeviceName(prefix string, i int) string {
+	if prefix == "" {
+		prefix = "dev"
+	}
+	return fmt.Sprintf("%s%d", prefix, i)
 }
 
 // RunFleet connects the whole fleet, prints "forward ADDR" per generic forward and then
@@ -87,7 +97,7 @@ func RunFleet(ctx context.Context, c FleetConfig, out io.Writer) error {
 func (c FleetConfig) session(i int) (ssh.Conn, []string, error) {
 	user, keyFile := c.User, filepath.Join(c.KeyDir, "client")
 	if c.IoTsafe {
-		user = fmt.Sprintf("dev%d", i)
+		user = DeviceName(c.Prefix, i)
 		keyFile = filepath.Join(c.KeyDir, user)
 	}
 	b, err := os.ReadFile(keyFile)

@@ -117,7 +117,7 @@ func (n *Netns) Close() {
 
 // Every namespace the lab makes is named iotsafe-ROLE-PID, PID being the lab's own
 // process: SweepStaleNetns can then tell which ones a killed run left behind.
-var labNetnsName = regexp.MustCompile(`^iotsafe-(bench|dev-dev|dev-gw|link-dev|link-gw|wssec-dev|wssec-gw|tls-dev|tls-gw)-([0-9]+)$`)
+var labNetnsName = regexp.MustCompile(`^iotsafe-(bench|dev-dev|dev-gw|link-dev|link-gw|wssec-dev|wssec-gw|tls-dev|tls-gw|scale-c|scale-g[0-9]+)-([0-9]+)$`)
 
 // NetnsName is the name of this process's namespace for role (one of labNetnsName's).
 func NetnsName(role string) string { return fmt.Sprintf("iotsafe-%s-%d", role, os.Getpid()) }

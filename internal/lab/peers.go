@@ -42,6 +42,7 @@ type SSHServer struct {
 	dataDir              string
 	pool                 sockets.Config
 	netns                *Netns
+	prefix               string // of its devices' names (IoTsafeOpts.Prefix)
 }
 
 // Status asks an iotsafe hub for its state over its admin socket.
@@ -106,6 +107,10 @@ type IoTsafeOpts struct {
 	SSHListen string
 	// Enrolled, if set, runs on the registry once the devices are enrolled (secrets).
 	Enrolled func(ctx context.Context, reg *registry.Registry, devices []string) error
+	// Prefix of the device names; "" means dev (dev0, dev1, ...).
+	Prefix string
+	// Pool, if its CIDR is set, is the hub's pool instead of a /16 of its own.
+	Pool sockets.Config
 }
 
 // LabHub is an enrolled lab hub's data folder; a bench may start it several times
@@ -135,6 +140,9 @@ func (b *Bench) EnrollIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (
 	os.MkdirAll(keys, 0o700)
 	// Each hub of the run gets its own /16 so two hubs never share a protected address.
 	pool := sockets.Config{CIDR: fmt.Sprintf("127.%d.0.0/16", 100+b.runs%100)}
+	if o.Pool.CIDR != "" {
+		pool = o.Pool
+	}
 	frontToken, err := enrollLab(ctx, dir, keys, pool, o)
 	if err != nil {
 		return nil, err
@@ -164,7 +172,7 @@ func (b *Bench) StartEnrolled(ctx context.Context, lh *LabHub, o IoTsafeOpts) (*
 		proc.Stop()
 		return nil, err
 	}
-	srv.Name, srv.KeyDir, srv.pool, srv.netns = lh.Name, lh.Keys, lh.pool, o.Netns
+	srv.Name, srv.KeyDir, srv.pool, srv.netns, srv.prefix = lh.Name, lh.Keys, lh.pool, o.Netns, o.Prefix
 	if srv.Front != nil {
 		srv.Front.Token = lh.frontToken
 	}
@@ -192,7 +200,7 @@ func enrollLab(ctx context.Context, dir, keys string, pool sockets.Config, o IoT
 	}
 	existing, _ := reg.Devices(ctx)
 	for i := len(existing); i < o.Sessions; i++ {
-		name := fmt.Sprintf("dev%d", i)
+		name := DeviceName(o.Prefix, i)
 		pub, err := NewKey(filepath.Join(keys, name), name)
 		if err == nil {
 			_, err = reg.AddDevice(ctx, name, "lab", pub, "lab")
@@ -204,7 +212,7 @@ func enrollLab(ctx context.Context, dir, keys string, pool sockets.Config, o IoT
 	if o.Enrolled != nil {
 		names := make([]string, o.Sessions)
 		for i := range names {
-			names[i] = fmt.Sprintf("dev%d", i)
+			names[i] = DeviceName(o.Prefix, i)
 		}
 		if err := o.Enrolled(ctx, reg, names); err != nil {
 			return "", err
@@ -238,8 +246,8 @@ func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 	if listen == "" {
 		listen = "127.0.0.1:0"
 	}
-	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '%s', max_handshakes: 4096, forward_memory_mib: 1048576}\npool: {cidr: %s}\naccess: {kernel: %s, userspace: %s}\n",
-		listen, pool.CIDR, onOff(o.Kernel), onOff(o.UserSpace))
+	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '%s', max_handshakes: 4096, forward_memory_mib: 1048576}\npool: {cidr: %s, port_base: %d, shared_listeners: %t}\naccess: {kernel: %s, userspace: %s}\n",
+		listen, pool.CIDR, max(pool.PortBase, sockets.DefaultPortBase), pool.SharedListeners, onOff(o.Kernel), onOff(o.UserSpace))
 	if o.Frontdoor {
 		conns := ""
 		if o.FrontdoorConns > 0 {
@@ -319,6 +327,27 @@ func frontdoorAccount(ctx context.Context, reg *registry.Registry) (string, erro
 	return tok, reg.AddGrant(ctx, registry.Grant{Kind: registry.PrincipalAccount, Name: "lab", XID: uint32(a.ID), Target: "@lab", Alias: "*"})
 }
 
+// SocketsByDevice maps every device of an iotsafe hub's registry to its protected
+// sockets' addresses.
+func (s *SSHServer) SocketsByDevice(ctx context.Context) (map[string][]string, error) {
+	reg, err := registry.Open(ctx, s.dataDir, s.pool)
+	if err != nil {
+		return nil, err
+	}
+	defer reg.Close()
+	devs, err := reg.Devices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, d := range devs {
+		for _, so := range d.Sockets {
+			out[d.Name] = append(out[d.Name], so.Addr.String())
+		}
+	}
+	return out, nil
+}
+
 // Sockets lists the protected sockets of the first n devices (iotsafe only).
 func (s *SSHServer) Sockets(ctx context.Context, n int) ([]string, error) {
 	reg, err := registry.Open(ctx, s.dataDir, s.pool)
@@ -328,7 +357,7 @@ func (s *SSHServer) Sockets(ctx context.Context, n int) ([]string, error) {
 	defer reg.Close()
 	var out []string
 	for i := range n {
-		d, err := reg.Device(ctx, fmt.Sprintf("dev%d", i))
+		d, err := reg.Device(ctx, DeviceName(s.prefix, i))
 		if err != nil {
 			return nil, err
 		}
@@ -517,6 +546,9 @@ func (b *Bench) StartFleet(ctx context.Context, s *SSHServer, target string, ses
 	args = append(args, b.ProfileArgs(s.Name+"-fleet")...)
 	if s.IoTsafe {
 		args = append(args, "--iotsafe")
+		if s.prefix != "" {
+			args = append(args, "--prefix", s.prefix)
+		}
 		if !s.ChannelPerConnection {
 			args = append(args, "--multiplex")
 		}

@@ -361,3 +361,12 @@ func RaiseFileLimit(p *Progress) {
 	p.Note(fmt.Sprintf("open-file limit %d, the hard limit (raising it needs CAP_SYS_RESOURCE): "+
 		"a hub holds about two descriptors per device session (connection and protected socket)", lim.Cur))
 }
+
+// OpenFiles counts the descriptors pid holds open.
+func OpenFiles(pid int) (int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, err
+	}
+	return len(ents), nil
+}
