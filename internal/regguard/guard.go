@@ -321,11 +321,13 @@ func (g *Guard) Run(ctx context.Context, every time.Duration) {
 	}
 }
 
-// ClaimDevice is the registry's, with held revocations applied.
-func (g *Guard) ClaimDevice(ctx context.Context, name, gateway, devProfile string, maxDevices int) (*registry.Device, error) {
-	d, err := g.Registry.ClaimDevice(ctx, name, gateway, devProfile, maxDevices)
-	if err == nil {
-		g.overlay(d)
+// ClaimDevices is the registry's, with held revocations applied.
+func (g *Guard) ClaimDevices(ctx context.Context, gateway, devProfile string, maxDevices int, claims []registry.Claim) ([]registry.Claimed, error) {
+	out, err := g.Registry.ClaimDevices(ctx, gateway, devProfile, maxDevices, claims)
+	for _, c := range out {
+		if c.Device != nil {
+			g.overlay(c.Device)
+		}
 	}
-	return d, err
+	return out, err
 }

@@ -123,21 +123,32 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 	return r.Device(ctx, name)
 }
 
+// freeAddress picks a free pool address for a new device: the one after the newest
+// device's, or the next free one after it, each checked with one indexed query (reading
+// every taken address would make enrolling N devices cost N*N/2 rows).
 func (r *Registry) freeAddress(ctx context.Context, tx *sql.Tx) (netip.Addr, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT address FROM devices`)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("registry: addresses: %w", err)
-	}
-	taken := map[netip.Addr]bool{}
-	for rows.Next() {
-		var s string
-		rows.Scan(&s)
-		if a, err := netip.ParseAddr(s); err == nil {
-			taken[a] = true
+	var last string
+	var hint netip.Addr
+	if tx.QueryRowContext(ctx, `SELECT address FROM devices ORDER BY rowid DESC LIMIT 1`).Scan(&last) == nil {
+		if a, err := netip.ParseAddr(last); err == nil {
+			hint = a.Next()
 		}
 	}
-	rows.Close()
-	return r.Pool().NextAddress(func(a netip.Addr) bool { return taken[a] })
+	var qerr error
+	a, err := r.Pool().NextAddressFrom(hint, func(a netip.Addr) bool {
+		var one int
+		switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE address=?`, a.String()).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			return false
+		case err != nil:
+			qerr = err
+		}
+		return true
+	})
+	if qerr != nil {
+		return netip.Addr{}, fmt.Errorf("registry: addresses: %w", qerr)
+	}
+	return a, err
 }
 
 // EnsureSocket returns the protected socket of device/alias, allocating it if the

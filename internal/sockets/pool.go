@@ -135,6 +135,25 @@ func (p *Pool) NextAddress(taken func(netip.Addr) bool) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("%w: no free address in %s", ErrExhausted, p.prefix)
 }
 
+// NextAddressFrom is NextAddress starting at from (wrapping around to the start of the
+// pool once), for callers that know where the last allocation went: asking the registry
+// whether one address is taken is cheap, reading every taken address is not at 100,000
+// devices. An invalid from, or one outside the pool, starts at the beginning.
+func (p *Pool) NextAddressFrom(from netip.Addr, taken func(netip.Addr) bool) (netip.Addr, error) {
+	if !from.IsValid() || !p.prefix.Contains(from) {
+		return p.NextAddress(taken)
+	}
+	for a := from; a.IsValid() && p.prefix.Contains(a); a = a.Next() {
+		if a == p.prefix.Addr() || a.Is4() && !p.prefix.Contains(a.Next()) {
+			continue // the network address, the broadcast-like last address
+		}
+		if !taken(a) {
+			return a, nil
+		}
+	}
+	return p.NextAddress(taken)
+}
+
 // NextPort returns the lowest alias port on one device address that is not taken.
 func (p *Pool) NextPort(taken func(int) bool) (int, error) { return p.NextPortFrom(0, taken) }
 

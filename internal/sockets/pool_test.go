@@ -76,3 +76,29 @@ func TestPoolHoldingAHostAddressRefused(t *testing.T) {
 		t.Fatalf("the default pool: %v", err)
 	}
 }
+
+// NextAddressFrom continues after the last allocation and wraps around to free
+// addresses before it; it never hands out the network or last address.
+func TestNextAddressFrom(t *testing.T) {
+	p, err := NewPool(Config{CIDR: "127.78.0.0/30"}) // usable: .1 and .2
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := map[netip.Addr]bool{}
+	isTaken := func(a netip.Addr) bool { return taken[a] }
+	one, two := netip.MustParseAddr("127.78.0.1"), netip.MustParseAddr("127.78.0.2")
+	if a, err := p.NextAddressFrom(two, isTaken); err != nil || a != two {
+		t.Fatalf("from .2: %v %v", a, err)
+	}
+	taken[two] = true
+	if a, err := p.NextAddressFrom(netip.MustParseAddr("127.78.0.3"), isTaken); err != nil || a != one {
+		t.Fatalf("wrapping to .1: %v %v", a, err)
+	}
+	taken[one] = true
+	if _, err := p.NextAddressFrom(one, isTaken); err == nil {
+		t.Fatal("a full pool gave an address")
+	}
+	if a, err := p.NextAddressFrom(netip.MustParseAddr("10.0.0.1"), func(netip.Addr) bool { return false }); err != nil || a != one {
+		t.Fatalf("a hint outside the pool: %v %v", a, err)
+	}
+}

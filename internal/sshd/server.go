@@ -61,8 +61,8 @@ type Server struct {
 
 // deviceState is the live state of one device across its sessions.
 type deviceState struct {
-	sessions map[*session]struct{}
-	forwards map[string]*forward // alias -> the forward currently serving it
+	sessions sessionSet
+	forwards forwardSet // alias -> the forward currently serving it
 }
 
 // New builds a server. It applies cfg's defaults itself (a zero Config listens on
@@ -235,7 +235,7 @@ func (s *Server) Close() error {
 	}
 	var all []*session
 	for _, ds := range s.devices {
-		for ss := range ds.sessions {
+		for _, ss := range ds.sessions {
 			all = append(all, ss)
 		}
 	}

@@ -96,13 +96,13 @@ func (ss *session) startForward(payload []byte) (uint32, error) {
 		return 0, err
 	}
 	s.mu.Lock()
-	if _, dup := ss.forwards[alias]; dup {
+	if ss.forwards.get(alias) != nil {
 		s.mu.Unlock()
 		return 0, fmt.Errorf("alias %q already forwarded by this session", alias)
 	}
-	count := len(ss.forwards)
+	count := ss.forwards.len()
 	var holder *session
-	if f := s.state(ss.device.Name).forwards[alias]; f != nil {
+	if f := s.state(ss.device.Name).forwards.get(alias); f != nil {
 		holder = f.sess
 	}
 	s.mu.Unlock()
@@ -114,7 +114,7 @@ func (ss *session) startForward(payload []byte) (uint32, error) {
 		// Another session of this device serves the alias: take it over if it is stale.
 		s.takeOverStale([]*session{holder}, s.cfg.TakeoverProbe, ss.remote)
 		s.mu.Lock()
-		f := s.state(ss.device.Name).forwards[alias]
+		f := s.state(ss.device.Name).forwards.get(alias)
 		s.mu.Unlock()
 		if f != nil {
 			ss.violate(fmt.Sprintf("reverse forward %q: already served by a live session from %s", alias, f.sess.remote))
@@ -141,6 +141,13 @@ func (ss *session) bindForward(alias, bindAddr string, bindPort uint32) (*forwar
 	if created && s.cfg.SocketAllocated != nil {
 		go s.cfg.SocketAllocated()
 	}
+	return ss.bindSocket(alias, bindAddr, bindPort, sock)
+}
+
+// bindSocket serves an allocated protected socket for one of the session's aliases.
+func (ss *session) bindSocket(alias, bindAddr string, bindPort uint32, sock registry.Socket) (*forward, error) {
+	s := ss.srv
+	var err error
 	f := &forward{sess: ss, alias: alias, bindAddr: bindAddr, bindPort: bindPort, socket: sock}
 	if f.bindPort == 0 {
 		f.bindPort = uint32(sock.Addr.Port())
@@ -164,8 +171,8 @@ func (ss *session) bindForward(alias, bindAddr string, bindPort uint32) (*forwar
 		return nil, fmt.Errorf("session closed")
 	default:
 	}
-	ss.forwards[alias] = f
-	s.state(ss.device.Name).forwards[alias] = f
+	ss.forwards.set(f)
+	s.state(ss.device.Name).forwards.set(f)
 	s.mu.Unlock()
 	s.metrics.ForwardOpened()
 	ss.log.Info("reverse forward open", "alias", alias, "socket", sock.Addr.String())
@@ -179,11 +186,11 @@ func (ss *session) bindForward(alias, bindAddr string, bindPort uint32) (*forwar
 func (ss *session) cancelForward(alias string) bool {
 	s := ss.srv
 	s.mu.Lock()
-	f := ss.forwards[alias]
+	f := ss.forwards.get(alias)
 	if f != nil {
-		delete(ss.forwards, alias)
-		if ds := s.devices[ss.device.Name]; ds != nil && ds.forwards[alias] == f {
-			delete(ds.forwards, alias)
+		ss.forwards.del(alias, f)
+		if ds := s.devices[ss.device.Name]; ds != nil {
+			ds.forwards.del(alias, f)
 		}
 	}
 	s.mu.Unlock()

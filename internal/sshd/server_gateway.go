@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -21,7 +22,8 @@ import (
 
 // GatewayStore is what the centre needs from the registry beyond Store.
 type GatewayStore interface {
-	ClaimDevice(ctx context.Context, name, gateway, devProfile string, maxDevices int) (*registry.Device, error)
+	ClaimDevices(ctx context.Context, gateway, devProfile string, maxDevices int, claims []registry.Claim) ([]registry.Claimed, error)
+	EndSessions(ctx context.Context, devices []string, remote string) error
 }
 
 // handleGatewayRequest answers the gateway requests; ok is false for other types.
@@ -32,10 +34,10 @@ func (ss *session) handleGatewayRequest(req *ssh.Request) (ok bool) {
 		return false
 	}
 	if ss.prof.Gateway == nil {
+		ss.refused(fmt.Sprintf("%s: not a gateway (profile %q has no gateway policy)", req.Type, ss.prof.Name))
 		if req.WantReply {
 			req.Reply(false, nil)
 		}
-		ss.refused(fmt.Sprintf("%s: not a gateway (profile %q has no gateway policy)", req.Type, ss.prof.Name))
 		return true
 	}
 	if req.Type == sshext.WithdrawRequest {
@@ -48,58 +50,106 @@ func (ss *session) handleGatewayRequest(req *ssh.Request) (ok bool) {
 		}
 		return true
 	}
-	var a sshext.Announce
-	if err := ssh.Unmarshal(req.Payload, &a); err != nil {
+	as, err := sshext.ParseAnnounces(req.Payload)
+	if err != nil {
+		ss.refused("malformed device announcement: " + err.Error())
 		req.Reply(false, nil)
-		ss.refused("malformed device announcement")
 		return true
 	}
-	req.Reply(true, ssh.Marshal(ss.announce(a)))
+	req.Reply(true, sshext.MarshalAnnounceReplies(ss.announce(as)))
 	return true
 }
 
-// announce admits a device the gateway serves, or updates the aliases it serves.
-func (ss *session) announce(a sshext.Announce) sshext.AnnounceReply {
+// announce admits the devices of one announcement (a batch) or updates the aliases they
+// serve; it answers each in order.
+func (ss *session) announce(as []sshext.Announce) []sshext.AnnounceReply {
 	s, g := ss.srv, ss.prof.Gateway
+	replies := make([]sshext.AnnounceReply, len(as))
 	gs, ok := s.store.(GatewayStore)
 	if !ok {
-		return sshext.AnnounceReply{Refused: "this hub cannot take devices behind gateways"}
+		for i := range replies {
+			replies[i].Refused = "this hub cannot take devices behind gateways"
+		}
+		return replies
 	}
-	refuse := func(violation, why string) sshext.AnnounceReply {
+	refuse := func(i int, violation, why string) {
 		if violation != "" {
 			ss.refused(violation)
 		}
-		ss.log.Warn("device announcement refused", "announced", a.Device, "why", why)
-		return sshext.AnnounceReply{Refused: why}
+		ss.log.Warn("device announcement refused", "announced", as[i].Device, "why", why)
+		replies[i].Refused = why
 	}
-	if !g.Allows(a.Device) {
-		why := fmt.Sprintf("device %q is not among the names gateway %q may announce (%v)", a.Device, ss.device.Name, g.Devices)
-		return refuse(why, why)
+	var claims []registry.Claim
+	var idx []int // claims[k] answers as[idx[k]]
+	for i, a := range as {
+		if !g.Allows(a.Device) {
+			why := fmt.Sprintf("device %q is not among the names gateway %q may announce (%v)", a.Device, ss.device.Name, g.Devices)
+			refuse(i, why, why)
+			continue
+		}
+		claims = append(claims, registry.Claim{Name: a.Device, Aliases: a.Aliases, Remote: ss.childRemote(a),
+			Algos: registry.Algorithms{Key: a.Key, Client: a.Client, Cipher: a.Cipher}})
+		idx = append(idx, i)
+	}
+	if len(claims) == 0 {
+		return replies
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	defer cancel()
-	d, err := gs.ClaimDevice(ctx, a.Device, ss.device.Name, g.DeviceProfile, g.MaxDevices)
-	switch {
-	case errors.Is(err, registry.ErrClaimed), errors.Is(err, registry.ErrGatewayFull):
-		return refuse(err.Error(), err.Error())
-	case err != nil:
-		ss.log.Error("registry: a gateway's device", "announced", a.Device, "err", err)
-		return refuse("", "the centre cannot record the device now; try again")
-	case d.Revoked():
-		r := refuse("", fmt.Sprintf("device %q is revoked at the centre", d.Name))
-		r.Revoked = true
-		return r
-	}
-	prof, err := s.store.Profile(ctx, d.Profile)
+	claimed, err := gs.ClaimDevices(ctx, ss.device.Name, g.DeviceProfile, g.MaxDevices, claims)
 	if err != nil {
-		return refuse("", fmt.Sprintf("device %q has no usable profile %q at the centre", d.Name, d.Profile))
+		ss.log.Error("registry: a gateway's devices", "devices", len(claims), "err", err)
+		for _, i := range idx {
+			refuse(i, "", "the centre cannot record the device now; try again")
+		}
+		return replies
 	}
+	// One copy of each profile for the whole batch: children share it.
+	profiles := map[string]*profile.Profile{}
+	for k, c := range claimed {
+		i, a := idx[k], as[idx[k]]
+		switch {
+		case errors.Is(c.Err, registry.ErrClaimed), errors.Is(c.Err, registry.ErrGatewayFull):
+			refuse(i, c.Err.Error(), c.Err.Error())
+			continue
+		case c.Err != nil:
+			refuse(i, "", c.Err.Error())
+			continue
+		case c.Device.Revoked():
+			refuse(i, "", fmt.Sprintf("device %q is revoked at the centre", c.Device.Name))
+			replies[i].Revoked = true
+			continue
+		}
+		prof := profiles[c.Device.Profile]
+		if prof == nil {
+			if prof, err = s.store.Profile(ctx, c.Device.Profile); err != nil {
+				refuse(i, "", fmt.Sprintf("device %q has no usable profile %q at the centre", c.Device.Name, c.Device.Profile))
+				continue
+			}
+			profiles[c.Device.Profile] = prof
+		}
+		replies[i] = ss.serveChild(c.Device, prof, a)
+	}
+	return replies
+}
 
+// childRemote is how the centre records where a device behind the gateway is.
+func (ss *session) childRemote(a sshext.Announce) string {
+	return fmt.Sprintf("%s via %s", a.Remote, ss.device.Name)
+}
+
+// serveChild makes (or finds) the device's child session and serves exactly the
+// announced aliases its profile allows.
+func (ss *session) serveChild(d *registry.Device, prof *profile.Profile, a sshext.Announce) sshext.AnnounceReply {
+	s := ss.srv
 	child, fresh := ss.child(d, prof, a)
 	if child == nil {
-		return refuse("", "the gateway's session is closing")
+		return sshext.AnnounceReply{Refused: "the gateway's session is closing"}
 	}
-	// Serve exactly the announced aliases the device's profile allows.
+	sockets := map[string]registry.Socket{}
+	for _, so := range d.Sockets {
+		sockets[so.Alias] = so
+	}
 	var reply sshext.AnnounceReply
 	var why []string
 	for _, alias := range a.Aliases {
@@ -109,10 +159,17 @@ func (ss *session) announce(a sshext.Announce) sshext.AnnounceReply {
 			continue
 		}
 		s.mu.Lock()
-		_, have := child.forwards[alias]
+		have := child.forwards.get(alias) != nil
 		s.mu.Unlock()
 		if !have {
-			if _, err := child.bindForward(alias, alias, 0); err != nil {
+			so, ok := sockets[alias]
+			var err error
+			if ok {
+				_, err = child.bindSocket(alias, alias, 0, so)
+			} else {
+				_, err = child.bindForward(alias, alias, 0)
+			}
+			if err != nil {
 				why = append(why, fmt.Sprintf("alias %q: %v", alias, err))
 				continue
 			}
@@ -121,11 +178,11 @@ func (ss *session) announce(a sshext.Announce) sshext.AnnounceReply {
 	}
 	s.mu.Lock()
 	var gone []string
-	for alias := range child.forwards {
-		if !slices.Contains(reply.Served, alias) {
-			gone = append(gone, alias)
+	child.forwards.each(func(f *forward) {
+		if !slices.Contains(reply.Served, f.alias) {
+			gone = append(gone, f.alias)
 		}
-	}
+	})
 	s.mu.Unlock()
 	for _, alias := range gone {
 		child.cancelForward(alias)
@@ -134,30 +191,29 @@ func (ss *session) announce(a sshext.Announce) sshext.AnnounceReply {
 		reply.Why = fmt.Sprint(why)
 	}
 	if fresh {
-		child.algos = registry.Algorithms{Key: a.Key, Client: a.Client, Cipher: a.Cipher}
-		child.record()
-		s.event(registry.Event{Device: d.Name, Kind: registry.EventSessionOpen, Remote: child.remote,
-			Detail: fmt.Sprintf("via gateway %s: %s, %s, key %s", ss.device.Name, a.Client, a.Cipher, a.Key)})
 		s.metrics.SessionOpened(d.Name)
 		child.log.Info("device behind gateway up", "aliases", reply.Served)
 	}
 	return reply
 }
 
+// closedChan is the ready channel of every child session: a child is attached from
+// its first moment (and one shared closed channel costs nothing per device).
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // child returns the gateway session's child for d, making it if needed (fresh). A
 // session of the device held by anything else (an older session of the gateway, say)
 // is closed: the gateway that announces it now holds it.
 func (ss *session) child(d *registry.Device, prof *profile.Profile, a sshext.Announce) (c *session, fresh bool) {
 	s := ss.srv
-	remote := fmt.Sprintf("%s via %s", a.Remote, ss.device.Name)
 	s.mu.Lock()
+	select {
+	case <-ss.done:
+		s.mu.Unlock()
+		return nil, false
+	default:
+	}
 	if ss.children == nil {
-		select {
-		case <-ss.done:
-			s.mu.Unlock()
-			return nil, false
-		default:
-		}
 		ss.children = map[string]*session{}
 	}
 	if c := ss.children[d.Name]; c != nil {
@@ -166,17 +222,13 @@ func (ss *session) child(d *registry.Device, prof *profile.Profile, a sshext.Ann
 	}
 	var others []*session
 	if ds := s.devices[d.Name]; ds != nil {
-		for o := range ds.sessions {
-			others = append(others, o)
-		}
+		others = append(others, ds.sessions...)
 	}
-	c = newSession(s, d, prof, remote)
-	c.gw = ss
-	c.keyFP = a.Key
-	c.conn = nil
-	close(c.ready)
+	c = &session{srv: s, device: d, prof: prof, remote: ss.childRemote(a), gw: ss, keyFP: a.Key,
+		log: s.log.With("device", d.Name, "via", ss.device.Name), ready: closedChan, done: make(chan struct{}),
+	}
 	ss.children[d.Name] = c
-	s.state(d.Name).sessions[c] = struct{}{}
+	s.state(d.Name).sessions.add(c)
 	s.mu.Unlock()
 	for _, o := range others {
 		o.close("taken over by gateway " + ss.device.Name)
@@ -194,14 +246,23 @@ func (ss *session) withdraw(device, why string) {
 	}
 }
 
-// childEnded records the end of a device's session behind a gateway.
-func (ss *session) childEnded() {
-	s := ss.srv
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
-	s.store.TouchDevice(ctx, ss.device.Name)
-	cancel()
-	s.event(registry.Event{Device: ss.device.Name, Kind: registry.EventSessionClose, Remote: ss.remote})
-	s.metrics.SessionClosed(ss.device.Name)
+// childrenEnded records the end of sessions behind a gateway in one registry write.
+func (s *Server) childrenEnded(names []string, remote string) {
+	if len(names) == 0 {
+		return
+	}
+	for _, n := range names {
+		s.metrics.SessionClosed(n)
+	}
+	gs, ok := s.store.(GatewayStore)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := gs.EndSessions(ctx, names, remote); err != nil {
+		s.log.Error("recording the end of sessions behind a gateway failed", "devices", len(names), "err", err)
+	}
 }
 
 // tellGateway asks the gateway to close a device revoked or removed here.

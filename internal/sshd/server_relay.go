@@ -34,17 +34,19 @@ func (s *Server) Serving(device string) (sv Served, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ds := s.devices[device]
-	if ds == nil || len(ds.forwards) == 0 {
+	if ds == nil || ds.forwards.len() == 0 {
 		return sv, false
 	}
-	for alias, f := range ds.forwards {
-		if f.sess.gw != nil {
-			return Served{}, false
-		}
-		sv.Aliases = append(sv.Aliases, alias)
-		// The session holding the forward; the one with the newest forward wins a tie.
+	child := false
+	ds.forwards.each(func(f *forward) {
+		child = child || f.sess.gw != nil
+		sv.Aliases = append(sv.Aliases, f.alias)
+		// The session holding the forward (one per device, or the last listed).
 		a := f.sess.algos
 		sv.Key, sv.Client, sv.Cipher, sv.Remote = f.sess.keyFP, a.Client, a.Cipher, f.sess.remote
+	})
+	if child {
+		return Served{}, false
 	}
 	slices.Sort(sv.Aliases)
 	return sv, true
@@ -56,7 +58,7 @@ func (s *Server) ServingDevices() []string {
 	defer s.mu.Unlock()
 	var out []string
 	for name, ds := range s.devices {
-		if len(ds.forwards) > 0 {
+		if ds.forwards.len() > 0 {
 			out = append(out, name)
 		}
 	}
@@ -77,7 +79,7 @@ func (s *Server) RelayTo(device, alias, originAddr string, originPort uint32, ac
 	s.mu.Lock()
 	var f *forward
 	if ds := s.devices[device]; ds != nil {
-		f = ds.forwards[alias]
+		f = ds.forwards.get(alias)
 	}
 	s.mu.Unlock()
 	if f == nil || f.sess.gw != nil {

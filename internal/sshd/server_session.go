@@ -36,7 +36,7 @@ type session struct {
 	closeOnce sync.Once
 	done      chan struct{}
 	// forwards held by this session; guarded by srv.mu.
-	forwards map[string]*forward
+	forwards forwardSet
 
 	// gw is, for a device behind a gateway, the gateway's session that carries it: the
 	// device has no connection of its own here (conn stays nil).
@@ -48,17 +48,16 @@ type session struct {
 func newSession(s *Server, d *registry.Device, p *profile.Profile, remote string) *session {
 	return &session{
 		srv: s, device: d, prof: p, remote: remote,
-		log:      s.log.With("device", d.Name, "remote", remote),
-		ready:    make(chan struct{}),
-		done:     make(chan struct{}),
-		forwards: map[string]*forward{},
+		log:   s.log.With("device", d.Name, "remote", remote),
+		ready: make(chan struct{}),
+		done:  make(chan struct{}),
 	}
 }
 
 func (s *Server) state(name string) *deviceState {
 	ds := s.devices[name]
 	if ds == nil {
-		ds = &deviceState{sessions: map[*session]struct{}{}, forwards: map[string]*forward{}}
+		ds = &deviceState{}
 		s.devices[name] = ds
 	}
 	return ds
@@ -76,10 +75,7 @@ func (s *Server) reserve(sess *session, key string) error {
 	}
 	ds := s.state(name)
 	if len(ds.sessions) >= sess.prof.MaxSessions {
-		others := make([]*session, 0, len(ds.sessions))
-		for o := range ds.sessions {
-			others = append(others, o)
-		}
+		others := append([]*session(nil), ds.sessions...)
 		probe := s.cfg.TakeoverProbe
 		s.mu.Unlock()
 		s.takeOverStale(others, probe, sess.remote)
@@ -90,7 +86,7 @@ func (s *Server) reserve(sess *session, key string) error {
 			return fmt.Errorf("device %q already has %d live session(s), its profile %q allows %d", name, len(ds.sessions), sess.prof.Name, sess.prof.MaxSessions)
 		}
 	}
-	ds.sessions[sess] = struct{}{}
+	ds.sessions.add(sess)
 	s.pending[key] = sess
 	s.mu.Unlock()
 	return nil
@@ -183,18 +179,14 @@ func (ss *session) close(why string) {
 		s := ss.srv
 		s.mu.Lock()
 		if ds := s.devices[ss.device.Name]; ds != nil {
-			delete(ds.sessions, ss)
-			for alias, f := range ss.forwards {
-				if ds.forwards[alias] == f {
-					delete(ds.forwards, alias)
-				}
-			}
-			if len(ds.sessions) == 0 && len(ds.forwards) == 0 {
+			ds.sessions.remove(ss)
+			ss.forwards.each(func(f *forward) { ds.forwards.del(f.alias, f) })
+			if len(ds.sessions) == 0 && ds.forwards.len() == 0 {
 				delete(s.devices, ss.device.Name)
 			}
 		}
-		fwds := ss.forwards
-		ss.forwards = map[string]*forward{}
+		fwds := ss.forwards.all()
+		ss.forwards = forwardSet{}
 		conn := ss.conn
 		children := ss.children
 		ss.children = nil
@@ -208,11 +200,20 @@ func (ss *session) close(why string) {
 		if conn != nil {
 			conn.Close()
 		}
-		for _, c := range children {
-			c.close("its gateway's session ended")
+		if len(children) > 0 {
+			names := make([]string, 0, len(children))
+			for name, c := range children {
+				c.close("its gateway's session ended")
+				names = append(names, name)
+			}
+			go s.childrenEnded(names, "gateway "+ss.device.Name+" gone")
 		}
-		if ss.gw != nil {
-			go ss.childEnded()
+		if gw := ss.gw; gw != nil {
+			select {
+			case <-gw.done: // the gateway's close records its children's ends at once
+			default:
+				go s.childrenEnded([]string{ss.device.Name}, ss.remote)
+			}
 		}
 		if len(fwds) > 0 {
 			s.relayChanged(ss.device.Name)
@@ -327,7 +328,7 @@ func (s *Server) KickKey(device, fingerprint, why string) int {
 	s.mu.Lock()
 	var victims []*session
 	if ds := s.devices[device]; ds != nil {
-		for ss := range ds.sessions {
+		for _, ss := range ds.sessions {
 			if fingerprint == "" || ss.keyFP == fingerprint {
 				victims = append(victims, ss)
 			}

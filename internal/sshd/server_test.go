@@ -29,7 +29,7 @@ type fixture struct {
 	host   ssh.PublicKey
 }
 
-func signer(t *testing.T) ssh.Signer {
+func signer(t testing.TB) ssh.Signer {
 	t.Helper()
 	_, k, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -43,7 +43,7 @@ func signer(t *testing.T) ssh.Signer {
 }
 
 // newFixture runs a server on loopback with a real registry and one device "dev1".
-func newFixture(t *testing.T, prof *profile.Profile, tweak func(*Config)) *fixture {
+func newFixture(t testing.TB, prof *profile.Profile, tweak func(*Config)) *fixture {
 	t.Helper()
 	reg, err := registry.Open(context.Background(), t.TempDir(), sockets.Config{CIDR: "127.78.0.0/16"})
 	if err != nil {
@@ -80,7 +80,7 @@ func newFixture(t *testing.T, prof *profile.Profile, tweak func(*Config)) *fixtu
 }
 
 // dial connects as dev1 with the real x/crypto client; reqs is left to the caller.
-func (f *fixture) dial(t *testing.T) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request) {
+func (f *fixture) dial(t testing.TB) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request) {
 	t.Helper()
 	c, err := net.Dial("tcp", f.addr)
 	if err != nil {

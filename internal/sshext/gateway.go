@@ -1,14 +1,23 @@
 package sshext
 
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"golang.org/x/crypto/ssh"
+)
+
 // The gateway tier (paper 000, three-level scheme): a gateway hub keeps one SSH session
 // to a central hub and announces on it the devices connected to the gateway; the centre
 // gives each a protected socket of its own and opens a DeviceChannel on the gateway's
 // session for every connection to it. Only a session whose profile has a gateway policy
 // may send these; the centre refuses them from any other as a violation.
 const (
-	// AnnounceRequest (gateway to centre, wants a reply): a device is connected to the
-	// gateway and serves these aliases. Announcing a device again replaces its aliases.
-	// Body: Announce; reply body: AnnounceReply.
+	// AnnounceRequest (gateway to centre, wants a reply): devices connected to the
+	// gateway and the aliases each serves. Announcing a device again replaces its
+	// aliases. Body: up to MaxAnnounceBatch Announce records (MarshalAnnounces); reply
+	// body: one AnnounceReply per record, in order (MarshalAnnounceReplies).
 	AnnounceRequest = "announce@iotsafe.dev"
 	// WithdrawRequest (gateway to centre): the device left the gateway. Body: Withdraw.
 	WithdrawRequest = "withdraw@iotsafe.dev"
@@ -60,4 +69,68 @@ type CloseDevice struct {
 	Device  string
 	Reason  string
 	Revoked bool
+}
+
+// MaxAnnounceBatch bounds the devices of one AnnounceRequest: a batch of them fits in
+// one SSH packet (each record is about 200 bytes) and costs the centre one registry
+// transaction instead of several per device.
+const MaxAnnounceBatch = 128
+
+// MarshalAnnounces encodes a batch: a uint32 count, then each record as an SSH string.
+func MarshalAnnounces(as []Announce) []byte { return marshalList(as) }
+
+// ParseAnnounces decodes a batch; more than MaxAnnounceBatch records, a record that does
+// not parse or bytes left over are errors.
+func ParseAnnounces(b []byte) ([]Announce, error) { return parseList[Announce](b, MaxAnnounceBatch) }
+
+// MarshalAnnounceReplies encodes the replies to a batch.
+func MarshalAnnounceReplies(rs []AnnounceReply) []byte { return marshalList(rs) }
+
+// ParseAnnounceReplies decodes the replies to a batch.
+func ParseAnnounceReplies(b []byte) ([]AnnounceReply, error) {
+	return parseList[AnnounceReply](b, MaxAnnounceBatch)
+}
+
+func marshalList[T any](items []T) []byte {
+	out := binary.BigEndian.AppendUint32(nil, uint32(len(items)))
+	for i := range items {
+		rec := ssh.Marshal(&items[i])
+		out = binary.BigEndian.AppendUint32(out, uint32(len(rec)))
+		out = append(out, rec...)
+	}
+	return out
+}
+
+var errList = errors.New("sshext: malformed list")
+
+func parseList[T any](b []byte, limit int) ([]T, error) {
+	if len(b) < 4 {
+		return nil, errList
+	}
+	n := binary.BigEndian.Uint32(b)
+	b = b[4:]
+	if n > uint32(limit) {
+		return nil, fmt.Errorf("%w: %d records, at most %d", errList, n, limit)
+	}
+	out := make([]T, 0, n)
+	for i := range n {
+		if len(b) < 4 {
+			return nil, fmt.Errorf("%w: record %d cut short", errList, i)
+		}
+		size := binary.BigEndian.Uint32(b)
+		b = b[4:]
+		if uint64(size) > uint64(len(b)) {
+			return nil, fmt.Errorf("%w: record %d longer than the message", errList, i)
+		}
+		var v T
+		if err := ssh.Unmarshal(b[:size], &v); err != nil {
+			return nil, fmt.Errorf("%w: record %d: %v", errList, i, err)
+		}
+		out = append(out, v)
+		b = b[size:]
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last record", errList, len(b))
+	}
+	return out, nil
 }

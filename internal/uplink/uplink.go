@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -16,6 +18,15 @@ import (
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/sshext"
 	"github.com/iotsafe/iotsafe/internal/tunnel"
+)
+
+// After a working session to the centre was lost, for RecentWindow the uplink retries
+// at most RecentMax apart (jittered over its second half) instead of backing off
+// further: a centre restart is the usual cause, and a gateway's devices should be back
+// within seconds of it. A gateway is one client among a few hundred, not a fleet.
+const (
+	RecentWindow = 5 * time.Minute
+	RecentMax    = 2 * time.Second
 )
 
 // Local is what the uplink needs from the gateway's own SSH server.
@@ -63,6 +74,8 @@ type Status struct {
 type Uplink struct {
 	cfg Config
 	log *slog.Logger
+
+	wasUp atomic.Bool // the last session got past the handshake
 
 	mu        sync.Mutex
 	dirty     map[string]bool // devices whose announcement is out of date
@@ -121,6 +134,7 @@ func (u *Uplink) Status() Status {
 // returns ctx's error, or an error the centre's answer cannot fix (its host key).
 func (u *Uplink) Run(ctx context.Context) error {
 	attempt := 0
+	var lost time.Time // when the last working session ended
 	for {
 		start := time.Now()
 		err := u.session(ctx)
@@ -132,10 +146,18 @@ func (u *Uplink) Run(ctx context.Context) error {
 			u.log.Error("the centre's host key is not the pinned one; not retrying", "err", err)
 			return err
 		}
+		if u.wasUp.Swap(false) {
+			lost = time.Now()
+		}
 		if time.Since(start) > u.cfg.BackoffMax {
 			attempt = 0
 		}
 		delay := agent.Backoff(attempt, u.cfg.BackoffMin, u.cfg.BackoffMax)
+		if !lost.IsZero() && time.Since(lost) < RecentWindow && delay > RecentMax {
+			// The centre was there a moment ago (a restart, most likely): try again soon, so
+			// its devices are back within seconds of it rather than at the next doubling.
+			delay = RecentMax/2 + rand.N(RecentMax/2+1)
+		}
 		attempt++
 		u.setState("waiting", err)
 		u.log.Warn("session to the centre ended; local devices stay connected; reconnecting", "err", err, "in", delay.Round(time.Millisecond).String())
@@ -196,6 +218,7 @@ func (u *Uplink) session(ctx context.Context) error {
 	}
 	tc.SetDeadline(time.Time{})
 	defer conn.Close()
+	u.wasUp.Store(true)
 	u.log.Info("connected to the centre")
 
 	// A new session: the centre knows none of our devices; announce all of them.
@@ -232,68 +255,85 @@ func (u *Uplink) session(ctx context.Context) error {
 	}
 }
 
-// sync announces or withdraws every device whose state changed since the last sync.
+// sync announces or withdraws every device whose state changed since the last sync,
+// up to MaxAnnounceBatch devices per announcement.
 func (u *Uplink) sync(conn ssh.Conn) error {
 	for {
 		u.mu.Lock()
-		var name string
+		var names []string
 		for n := range u.dirty {
-			name = n
-			break
+			names = append(names, n)
+			delete(u.dirty, n)
+			if len(names) == sshext.MaxAnnounceBatch {
+				break
+			}
 		}
-		if name == "" {
-			u.mu.Unlock()
+		u.mu.Unlock()
+		if len(names) == 0 {
 			if u.cfg.OnSynced != nil {
 				u.cfg.OnSynced()
 			}
 			return nil
 		}
-		delete(u.dirty, name)
-		was := u.announced[name]
-		u.mu.Unlock()
-
-		sv, serving := u.cfg.Local.Serving(name)
-		if !serving {
+		var batch []sshext.Announce
+		for _, name := range names {
+			sv, serving := u.cfg.Local.Serving(name)
+			if serving {
+				batch = append(batch, sshext.Announce{Device: name, Aliases: sv.Aliases, Key: sv.Key, Client: sv.Client, Cipher: sv.Cipher, Remote: sv.Remote})
+				continue
+			}
+			u.mu.Lock()
+			was := u.announced[name]
+			delete(u.announced, name)
+			delete(u.refused, name)
+			u.mu.Unlock()
 			if was {
 				if _, _, err := conn.SendRequest(sshext.WithdrawRequest, false, ssh.Marshal(sshext.Withdraw{Device: name})); err != nil {
 					return fmt.Errorf("uplink: withdraw %s: %w", name, err)
 				}
 			}
-			u.mu.Lock()
-			delete(u.announced, name)
-			delete(u.refused, name)
-			u.mu.Unlock()
+		}
+		if len(batch) == 0 {
 			continue
 		}
-		ok, body, err := conn.SendRequest(sshext.AnnounceRequest, true, ssh.Marshal(sshext.Announce{
-			Device: name, Aliases: sv.Aliases, Key: sv.Key, Client: sv.Client, Cipher: sv.Cipher, Remote: sv.Remote}))
+		ok, body, err := conn.SendRequest(sshext.AnnounceRequest, true, sshext.MarshalAnnounces(batch))
 		if err != nil {
-			return fmt.Errorf("uplink: announce %s: %w", name, err)
+			return fmt.Errorf("uplink: announce: %w", err)
 		}
-		var r sshext.AnnounceReply
-		if !ok || ssh.Unmarshal(body, &r) != nil {
-			r.Refused = "the centre does not take devices from this gateway (is its profile a gateway profile?)"
+		replies, perr := sshext.ParseAnnounceReplies(body)
+		if !ok || perr != nil || len(replies) != len(batch) {
+			replies = make([]sshext.AnnounceReply, len(batch))
+			for i := range replies {
+				replies[i].Refused = "the centre does not take devices from this gateway (is its profile a gateway profile?)"
+			}
 		}
-		u.mu.Lock()
-		if r.Refused != "" {
-			delete(u.announced, name)
-			u.refused[name] = r.Refused
-		} else {
-			u.announced[name] = true
-			delete(u.refused, name)
+		for i, r := range replies {
+			u.answered(batch[i].Device, r)
 		}
-		u.mu.Unlock()
-		switch {
-		case r.Revoked:
-			u.log.Warn("the centre says the device is revoked; closing it here", "device", name, "why", r.Refused)
-			u.revoked(name, r.Refused)
-		case r.Refused != "":
-			u.log.Warn("the centre refused a device; it stays connected here", "device", name, "why", r.Refused)
-		case r.Why != "":
-			u.log.Warn("the centre refused some of a device's aliases", "device", name, "served", r.Served, "why", r.Why)
-		default:
-			u.log.Debug("device announced", "device", name, "aliases", r.Served)
-		}
+	}
+}
+
+// answered applies the centre's answer about one announced device.
+func (u *Uplink) answered(name string, r sshext.AnnounceReply) {
+	u.mu.Lock()
+	if r.Refused != "" {
+		delete(u.announced, name)
+		u.refused[name] = r.Refused
+	} else {
+		u.announced[name] = true
+		delete(u.refused, name)
+	}
+	u.mu.Unlock()
+	switch {
+	case r.Revoked:
+		u.log.Warn("the centre says the device is revoked; closing it here", "device", name, "why", r.Refused)
+		u.revoked(name, r.Refused)
+	case r.Refused != "":
+		u.log.Warn("the centre refused a device; it stays connected here", "device", name, "why", r.Refused)
+	case r.Why != "":
+		u.log.Warn("the centre refused some of a device's aliases", "device", name, "served", r.Served, "why", r.Why)
+	default:
+		u.log.Debug("device announced", "device", name, "aliases", r.Served)
 	}
 }
 

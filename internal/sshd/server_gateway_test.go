@@ -1,0 +1,160 @@
+package sshd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sshext"
+)
+
+const gatewayProfile = "name: gw\ngateway: {max_devices: 1000000, devices: ['cam-*']}\n"
+
+func announce(t testing.TB, conn ssh.Conn, as ...sshext.Announce) []sshext.AnnounceReply {
+	t.Helper()
+	ok, body, err := conn.SendRequest(sshext.AnnounceRequest, true, sshext.MarshalAnnounces(as))
+	if err != nil || !ok {
+		t.Fatalf("announce: %v %v", ok, err)
+	}
+	rs, err := sshext.ParseAnnounceReplies(body)
+	if err != nil || len(rs) != len(as) {
+		t.Fatalf("replies: %+v %v", rs, err)
+	}
+	return rs
+}
+
+// A gateway (dev1 here) announces a batch; each device is answered on its own, the
+// admitted one is online with its own protected socket, and a connection to that
+// socket arrives on the gateway's session as a device channel naming it.
+func TestGatewayAnnouncementsBecomeDevices(t *testing.T) {
+	f := newFixture(t, testProfile(gatewayProfile), nil)
+	conn, chans, reqs := f.dial(t)
+	go ssh.DiscardRequests(reqs)
+	rs := announce(t, conn,
+		sshext.Announce{Device: "cam-1", Aliases: []string{"http"}, Key: "SHA256:k", Client: "SSH-2.0-x"},
+		sshext.Announce{Device: "door-1", Aliases: []string{"http"}},
+		sshext.Announce{Device: "cam-2", Aliases: []string{"http", "telnet"}})
+	if rs[0].Refused != "" || len(rs[0].Served) != 1 || !strings.Contains(rs[1].Refused, "not among the names") ||
+		len(rs[2].Served) != 1 || !strings.Contains(rs[2].Why, "telnet") {
+		t.Fatalf("replies: %+v", rs)
+	}
+	if !f.srv.Online("cam-1") || f.srv.Online("door-1") {
+		t.Fatal("online state wrong")
+	}
+	d, err := f.reg.Device(context.Background(), "cam-1")
+	if err != nil || d.Via != "dev1" || len(d.Sockets) != 1 {
+		t.Fatalf("cam-1 at the centre: %+v %v", d, err)
+	}
+	go func() {
+		for nc := range chans {
+			var o sshext.DeviceOpen
+			if nc.ChannelType() != sshext.DeviceChannel || ssh.Unmarshal(nc.ExtraData(), &o) != nil || o.Device != "cam-1" || o.Alias != "http" {
+				nc.Reject(ssh.Prohibited, "unexpected")
+				continue
+			}
+			ch, creqs, _ := nc.Accept()
+			go ssh.DiscardRequests(creqs)
+			io.WriteString(ch, "hello from cam-1")
+			ch.Close()
+		}
+	}()
+	c, err := net.Dial("tcp", d.Sockets[0].Addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(c)
+	c.Close()
+	if string(b) != "hello from cam-1" {
+		t.Fatalf("through the socket: %q", b)
+	}
+	// Violations of the gateway: the name outside its patterns and the alias telnet.
+	if g, _ := f.reg.Device(context.Background(), "dev1"); g.Violations != 2 {
+		t.Fatalf("gateway violations %d, want 2", g.Violations)
+	}
+	conn.SendRequest(sshext.WithdrawRequest, true, ssh.Marshal(sshext.Withdraw{Device: "cam-1"}))
+	if f.srv.Online("cam-1") {
+		t.Fatal("cam-1 still online after its withdrawal")
+	}
+}
+
+// Only a gateway's profile may announce: any other session's announcement is a
+// refused request and a violation.
+func TestAnnouncementFromAPlainDeviceIsRefused(t *testing.T) {
+	f := newFixture(t, testProfile("name: p\nreverse: {http: 0}\n"), nil)
+	conn, _, reqs := f.dial(t)
+	go ssh.DiscardRequests(reqs)
+	ok, _, err := conn.SendRequest(sshext.AnnounceRequest, true, sshext.MarshalAnnounces([]sshext.Announce{{Device: "cam-1"}}))
+	if err != nil || ok {
+		t.Fatalf("announcement accepted: %v %v", ok, err)
+	}
+	if d, _ := f.reg.Device(context.Background(), "dev1"); d.Violations != 1 {
+		t.Fatalf("violations %d", d.Violations)
+	}
+	if _, err := f.reg.Device(context.Background(), "cam-1"); err == nil {
+		t.Fatal("a plain device enrolled another")
+	}
+}
+
+// BenchmarkGatewayChildren announces b.N devices behind one gateway (shared listeners,
+// as a centre runs) and reports the centre's live heap per device and the time per
+// announced device. Run: go test ./internal/sshd -bench GatewayChildren -benchtime 20000x
+func BenchmarkGatewayChildren(b *testing.B) {
+	f := newFixture(b, testProfile(gatewayProfile), func(c *Config) { c.Shared = sockets.NewShared(nil) })
+	conn, _, reqs := f.dial(b)
+	go ssh.DiscardRequests(reqs)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for start := 0; start < b.N; start += sshext.MaxAnnounceBatch {
+		var as []sshext.Announce
+		for i := start; i < min(b.N, start+sshext.MaxAnnounceBatch); i++ {
+			as = append(as, sshext.Announce{Device: fmt.Sprintf("cam-%d", i), Aliases: []string{"http"}, Key: "SHA256:k", Client: "SSH-2.0-x", Remote: "10.0.0.1:1"})
+		}
+		for _, r := range announce(b, conn, as...) {
+			if r.Refused != "" {
+				b.Fatal(r.Refused)
+			}
+		}
+	}
+	b.StopTimer()
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/float64(b.N), "heap-B/device")
+}
+
+// BenchmarkGatewayReannounce is a centre restart's work: b.N devices known to the
+// registry announced again by their gateway's new session.
+func BenchmarkGatewayReannounce(b *testing.B) {
+	f := newFixture(b, testProfile(gatewayProfile), func(c *Config) { c.Shared = sockets.NewShared(nil) })
+	batches := func(conn ssh.Conn) {
+		for start := 0; start < b.N; start += sshext.MaxAnnounceBatch {
+			var as []sshext.Announce
+			for i := start; i < min(b.N, start+sshext.MaxAnnounceBatch); i++ {
+				as = append(as, sshext.Announce{Device: fmt.Sprintf("cam-%d", i), Aliases: []string{"http"}, Key: "SHA256:k", Client: "SSH-2.0-x", Remote: "10.0.0.1:1"})
+			}
+			for _, r := range announce(b, conn, as...) {
+				if r.Refused != "" {
+					b.Fatal(r.Refused)
+				}
+			}
+		}
+	}
+	first, _, reqs := f.dial(b)
+	go ssh.DiscardRequests(reqs)
+	batches(first)
+	first.Close()
+	first.Wait()
+	conn, _, reqs := f.dial(b)
+	go ssh.DiscardRequests(reqs)
+	b.ResetTimer()
+	batches(conn)
+}
