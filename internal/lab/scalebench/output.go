@@ -79,8 +79,10 @@ type PathSummary struct {
 type RecoverySummary struct {
 	What       string  `json:"what"`
 	Devices    int     `json:"devices"`
+	StopMS     float64 `json:"stop_ms"`
 	HubStartMS float64 `json:"hub_start_ms"`
-	BackS      float64 `json:"back_s"` // -1: not every device answered
+	ServedS    float64 `json:"served_s"` // -1: not every device served again
+	BackS      float64 `json:"back_s"`   // -1: not every device answered
 	Answered   int     `json:"answered"`
 	Moved      int     `json:"moved"`
 	FirstError string  `json:"first_error,omitempty"`
@@ -92,7 +94,8 @@ type Targets struct {
 	DevicesMet      bool    `json:"devices_met"`
 	KiBPerDevice    float64 `json:"kib_per_device"`
 	MemoryMet       bool    `json:"memory_met"`
-	BackS           float64 `json:"back_s"`
+	BackS           float64 `json:"back_s"`     // every device served again after a centre restart
+	AnsweredS       float64 `json:"answered_s"` // and every one answered a request (the sweep included)
 	BackMet         bool    `json:"back_met"`
 	DescriptorLimit int     `json:"descriptor_limit"`
 	DescriptorsMet  bool    `json:"descriptors_met"`
@@ -131,15 +134,20 @@ func Summarize(r *Results) Summary {
 	t := &s.Targets
 	t.BackS = -1
 	for _, rc := range r.Recoveries {
-		rs := RecoverySummary{What: rc.What, Devices: rc.Devices, HubStartMS: float64(rc.HubStart.Microseconds()) / 1000,
-			BackS: -1, Answered: rc.Answered, Moved: rc.Moved, FirstError: rc.FirstErr}
+		rs := RecoverySummary{What: rc.What, Devices: rc.Devices, StopMS: float64(rc.Stop.Microseconds()) / 1000, HubStartMS: float64(rc.HubStart.Microseconds()) / 1000,
+			ServedS: -1, BackS: -1, Answered: rc.Answered, Moved: rc.Moved, FirstError: rc.FirstErr}
 		if rc.Back >= 0 {
 			rs.BackS = rc.Back.Seconds()
 		}
+		if rc.Served >= 0 {
+			rs.ServedS = rc.Served.Seconds()
+		}
 		s.Recoveries = append(s.Recoveries, rs)
 		if rc.What == "centre" {
-			t.BackS = rs.BackS
-			t.BackMet = rs.BackS >= 0 && rc.Back <= TargetBack && rc.Moved == 0
+			// Served again within the target, on the same addresses, and every device then
+			// answered (the sweep's own time is reported, not held against the target).
+			t.BackS, t.AnsweredS = rs.ServedS, rs.BackS
+			t.BackMet = rc.Served >= 0 && rc.Served <= TargetBack && rc.Back >= 0 && rc.Moved == 0
 		}
 	}
 	t.Devices = r.Behind
@@ -187,16 +195,19 @@ func Print(w io.Writer, s Summary) {
 			s.Paths[0].RPS/s.Paths[1].RPS, ratio(s.Paths[0].CentreCPUPerRequestUS, s.Paths[1].CentreCPUPerRequestUS))
 	}
 	for _, r := range s.Recoveries {
-		back := fmt.Sprintf("every device answered %.1f s after the hub listened", r.BackS)
-		if r.BackS < 0 {
+		back := fmt.Sprintf("every device served again %.1f s after the hub listened, and had answered a request by %.1f s", r.ServedS, r.BackS)
+		switch {
+		case r.BackS < 0:
 			back = fmt.Sprintf("only %d of %d answered (%s)", r.Answered, r.Devices, r.FirstError)
+		case r.ServedS < 0:
+			back = fmt.Sprintf("not every device served again; all answered by %.1f s", r.BackS)
 		}
-		fmt.Fprintf(w, "  %s restart: hub up in %.0f ms; %s; %d moved socket address\n", r.What, r.HubStartMS, back, r.Moved)
+		fmt.Fprintf(w, "  %s restart: stopped in %.0f ms, up again in %.0f ms; %s; %d moved socket address\n", r.What, r.StopMS, r.HubStartMS, back, r.Moved)
 	}
 	t := s.Targets
-	fmt.Fprintf(w, "targets: %d devices at one centre (>= %d): %s; %.2f KiB per device behind a gateway (<= %g): %s; back within %gs after a centre restart, same addresses: %s; descriptors under %d: %s\n",
+	fmt.Fprintf(w, "targets: %d devices at one centre (>= %d): %s; %.2f KiB per device behind a gateway (<= %g): %s; served again within %gs after a centre restart (%.1f s), same addresses, all answering: %s; descriptors under %d: %s\n",
 		t.Devices, TargetDevices, lab.Verdict(t.DevicesMet), t.KiBPerDevice, TargetKiBPerDevice, lab.Verdict(t.MemoryMet),
-		TargetBack.Seconds(), lab.Verdict(t.BackMet), t.DescriptorLimit, lab.Verdict(t.DescriptorsMet))
+		TargetBack.Seconds(), t.BackS, lab.Verdict(t.BackMet), t.DescriptorLimit, lab.Verdict(t.DescriptorsMet))
 }
 
 func ratio(a, b float64) float64 {
@@ -217,8 +228,8 @@ var reportTmpl = lab.NewReport(`{{template "head" .}}
 <p>Per device at the centre: {{f "%.2f" .S.Centre.KiBBehind}} KiB and {{f "%.3f" .S.Centre.FDsBehind}} descriptors behind a gateway; {{f "%.1f" .S.Centre.KiBDirect}} KiB and {{f "%.2f" .S.Centre.FDsDirect}} descriptors direct.</p>
 <table><tr><th>path</th><th>devices</th><th>req/s</th><th>errors</th><th>centre CPU µs/request</th><th>gateways' CPU µs/request</th></tr>
 {{range .S.Paths}}<tr><td>{{.Name}}</td><td>{{.Devices}}</td><td>{{f "%.0f" .RPS}}</td><td>{{.Errors}}</td><td>{{f "%.0f" .CentreCPUPerRequestUS}}</td><td>{{f "%.0f" .GatewayCPUPerReqUS}}</td></tr>{{end}}</table>
-<table><tr><th>restart</th><th>devices</th><th>hub up ms</th><th>every device answering after s</th><th>moved</th></tr>
-{{range .S.Recoveries}}<tr><td>{{.What}}</td><td>{{.Devices}}</td><td>{{f "%.0f" .HubStartMS}}</td><td>{{if lt .BackS 0.0}}not all ({{.Answered}}){{else}}{{f "%.1f" .BackS}}{{end}}</td><td>{{.Moved}}</td></tr>{{end}}</table>
+<table><tr><th>restart</th><th>devices</th><th>stop ms</th><th>start ms</th><th>every device served again after s</th><th>every device answered after s</th><th>moved</th></tr>
+{{range .S.Recoveries}}<tr><td>{{.What}}</td><td>{{.Devices}}</td><td>{{f "%.0f" .StopMS}}</td><td>{{f "%.0f" .HubStartMS}}</td><td>{{if lt .ServedS 0.0}}not all{{else}}{{f "%.1f" .ServedS}}{{end}}</td><td>{{if lt .BackS 0.0}}not all ({{.Answered}}){{else}}{{f "%.1f" .BackS}}{{end}}</td><td>{{.Moved}}</td></tr>{{end}}</table>
 <p>Targets: {{.S.Targets.Devices}} devices at one centre (≥ 100,000) — <b>{{if .S.Targets.DevicesMet}}met{{else}}not met{{end}}</b>; {{f "%.2f" .S.Targets.KiBPerDevice}} KiB per device behind a gateway (≤ 4) — <b>{{if .S.Targets.MemoryMet}}met{{else}}not met{{end}}</b>; every device back within 30 s of a centre restart on the same address — <b>{{if .S.Targets.BackMet}}met{{else}}not met{{end}}</b>; descriptors under {{.S.Targets.DescriptorLimit}} — <b>{{if .S.Targets.DescriptorsMet}}met{{else}}not met{{end}}</b>.</p>
 <p class="note">The lab's simulated devices do not reconnect by themselves: after a gateway restart its fleet is started again as soon as the gateway listens (real agents retry within seconds; see bench outage), and the direct devices are stopped before the centre restarts (the recovery counts the devices behind gateways, which their gateways bring back). Raw data: paths.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>

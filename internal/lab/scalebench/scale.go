@@ -90,11 +90,15 @@ type Path struct {
 type Recovery struct {
 	What     string
 	Devices  int
-	HubStart time.Duration // from the restart to the hub listening
-	Back     time.Duration // from the hub listening to the last device answering; -1: not all did
-	Answered int
-	Moved    int // devices whose socket address changed
-	FirstErr string
+	Stop     time.Duration // the clean stop (SIGTERM) of the old hub process
+	HubStart time.Duration // from the new process's start to its listening
+	// Served is from the hub listening to the centre serving every affected device again
+	// (-1: not within the timeout); Back to the last of them answering a request (-1: not
+	// all did): a sweep of every device, so it includes the sweep's own time.
+	Served, Back time.Duration
+	Answered     int
+	Moved        int // devices whose socket address changed
+	FirstErr     string
 }
 
 // Results is what a run measured.
@@ -310,14 +314,16 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	g0addrs := filter(byDevice, g0.opts.Prefix)
 	restart := time.Now()
 	g0.stop()
+	stopped := time.Now()
 	if g0.hub, err = b.StartEnrolled(ctx, g0.lh, g0.opts); err != nil {
 		return res, fmt.Errorf("restarting %s: %w", g0.name, err)
 	}
-	rec := Recovery{What: "gateway " + g0.name, Devices: o.Devices, HubStart: time.Since(restart)}
+	rec := Recovery{What: "gateway " + g0.name, Devices: o.Devices, Stop: stopped.Sub(restart), HubStart: time.Since(stopped)}
 	listening := time.Now()
 	if g0.fleet, _, err = b.StartFleet(ctx, g0.hub, appAddr, o.Devices, 1); err != nil {
 		return res, err
 	}
+	rec.Served = served(ctx, centre, res.Full.Sessions, o.Timeout, listening)
 	rec.Back, rec.Answered, rec.FirstErr = untilAll(ctx, target, g0addrs, 4*o.Concurrency, o.Timeout, listening)
 	rec.Moved = moved(ctx, centre, byDevice, g0.opts.Prefix)
 	res.Recoveries = append(res.Recoveries, rec)
@@ -326,11 +332,13 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	direct.Stop() // the lab's direct devices do not reconnect by themselves
 	restart = time.Now()
 	centre.Proc.Stop()
+	stopped = time.Now()
 	if centre, err = b.StartEnrolled(ctx, clh, co); err != nil {
 		return res, fmt.Errorf("restarting the centre: %w", err)
 	}
-	rec = Recovery{What: "centre", Devices: behind, HubStart: time.Since(restart)}
+	rec = Recovery{What: "centre", Devices: behind, Stop: stopped.Sub(restart), HubStart: time.Since(stopped)}
 	listening = time.Now()
+	rec.Served = served(ctx, centre, o.Gateways+behind, o.Timeout, listening)
 	rec.Back, rec.Answered, rec.FirstErr = untilAll(ctx, target, viaGW, 4*o.Concurrency, o.Timeout, listening)
 	rec.Moved = moved(ctx, centre, byDevice, "g")
 	res.Recoveries = append(res.Recoveries, rec)
@@ -420,6 +428,15 @@ func waitSessions(ctx context.Context, centre *lab.SSHServer, n int, timeout tim
 		case <-time.After(100 * time.Millisecond): // polling the centre's status is the measurement
 		}
 	}
+}
+
+// served waits until the centre holds n sessions again and says how long after since
+// (-1: not within timeout).
+func served(ctx context.Context, centre *lab.SSHServer, n int, timeout time.Duration, since time.Time) time.Duration {
+	if waitSessions(ctx, centre, n, timeout) != nil {
+		return -1
+	}
+	return time.Since(since)
 }
 
 // footprint reads the centre's sessions, memory and descriptors.
