@@ -254,6 +254,13 @@ func (f *forward) open(originAddr string, originPort uint32, from string) (st tu
 		}
 	}()
 	if gw := ss.gw; gw != nil {
+		if m := gw.mux.Load(); m != nil {
+			// The gateway multiplexes: a stream, opened without a round trip.
+			st, err := m.Open(zmux.Target{Kind: zmux.Relayed, Host: ss.device.Name + "/" + f.alias, OriginHost: originAddr, OriginPort: originPort})
+			if err == nil {
+				return st, "via-gateway", release, nil
+			}
+		}
 		ch, reqs, err := gw.conn.OpenChannel(sshext.DeviceChannel, ssh.Marshal(sshext.DeviceOpen{
 			Device: ss.device.Name, Alias: f.alias, OriginAddr: originAddr, OriginPort: originPort}))
 		if err != nil {

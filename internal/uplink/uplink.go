@@ -18,6 +18,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/sshext"
 	"github.com/iotsafe/iotsafe/internal/tunnel"
+	"github.com/iotsafe/iotsafe/internal/zmux"
 )
 
 // After a working session to the centre was lost, for RecentWindow the uplink retries
@@ -238,6 +239,10 @@ func (u *Uplink) session(ctx context.Context) error {
 	defer close(done)
 	go u.serveChannels(chans)
 	go u.serveRequests(reqs)
+	if m := u.openMux(conn); m != nil {
+		defer m.Close()
+		go u.serveMux(m)
+	}
 	go u.keepalive(conn, done)
 	wait := make(chan error, 1)
 	go func() { wait <- conn.Wait() }()
@@ -366,6 +371,40 @@ func (u *Uplink) serveChannels(chans <-chan ssh.NewChannel) {
 			})
 			if err != nil {
 				nc.Reject(ssh.ConnectionFailed, "gateway: "+err.Error())
+			}
+		}()
+	}
+}
+
+// openMux opens the session's multiplexed channel, on which the centre opens a stream
+// per connection to a device instead of an SSH channel (no round trip, less work on
+// both hubs). Without it (a centre that refuses it) device channels are used.
+func (u *Uplink) openMux(conn ssh.Conn) *zmux.Session {
+	ch, reqs, err := conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: sshext.MuxPlain + sshext.MuxV2}))
+	if err != nil {
+		u.log.Info("the centre does not multiplex; one SSH channel per connection", "err", err)
+		return nil
+	}
+	go ssh.DiscardRequests(reqs)
+	return zmux.New(ch, zmux.Options{Device: true, Version2: true})
+}
+
+// serveMux carries the centre's relayed streams to the devices.
+func (u *Uplink) serveMux(m *zmux.Session) {
+	for {
+		st, err := m.Accept()
+		if err != nil {
+			return
+		}
+		t := st.Target()
+		device, alias, ok := strings.Cut(t.Host, "/")
+		if t.Kind != zmux.Relayed || !ok {
+			st.Reset("a gateway takes relayed streams only")
+			continue
+		}
+		go func() {
+			if err := u.cfg.Local.RelayTo(device, alias, t.OriginHost, t.OriginPort, func() (tunnel.Stream, error) { return st, nil }); err != nil {
+				st.Reset("gateway: " + err.Error())
 			}
 		}()
 	}

@@ -59,12 +59,16 @@ const (
 	// Forwarded streams are opened by the hub: a connection to one of the device's
 	// exposed aliases (forwarded-tcpip in plain SSH).
 	Forwarded Kind = 2
+	// Relayed streams are opened by a central hub on a gateway's multiplexed channel: a
+	// connection to a device behind the gateway. Host is DEVICE/ALIAS (device@iotsafe.dev
+	// in plain SSH).
+	Relayed Kind = 3
 )
 
 // Target describes what a stream is for, as the SSH open payloads do.
 type Target struct {
 	Kind       Kind
-	Host       string // direct: the alias; forwarded: the alias the device exposed
+	Host       string // direct: the alias; forwarded: the alias the device exposed; relayed: DEVICE/ALIAS
 	Port       uint32
 	OriginHost string
 	OriginPort uint32
@@ -151,7 +155,7 @@ func readFrame(r frameReader, buf []byte) (frame, error) {
 			return f, unexpected(err)
 		}
 		f.target.Kind = Kind(k)
-		if f.target.Kind != Direct && f.target.Kind != Forwarded {
+		if f.target.Kind != Direct && f.target.Kind != Forwarded && f.target.Kind != Relayed {
 			return f, protoErr("unknown stream kind %d", k)
 		}
 		if f.target.Host, err = readString(r, maxHost, "host"); err != nil {

@@ -54,6 +54,8 @@ func TestGatewayRelaysItsDevices(t *testing.T) {
 	app := deviceApp(t, "hello from cam-1 behind gw1")
 	startAgent(t, p.gw, key, "--expose", "http="+hostPortOf(app))
 	p.centre.log.wait(t, "device behind gateway up", "device", "cam-1")
+	// The gateway multiplexes the centre's connections in one channel of its session.
+	p.centre.log.wait(t, "multiplexed channel open", "device", "gw1")
 
 	// Reached at the gateway as before, and at the centre through the gateway.
 	mustGet(t, p.gw.socket("cam-1", "http"), "hello from cam-1 behind gw1")
