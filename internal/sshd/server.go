@@ -28,6 +28,9 @@ type Store interface {
 	AddViolation(ctx context.Context, device, detail, remote string, record bool) (int, error)
 	RevokeDevice(ctx context.Context, name, reason string) error
 	AddEvent(ctx context.Context, e registry.Event) error
+	// EndSessions records that the sessions of these devices ended (last seen and a
+	// session_close event each), in one transaction.
+	EndSessions(ctx context.Context, devices []string, remote string) error
 }
 
 // ErrClosed is returned by Serve after Close.
@@ -234,9 +237,13 @@ func (s *Server) Close() error {
 		s.ln.Close()
 	}
 	var all []*session
+	var direct []string
 	for _, ds := range s.devices {
 		for _, ss := range ds.sessions {
-			all = append(all, ss)
+			if ss.gw == nil { // a device behind a gateway ends with its gateway's session
+				all = append(all, ss)
+				direct = append(direct, ss.device.Name)
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -244,7 +251,24 @@ func (s *Server) Close() error {
 		ss.close("hub shutting down")
 	}
 	s.conns.Wait()
+	// Every session's end in one transaction: one write each took seconds for a
+	// thousand devices, longer than a supervisor waits for a clean stop.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.store.EndSessions(ctx, direct, "hub shutting down"); err != nil {
+		s.log.Error("recording the end of every session failed", "sessions", len(direct), "err", err)
+	}
 	return nil
+}
+
+// shuttingDown reports whether Close has begun.
+func (s *Server) shuttingDown() bool {
+	select {
+	case <-s.shutdown:
+		return true
+	default:
+		return false
+	}
 }
 
 // UpdatePolicy swaps limits and timeouts for new connections (SIGHUP). Algorithms and the

@@ -23,7 +23,6 @@ import (
 // GatewayStore is what the centre needs from the registry beyond Store.
 type GatewayStore interface {
 	ClaimDevices(ctx context.Context, gateway, devProfile string, maxDevices int, claims []registry.Claim) ([]registry.Claimed, error)
-	EndSessions(ctx context.Context, devices []string, remote string) error
 }
 
 // handleGatewayRequest answers the gateway requests; ok is false for other types.
@@ -254,13 +253,9 @@ func (s *Server) childrenEnded(names []string, remote string) {
 	for _, n := range names {
 		s.metrics.SessionClosed(n)
 	}
-	gs, ok := s.store.(GatewayStore)
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := gs.EndSessions(ctx, names, remote); err != nil {
+	if err := s.store.EndSessions(ctx, names, remote); err != nil {
 		s.log.Error("recording the end of sessions behind a gateway failed", "devices", len(names), "err", err)
 	}
 }

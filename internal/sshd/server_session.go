@@ -206,7 +206,11 @@ func (ss *session) close(why string) {
 				c.close("its gateway's session ended")
 				names = append(names, name)
 			}
-			go s.childrenEnded(names, "gateway "+ss.device.Name+" gone")
+			if s.shuttingDown() {
+				s.childrenEnded(names, "hub shutting down") // before the process exits
+			} else {
+				go s.childrenEnded(names, "gateway "+ss.device.Name+" gone")
+			}
 		}
 		if gw := ss.gw; gw != nil {
 			select {
@@ -276,11 +280,14 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 		}
 	}
 	ss.close("connection ended")
+	s.metrics.SessionClosed(ss.device.Name)
+	if s.shuttingDown() {
+		return // Close records every session's end in one transaction
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	s.store.TouchDevice(ctx, ss.device.Name)
 	cancel()
 	s.event(registry.Event{Device: ss.device.Name, Kind: registry.EventSessionClose, Remote: ss.remote})
-	s.metrics.SessionClosed(ss.device.Name)
 }
 
 func keyType(p *ssh.Permissions) string {
