@@ -29,6 +29,9 @@ const (
 	OpPing   = "ping"
 	OpKick   = "kick"   // close a device's live sessions (after revoke or remove)
 	OpStatus = "status" // which devices are online, and the hub's own state
+	// OpInfo is OpStatus without the list of online devices (a count instead): what
+	// 'iotsafe status' and monitoring need, cheap at 100,000 devices.
+	OpInfo   = "info"
 	OpReload = "reload" // grants or device groups changed: rebuild the access policy
 	// OpRevoke revokes a device through the hub, which holds the revocation in memory when
 	// the registry cannot write (the CLI's fallback when its own write fails).
@@ -86,6 +89,7 @@ type HubInfo struct {
 	// Listeners maps a listener's role (ssh, frontdoor, rest, metrics) to its address.
 	Listeners map[string]string `json:"listeners"`
 	Sessions  int               `json:"sessions"` // device sessions open
+	Online    int               `json:"online"`   // devices with a live session
 	// Forwards open hub-wide and the most the memory budget allows.
 	Forwards     int64 `json:"forwards"`
 	ForwardLimit int64 `json:"forward_limit"`
@@ -249,10 +253,14 @@ func (s *Server) do(req Request, cred *unix.Ucred) Reply {
 		n := s.h.KickKey(req.Device, req.Key, req.Reason)
 		s.log.Info("admin kick", "device", req.Device, "key", req.Key, "reason", req.Reason, "closed", n, "uid", cred.Uid)
 		return Reply{OK: true, Closed: n}
-	case OpStatus:
+	case OpStatus, OpInfo:
 		held, degraded := s.h.RegistryState()
 		info := s.h.Info()
-		return Reply{OK: true, Online: s.h.OnlineDevices(), Held: held, Degraded: degraded, Hub: &info}
+		rep := Reply{OK: true, Held: held, Degraded: degraded, Hub: &info}
+		if req.Op == OpStatus {
+			rep.Online = s.h.OnlineDevices()
+		}
+		return rep
 	case OpRevoke:
 		if req.Device == "" {
 			return Reply{Error: "revoke needs a device"}

@@ -69,7 +69,7 @@ folder is below audit.min_free_mib: a monitoring check can run it as is.`,
 // status asks the hub and reads the registry; neither failing is an error here.
 func (g *globals) status(cmd *cobra.Command) hubStatus {
 	var st hubStatus
-	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpStatus})
+	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpInfo})
 	if err == nil {
 		st.Running, st.Hub, st.Degraded, st.Held = true, rep.Hub, rep.Degraded, rep.Held
 	}
@@ -93,7 +93,10 @@ func (g *globals) status(cmd *cobra.Command) hubStatus {
 		st.RegistryError = err.Error()
 		return st
 	}
-	n := deviceCounts{Enrolled: len(states), Online: len(rep.Online)}
+	n := deviceCounts{Enrolled: len(states)}
+	if st.Hub != nil {
+		n.Online = st.Hub.Online
+	}
 	for _, d := range states {
 		if _, held := st.Held[d.Name]; d.Revoked || held {
 			n.Revoked++

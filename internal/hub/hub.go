@@ -289,19 +289,7 @@ func (h *Hub) KickKey(device, fingerprint, reason string) int {
 }
 
 // OnlineDevices implements admin.Handler.
-func (h *Hub) OnlineDevices() map[string]bool {
-	out := map[string]bool{}
-	devs, err := h.reg.Devices(context.Background())
-	if err != nil {
-		return out
-	}
-	for _, d := range devs {
-		if h.ssh.Online(d.Name) {
-			out[d.Name] = true
-		}
-	}
-	return out
-}
+func (h *Hub) OnlineDevices() map[string]bool { return h.ssh.OnlineDevices() }
 
 // Reload applies what can change without a restart: log level, keepalive timings and
 // the front door's request limits. Other front-door changes are named in a warning.

@@ -14,7 +14,7 @@ func (h *Hub) Info() admin.HubInfo {
 	sessions, forwards, limit := h.ssh.Load()
 	info := admin.HubInfo{
 		Version: h.version, PID: os.Getpid(), Started: h.started,
-		Listeners: map[string]string{}, Sessions: sessions, Forwards: forwards, ForwardLimit: limit,
+		Listeners: map[string]string{}, Sessions: sessions, Online: h.ssh.OnlineCount(), Forwards: forwards, ForwardLimit: limit,
 		DataFreeMiB: FreeMiB(h.dir), MinFreeMiB: h.cfg.Audit.MinFreeMiB,
 	}
 	for role, a := range h.listeners() {

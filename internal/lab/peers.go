@@ -47,7 +47,7 @@ type SSHServer struct {
 
 // Status asks an iotsafe hub for its state over its admin socket.
 func (s *SSHServer) Status() (*admin.HubInfo, error) {
-	rep, err := admin.Call(filepath.Join(s.dataDir, admin.SocketName), admin.Request{Op: admin.OpStatus})
+	rep, err := admin.Call(filepath.Join(s.dataDir, admin.SocketName), admin.Request{Op: admin.OpInfo})
 	if err != nil {
 		return nil, err
 	}

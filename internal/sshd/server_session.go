@@ -360,6 +360,33 @@ func (s *Server) Online(device string) bool {
 	return ds != nil && len(ds.sessions) > 0
 }
 
+// OnlineDevices lists the devices with a live session (from memory: reading the
+// registry for it cost seconds at 100,000 devices).
+func (s *Server) OnlineDevices() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]bool, len(s.devices))
+	for name, ds := range s.devices {
+		if len(ds.sessions) > 0 {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// OnlineCount is how many devices have a live session.
+func (s *Server) OnlineCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, ds := range s.devices {
+		if len(ds.sessions) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // Load is what the server carries now: device sessions, forwarded connections open
 // hub-wide, and the most the forward memory budget allows.
 func (s *Server) Load() (sessions int, forwards, forwardLimit int64) {

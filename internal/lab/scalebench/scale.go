@@ -244,7 +244,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	}
 	err = waitSessions(ctx, centre, o.Gateways+behind, o.Timeout)
 	res.Behind1 = footprint(centre)
-	res.Behind = res.Behind1.Sessions - o.Gateways
+	res.Behind = max(0, res.Behind1.Sessions-o.Gateways)
 	if err != nil {
 		return res, fmt.Errorf("devices behind gateways at the centre: %w", err)
 	}
@@ -257,7 +257,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	defer func() { direct.Stop() }()
 	err = waitSessions(ctx, centre, o.Gateways+behind+o.Direct, o.Timeout)
 	res.Full = footprint(centre)
-	res.Direct = res.Full.Sessions - res.Behind1.Sessions
+	res.Direct = max(0, res.Full.Sessions-res.Behind1.Sessions)
 	if err != nil {
 		return res, fmt.Errorf("direct devices: %w", err)
 	}
