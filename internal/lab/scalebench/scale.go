@@ -239,7 +239,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	res.Base = footprint(centre)
 
 	p.Step(fmt.Sprintf("%d devices behind the gateways (%d each)", behind, o.Devices))
-	if err := startFleets(ctx, b, gws, appAddr, o.Devices); err != nil {
+	if err := startFleets(ctx, b, gws, appAddr, o.Devices, p); err != nil {
 		return res, err
 	}
 	err = waitSessions(ctx, centre, o.Gateways+behind, o.Timeout)
@@ -383,7 +383,7 @@ func startGateway(ctx context.Context, b *lab.Bench, cns *lab.Netns, i, devices 
 
 // startFleets connects every gateway's devices, a few gateways at a time (the
 // handshakes are what costs).
-func startFleets(ctx context.Context, b *lab.Bench, gws []*gateway, appAddr string, devices int) error {
+func startFleets(ctx context.Context, b *lab.Bench, gws []*gateway, appAddr string, devices int, progress *lab.Progress) error {
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -397,6 +397,10 @@ func startFleets(ctx context.Context, b *lab.Bench, gws []*gateway, appAddr stri
 			f, _, err := b.StartFleet(ctx, g.hub, appAddr, devices, 1)
 			mu.Lock()
 			defer mu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				// Said at once: a run of 100 gateways takes long to end after one fails.
+				progress.Note(fmt.Sprintf("%s's devices did not all connect: %v", g.name, err))
+			}
 			if err != nil && first == nil {
 				first = fmt.Errorf("%s's devices: %w", g.name, err)
 			}
