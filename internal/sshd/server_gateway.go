@@ -18,7 +18,8 @@ import (
 // The gateway tier, centre side: a session whose profile has a gateway policy announces
 // the devices connected to the gateway. Each becomes a child session here, with the
 // device's own protected sockets, grants and audit trail; connections to them travel as
-// device channels over the gateway's session. The gateway side is Serving and RelayTo.
+// streams of the gateway's multiplexed channel (or device channels, without one) over
+// the gateway's session. The gateway side is Serving and RelayTo.
 
 // GatewayStore is what the centre needs from the registry beyond Store.
 type GatewayStore interface {
@@ -73,9 +74,13 @@ func (ss *session) announce(as []sshext.Announce) []sshext.AnnounceReply {
 	}
 	refuse := func(i int, violation, why string) {
 		if violation != "" {
-			ss.refused(violation)
+			// A violation of the gateway (its on_violation applies, the audit is gated),
+			// not a refusal that spends its connection's budget: a gateway whose profile
+			// leaves out some of its devices must not lose the others with its session.
+			ss.violate(violation)
 		}
-		ss.log.Warn("device announcement refused", "announced", as[i].Device, "why", why)
+		s.warnGated("announce "+ss.device.Name+" "+as[i].Device, "device announcement refused",
+			"device", ss.device.Name, "announced", as[i].Device, "why", why)
 		replies[i].Refused = why
 	}
 	var claims []registry.Claim
