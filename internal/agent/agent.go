@@ -365,7 +365,16 @@ func replyFalse(reqs <-chan *ssh.Request) {
 }
 
 func (a *Agent) keepalive(conn ssh.Conn, done <-chan struct{}) {
-	t := time.NewTicker(a.cfg.KeepaliveInterval)
+	KeepAlive(conn, done, a.cfg.KeepaliveInterval, a.cfg.KeepaliveTimeout, func() {
+		a.log.Warn("hub did not answer keepalive; reconnecting", "timeout", a.cfg.KeepaliveTimeout.String())
+	})
+}
+
+// KeepAlive asks the server every interval whether it is alive (any answer will do)
+// and closes conn when no answer came within timeout, after calling dead. It returns
+// then, or when done is closed. The agent and a gateway's uplink use it.
+func KeepAlive(conn ssh.Conn, done <-chan struct{}, interval, timeout time.Duration, dead func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -383,8 +392,8 @@ func (a *Agent) keepalive(conn ssh.Conn, done <-chan struct{}) {
 		case <-answered:
 		case <-done:
 			return
-		case <-time.After(a.cfg.KeepaliveTimeout):
-			a.log.Warn("hub did not answer keepalive; reconnecting", "timeout", a.cfg.KeepaliveTimeout.String())
+		case <-time.After(timeout):
+			dead()
 			conn.Close()
 			return
 		}

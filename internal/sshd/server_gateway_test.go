@@ -113,17 +113,7 @@ func BenchmarkGatewayChildren(b *testing.B) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
-	for start := 0; start < b.N; start += sshext.MaxAnnounceBatch {
-		var as []sshext.Announce
-		for i := start; i < min(b.N, start+sshext.MaxAnnounceBatch); i++ {
-			as = append(as, sshext.Announce{Device: fmt.Sprintf("cam-%d", i), Aliases: []string{"http"}, Key: "SHA256:k", Client: "SSH-2.0-x", Remote: "10.0.0.1:1"})
-		}
-		for _, r := range announce(b, conn, as...) {
-			if r.Refused != "" {
-				b.Fatal(r.Refused)
-			}
-		}
-	}
+	announceN(b, conn, b.N)
 	b.StopTimer()
 	runtime.GC()
 	var after runtime.MemStats
@@ -135,26 +125,28 @@ func BenchmarkGatewayChildren(b *testing.B) {
 // registry announced again by their gateway's new session.
 func BenchmarkGatewayReannounce(b *testing.B) {
 	f := newFixture(b, testProfile(gatewayProfile), func(c *Config) { c.Shared = sockets.NewShared(nil) })
-	batches := func(conn ssh.Conn) {
-		for start := 0; start < b.N; start += sshext.MaxAnnounceBatch {
-			var as []sshext.Announce
-			for i := start; i < min(b.N, start+sshext.MaxAnnounceBatch); i++ {
-				as = append(as, sshext.Announce{Device: fmt.Sprintf("cam-%d", i), Aliases: []string{"http"}, Key: "SHA256:k", Client: "SSH-2.0-x", Remote: "10.0.0.1:1"})
-			}
-			for _, r := range announce(b, conn, as...) {
-				if r.Refused != "" {
-					b.Fatal(r.Refused)
-				}
-			}
-		}
-	}
 	first, _, reqs := f.dial(b)
 	go ssh.DiscardRequests(reqs)
-	batches(first)
+	announceN(b, first, b.N)
 	first.Close()
 	first.Wait()
 	conn, _, reqs := f.dial(b)
 	go ssh.DiscardRequests(reqs)
 	b.ResetTimer()
-	batches(conn)
+	announceN(b, conn, b.N)
+}
+
+// announceN announces devices cam-0..cam-N-1, in batches as a gateway does.
+func announceN(b *testing.B, conn ssh.Conn, n int) {
+	for start := 0; start < n; start += sshext.MaxAnnounceBatch {
+		var as []sshext.Announce
+		for i := start; i < min(n, start+sshext.MaxAnnounceBatch); i++ {
+			as = append(as, sshext.Announce{Device: fmt.Sprintf("cam-%d", i), Aliases: []string{"http"}, Key: "SHA256:k", Client: "SSH-2.0-x", Remote: "10.0.0.1:1"})
+		}
+		for _, r := range announce(b, conn, as...) {
+			if r.Refused != "" {
+				b.Fatal(r.Refused)
+			}
+		}
+	}
 }

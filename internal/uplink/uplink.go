@@ -431,28 +431,7 @@ func (u *Uplink) serveRequests(reqs <-chan *ssh.Request) {
 
 // keepalive drops the session when the centre stops answering.
 func (u *Uplink) keepalive(conn ssh.Conn, done <-chan struct{}) {
-	t := time.NewTicker(u.cfg.KeepaliveInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
-		answered := make(chan struct{})
-		go func() {
-			if _, _, err := conn.SendRequest("keepalive@openssh.com", true, nil); err == nil {
-				close(answered)
-			}
-		}()
-		select {
-		case <-done:
-			return
-		case <-answered:
-		case <-time.After(u.cfg.KeepaliveTimeout):
-			u.log.Warn("the centre stopped answering; dropping the session", "timeout", u.cfg.KeepaliveTimeout)
-			conn.Close()
-			return
-		}
-	}
+	agent.KeepAlive(conn, done, u.cfg.KeepaliveInterval, u.cfg.KeepaliveTimeout, func() {
+		u.log.Warn("the centre stopped answering; dropping the session", "timeout", u.cfg.KeepaliveTimeout)
+	})
 }
