@@ -275,18 +275,10 @@ func (a *Agent) session(ctx context.Context) error {
 	if t, ok := tc.(*net.TCPConn); ok && a.cfg.Coalesce {
 		t.SetNoDelay(false)
 	}
-	var hostKeyErr error
 	revoked := false // the hub's banner said so (iotsafe hubs do)
 	cc := &ssh.ClientConfig{
 		User: a.cfg.Device,
 		Auth: []ssh.AuthMethod{ssh.PublicKeys(a.key.current())},
-		HostKeyCallback: func(host string, remote net.Addr, key ssh.PublicKey) error {
-			if err := a.cfg.HostKey(host, remote, key); err != nil {
-				hostKeyErr = fmt.Errorf("%w: %s offered %s: %v", ErrHostKey, host, ssh.FingerprintSHA256(key), err)
-				return hostKeyErr
-			}
-			return nil
-		},
 		BannerCallback: func(msg string) error {
 			a.log.Warn("hub says", "message", msg)
 			if strings.Contains(msg, "is revoked") {
@@ -295,21 +287,17 @@ func (a *Agent) session(ctx context.Context) error {
 			return nil
 		},
 		ClientVersion: "SSH-2.0-iotsafe-agent",
-		Timeout:       a.cfg.HandshakeTimeout,
 	}
-	tc.SetDeadline(time.Now().Add(a.cfg.HandshakeTimeout))
-	conn, chans, reqs, err := ssh.NewClientConn(tc, a.cfg.Hub, cc)
+	conn, chans, reqs, err := Handshake(tc, a.cfg.Hub, cc, a.cfg.HostKey, a.cfg.HandshakeTimeout)
 	if err != nil {
-		tc.Close()
-		if hostKeyErr != nil {
-			return hostKeyErr
+		if errors.Is(err, ErrHostKey) {
+			return err
 		}
 		if revoked {
 			return fmt.Errorf("%w: %v", ErrRevoked, err)
 		}
 		return fmt.Errorf("agent: handshake: %w", err)
 	}
-	tc.SetDeadline(time.Time{})
 	a.wasUp.Store(true)
 	defer conn.Close()
 	go replyFalse(reqs)
@@ -354,6 +342,32 @@ func (a *Agent) session(ctx context.Context) error {
 	case err := <-wait:
 		return fmt.Errorf("agent: session closed: %w", err)
 	}
+}
+
+// Handshake runs the SSH client handshake on tc within timeout, trusting only the host
+// keys hostKey accepts: a refused one comes back as ErrHostKey (retrying cannot fix it).
+// tc is closed on failure. The agent and a gateway's uplink use it.
+func Handshake(tc net.Conn, addr string, cc *ssh.ClientConfig, hostKey ssh.HostKeyCallback, timeout time.Duration) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, error) {
+	var hostKeyErr error
+	cc.HostKeyCallback = func(host string, remote net.Addr, key ssh.PublicKey) error {
+		if err := hostKey(host, remote, key); err != nil {
+			hostKeyErr = fmt.Errorf("%w: %s offered %s: %v", ErrHostKey, host, ssh.FingerprintSHA256(key), err)
+			return hostKeyErr
+		}
+		return nil
+	}
+	cc.Timeout = timeout
+	tc.SetDeadline(time.Now().Add(timeout))
+	conn, chans, reqs, err := ssh.NewClientConn(tc, addr, cc)
+	if err != nil {
+		tc.Close()
+		if hostKeyErr != nil {
+			return nil, nil, nil, hostKeyErr
+		}
+		return nil, nil, nil, err
+	}
+	tc.SetDeadline(time.Time{})
+	return conn, chans, reqs, nil
 }
 
 func replyFalse(reqs <-chan *ssh.Request) {

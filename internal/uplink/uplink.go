@@ -190,34 +190,22 @@ func (u *Uplink) session(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("uplink: connect: %w", err)
 	}
-	var hostKeyErr error
 	cc := &ssh.ClientConfig{
 		User: u.cfg.Name,
 		Auth: []ssh.AuthMethod{ssh.PublicKeys(u.cfg.Signer)},
-		HostKeyCallback: func(host string, remote net.Addr, key ssh.PublicKey) error {
-			if err := u.cfg.HostKey(host, remote, key); err != nil {
-				hostKeyErr = fmt.Errorf("%w: %s offered %s: %v", agent.ErrHostKey, host, ssh.FingerprintSHA256(key), err)
-				return hostKeyErr
-			}
-			return nil
-		},
 		BannerCallback: func(msg string) error {
 			u.log.Warn("the centre says", "message", strings.TrimSpace(msg))
 			return nil
 		},
 		ClientVersion: "SSH-2.0-iotsafe-gateway",
-		Timeout:       u.cfg.HandshakeTimeout,
 	}
-	tc.SetDeadline(time.Now().Add(u.cfg.HandshakeTimeout))
-	conn, chans, reqs, err := ssh.NewClientConn(tc, u.cfg.Hub, cc)
+	conn, chans, reqs, err := agent.Handshake(tc, u.cfg.Hub, cc, u.cfg.HostKey, u.cfg.HandshakeTimeout)
 	if err != nil {
-		tc.Close()
-		if hostKeyErr != nil {
-			return hostKeyErr
+		if errors.Is(err, agent.ErrHostKey) {
+			return err
 		}
 		return fmt.Errorf("uplink: handshake: %w", err)
 	}
-	tc.SetDeadline(time.Time{})
 	defer conn.Close()
 	u.wasUp.Store(true)
 	u.log.Info("connected to the centre")
