@@ -76,18 +76,30 @@ func (c central) tool(args ...string) []string {
 
 // reader subscribes at the centre with a persistent session (it gets what arrived while
 // it reconnected), printing "topic payload" lines.
-func (c central) reader(t *testing.T, ctx context.Context, filter string) *lab.Proc {
+// subscriber is mosquitto_sub with a persistent session at the centre.
+type subscriber struct {
+	p    *lab.Proc
+	argv []string
+}
+
+func (c central) reader(t *testing.T, ctx context.Context, filter string) *subscriber {
 	t.Helper()
-	argv := append([]string{"stdbuf", "-oL", "mosquitto_sub"}, c.tool("-u", "reader", "-P", "reader-secret", "-i", "reader", "-c", "-q", "1", "-v", "-d", "-t", filter)...)
-	p, err := lab.StartProc("mosquitto_sub", nil, argv...)
+	s := &subscriber{argv: append([]string{"stdbuf", "-oL", "mosquitto_sub"}, c.tool("-u", "reader", "-P", "reader-secret", "-i", "reader", "-c", "-q", "1", "-v", "-d", "-t", filter)...)}
+	s.start(t)
+	if _, err := s.p.ReadLine(ctx, "Client reader received SUBACK"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *subscriber) start(t *testing.T) {
+	t.Helper()
+	p, err := lab.StartProc("mosquitto_sub", nil, s.argv...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Stop)
-	if _, err := p.ReadLine(ctx, "Client reader received SUBACK"); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	s.p = p
 }
 
 func bridgeConfig(t *testing.T, c central) mqttbridge.Config {
@@ -119,12 +131,27 @@ func forward(t *testing.T, b *mqttbridge.Bridge, from, to int) {
 
 // readAll reads the reader's messages until it has every one of from..to-1, and returns
 // how many came twice; messages must come in order (a repeat may go back).
-func readAll(t *testing.T, ctx context.Context, p *lab.Proc, from, to int) (dups int) {
+//
+// mosquitto_sub now and then exits when the centre stops under it ("Protocol error"):
+// it is started again on its persistent session, which delivers what the centre kept
+// for it (before any SUBACK, so the lines are read as they come).
+func readAll(t *testing.T, ctx context.Context, sub *subscriber, from, to int) (dups int) {
 	t.Helper()
 	seen := make([]bool, to)
 	missing, last := to-from, -1
+	restarts := 0
 	for missing > 0 {
-		l, err := p.ReadLine(ctx, "site1/devices/dev1/notifications/n ")
+		l, err := sub.p.ReadLine(ctx, "site1/devices/dev1/notifications/n ")
+		if err != nil && ctx.Err() == nil && restarts < 50 {
+			restarts++
+			sub.p.Stop()
+			select { // the centre may still be starting: try again shortly
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			sub.start(t)
+			continue
+		}
 		if err != nil {
 			t.Fatalf("%d of %d messages arrived: %v", to-from-missing, to-from, err)
 		}
