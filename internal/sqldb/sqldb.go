@@ -1,0 +1,247 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // pure-Go SQLite: no cgo toolchain needed on the hub
+)
+
+// Dialect names the database behind a handle.
+type Dialect int
+
+// The two databases iotsafe runs on.
+const (
+	SQLite Dialect = iota
+	Postgres
+)
+
+func (d Dialect) String() string {
+	if d == Postgres {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// IsDSN reports whether location names a PostgreSQL database (a postgres:// or
+// postgresql:// URL) rather than a data folder.
+func IsDSN(location string) bool {
+	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
+}
+
+// Redact returns dsn without its password, for logs and messages.
+func Redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://(unparsable DSN)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// DB is a database handle of one dialect. It is safe for concurrent use.
+type DB struct {
+	raw     *sql.DB
+	dialect Dialect
+	// writerLock, if not zero, is the advisory lock every PostgreSQL transaction takes
+	// first: transactions of one handle's kind then run one at a time across every
+	// process sharing the database, as SQLite's immediate transactions do.
+	writerLock int64
+	rebound    sync.Map // query text -> PostgreSQL text
+}
+
+// OpenSQLite opens the SQLite file at path with the given pragmas (name(value) each).
+// Every transaction begins immediate: writers queue at BEGIN instead of failing at
+// COMMIT.
+func OpenSQLite(path string, pragmas ...string) (*DB, error) {
+	q := url.Values{}
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	q.Add("_txlock", "immediate")
+	raw, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	return &DB{raw: raw, dialect: SQLite}, nil
+}
+
+// PostgresOptions tune a PostgreSQL handle.
+type PostgresOptions struct {
+	// WriterLock, if not zero, makes every transaction of this handle take this
+	// advisory lock first (see DB).
+	WriterLock int64
+	// MaxConns bounds the handle's connections (default 8).
+	MaxConns int
+}
+
+// OpenPostgres connects to the PostgreSQL database dsn names (a postgres:// URL; its
+// password may come from PGPASSWORD or ~/.pgpass instead of the URL, as with psql).
+// The connection is checked before OpenPostgres returns.
+func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (*DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		// pgx quotes the DSN in some errors; never show a password.
+		return nil, fmt.Errorf("postgres DSN %s: not valid", Redact(dsn))
+	}
+	// A lock held by a stuck writer fails the waiting one after a minute, as SQLite's
+	// busy timeout, rather than hanging an admin command for ever.
+	if _, ok := cfg.RuntimeParams["lock_timeout"]; !ok {
+		cfg.RuntimeParams["lock_timeout"] = "60000"
+	}
+	if cfg.RuntimeParams["application_name"] == "" {
+		// Names the machine in pg_stat_activity.
+		host, _ := os.Hostname()
+		cfg.RuntimeParams["application_name"] = "iotsafe@" + host
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	raw := stdlib.OpenDB(*cfg)
+	if o.MaxConns <= 0 {
+		o.MaxConns = 8
+	}
+	raw.SetMaxOpenConns(o.MaxConns)
+	raw.SetMaxIdleConns(o.MaxConns)
+	raw.SetConnMaxIdleTime(5 * time.Minute)
+	if err := raw.PingContext(ctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("postgres %s: %w", Redact(dsn), err)
+	}
+	return &DB{raw: raw, dialect: Postgres, writerLock: o.WriterLock}, nil
+}
+
+// Dialect is the database behind db.
+func (db *DB) Dialect() Dialect { return db.dialect }
+
+// Close closes the handle.
+func (db *DB) Close() error { return db.raw.Close() }
+
+// SetMaxOpenConns bounds the handle's connections.
+func (db *DB) SetMaxOpenConns(n int) { db.raw.SetMaxOpenConns(n) }
+
+// q is query in db's dialect.
+func (db *DB) q(query string) string {
+	if db.dialect == SQLite {
+		return query
+	}
+	if v, ok := db.rebound.Load(query); ok {
+		return v.(string)
+	}
+	out := rebind(query)
+	db.rebound.Store(query, out)
+	return out
+}
+
+// ExecContext runs a statement.
+func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return db.raw.ExecContext(ctx, db.q(query), args...)
+}
+
+// QueryContext runs a query.
+func (db *DB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return db.raw.QueryContext(ctx, db.q(query), args...)
+}
+
+// QueryRowContext runs a query expected to return at most one row.
+func (db *DB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return db.raw.QueryRowContext(ctx, db.q(query), args...)
+}
+
+// Exec runs a statement without a context.
+func (db *DB) Exec(query string, args ...any) (sql.Result, error) {
+	return db.ExecContext(context.Background(), query, args...)
+}
+
+// ExecSchema runs schema text (several statements, no arguments) written in SQLite's
+// spelling, rewritten for db's dialect.
+func (db *DB) ExecSchema(ctx context.Context, tx *Tx, schema string) error {
+	if db.dialect == Postgres {
+		schema = PostgresSchema(schema)
+	}
+	_, err := tx.raw.ExecContext(ctx, schema)
+	return err
+}
+
+// BeginTx starts a transaction (on PostgreSQL, after taking the handle's writer lock).
+func (db *DB) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) {
+	raw, err := db.raw.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	tx := &Tx{raw: raw, db: db}
+	if db.dialect == Postgres && db.writerLock != 0 {
+		if _, err := raw.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, db.writerLock); err != nil {
+			raw.Rollback()
+			return nil, fmt.Errorf("waiting for the writer lock: %w", err)
+		}
+	}
+	return tx, nil
+}
+
+// Begin starts a transaction without a context.
+func (db *DB) Begin() (*Tx, error) { return db.BeginTx(context.Background(), nil) }
+
+// Tx is a transaction of a DB.
+type Tx struct {
+	raw *sql.Tx
+	db  *DB
+}
+
+// ExecContext runs a statement in the transaction.
+func (tx *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return tx.raw.ExecContext(ctx, tx.db.q(query), args...)
+}
+
+// QueryContext runs a query in the transaction.
+func (tx *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return tx.raw.QueryContext(ctx, tx.db.q(query), args...)
+}
+
+// QueryRowContext runs a query expected to return at most one row.
+func (tx *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return tx.raw.QueryRowContext(ctx, tx.db.q(query), args...)
+}
+
+// Exec runs a statement without a context.
+func (tx *Tx) Exec(query string, args ...any) (sql.Result, error) {
+	return tx.ExecContext(context.Background(), query, args...)
+}
+
+// Query runs a query without a context.
+func (tx *Tx) Query(query string, args ...any) (*sql.Rows, error) {
+	return tx.QueryContext(context.Background(), query, args...)
+}
+
+// PrepareContext prepares a statement used many times in the transaction.
+func (tx *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return tx.raw.PrepareContext(ctx, tx.db.q(query))
+}
+
+// Commit commits the transaction.
+func (tx *Tx) Commit() error { return tx.raw.Commit() }
+
+// Rollback abandons the transaction (a no-op after Commit).
+func (tx *Tx) Rollback() error { return tx.raw.Rollback() }
+
+// IsUniqueViolation reports whether err is a unique-constraint failure, on either
+// database.
+func IsUniqueViolation(err error) bool {
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code == "23505"
+	}
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
