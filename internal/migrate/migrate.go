@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // Step is one numbered change of a schema. Steps are appended with the next number and
@@ -20,11 +23,17 @@ type Step struct {
 // it, so it refuses to use it.
 var ErrTooNew = errors.New("the schema is newer than this iotsafe")
 
-const table = `CREATE TABLE IF NOT EXISTS schema_migrations (
+// Table is where the registry records its versions; another list of steps sharing a
+// PostgreSQL database with it (the telemetry store) records its own in another table.
+const Table = "schema_migrations"
+
+func createTable(table string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + table + ` (
 	version    INTEGER PRIMARY KEY,
 	name       TEXT NOT NULL,
 	applied_at TEXT NOT NULL
 )`
+}
 
 // Latest is the newest version of steps (0 for none).
 func Latest(steps []Step) int {
@@ -34,21 +43,19 @@ func Latest(steps []Step) int {
 	return steps[len(steps)-1].Version
 }
 
-// Apply brings db to the newest of steps and returns the versions it applied. Each step
-// runs in a transaction that first re-reads the version: where writers queue at BEGIN
-// (SQLite immediate transactions), two processes opening a new database at once apply
-// each step once.
-func Apply(ctx context.Context, db *sql.DB, steps []Step) (applied []int, err error) {
+// Apply brings db to the newest of steps, recording versions in table, and returns the
+// versions it applied. Each step runs in a transaction that first re-reads the version
+// under a lock (SQLite: the immediate transaction; PostgreSQL: an advisory lock named
+// after the table), so several processes opening a new database at once apply each
+// step once. Schema text is written in SQLite's spelling (package sqldb rewrites it).
+func Apply(ctx context.Context, db *sqldb.DB, table string, steps []Step) (applied []int, err error) {
 	for i, s := range steps {
 		if s.Version != i+1 {
 			return nil, fmt.Errorf("migrate: step %q is numbered %d, want %d", s.Name, s.Version, i+1)
 		}
 	}
-	if _, err := db.ExecContext(ctx, table); err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
-	}
 	for _, s := range steps {
-		done, err := apply(ctx, db, s, Latest(steps))
+		done, err := apply(ctx, db, table, s, Latest(steps))
 		if errors.Is(err, ErrTooNew) {
 			return applied, err
 		}
@@ -62,13 +69,23 @@ func Apply(ctx context.Context, db *sql.DB, steps []Step) (applied []int, err er
 	return applied, nil
 }
 
-func apply(ctx context.Context, db *sql.DB, s Step, latest int) (bool, error) {
+func apply(ctx context.Context, db *sqldb.DB, table string, s Step, latest int) (bool, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
 	}
 	defer tx.Rollback()
-	current, err := version(ctx, tx)
+	if db.Dialect() == sqldb.Postgres {
+		// Creating the same table from two sessions at once fails in PostgreSQL even
+		// with IF NOT EXISTS: take the lock first.
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, lockKey(table)); err != nil {
+			return false, err
+		}
+	}
+	if err := db.ExecSchema(ctx, tx, createTable(table)); err != nil {
+		return false, err
+	}
+	current, err := version(ctx, tx, table)
 	if err != nil {
 		return false, err
 	}
@@ -79,11 +96,11 @@ func apply(ctx context.Context, db *sql.DB, s Step, latest int) (bool, error) {
 	if current >= s.Version {
 		return false, nil
 	}
-	if _, err := tx.ExecContext(ctx, s.SQL); err != nil {
+	if err := db.ExecSchema(ctx, tx, s.SQL); err != nil {
 		return false, err
 	}
 	at := time.Now().UTC().Format("2006-01-02T15:04:05.000000Z")
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, s.Version, s.Name, at); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO `+table+` (version, name, applied_at) VALUES (?, ?, ?)`, s.Version, s.Name, at); err != nil {
 		return false, err
 	}
 	return true, tx.Commit()
@@ -93,17 +110,24 @@ type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func version(ctx context.Context, q queryer) (int, error) {
+// lockKey is the advisory lock of a table's migrations.
+func lockKey(table string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("iotsafe.migrate." + table))
+	return int64(h.Sum64())
+}
+
+func version(ctx context.Context, q queryer, table string) (int, error) {
 	var v sql.NullInt64
-	if err := q.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT MAX(version) FROM `+table).Scan(&v); err != nil {
 		return 0, err
 	}
 	return int(v.Int64), nil
 }
 
-// Version is db's schema version (0 before any step).
-func Version(ctx context.Context, db *sql.DB) (int, error) {
-	v, err := version(ctx, db)
+// Version is db's schema version as recorded in table (0 before any step).
+func Version(ctx context.Context, db *sqldb.DB, table string) (int, error) {
+	v, err := version(ctx, db, table)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: schema version: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // PrincipalAccount is the grant kind of a front-door account (its XID is the account id).
@@ -46,7 +47,7 @@ func (r *Registry) AddAccount(ctx context.Context, name, passwordHash string) (*
 	if !profile.ValidName(name) {
 		return nil, fmt.Errorf("registry: account name %q: use lower-case letters, digits and '-'", name)
 	}
-	err := r.withTx(ctx, func(tx *sql.Tx) error {
+	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO accounts(name, password, created_at) VALUES(?,?,?) ON CONFLICT DO NOTHING`,
 			name, passwordHash, now())
 		if err != nil {
@@ -66,7 +67,7 @@ func (r *Registry) AddAccount(ctx context.Context, name, passwordHash string) (*
 // SetPassword replaces an account's password hash and ends its login sessions (a
 // password is changed when it may be known to someone else).
 func (r *Registry) SetPassword(ctx context.Context, name, passwordHash string) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE accounts SET password=? WHERE name=?`, passwordHash, name)
 		if err != nil {
 			return fmt.Errorf("registry: set password: %w", err)
@@ -85,7 +86,7 @@ func (r *Registry) SetPassword(ctx context.Context, name, passwordHash string) e
 
 // RemoveAccount deletes an account, its tokens and its grants.
 func (r *Registry) RemoveAccount(ctx context.Context, name string) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var id int64
 		if err := tx.QueryRowContext(ctx, `SELECT id FROM accounts WHERE name=?`, name).Scan(&id); errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: account %q", ErrNotFound, name)
@@ -153,7 +154,7 @@ func (r *Registry) Accounts(ctx context.Context) ([]*Account, error) {
 // AddToken stores a token hash for an account; expires may be nil (no expiry).
 func (r *Registry) AddToken(ctx context.Context, account, label, hash string, expires *time.Time) (int64, error) {
 	var id int64
-	err := r.withTx(ctx, func(tx *sql.Tx) error {
+	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var aid int64
 		if err := tx.QueryRowContext(ctx, `SELECT id FROM accounts WHERE name=?`, account).Scan(&aid); errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: account %q", ErrNotFound, account)
@@ -164,12 +165,10 @@ func (r *Registry) AddToken(ctx context.Context, account, label, hash string, ex
 		if expires != nil {
 			exp = expires.UTC().Format(timeLayout)
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO tokens(account, label, hash, created_at, expires_at) VALUES(?,?,?,?,?)`,
-			aid, label, hash, now(), exp)
-		if err != nil {
+		if err := tx.QueryRowContext(ctx, `INSERT INTO tokens(account, label, hash, created_at, expires_at) VALUES(?,?,?,?,?) RETURNING id`,
+			aid, label, hash, now(), exp).Scan(&id); err != nil {
 			return fmt.Errorf("registry: add token: %w", err)
 		}
-		id, _ = res.LastInsertId()
 		return addEvent(ctx, tx, Event{Kind: "token_added", Detail: fmt.Sprintf("API token %d (%s) for account %s", id, label, account)})
 	})
 	return id, err
@@ -177,7 +176,7 @@ func (r *Registry) AddToken(ctx context.Context, account, label, hash string, ex
 
 // RevokeToken marks a token of an account revoked.
 func (r *Registry) RevokeToken(ctx context.Context, account string, id int64) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at=? WHERE id=? AND revoked_at IS NULL
 			AND account=(SELECT id FROM accounts WHERE name=?)`, now(), id, account)
 		if err != nil {
@@ -193,7 +192,7 @@ func (r *Registry) RevokeToken(ctx context.Context, account string, id int64) er
 // Tokens lists tokens, of one account or (account "") of all.
 func (r *Registry) Tokens(ctx context.Context, account string) ([]Token, error) {
 	rows, err := r.db.QueryContext(ctx, `SELECT t.id, a.name, a.id, t.label, t.hash, t.created_at, t.expires_at, t.revoked_at
-		FROM tokens t JOIN accounts a ON a.id=t.account WHERE ?='' OR a.name=? ORDER BY t.id`, account, account)
+		FROM tokens t JOIN accounts a ON a.id=t.account WHERE CAST(? AS TEXT)='' OR a.name=? ORDER BY t.id`, account, account)
 	if err != nil {
 		return nil, fmt.Errorf("registry: tokens: %w", err)
 	}

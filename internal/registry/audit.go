@@ -2,9 +2,10 @@ package registry
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // Hub life-cycle events: a start and a clean stop. A start after a start means the
@@ -18,7 +19,7 @@ const (
 // (keep 0: no count bound). It returns how many it deleted.
 func (r *Registry) PruneEvents(ctx context.Context, keep int, before time.Time) (int64, error) {
 	var total int64
-	err := r.withTx(ctx, func(tx *sql.Tx) error {
+	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE at < ?`, before.UTC().Format(timeLayout))
 		if err != nil {
 			return fmt.Errorf("registry: prune events: %w", err)
@@ -42,7 +43,7 @@ func (r *Registry) PruneEvents(ctx context.Context, keep int, before time.Time) 
 // run left open (it ended without a session_close for them). It returns those devices
 // and whether the previous run ended without a clean stop.
 func (r *Registry) RecordStart(ctx context.Context, detail string) (leftOpen []string, crashed bool, err error) {
-	err = r.withTx(ctx, func(tx *sql.Tx) error {
+	err = r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var last string
 		err := tx.QueryRowContext(ctx, `SELECT kind FROM events WHERE kind IN (?, ?) ORDER BY id DESC LIMIT 1`, EventHubStarted, EventHubStopped).Scan(&last)
 		crashed = err == nil && last == EventHubStarted

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // Device is one enrolled device with its keys and protected sockets.
@@ -81,7 +82,7 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 		return nil, err
 	}
 	fp := ssh.FingerprintSHA256(key)
-	err = r.withTx(ctx, func(tx *sql.Tx) error {
+	err = r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var n int
 		tx.QueryRowContext(ctx, `SELECT count(*) FROM devices WHERE name=?`, name).Scan(&n)
 		if n > 0 {
@@ -126,10 +127,10 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 // freeAddress picks a free pool address for a new device: the one after the newest
 // device's, or the next free one after it, each checked with one indexed query (reading
 // every taken address would make enrolling N devices cost N*N/2 rows).
-func (r *Registry) freeAddress(ctx context.Context, tx *sql.Tx) (netip.Addr, error) {
+func (r *Registry) freeAddress(ctx context.Context, tx *sqldb.Tx) (netip.Addr, error) {
 	var last string
 	var hint netip.Addr
-	if tx.QueryRowContext(ctx, `SELECT address FROM devices ORDER BY rowid DESC LIMIT 1`).Scan(&last) == nil {
+	if tx.QueryRowContext(ctx, `SELECT address FROM devices ORDER BY created_at DESC LIMIT 1`).Scan(&last) == nil {
 		if a, err := netip.ParseAddr(last); err == nil {
 			hint = a.Next()
 		}
@@ -155,7 +156,7 @@ func (r *Registry) freeAddress(ctx context.Context, tx *sql.Tx) (netip.Addr, err
 // profile gained the alias after enrolment (created is then true). Allocations never
 // move once made.
 func (r *Registry) EnsureSocket(ctx context.Context, device, alias string) (s Socket, created bool, err error) {
-	err = r.withTx(ctx, func(tx *sql.Tx) error {
+	err = r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var n int
 		tx.QueryRowContext(ctx, `SELECT count(*) FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&n)
 		created = n == 0
@@ -176,7 +177,7 @@ type portSet struct {
 // ensureSocket allocates device/alias if needed. ports, if not nil, is the set of ports
 // already used on the device's address, kept up to date (callers allocating many aliases
 // at once pass it to avoid one query per alias); nil means ask the database.
-func (r *Registry) ensureSocket(ctx context.Context, tx *sql.Tx, device, alias string, ports *portSet) (Socket, error) {
+func (r *Registry) ensureSocket(ctx context.Context, tx *sqldb.Tx, device, alias string, ports *portSet) (Socket, error) {
 	var addrS string
 	var port int
 	err := tx.QueryRowContext(ctx, `SELECT address, port FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&addrS, &port)
@@ -360,7 +361,7 @@ func (r *Registry) DeviceByKey(ctx context.Context, key ssh.PublicKey) (d *Devic
 
 // RemoveDevice deletes a device, its keys and its sockets (their addresses become free).
 func (r *Registry) RemoveDevice(ctx context.Context, name string) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM devices WHERE name=?`, name)
 		if err != nil {
 			return fmt.Errorf("registry: remove %s: %w", name, err)
@@ -374,7 +375,7 @@ func (r *Registry) RemoveDevice(ctx context.Context, name string) error {
 
 // RevokeDevice refuses the device's keys from now on. It is idempotent.
 func (r *Registry) RevokeDevice(ctx context.Context, name, reason string) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		t := now()
 		res, err := tx.ExecContext(ctx, `UPDATE devices SET revoked_at=coalesce(revoked_at, ?), revoke_why=? WHERE name=?`, t, reason, name)
 		if err != nil {
@@ -394,7 +395,7 @@ func (r *Registry) RevokeDevice(ctx context.Context, name, reason string) error 
 // device's count, and returns the new count.
 func (r *Registry) AddViolations(ctx context.Context, device string, n int) (int, error) {
 	var total int
-	err := r.withTx(ctx, func(tx *sql.Tx) error {
+	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
 		err := tx.QueryRowContext(ctx, `UPDATE devices SET violations=violations+? WHERE name=? RETURNING violations`, n, device).Scan(&total)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: device %q", ErrNotFound, device)
@@ -426,7 +427,7 @@ func (r *Registry) TouchDevice(ctx context.Context, device string) error {
 // one event per interval, so a device in a loop cannot fill the audit log.
 func (r *Registry) AddViolation(ctx context.Context, device, detail, remote string, record bool) (int, error) {
 	var n int
-	err := r.withTx(ctx, func(tx *sql.Tx) error {
+	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
 		if err := tx.QueryRowContext(ctx, `UPDATE devices SET violations=violations+1 WHERE name=? RETURNING violations`, device).Scan(&n); err != nil {
 			return fmt.Errorf("registry: violation %s: %w", device, err)
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // Event kinds recorded in the audit log.
@@ -35,12 +37,12 @@ type Event struct {
 
 // AddEvent appends to the audit log.
 func (r *Registry) AddEvent(ctx context.Context, e Event) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error { return addEvent(ctx, tx, e) })
+	return r.withTx(ctx, func(tx *sqldb.Tx) error { return addEvent(ctx, tx, e) })
 }
 
 // addEvent stores e at e.At, or now when it is zero (an event held while the registry
 // could not write keeps the time it happened).
-func addEvent(ctx context.Context, tx *sql.Tx, e Event) error {
+func addEvent(ctx context.Context, tx *sqldb.Tx, e Event) error {
 	at := now()
 	if !e.At.IsZero() {
 		at = e.At.UTC().Format(timeLayout)
@@ -65,9 +67,15 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 	if f.Limit <= 0 {
 		f.Limit = 1000
 	}
+	where, args := "", []any{}
+	if f.Device != "" {
+		where, args = " AND device=?", append(args, f.Device)
+	}
+	if f.Kind != "" {
+		where, args = where+" AND kind=?", append(args, f.Kind)
+	}
 	rows, err := r.db.QueryContext(ctx, `SELECT id, at, device, kind, detail, remote FROM (
-		SELECT * FROM events WHERE (?='' OR device=?) AND (?='' OR kind=?) ORDER BY id DESC LIMIT ?) ORDER BY id`,
-		f.Device, f.Device, f.Kind, f.Kind, f.Limit)
+		SELECT * FROM events WHERE 1=1`+where+` ORDER BY id DESC LIMIT ?) newest ORDER BY id`, append(args, f.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("registry: events: %w", err)
 	}

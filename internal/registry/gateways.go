@@ -9,6 +9,7 @@ import (
 	"net/netip"
 
 	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // ErrClaimed means a gateway announced a device that is not its own: a direct device
@@ -58,7 +59,7 @@ func (r *Registry) ClaimDevices(ctx context.Context, gateway, devProfile string,
 	if _, err := profileOf(devProfile); err != nil {
 		return nil, fmt.Errorf("gateway %s: its devices' profile: %w", gateway, err)
 	}
-	err := r.withTx(ctx, func(tx *sql.Tx) error {
+	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var bound int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM devices WHERE via=?`, gateway).Scan(&bound); err != nil {
 			return fmt.Errorf("registry: devices of gateway %s: %w", gateway, err)
@@ -96,7 +97,7 @@ type claimStmts struct {
 	device, sockets, session, event *sql.Stmt
 }
 
-func prepareClaims(ctx context.Context, tx *sql.Tx) (*claimStmts, error) {
+func prepareClaims(ctx context.Context, tx *sqldb.Tx) (*claimStmts, error) {
 	var st claimStmts
 	for _, p := range []struct {
 		to  **sql.Stmt
@@ -125,7 +126,7 @@ func (st *claimStmts) close() {
 	}
 }
 
-func (r *Registry) claimOne(ctx context.Context, tx *sql.Tx, st *claimStmts, gateway, devProfile string, maxDevices int, bound *int, c Claim,
+func (r *Registry) claimOne(ctx context.Context, tx *sqldb.Tx, st *claimStmts, gateway, devProfile string, maxDevices int, bound *int, c Claim,
 	profileOf func(string) (*profile.Profile, error), t string) (*Device, error) {
 	if !profile.ValidName(c.Name) {
 		return nil, fmt.Errorf("device name %q: use lower-case letters, digits and '-' (max 63)", c.Name)
@@ -231,7 +232,7 @@ func (r *Registry) EndSessions(ctx context.Context, devices []string, remote str
 	if len(devices) == 0 {
 		return nil
 	}
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		t := now()
 		for _, name := range devices {
 			if _, err := tx.ExecContext(ctx, `UPDATE devices SET last_seen=? WHERE name=?`, t, name); err != nil {

@@ -2,11 +2,11 @@ package registry
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 
 	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // Principal kinds of a grant.
@@ -65,7 +65,7 @@ func (r *Registry) AddGrant(ctx context.Context, g Grant) error {
 	case g.Alias != "*" && !profile.ValidName(g.Alias):
 		return fmt.Errorf("registry: grant alias %q: want an alias, '*', %s or %s", g.Alias, RightTelemetry, RightManage)
 	}
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO grants(kind, name, xid, target, alias, created_at) VALUES(?,?,?,?,?,?)
 			ON CONFLICT DO NOTHING`, g.Kind, g.Name, g.XID, g.Target, g.Alias, now()); err != nil {
 			return fmt.Errorf("registry: add grant: %w", err)
@@ -76,7 +76,7 @@ func (r *Registry) AddGrant(ctx context.Context, g Grant) error {
 
 // RemoveGrant deletes a grant; it reports ErrNotFound if there was none.
 func (r *Registry) RemoveGrant(ctx context.Context, g Grant) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM grants WHERE kind=? AND xid=? AND target=? AND alias=?`, g.Kind, g.XID, g.Target, g.Alias)
 		if err != nil {
 			return fmt.Errorf("registry: remove grant: %w", err)
@@ -113,7 +113,7 @@ func (r *Registry) SetDeviceGroups(ctx context.Context, device string, groups []
 			return fmt.Errorf("registry: device group %q: use lower-case letters, digits and '-'", g)
 		}
 	}
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM device_groups WHERE device=?`, device); err != nil {
 			return fmt.Errorf("registry: device groups: %w", err)
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // AddKey gives a device another key, for rotation: both are accepted until the old one
@@ -15,7 +17,7 @@ import (
 // refused.
 func (r *Registry) AddKey(ctx context.Context, device string, key ssh.PublicKey) error {
 	fp := ssh.FingerprintSHA256(key)
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var revoked sql.NullString
 		err := tx.QueryRowContext(ctx, `SELECT revoked_at FROM devices WHERE name=?`, device).Scan(&revoked)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -44,7 +46,7 @@ var ErrLastKey = errors.New("it is the device's only active key: add its new key
 
 // RevokeKey refuses one key of a device from now on; its other keys keep working.
 func (r *Registry) RevokeKey(ctx context.Context, device, fingerprint string) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var revoked sql.NullString
 		err := tx.QueryRowContext(ctx, `SELECT revoked_at FROM keys WHERE device=? AND fingerprint=?`, device, fingerprint).Scan(&revoked)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -12,10 +12,14 @@ var migrations = []migrate.Step{
 	{Version: 2, Name: "device certificates", SQL: schemaV2},
 	{Version: 3, Name: "SOAP message keys", SQL: schemaV3},
 	{Version: 4, Name: "devices behind gateways", SQL: schemaV4},
+	{Version: 5, Name: "devices by creation", SQL: schemaV5},
+	{Version: 6, Name: "serving lease", SQL: schemaV6},
 }
 
 // SchemaVersion is the newest registry schema this build knows.
 func SchemaVersion() int { return migrate.Latest(migrations) }
 
 // Version is the registry's schema version.
-func (r *Registry) Version(ctx context.Context) (int, error) { return migrate.Version(ctx, r.db) }
+func (r *Registry) Version(ctx context.Context) (int, error) {
+	return migrate.Version(ctx, r.db, migrate.Table)
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // Pool errors callers branch on.
@@ -41,7 +42,7 @@ const (
 // loadPool reads the recorded pool, recording want's if there is none yet.
 func (r *Registry) loadPool(ctx context.Context, want sockets.Config) error {
 	var cidr, base string
-	err := r.withTx(ctx, func(tx *sql.Tx) error {
+	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
 		e1 := tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE key=?`, keyPoolCIDR).Scan(&cidr)
 		e2 := tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE key=?`, keyPoolPortBase).Scan(&base)
 		if e1 == nil && e2 == nil {
@@ -96,7 +97,7 @@ func poolMatches(p *sockets.Pool, want sockets.Config) error {
 	return nil
 }
 
-func writePool(ctx context.Context, tx *sql.Tx, c sockets.Config) error {
+func writePool(ctx context.Context, tx *sqldb.Tx, c sockets.Config) error {
 	for k, v := range map[string]string{keyPoolCIDR: c.CIDR, keyPoolPortBase: strconv.Itoa(c.PortBase)} {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO settings(key, value) VALUES(?,?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, k, v); err != nil {
 			return fmt.Errorf("registry: recording the pool: %w", err)
@@ -123,7 +124,7 @@ func (r *Registry) MovePool(ctx context.Context, cfg sockets.Config) ([]Move, er
 		return nil, err
 	}
 	var moves []Move
-	err = r.withTx(ctx, func(tx *sql.Tx) error {
+	err = r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var err error
 		if moves, err = rehome(ctx, tx, p); err != nil {
 			return err
@@ -146,7 +147,7 @@ func (r *Registry) MovePool(ctx context.Context, cfg sockets.Config) ([]Move, er
 
 // rehome gives a new address to every device outside p and a new port to every socket
 // below p's port base.
-func rehome(ctx context.Context, tx *sql.Tx, p *sockets.Pool) ([]Move, error) {
+func rehome(ctx context.Context, tx *sqldb.Tx, p *sockets.Pool) ([]Move, error) {
 	type dev struct {
 		name string
 		addr netip.Addr
@@ -197,7 +198,7 @@ func rehome(ctx context.Context, tx *sql.Tx, p *sockets.Pool) ([]Move, error) {
 
 // renumberSockets puts m's device's sockets on its (new) address, giving new ports to
 // those below the port base.
-func renumberSockets(ctx context.Context, tx *sql.Tx, p *sockets.Pool, m *Move) error {
+func renumberSockets(ctx context.Context, tx *sqldb.Tx, p *sockets.Pool, m *Move) error {
 	rows, err := tx.QueryContext(ctx, `SELECT alias, port FROM sockets WHERE device=? ORDER BY port`, m.Device)
 	if err != nil {
 		return fmt.Errorf("registry: sockets of %s: %w", m.Device, err)

@@ -18,7 +18,7 @@ import (
 
 func openWith(t *testing.T, dir string, want sockets.Config) (*Registry, error) {
 	t.Helper()
-	r, err := Open(context.Background(), dir, want)
+	r, err := Open(context.Background(), location(t, dir), want)
 	if err == nil {
 		t.Cleanup(func() { r.Close() })
 	}
@@ -144,6 +144,7 @@ func TestAllocationOutsidePoolIsNotServed(t *testing.T) {
 
 // A registry file others can read is refused, with the fix in the message.
 func TestRegistryReadableByOthersRefused(t *testing.T) {
+	sqliteOnly(t)
 	dir := t.TempDir()
 	r, err := openWith(t, dir, sockets.Config{})
 	if err != nil {
@@ -279,9 +280,10 @@ func TestConcurrentWritersFromSeparateConnections(t *testing.T) {
 		keys[i] = newKey(t)
 	}
 	errs := make(chan error, n)
+	where := location(t, dir)
 	for i := 0; i < n; i++ {
 		go func() {
-			r, err := Open(ctx, dir, sockets.Config{})
+			r, err := Open(ctx, where, sockets.Config{})
 			if err != nil {
 				errs <- err
 				return

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/migrate"
 	"github.com/iotsafe/iotsafe/internal/sockets"
-	_ "modernc.org/sqlite" // pure-Go SQLite: no cgo toolchain needed on the hub
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // Sentinel errors callers branch on.
@@ -31,15 +30,55 @@ const timeLayout = "2006-01-02T15:04:05.000000Z"
 
 // Registry is the device registry. It is safe for concurrent use.
 type Registry struct {
-	db   *sql.DB
-	pool atomic.Pointer[sockets.Pool]
+	db    *sqldb.DB
+	where string // the folder, or the DSN without its password
+	pool  atomic.Pointer[sockets.Pool]
 }
 
-// Open opens (creating if needed, mode 0600) the SQLite registry in dir. The registry is
-// the one source of the reserved pool: the first open records want (defaults applied);
-// later opens use the recorded pool, and fail with ErrPoolMismatch if want sets a field
-// (CIDR or PortBase) to something else. An unset want means "whatever is recorded".
-func Open(ctx context.Context, dir string, want sockets.Config) (*Registry, error) {
+// writerLock is the PostgreSQL advisory lock every registry transaction takes: writers
+// of every hub and admin command run one at a time, as they do on SQLite, so the
+// read-then-write steps (a free address, a claim) need no retry loops. The registry is
+// written at human and session rates; high-rate telemetry has its own store.
+const writerLock = 0x696f7473616665 // "iotsafe"
+
+// Open opens the registry at location: a data folder (the SQLite file there, created
+// mode 0600 if needed) or a postgres:// DSN (a database the operator created; the
+// schema is created or brought up to date). The registry is the one source of the
+// reserved pool: the first open records want (defaults applied); later opens use the
+// recorded pool, and fail with ErrPoolMismatch if want sets a field (CIDR or PortBase)
+// to something else. An unset want means "whatever is recorded".
+func Open(ctx context.Context, location string, want sockets.Config) (*Registry, error) {
+	var r *Registry
+	var err error
+	if sqldb.IsDSN(location) {
+		r, err = openPostgres(ctx, location)
+	} else {
+		r, err = openSQLite(ctx, location)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := r.loadPool(ctx, want); err != nil {
+		r.db.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func openPostgres(ctx context.Context, dsn string) (*Registry, error) {
+	db, err := sqldb.OpenPostgres(ctx, dsn, sqldb.PostgresOptions{WriterLock: writerLock})
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	where := sqldb.Redact(dsn)
+	if _, err := migrate.Apply(ctx, db, migrate.Table, migrations); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("registry %s: %w", where, err)
+	}
+	return &Registry{db: db, where: where}, nil
+}
+
+func openSQLite(ctx context.Context, dir string) (*Registry, error) {
 	path := filepath.Join(dir, FileName)
 	// Create the file ourselves so it is 0600 from the first byte.
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
@@ -51,19 +90,13 @@ func Open(ctx context.Context, dir string, want sockets.Config) (*Registry, erro
 		return nil, fmt.Errorf("%w: %s has mode %v; it holds key fingerprints, password hashes and the audit log and must not be readable by group or others (chmod 600 %s)",
 			ErrUnsafeMode, path, fi.Mode().Perm(), path)
 	}
-	q := url.Values{}
 	// Writers queue for up to a minute: an operator's script may enroll hundreds of
 	// devices at once, each command with its own connection (600 at once waited ~12 s).
-	q.Add("_pragma", "busy_timeout(60000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Add("_txlock", "immediate") // writers queue at BEGIN instead of failing at COMMIT
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sqldb.OpenSQLite(path, "busy_timeout(60000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)")
 	if err != nil {
 		return nil, fmt.Errorf("registry: open %s: %w", path, err)
 	}
-	if _, err := migrate.Apply(ctx, db, migrations); err != nil {
+	if _, err := migrate.Apply(ctx, db, migrate.Table, migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("registry %s: %w", path, err)
 	}
@@ -71,13 +104,14 @@ func Open(ctx context.Context, dir string, want sockets.Config) (*Registry, erro
 	for _, side := range []string{"-wal", "-shm"} {
 		_ = os.Chmod(path+side, 0o600)
 	}
-	r := &Registry{db: db}
-	if err := r.loadPool(ctx, want); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return r, nil
+	return &Registry{db: db, where: path}, nil
 }
+
+// Where is the registry's file, or its DSN without the password, for messages.
+func (r *Registry) Where() string { return r.where }
+
+// Dialect is the database the registry is kept in.
+func (r *Registry) Dialect() sqldb.Dialect { return r.db.Dialect() }
 
 // Close releases the database.
 func (r *Registry) Close() error { return r.db.Close() }
@@ -98,7 +132,7 @@ func parseTime(s sql.NullString) *time.Time {
 	return &t
 }
 
-func (r *Registry) withTx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (r *Registry) withTx(ctx context.Context, fn func(*sqldb.Tx) error) error {
 	tx, err := r.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("registry: begin: %w", err)

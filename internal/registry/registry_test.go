@@ -7,13 +7,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/pgtest"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 func newKey(t *testing.T) ssh.PublicKey {
@@ -29,9 +32,74 @@ func newKey(t *testing.T) ssh.PublicKey {
 	return k
 }
 
+// backend is the database the tests run on: TestMain runs every test on SQLite files,
+// then again on a real PostgreSQL server (package pgtest), so both keep one behaviour.
+var backend = sqldb.SQLite
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		backend = sqldb.Postgres
+		code = m.Run()
+	}
+	pgtest.CloseShared()
+	os.Exit(code)
+}
+
+var pgDatabases = struct {
+	sync.Mutex
+	byDir map[string]string
+}{byDir: map[string]string{}}
+
+// location is where a test's registry lives: the folder itself on SQLite; on
+// PostgreSQL a database of its own, the same one each time the test opens that folder.
+func location(t *testing.T, dir string) string {
+	t.Helper()
+	if backend == sqldb.SQLite {
+		return dir
+	}
+	pgDatabases.Lock()
+	defer pgDatabases.Unlock()
+	dsn, ok := pgDatabases.byDir[dir]
+	if !ok {
+		dsn = pgtest.Shared(t).Database(t)
+		pgDatabases.byDir[dir] = dsn
+		t.Logf("registry on PostgreSQL: %s", dsn)
+	}
+	return dsn
+}
+
+// sqliteOnly skips what only an SQLite file has (its file mode, registries from
+// before versions were kept) in the PostgreSQL pass.
+func sqliteOnly(t *testing.T) {
+	t.Helper()
+	if backend == sqldb.Postgres {
+		t.Skip("a property of the SQLite file; not applicable to PostgreSQL")
+	}
+}
+
+// rawExec runs SQL on a test's registry database behind the registry's back.
+func rawExec(t *testing.T, dir, stmt string) {
+	t.Helper()
+	var db *sqldb.DB
+	var err error
+	if backend == sqldb.SQLite {
+		db, err = sqldb.OpenSQLite(filepath.Join(dir, FileName))
+	} else {
+		db, err = sqldb.OpenPostgres(context.Background(), location(t, dir), sqldb.PostgresOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(context.Background(), stmt); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func open(t *testing.T, dir string) *Registry {
 	t.Helper()
-	r, err := Open(context.Background(), dir, sockets.Config{})
+	r, err := Open(context.Background(), location(t, dir), sockets.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +130,7 @@ func TestSocketsStableAcrossReopen(t *testing.T) {
 		t.Fatalf("bad sockets %+v", d2.Sockets)
 	}
 	r.Close()
-	if fi, err := os.Stat(filepath.Join(dir, FileName)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(dir, FileName)); backend == sqldb.SQLite && (err != nil || fi.Mode().Perm() != 0o600) {
 		t.Fatalf("registry file mode: %v %v", fi.Mode(), err)
 	}
 	r2 := open(t, dir)

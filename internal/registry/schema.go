@@ -139,3 +139,23 @@ const schemaV4 = `
 ALTER TABLE devices ADD COLUMN via TEXT NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS devices_via ON devices(via);
 `
+
+// schemaV5 indexes devices by creation: a new device's address is sought from the
+// newest one's (SQLite's rowid did that before PostgreSQL, which has none).
+const schemaV5 = `
+CREATE INDEX IF NOT EXISTS devices_created ON devices(created_at);
+`
+
+// schemaV6 holds the lease of the hub that serves from a shared (PostgreSQL) registry:
+// the holder renews it while it runs; another hub may take it only once it has expired
+// (a hub that died), or at once if it is the same hub (same host and data folder)
+// started again.
+const schemaV6 = `
+CREATE TABLE IF NOT EXISTS leases (
+	name       TEXT PRIMARY KEY,
+	holder     TEXT NOT NULL,
+	started_at TEXT NOT NULL,
+	renewed_at TEXT NOT NULL,
+	ttl_ms     INTEGER NOT NULL
+);
+`

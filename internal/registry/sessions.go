@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // LoginSession is a front-door login session. Only the cookie's hash is stored: a copy
@@ -18,7 +20,7 @@ type LoginSession struct {
 // AddLoginSession stores a session and drops the ones that have expired. A session of an
 // account that no longer exists is refused (ErrNotFound).
 func (r *Registry) AddLoginSession(ctx context.Context, s LoginSession) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE expires_at<=?`, now()); err != nil {
 			return fmt.Errorf("registry: expire login sessions: %w", err)
 		}
@@ -71,7 +73,7 @@ func (r *Registry) LoginSessions(ctx context.Context, at time.Time) ([]LoginSess
 // left) and returns how many there were.
 func (r *Registry) EndLoginSessions(ctx context.Context, account string) (int64, error) {
 	var ended int64
-	err := r.withTx(ctx, func(tx *sql.Tx) error {
+	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var exists int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM accounts WHERE name=?`, account).Scan(&exists); err != nil {
 			return fmt.Errorf("registry: end login sessions: %w", err)
@@ -88,7 +90,7 @@ func (r *Registry) EndLoginSessions(ctx context.Context, account string) (int64,
 	return ended, err
 }
 
-func endLoginSessions(ctx context.Context, tx *sql.Tx, account string) (int64, error) {
+func endLoginSessions(ctx context.Context, tx *sqldb.Tx, account string) (int64, error) {
 	res, err := tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE account=(SELECT id FROM accounts WHERE name=?)`, account)
 	if err != nil {
 		return 0, fmt.Errorf("registry: end login sessions: %w", err)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // Events of the telemetry credentials.
@@ -59,7 +61,7 @@ func (r *Registry) DeviceStates(ctx context.Context) ([]DeviceState, error) {
 
 // SetDeviceSecret stores the hash of a device's telemetry secret, replacing any earlier.
 func (r *Registry) SetDeviceSecret(ctx context.Context, device, hash string) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var one int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE name=?`, device).Scan(&one); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -96,7 +98,7 @@ func (r *Registry) DeviceSecretHashes(ctx context.Context) (map[string]string, e
 // SetDeviceCert records the client certificate a device now logs in with (its serial
 // number, decimal): the one before it, of the same enrolment, stops working.
 func (r *Registry) SetDeviceCert(ctx context.Context, device, serial string, notAfter time.Time) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var one int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE name=?`, device).Scan(&one); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -139,7 +141,7 @@ type SOAPKey struct {
 
 // SetSOAPKey stores a device's SOAP key, replacing any earlier one at once.
 func (r *Registry) SetSOAPKey(ctx context.Context, k SOAPKey) error {
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var one int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE name=?`, k.Device).Scan(&one); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -185,7 +187,7 @@ func (r *Registry) SetDeviceData(ctx context.Context, device string, data json.R
 	if data != nil && !json.Valid(data) {
 		return errors.New("registry: device data is not valid JSON")
 	}
-	return r.withTx(ctx, func(tx *sql.Tx) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var one int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM devices WHERE name=?`, device).Scan(&one); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {

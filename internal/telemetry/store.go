@@ -4,16 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // pure-Go SQLite, as the registry
-
 	"github.com/iotsafe/iotsafe/internal/migrate"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // FileName is the store's SQLite file inside the data folder.
@@ -59,7 +57,7 @@ type Observer interface {
 // Store is the SQLite notification store.
 type Store struct {
 	cfg   Config
-	db    *sql.DB
+	db    *sqldb.DB
 	feed  *feed
 	queue chan *appendReq
 	// queued counts notifications waiting in the queue, bounded by cfg.QueueDepth.
@@ -75,7 +73,7 @@ type Store struct {
 type appendReq struct {
 	items []Notification
 	// fn, if set, runs in the writer's transaction instead (maintenance).
-	fn   func(*sql.Tx) error
+	fn   func(*sqldb.Tx) error
 	done chan error
 	at   time.Time // when it was queued
 }
@@ -106,21 +104,15 @@ func Open(ctx context.Context, dir string, cfg Config, obs Observer) (*Store, er
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
 	f.Close()
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	// FULL: a commit is on disk when it returns. Group commit makes that one fsync per
-	// batch, and the REST API acknowledges only what is durable.
-	q.Add("_pragma", "synchronous(FULL)")
-	// A multi-row INSERT keeps a statement journal of the pages it changes (to undo
-	// itself alone); in a file that is a write per page per batch.
-	q.Add("_pragma", "temp_store(MEMORY)")
-	q.Add("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	// synchronous FULL: a commit is on disk when it returns. Group commit makes that one
+	// fsync per batch, and the REST API acknowledges only what is durable.
+	// temp_store MEMORY: a multi-row INSERT keeps a statement journal of the pages it
+	// changes (to undo itself alone); in a file that is a write per page per batch.
+	db, err := sqldb.OpenSQLite(path, "busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "temp_store(MEMORY)")
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: open %s: %w", path, err)
 	}
-	if _, err := migrate.Apply(ctx, db, migrations); err != nil {
+	if _, err := migrate.Apply(ctx, db, migrate.Table, migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("telemetry store %s: %w", path, err)
 	}
@@ -287,7 +279,7 @@ func (s *Store) commit(batch []*appendReq) {
 		n += len(r.items)
 	}
 	lastTS := s.lastTS
-	err := s.inTx(func(tx *sql.Tx) error {
+	err := s.inTx(func(tx *sqldb.Tx) error {
 		if batch[0].fn != nil {
 			return batch[0].fn(tx)
 		}
@@ -358,7 +350,7 @@ func (s *Store) commit(batch []*appendReq) {
 	}
 }
 
-func (s *Store) inTx(fn func(*sql.Tx) error) error {
+func (s *Store) inTx(fn func(*sqldb.Tx) error) error {
 	tx, err := s.db.Begin()
 	if err != nil {
 		return err
@@ -371,7 +363,7 @@ func (s *Store) inTx(fn func(*sql.Tx) error) error {
 }
 
 // maintain runs fn in the writer's transaction, between batches.
-func (s *Store) maintain(ctx context.Context, fn func(*sql.Tx) error) error {
+func (s *Store) maintain(ctx context.Context, fn func(*sqldb.Tx) error) error {
 	req := &appendReq{fn: fn, done: make(chan error, 1)}
 	s.mu.Lock()
 	closed := s.closed
@@ -581,7 +573,7 @@ func (s *Store) Stream(ctx context.Context, f Filter, fn func([]Notification) er
 // a new device of the same name must not inherit them).
 func (s *Store) RemoveDevice(ctx context.Context, device string) (int64, error) {
 	var n int64
-	err := s.maintain(ctx, func(tx *sql.Tx) error {
+	err := s.maintain(ctx, func(tx *sqldb.Tx) error {
 		res, err := tx.Exec(`DELETE FROM notifications WHERE device=?`, device)
 		if err == nil {
 			n, err = res.RowsAffected()
@@ -598,7 +590,7 @@ func (s *Store) RemoveDevice(ctx context.Context, device string) (int64, error) 
 // notifications it deleted.
 func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
 	var total int64
-	err := s.maintain(ctx, func(tx *sql.Tx) error {
+	err := s.maintain(ctx, func(tx *sqldb.Tx) error {
 		res, err := tx.Exec(`DELETE FROM notifications WHERE ts < ?`, now.Add(-s.cfg.Retention).UnixMicro())
 		if err != nil {
 			return err

@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 func open(t *testing.T, dir string, cfg Config) *Store {
@@ -238,7 +239,7 @@ func TestFullQueueIsRefusedNotQueued(t *testing.T) {
 	ctx := context.Background()
 	// Hold the writer inside a maintenance transaction.
 	hold, held := make(chan struct{}), make(chan struct{})
-	go s.maintain(ctx, func(*sql.Tx) error { close(held); <-hold; return nil })
+	go s.maintain(ctx, func(*sqldb.Tx) error { close(held); <-hold; return nil })
 	<-held
 	results := make(chan error, 4)
 	for range 4 {
