@@ -75,6 +75,9 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 				select {
 				case <-cmd.Context().Done():
 					return nil
+				case err := <-h.Failed():
+					log.Error("stopping: this hub can no longer serve safely", "err", err)
+					return err
 				case s := <-sig:
 					if s != syscall.SIGHUP {
 						log.Info("shutting down", "signal", s.String())

@@ -44,17 +44,26 @@ Run with no flags to move allocations written before the pool was recorded.`,
 		Example: "  iotsafe pool move --cidr 127.79.0.0/16 --data /var/lib/iotsafe",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := hub.LoadConfig(g.config, g.data)
+			if err != nil {
+				return err
+			}
 			lock, err := hub.LockData(g.data)
 			if err != nil {
 				return fmt.Errorf("%w (the hub binds the sockets this command moves)", err)
 			}
 			defer lock.Release()
 			// Open with the recorded pool: the config may already name the new one.
-			reg, err := registry.Open(cmd.Context(), g.data, sockets.Config{})
+			reg, err := registry.Open(cmd.Context(), cfg.RegistryLocation(g.data), sockets.Config{})
 			if err != nil {
 				return err
 			}
 			defer reg.Close()
+			lease, err := reg.LockServing(cmd.Context(), commandHolder("pool move"))
+			if err != nil {
+				return fmt.Errorf("%w (the hub binds the sockets this command moves)", err)
+			}
+			defer lease.Release()
 			moves, err := reg.MovePool(cmd.Context(), want)
 			if err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/strictyaml"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
@@ -53,6 +55,9 @@ type Config struct {
 	SOAP soap.Config `yaml:"soap"`
 	// Upstream makes the hub a gateway that relays its devices to a central hub.
 	Upstream UpstreamConfig `yaml:"upstream"`
+	// Registry says where the registry is kept: SQLite in the data folder unless a
+	// PostgreSQL DSN is given.
+	Registry RegistryConfig `yaml:"registry"`
 	// Source says where the configuration came from, for the start-up log; set by
 	// LoadConfig.
 	Source string `yaml:"-"`
@@ -69,6 +74,46 @@ type LogConfig struct {
 type AdminConfig struct {
 	// Group may use the admin socket besides root and the hub's user; "" means nobody else.
 	Group string `yaml:"group"`
+}
+
+// RegistryConfig places the registry.
+type RegistryConfig struct {
+	// DSN, if set, keeps the registry in PostgreSQL (postgres://user@host:5432/db?...).
+	// Keep its password out of this file: ?passfile=/path (a .pgpass file, mode 0600),
+	// PGPASSFILE or ~/.pgpass, as psql does.
+	DSN string `yaml:"dsn"`
+}
+
+// RegistryLocation is what registry.Open takes: the DSN if one is configured, else
+// the data folder.
+func (c *Config) RegistryLocation(dataDir string) string {
+	if c.Registry.DSN != "" {
+		return c.Registry.DSN
+	}
+	return dataDir
+}
+
+func (c RegistryConfig) validate() error {
+	if c.DSN == "" {
+		return nil
+	}
+	if !sqldb.IsDSN(c.DSN) {
+		return errors.New("registry.dsn: must be a postgres:// URL (postgres://user@host:5432/database); leave it out to keep the registry in the data folder")
+	}
+	if _, err := url.Parse(c.DSN); err != nil {
+		return fmt.Errorf("registry.dsn: not a valid URL (%s)", sqldb.Redact(c.DSN))
+	}
+	return nil
+}
+
+// InlinePassword reports whether the DSN carries its password (the hub warns).
+func (c RegistryConfig) InlinePassword() bool {
+	u, err := url.Parse(c.DSN)
+	if err != nil || u.User == nil {
+		return false
+	}
+	_, ok := u.User.Password()
+	return ok
 }
 
 // ErrConfig wraps every configuration error.
@@ -174,6 +219,10 @@ func (c *Config) Validate() ([]string, error) {
 	if err := c.Upstream.validate(); err != nil {
 		return nil, err
 	}
+	if err := c.Registry.validate(); err != nil {
+		return nil, err
+	}
+	var insecure []string
 	if c.Audit.MinFreeMiB < 0 {
 		return nil, fmt.Errorf("audit.min_free_mib: must not be negative")
 	}
@@ -186,7 +235,6 @@ func (c *Config) Validate() ([]string, error) {
 	if err := c.Frontdoor.Validate(); err != nil {
 		return nil, err
 	}
-	var insecure []string
 	if c.Frontdoor.Enabled() {
 		weak, _ := c.Frontdoor.TLS.Check("frontdoor.tls") // checked by Validate
 		for _, w := range weak {

@@ -66,17 +66,19 @@ type Hub struct {
 	cancel      context.CancelFunc
 	closeOne    sync.Once
 	dataLock    *DataLock
-	recorded    bool             // hub_started was recorded: Close records hub_stopped
-	store       *telemetry.Store // nil without a telemetry path
-	api         *restapi.API
-	soap        *soap.Endpoint                    // nil unless soap.enabled
-	devices     *devicedir.Directory              // device identities of the telemetry paths; nil without one
-	mqtt        atomic.Pointer[mqttbroker.Broker] // nil when off; set after the admin socket listens
-	plainREST   *restapi.Plain
-	uplink      atomic.Pointer[uplink.Uplink] // a gateway's session to its centre; nil without upstream
-	shared      *sockets.Shared               // the protected sockets' listeners with pool.shared_listeners; nil without
-	version     string                        // of the binary, for iotsafe status
-	started     time.Time                     // for iotsafe status
+	// lease is the hub's hold of a PostgreSQL registry (registry.LockServing).
+	lease     *registry.Lease
+	recorded  bool             // hub_started was recorded: Close records hub_stopped
+	store     *telemetry.Store // nil without a telemetry path
+	api       *restapi.API
+	soap      *soap.Endpoint                    // nil unless soap.enabled
+	devices   *devicedir.Directory              // device identities of the telemetry paths; nil without one
+	mqtt      atomic.Pointer[mqttbroker.Broker] // nil when off; set after the admin socket listens
+	plainREST *restapi.Plain
+	uplink    atomic.Pointer[uplink.Uplink] // a gateway's session to its centre; nil without upstream
+	shared    *sockets.Shared               // the protected sockets' listeners with pool.shared_listeners; nil without
+	version   string                        // of the binary, for iotsafe status
+	started   time.Time                     // for iotsafe status
 }
 
 // Options are what the caller decides besides the config file.
@@ -120,6 +122,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 			sshWeak++
 		}
 	}
+	if cfg.Registry.InlinePassword() {
+		h.log.Warn("registry.dsn holds a password: whoever can read the config can read the registry; use ?passfile=/path/to/pgpass (mode 0600) or PGPASSFILE instead")
+	}
 	if cfg.SSH.Crypto.AllowInsecure && sshWeak == 0 {
 		h.log.Warn("ssh.allow_insecure is set but no insecure algorithm is listed: it enables nothing by itself; name the algorithms in ssh.kex, ciphers, macs, host_key_algorithms or device_key_algorithms")
 	}
@@ -139,9 +144,13 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 			h.Close()
 		}
 	}()
-	if h.reg, err = registry.Open(ctx, h.dir, cfg.Pool); err != nil {
+	if h.reg, err = registry.Open(ctx, cfg.RegistryLocation(h.dir), cfg.Pool); err != nil {
 		return nil, err
 	}
+	if h.lease, err = h.reg.LockServing(ctx, leaseHolder(h.dir)); err != nil {
+		return nil, err
+	}
+	h.log.Info("registry", "event", "registry_open", "database", h.reg.Dialect().String(), "at", h.reg.Where())
 	h.guard = regguard.New(h.reg, h.log.With("component", "registry"), 0)
 	go h.guard.Run(ctx, 5*time.Second)
 	if err := h.rehome(ctx); err != nil {
@@ -366,11 +375,28 @@ func (h *Hub) Close() {
 				}
 				cancel()
 			}
+			if h.lease != nil {
+				h.lease.Release()
+			}
 			h.reg.Close()
 		}
 		h.dataLock.Release()
 	})
 }
+
+// leaseHolder names this hub in the registry's serving lease: its host and data folder,
+// so the same hub started again takes its lease over at once.
+func leaseHolder(dir string) string {
+	host, _ := os.Hostname()
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return "hub " + host + ":" + dir
+}
+
+// Failed delivers an error when the hub can no longer serve safely (another hub took
+// over its PostgreSQL registry); the caller then stops it.
+func (h *Hub) Failed() <-chan error { return h.lease.Lost() }
 
 // raiseFileLimit lifts the soft RLIMIT_NOFILE to the hard limit: every forward and
 // channel holds descriptors.

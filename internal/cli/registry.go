@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
+)
+
+func registryCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "registry",
+		Short: "Where the registry is kept, and moving it between SQLite and PostgreSQL",
+		Long: `The registry holds devices, keys, profiles, sockets, grants, accounts and the audit log.
+It is an SQLite file in the data folder unless hub.yaml names a PostgreSQL database
+(registry: {dsn: postgres://...}); every admin command uses the same one as the hub.`,
+	}
+	var asJSON bool
+	info := &cobra.Command{
+		Use: "info", Short: "Print where the registry is, its schema version and its rows per table", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withRegistry(cmd, func(reg *registry.Registry) error {
+				ri, err := reg.Info(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), ri)
+				}
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "registry  %s (%s), schema version %d\n", ri.Where, ri.Database, ri.Version)
+				for _, t := range ri.Tables {
+					fmt.Fprintf(w, "  %-15s %d\n", t.Table, t.Rows)
+				}
+				return nil
+			})
+		},
+	}
+	info.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var from, to string
+	var migJSON bool
+	migrate := &cobra.Command{
+		Use:   "migrate --to postgres://... [--from DATA]",
+		Short: "Copy the registry to another database (SQLite to PostgreSQL, or back); the hub must be stopped",
+		Long: `Copies every row of every table (devices, keys, profiles, sockets, grants, accounts,
+tokens, login sessions, device secrets and data, certificates, SOAP keys, the audit log)
+into a new, empty database, checks every table's count, and commits only then. The source
+is left as it was: keep it as a backup.
+
+The destination is a postgres:// DSN (the database must exist and be empty; the schema is
+created) or a new data folder. The source defaults to the registry the configuration
+names. Stop the hub first: devices reconnect when it starts again with the new
+registry. Telemetry notifications are not part of the registry: they stay in the data
+folder's telemetry.db, which the hub keeps using.`,
+		Example: `  iotsafe registry migrate --data /var/lib/iotsafe --to 'postgres://iotsafe@db.example/iotsafe?passfile=/etc/iotsafe/pgpass'
+  then set in hub.yaml:  registry: {dsn: "postgres://iotsafe@db.example/iotsafe?passfile=/etc/iotsafe/pgpass"}`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to == "" {
+				return errors.New("--to is required: a postgres:// DSN, or a new data folder")
+			}
+			if from == "" {
+				cfg, err := hub.LoadConfig(g.config, g.data)
+				if err != nil {
+					return err
+				}
+				from = cfg.RegistryLocation(g.data)
+			}
+			counts, err := migrateRegistry(cmd.Context(), from, to, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if migJSON {
+				return printJSON(cmd.OutOrStdout(), counts)
+			}
+			total := 0
+			for _, c := range counts {
+				total += c.Rows
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "moved %d rows in %d tables from %s to %s; every table's count checked\n", total, len(counts), show(from), show(to))
+			if sqldb.IsDSN(to) {
+				fmt.Fprintf(w, "next: set  registry: {dsn: %q}  in hub.yaml and start the hub; %s is left as it was\n", sqldb.Redact(to), show(from))
+			} else {
+				fmt.Fprintf(w, "next: remove registry.dsn from hub.yaml and start the hub with --data %s\n", to)
+			}
+			return nil
+		},
+	}
+	migrate.Flags().StringVar(&to, "to", "", "destination: a postgres:// DSN or a new data folder")
+	migrate.Flags().StringVar(&from, "from", "", "source: a data folder or a postgres:// DSN (default: the configured registry)")
+	migrate.Flags().BoolVar(&migJSON, "json", false, "print the rows moved per table as JSON")
+	c.AddCommand(info, migrate)
+	return c
+}
+
+// show is a registry location for messages: never a password.
+func show(location string) string {
+	if sqldb.IsDSN(location) {
+		return sqldb.Redact(location)
+	}
+	return location
+}
+
+// migrateRegistry copies the registry at from into the empty one at to, with no hub
+// serving either, telling progress on w.
+func migrateRegistry(ctx context.Context, from, to string, w io.Writer) ([]registry.TableCount, error) {
+	// No hub may serve from either end while the copy runs: a data folder's lock, or a
+	// PostgreSQL registry's serving lock.
+	for _, loc := range []string{from, to} {
+		if sqldb.IsDSN(loc) {
+			continue
+		}
+		_, err := os.Stat(registryFile(loc))
+		switch {
+		case loc == to && err == nil:
+			return nil, fmt.Errorf("%s already holds a registry: migrate into a new folder", loc)
+		case loc == from && err != nil:
+			return nil, fmt.Errorf("%s holds no registry (%s): give the hub's data folder with --from or --data", loc, registry.FileName)
+		}
+		lock, err := hub.LockData(loc)
+		if err != nil {
+			return nil, fmt.Errorf("%w (stop the hub before moving its registry)", err)
+		}
+		defer lock.Release()
+	}
+	src, err := registry.Open(ctx, from, sockets.Config{})
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	lease, err := src.LockServing(ctx, commandHolder("registry migrate"))
+	if err != nil {
+		return nil, fmt.Errorf("%w (stop the hub before moving its registry)", err)
+	}
+	defer lease.Release()
+	dst, err := registry.Open(ctx, to, src.Pool().Config())
+	if err != nil {
+		return nil, err
+	}
+	defer dst.Close()
+	dstLease, err := dst.LockServing(ctx, commandHolder("registry migrate"))
+	if err != nil {
+		return nil, err
+	}
+	defer dstLease.Release()
+	fmt.Fprintf(w, "copying %s to %s\n", show(from), show(to))
+	return src.CopyTo(ctx, dst, func(c registry.TableCount) {
+		fmt.Fprintf(w, "  %-15s %d rows\n", c.Table, c.Rows)
+	})
+}
+
+// commandHolder names an admin command in a registry's serving lease.
+func commandHolder(what string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("iotsafe %s on %s (pid %d)", what, host, os.Getpid())
+}
+
+func registryFile(dir string) string { return dir + "/" + registry.FileName }
