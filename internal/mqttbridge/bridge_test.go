@@ -263,7 +263,7 @@ func TestBridgeCentreRestarts(t *testing.T) {
 		}
 		sent <- nil
 	}()
-	for _, at := range []int{n / 3, 2 * n / 3} {
+	for k, at := range []int{n / 3, 2 * n / 3} {
 		for i := range progress {
 			if i >= at {
 				break
@@ -273,6 +273,11 @@ func TestBridgeCentreRestarts(t *testing.T) {
 		if err := c.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// The bridge must be back before the next stop, or both outages are one to it.
+		waitFor(t, ctx, "the bridge back", func() bool {
+			st := b.Status()
+			return st.State == mqttbridge.StateConnected && st.Reconnects > int64(k)
+		})
 	}
 	if err := <-sent; err != nil {
 		t.Fatal(err)
