@@ -8,11 +8,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/iotsafe/iotsafe/internal/pgtest"
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgscratch.Main(m) }
 
 // eachDB runs f on a new SQLite file (opened as the registry does: writers queue at
 // BEGIN) and on a new database of a real PostgreSQL server; open gives another handle
@@ -30,7 +30,7 @@ func eachDB(t *testing.T, f func(t *testing.T, open func() *sqldb.DB)) {
 		})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		dsn := pgtest.Shared(t).Database(t)
+		dsn := pgscratch.Shared(t).Database(t)
 		f(t, func() *sqldb.DB {
 			db, err := sqldb.OpenPostgres(context.Background(), dsn, sqldb.PostgresOptions{})
 			if err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iotsafe/iotsafe/internal/pgtest"
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
@@ -95,7 +95,7 @@ func TestCopyBetweenDatabases(t *testing.T) {
 	pool := sockets.Config{CIDR: "127.81.0.0/16", PortBase: 21000}
 	src := openAt(t, t.TempDir(), pool)
 	fill(t, src)
-	pg := openAt(t, pgtest.Shared(t).Database(t), sockets.Config{})
+	pg := openAt(t, pgscratch.Shared(t).Database(t), sockets.Config{})
 	var told []string
 	counts, err := src.CopyTo(ctx, pg, func(c TableCount) { told = append(told, c.Table) })
 	if err != nil {

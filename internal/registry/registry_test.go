@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/iotsafe/iotsafe/internal/pgtest"
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
@@ -33,7 +33,7 @@ func newKey(t *testing.T) ssh.PublicKey {
 }
 
 // backend is the database the tests run on: TestMain runs every test on SQLite files,
-// then again on a real PostgreSQL server (package pgtest), so both keep one behaviour.
+// then again on a real PostgreSQL server (package pgscratch), so both keep one behaviour.
 var backend = sqldb.SQLite
 
 func TestMain(m *testing.M) {
@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 		backend = sqldb.Postgres
 		code = m.Run()
 	}
-	pgtest.CloseShared()
+	pgscratch.CloseShared()
 	os.Exit(code)
 }
 
@@ -62,7 +62,7 @@ func location(t *testing.T, dir string) string {
 	defer pgDatabases.Unlock()
 	dsn, ok := pgDatabases.byDir[dir]
 	if !ok {
-		dsn = pgtest.Shared(t).Database(t)
+		dsn = pgscratch.Shared(t).Database(t)
 		pgDatabases.byDir[dir] = dsn
 		t.Logf("registry on PostgreSQL: %s", dsn)
 	}

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iotsafe/iotsafe/internal/pgtest"
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgscratch.Main(m) }
 
 func TestRebind(t *testing.T) {
 	for in, want := range map[string]string{
@@ -48,7 +48,7 @@ func TestSameBehaviourOnBoth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sqlite.Close()
-	pg, err := OpenPostgres(ctx, pgtest.Shared(t).Database(t), PostgresOptions{WriterLock: 42})
+	pg, err := OpenPostgres(ctx, pgscratch.Shared(t).Database(t), PostgresOptions{WriterLock: 42})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestSameBehaviourOnBoth(t *testing.T) {
 // handles (processes), as SQLite's immediate transactions do.
 func TestWriterLockSerialises(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.Shared(t).Database(t)
+	dsn := pgscratch.Shared(t).Database(t)
 	a, err := OpenPostgres(ctx, dsn, PostgresOptions{WriterLock: 7})
 	if err != nil {
 		t.Fatal(err)

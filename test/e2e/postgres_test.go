@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iotsafe/iotsafe/internal/pgtest"
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
 )
 
 // A deployment moves its registry from SQLite to a real PostgreSQL server and keeps
@@ -18,7 +18,7 @@ import (
 // on the live hub, established sessions ride out a PostgreSQL restart, and a second
 // hub on the same registry is refused with the first one named.
 func TestRegistryOnPostgres(t *testing.T) {
-	pg := pgtest.Start(t)
+	pg := pgscratch.Start(t)
 	dsn := pg.Database(t)
 	h := startHub(t, "", "")
 	key := h.addDevice("dev1")

@@ -1,4 +1,4 @@
-package pgtest
+package pgscratch
 
 import (
 	"bufio"
@@ -30,6 +30,8 @@ type Server struct {
 	next atomic.Int64
 	mu   sync.Mutex
 	proc *exec.Cmd // the running postmaster
+	// durable: fsync and full-page writes as PostgreSQL's defaults (Options).
+	durable bool
 }
 
 // BinDir finds Debian's PostgreSQL server binaries (the newest major installed), or
@@ -53,8 +55,18 @@ func major(binDir string) int {
 	return n
 }
 
-// New creates a scratch cluster and starts its server.
-func New() (*Server, error) {
+// Options tune a scratch server.
+type Options struct {
+	// Durable keeps PostgreSQL's own defaults (fsync, full-page writes) for
+	// measurements; tests leave it off: a scratch cluster needs no durability.
+	Durable bool
+}
+
+// New creates a scratch cluster for tests and starts its server.
+func New() (*Server, error) { return NewWith(Options{}) }
+
+// NewWith creates a scratch cluster and starts its server.
+func NewWith(o Options) (*Server, error) {
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -64,12 +76,12 @@ func New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, bin: bin}
+	s := &Server{dir: dir, bin: bin, durable: o.Durable}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("nobody")
 		if err != nil {
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("pgtest: PostgreSQL will not run as root and there is no user nobody: %w", err)
+			return nil, fmt.Errorf("pgscratch: PostgreSQL will not run as root and there is no user nobody: %w", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
@@ -79,8 +91,8 @@ func New() (*Server, error) {
 			return nil, err
 		}
 	}
-	// --no-sync and fsync=off: a scratch cluster needs no durability, and the machine's
-	// disk is shared with every other test.
+	// --no-sync, and fsync=off unless durable: a scratch cluster needs no durability, and
+	// the machine's disk is shared with every other test.
 	if err := s.run("initdb", "-D", s.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -136,7 +148,7 @@ func (s *Server) run(name string, args ...string) error {
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("pgtest: %s: %v\n%s%s", name, err, out, s.logTail())
+		return fmt.Errorf("pgscratch: %s: %v\n%s%s", name, err, out, s.logTail())
 	}
 	return nil
 }
@@ -159,11 +171,14 @@ func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
-		return errors.New("pgtest: already running")
+		return errors.New("pgscratch: already running")
 	}
-	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", s.data(), "-k", s.dir, "-c", "listen_addresses=",
-		"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=32MB",
-		"-c", "logging_collector=off")
+	args := []string{"-D", s.data(), "-k", s.dir, "-c", "listen_addresses=", "-c", "max_connections=300",
+		"-c", "shared_buffers=32MB", "-c", "logging_collector=off"}
+	if !s.durable {
+		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off")
+	}
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), args...)
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGQUIT}
@@ -172,7 +187,7 @@ func (s *Server) Start() error {
 		return err
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("pgtest: postgres: %w", err)
+		return fmt.Errorf("pgscratch: postgres: %w", err)
 	}
 	// The server logs to stderr; it is ready when it says so.
 	ready := make(chan bool, 1)
@@ -194,7 +209,7 @@ func (s *Server) Start() error {
 	}()
 	if !<-ready {
 		cmd.Wait()
-		return fmt.Errorf("pgtest: postgres did not start\n%s", s.logTail())
+		return fmt.Errorf("pgscratch: postgres did not start\n%s", s.logTail())
 	}
 	s.proc = cmd
 	return nil
@@ -213,7 +228,7 @@ func (s *Server) Stop() error {
 	s.proc = nil
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		return fmt.Errorf("pgtest: postgres stopped with %v\n%s", err, s.logTail())
+		return fmt.Errorf("pgscratch: postgres stopped with %v\n%s", err, s.logTail())
 	}
 	return err
 }
@@ -247,7 +262,7 @@ func (s *Server) CreateDatabase() (string, error) {
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
 	if _, err := db.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
-		return "", fmt.Errorf("pgtest: create database: %w", err)
+		return "", fmt.Errorf("pgscratch: create database: %w", err)
 	}
 	return s.DSN(name), nil
 }
