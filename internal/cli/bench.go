@@ -15,7 +15,9 @@ import (
 	"github.com/iotsafe/iotsafe/internal/lab/devicebench"
 	"github.com/iotsafe/iotsafe/internal/lab/hubbench"
 	"github.com/iotsafe/iotsafe/internal/lab/linkbench"
+	"github.com/iotsafe/iotsafe/internal/lab/registrybench"
 	"github.com/iotsafe/iotsafe/internal/linkemu"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 func benchCmd() *cobra.Command {
@@ -45,6 +47,7 @@ func benchCmd() *cobra.Command {
 
 func benchHubCmd() *cobra.Command {
 	var o hubbench.Options
+	var ro registrybench.Options
 	var out, only, profile, servers, paths string
 	var size int
 	c := &cobra.Command{
@@ -58,13 +61,25 @@ reverse forwards; one load generator makes 1 KB requests over new connections.
 Results go to --out (default ./bench-results/hub-TIMESTAMP/): rps.csv, ram.csv,
 environment.json, summary.json (schema: docs/bench.md) and report.html. Needs root for
 sshd and dropbear; they are skipped, and said so, otherwise. --quick checks the harness in
-under two minutes; its figures are not measurements.`,
+under two minutes; its figures are not measurements.
+
+The registry part compares the registry in SQLite with the registry in PostgreSQL in the
+same run: admin operations per second and device sessions set up per second by a hub on
+each. It runs with --registry DSN (an empty database of yours; the lab fills it) or with
+--only registry (a scratch PostgreSQL server the lab starts and removes). Its files go to
+registry/ in the results folder (alone: the folder itself).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Only, err = choices("--only", only, []string{"rps", "bulk", "ram", "inactive", "ps"}); err != nil {
+			if o.Only, err = choices("--only", only, []string{"rps", "bulk", "ram", "inactive", "ps", "registry"}); err != nil {
 				return err
 			}
+			withRegistry := o.Only["registry"] || ro.DSN != ""
+			if ro.DSN != "" && !sqldb.IsDSN(ro.DSN) {
+				return fmt.Errorf("--registry: %q is not a postgres:// URL", ro.DSN)
+			}
+			onlyRegistry := o.Only["registry"] && len(o.Only) == 1
+			delete(o.Only, "registry")
 			if o.Servers, err = choices("--servers", servers, []string{"iotsafe", "openssh", "dropbear"}); err != nil {
 				return err
 			}
@@ -81,14 +96,23 @@ under two minutes; its figures are not measurements.`,
 					}
 					defer stop()
 				}
-				return hubbench.Run(ctx, b, o, out, cmd.OutOrStdout())
+				if !onlyRegistry {
+					if err := hubbench.Run(ctx, b, o, out, cmd.OutOrStdout()); err != nil || !withRegistry {
+						return err
+					}
+					out = filepath.Join(out, "registry")
+				}
+				ro.Quick, ro.Progress = o.Quick, p
+				return registrybench.Run(ctx, b, ro, out, cmd.OutOrStdout())
 			})
 		},
 	}
 	fl := c.Flags()
 	fl.BoolVar(&o.Quick, "quick", false, "short runs to check the harness (under two minutes)")
+	fl.StringVar(&ro.DSN, "registry", "", "registry part: an EMPTY PostgreSQL database (postgres://...) to compare with SQLite; the lab fills it")
+	fl.IntVar(&ro.Devices, "registry-devices", 0, "registry part: device sessions per setup pass (default 1000, 50 with --quick)")
 	fl.StringVar(&out, "out", "", "results folder (default ./bench-results/hub-TIMESTAMP)")
-	fl.StringVar(&only, "only", "", "comma-separated parts: rps, bulk (one large transfer per path), ram, inactive (fig. 17), ps (fig. 19); default all")
+	fl.StringVar(&only, "only", "", "comma-separated parts: rps, bulk (one large transfer per path), ram, inactive (fig. 17), ps (fig. 19), registry (SQLite against PostgreSQL); default all but registry (which --registry adds)")
 	fl.IntVar(&o.BulkSize, "bulk-size", 0, "bytes of the bulk part's transfer (default 128 MiB, 4 MiB with --quick)")
 	fl.IntVar(&o.Active, "active", 0, "fig. 17: active forwards (default 1000, 50 with --quick)")
 	fl.IntSliceVar(&o.InactiveK, "inactive-k", nil, "fig. 17: inactive forwards (default 0,2000,4000,8000)")

@@ -40,6 +40,7 @@ type SSHServer struct {
 	MQTTTLS              string         // iotsafe: the broker's TLS listener, if configured
 	MQTT                 string         // iotsafe: the broker's plain listener, if configured
 	dataDir              string
+	registry             string // its registry's location (the data folder, or a DSN)
 	pool                 sockets.Config
 	netns                *Netns
 	prefix               string // of its devices' names (IoTsafeOpts.Prefix)
@@ -111,6 +112,17 @@ type IoTsafeOpts struct {
 	Prefix string
 	// Pool, if its CIDR is set, is the hub's pool instead of a /16 of its own.
 	Pool sockets.Config
+	// Registry, if set, is a postgres:// DSN of an empty database to keep the hub's
+	// registry in instead of its data folder.
+	Registry string
+}
+
+// registryAt is where a lab hub's registry is: o.Registry, or the data folder.
+func (o IoTsafeOpts) registryAt(dir string) string {
+	if o.Registry != "" {
+		return o.Registry
+	}
+	return dir
 }
 
 // LabHub is an enrolled lab hub's data folder; a bench may start it several times
@@ -173,6 +185,7 @@ func (b *Bench) StartEnrolled(ctx context.Context, lh *LabHub, o IoTsafeOpts) (*
 		return nil, err
 	}
 	srv.Name, srv.KeyDir, srv.pool, srv.netns, srv.prefix = lh.Name, lh.Keys, lh.pool, o.Netns, o.Prefix
+	srv.registry = o.registryAt(lh.Dir)
 	if srv.Front != nil {
 		srv.Front.Token = lh.frontToken
 	}
@@ -182,7 +195,7 @@ func (b *Bench) StartEnrolled(ctx context.Context, lh *LabHub, o IoTsafeOpts) (*
 // enrollLab writes the lab profile and o.Sessions devices (keys in keys) into the
 // registry in dir, with the grants o asks for; it returns the front-door token if any.
 func enrollLab(ctx context.Context, dir, keys string, pool sockets.Config, o IoTsafeOpts) (frontToken string, err error) {
-	reg, err := registry.Open(ctx, dir, pool)
+	reg, err := registry.Open(ctx, o.registryAt(dir), pool)
 	if err != nil {
 		return "", err
 	}
@@ -255,6 +268,9 @@ func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 		}
 		cfg += "frontdoor: {listen: '127.0.0.1:0', domain: " + FrontdoorDomain + conns + "}\n"
 	}
+	if o.Registry != "" {
+		cfg += fmt.Sprintf("registry: {dsn: %q}\n", o.Registry)
+	}
 	cfg += o.Config
 	return os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600)
 }
@@ -281,7 +297,7 @@ func awaitLabHub(ctx context.Context, proc *Proc, dir string, withFront bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("lab: host key in the ready file: %w", err)
 	}
-	srv := &SSHServer{Proc: proc, Addr: ready.SSH, HostKey: hostKey, IoTsafe: true, dataDir: dir, REST: ready.REST, MQTTTLS: ready.MQTTTLS, MQTT: ready.MQTT}
+	srv := &SSHServer{Proc: proc, Addr: ready.SSH, HostKey: hostKey, IoTsafe: true, dataDir: dir, registry: dir, REST: ready.REST, MQTTTLS: ready.MQTTTLS, MQTT: ready.MQTT}
 	if ready.Metrics != "" {
 		srv.MetricsURL = "http://" + ready.Metrics + "/metrics"
 	}
@@ -330,7 +346,7 @@ func frontdoorAccount(ctx context.Context, reg *registry.Registry) (string, erro
 // SocketsByDevice maps every device of an iotsafe hub's registry to its protected
 // sockets' addresses.
 func (s *SSHServer) SocketsByDevice(ctx context.Context) (map[string][]string, error) {
-	reg, err := registry.Open(ctx, s.dataDir, s.pool)
+	reg, err := registry.Open(ctx, s.registry, s.pool)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +366,7 @@ func (s *SSHServer) SocketsByDevice(ctx context.Context) (map[string][]string, e
 
 // Sockets lists the protected sockets of the first n devices (iotsafe only).
 func (s *SSHServer) Sockets(ctx context.Context, n int) ([]string, error) {
-	reg, err := registry.Open(ctx, s.dataDir, s.pool)
+	reg, err := registry.Open(ctx, s.registry, s.pool)
 	if err != nil {
 		return nil, err
 	}
