@@ -23,7 +23,10 @@ import (
 
 // Config of the agent. Hub, Device, Signer and HostKey are required.
 type Config struct {
-	Hub    string     // host:port of the hub's SSH server
+	// Hub is host:port of the hub's SSH server; several, comma-separated, are hubs of one
+	// registry: the agent uses the first and moves to the next when a session fails or
+	// ends, so a device reaches another hub when its own is gone.
+	Hub    string
 	Device string     // device name (the SSH user)
 	Signer ssh.Signer // the device key
 	// KeyFile, if set, is where Signer came from: it is re-read before a connection
@@ -133,6 +136,8 @@ type Agent struct {
 	up      chan struct{} // closed when conn becomes non-nil
 	exposed map[string]Expose
 	key     *keySource  // used by Run's goroutine only
+	hubs    []string    // cfg.Hub's addresses
+	hub     int         // the one tried next; Run's goroutine only
 	wasUp   atomic.Bool // the last session got past the handshake
 }
 
@@ -145,7 +150,15 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: nothing to do: give at least one --expose or --forward")
 	}
 	cfg.applyDefaults()
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("hub", cfg.Hub, "device", cfg.Device), up: make(chan struct{}), exposed: map[string]Expose{}}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("device", cfg.Device), up: make(chan struct{}), exposed: map[string]Expose{}}
+	for _, h := range strings.Split(cfg.Hub, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			a.hubs = append(a.hubs, h)
+		}
+	}
+	if len(a.hubs) == 0 {
+		return nil, errors.New("agent: no hub address")
+	}
 	a.key = newKeySource(cfg.KeyFile, cfg.Signer, a.log)
 	for _, e := range cfg.Expose {
 		if _, dup := a.exposed[e.Alias]; dup {
@@ -214,7 +227,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		delay := a.reconnectDelay(attempt, lost)
 		attempt++
-		a.log.Warn("session ended; reconnecting", "err", err, "in", delay.Round(time.Millisecond).String())
+		from := a.hubs[a.hub]
+		a.hub = (a.hub + 1) % len(a.hubs) // the next hub of the list, if there are several
+		a.log.Warn("session ended; reconnecting", "err", err, "hub", from, "next", a.hubs[a.hub], "in", delay.Round(time.Millisecond).String())
 		if a.cfg.OnRetry != nil {
 			a.cfg.OnRetry(err, delay)
 		}
@@ -268,7 +283,8 @@ func Backoff(attempt int, lo, hi time.Duration) time.Duration {
 // session runs one SSH session until it fails.
 func (a *Agent) session(ctx context.Context) error {
 	d := net.Dialer{Timeout: a.cfg.HandshakeTimeout, KeepAlive: a.cfg.KeepaliveInterval}
-	tc, err := d.DialContext(ctx, "tcp", a.cfg.Hub)
+	hub := a.hubs[a.hub]
+	tc, err := d.DialContext(ctx, "tcp", hub)
 	if err != nil {
 		return fmt.Errorf("agent: connect: %w", err)
 	}
@@ -288,7 +304,7 @@ func (a *Agent) session(ctx context.Context) error {
 		},
 		ClientVersion: "SSH-2.0-iotsafe-agent",
 	}
-	conn, chans, reqs, err := Handshake(tc, a.cfg.Hub, cc, a.cfg.HostKey, a.cfg.HandshakeTimeout)
+	conn, chans, reqs, err := Handshake(tc, hub, cc, a.cfg.HostKey, a.cfg.HandshakeTimeout)
 	if err != nil {
 		if errors.Is(err, ErrHostKey) {
 			return err
@@ -328,7 +344,7 @@ func (a *Agent) session(ctx context.Context) error {
 	}
 	a.setConn(conn, mux)
 	defer a.setConn(nil, nil)
-	a.log.Info("session up")
+	a.log.Info("session up", "hub", hub)
 	if a.cfg.OnReady != nil {
 		a.cfg.OnReady()
 	}

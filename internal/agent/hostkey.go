@@ -12,16 +12,27 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
-// PinFingerprint trusts exactly one hub key, given as "SHA256:..." (as printed by the hub
-// at start and by ssh-keygen -lf).
-func PinFingerprint(fp string) (ssh.HostKeyCallback, error) {
-	fp = strings.TrimSpace(fp)
-	if !strings.HasPrefix(fp, "SHA256:") {
-		return nil, fmt.Errorf("agent: --hub-key %q: want a SHA256:... fingerprint", fp)
+// PinFingerprint trusts exactly the hub keys given, as "SHA256:..." (as printed by the
+// hub at start and by ssh-keygen -lf); several, comma-separated, for an agent with
+// several hubs of one registry (any of them may answer at any of their addresses: pin
+// per address with a known_hosts file instead).
+func PinFingerprint(fps string) (ssh.HostKeyCallback, error) {
+	var pinned []string
+	for _, fp := range strings.Split(fps, ",") {
+		fp = strings.TrimSpace(fp)
+		if !strings.HasPrefix(fp, "SHA256:") {
+			return nil, fmt.Errorf("agent: --hub-key %q: want a SHA256:... fingerprint", fp)
+		}
+		pinned = append(pinned, fp)
 	}
 	return func(_ string, _ net.Addr, key ssh.PublicKey) error {
-		if subtle.ConstantTimeCompare([]byte(ssh.FingerprintSHA256(key)), []byte(fp)) != 1 {
-			return fmt.Errorf("fingerprint is not the pinned %s", fp)
+		have := []byte(ssh.FingerprintSHA256(key))
+		ok := 0
+		for _, fp := range pinned {
+			ok |= subtle.ConstantTimeCompare(have, []byte(fp))
+		}
+		if ok != 1 {
+			return fmt.Errorf("fingerprint is not the pinned %s", strings.Join(pinned, " or "))
 		}
 		return nil
 	}, nil

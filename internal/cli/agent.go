@@ -84,10 +84,10 @@ Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1
 	}
 	fl := c.Flags()
 	fl.StringVar(&file, "agent-config", "", "agent config FILE (YAML with the same keys as the flags); flags override it")
-	fl.StringVar(&f.Hub, "hub", "", "hub address HOST:PORT")
+	fl.StringVar(&f.Hub, "hub", "", "hub address HOST:PORT; several, comma-separated, for hubs sharing a registry: tried in turn when a session fails")
 	fl.StringVar(&f.Device, "device", "", "device name (default: base name of --key)")
 	fl.StringVar(&f.Key, "key", "", "device private key FILE (OpenSSH format); re-read before a reconnect when it changed (key rotation)")
-	fl.StringVar(&f.HubKey, "hub-key", "", "pin the hub's host key by fingerprint SHA256:...")
+	fl.StringVar(&f.HubKey, "hub-key", "", "pin the hub's host key by fingerprint SHA256:... (several hubs: their fingerprints, comma-separated)")
 	fl.StringVar(&f.KnownHosts, "known-hosts", "", "trust hub keys listed in this known_hosts FILE")
 	fl.BoolVar(&f.TrustOnFirstUse, "trust-on-first-use", false, "with --known-hosts: record the hub's key on first connect (a changed key is still refused)")
 	fl.StringArrayVar(&f.Expose, "expose", nil, "expose a device service: ALIAS=HOST:PORT (repeatable)")

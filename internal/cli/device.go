@@ -204,7 +204,7 @@ func deviceListCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				hs := g.hubState(cmd)
+				hs := g.hubState(cmd, reg)
 				if asJSON {
 					out := make([]deviceView, 0, len(devs))
 					for _, d := range devs {
@@ -239,15 +239,25 @@ type hubState struct {
 	online   map[string]bool
 	held     map[string]string
 	degraded string
+	// On a registry several hubs share: this data folder's hub, and the hubs whose
+	// lease is valid (a device the registry records at one of them is online there).
+	self string
+	live map[string]string
 }
 
-// hubState asks the running hub; a degraded hub is reported on standard error.
-func (g *globals) hubState(cmd *cobra.Command) hubState {
+// hubState asks the running hub (and the registry, for the other hubs sharing it); a
+// degraded hub is reported on standard error.
+func (g *globals) hubState(cmd *cobra.Command, reg *registry.Registry) hubState {
+	var hs hubState
+	if cfg, err := hub.LoadConfig(g.config, g.data); err == nil {
+		hs.self = cfg.HubName()
+	}
+	hs.live, _ = reg.LiveHubs(cmd.Context())
 	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpStatus})
 	if err != nil {
-		return hubState{} // the hub did not answer
+		return hs // this folder's hub did not answer
 	}
-	hs := hubState{online: rep.Online, held: rep.Held, degraded: rep.Degraded}
+	hs.online, hs.held, hs.degraded = rep.Online, rep.Held, rep.Degraded
 	if hs.online == nil {
 		hs.online = map[string]bool{} // the hub answered: no device is online (omitted when empty)
 	}
@@ -258,7 +268,12 @@ func (g *globals) hubState(cmd *cobra.Command) hubState {
 }
 
 func (hs hubState) view(d *registry.Device) deviceView {
-	return deviceView{Device: d, Online: hs.online[d.Name], HeldRevocation: hs.held[d.Name]}
+	return deviceView{Device: d, Online: hs.online[d.Name] || hs.elsewhere(d), HeldRevocation: hs.held[d.Name]}
+}
+
+// elsewhere reports whether the device's session is on another live hub of the registry.
+func (hs hubState) elsewhere(d *registry.Device) bool {
+	return d.Hub != "" && d.Hub != hs.self && hs.live[d.Hub] != ""
 }
 
 func (hs hubState) status(d *registry.Device) string {
@@ -269,6 +284,8 @@ func (hs hubState) status(d *registry.Device) string {
 	switch {
 	case d.Revoked():
 		return "revoked " + d.RevokedAt.Local().Format(time.DateTime)
+	case hs.elsewhere(d):
+		return "online at hub " + d.Hub
 	case online == nil:
 		return "unknown (hub not running)"
 	case online[d.Name]:
@@ -292,7 +309,7 @@ func deviceShowCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				hs := g.hubState(cmd)
+				hs := g.hubState(cmd, reg)
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), hs.view(d))
 				}

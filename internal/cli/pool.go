@@ -59,7 +59,7 @@ Run with no flags to move allocations written before the pool was recorded.`,
 				return err
 			}
 			defer reg.Close()
-			lease, err := reg.LockServing(cmd.Context(), commandHolder("pool move"))
+			lease, err := reg.LockMaintenance(cmd.Context(), commandHolder("pool move"))
 			if err != nil {
 				return fmt.Errorf("%w (the hub binds the sockets this command moves)", err)
 			}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -37,6 +39,9 @@ It is an SQLite file in the data folder unless hub.yaml names a PostgreSQL datab
 				}
 				w := cmd.OutOrStdout()
 				fmt.Fprintf(w, "registry  %s (%s), schema version %d\n", ri.Where, ri.Database, ri.Version)
+				for _, name := range slices.Sorted(maps.Keys(ri.Hubs)) {
+					fmt.Fprintf(w, "hub       %s serving (%s)\n", name, ri.Hubs[name])
+				}
 				for _, t := range ri.Tables {
 					fmt.Fprintf(w, "  %-15s %d\n", t.Table, t.Rows)
 				}
@@ -137,7 +142,7 @@ func migrateRegistry(ctx context.Context, from, to string, w io.Writer) ([]regis
 		return nil, err
 	}
 	defer src.Close()
-	lease, err := src.LockServing(ctx, commandHolder("registry migrate"))
+	lease, err := src.LockMaintenance(ctx, commandHolder("registry migrate"))
 	if err != nil {
 		return nil, fmt.Errorf("%w (stop the hub before moving its registry)", err)
 	}
@@ -147,7 +152,7 @@ func migrateRegistry(ctx context.Context, from, to string, w io.Writer) ([]regis
 		return nil, err
 	}
 	defer dst.Close()
-	dstLease, err := dst.LockServing(ctx, commandHolder("registry migrate"))
+	dstLease, err := dst.LockMaintenance(ctx, commandHolder("registry migrate"))
 	if err != nil {
 		return nil, err
 	}

@@ -15,14 +15,26 @@ const DefaultChangePoll = time.Second
 // removals, grants, accounts) even when they could not tell the hub over the admin socket:
 // the admin socket makes a change take effect at once; this makes sure it always does,
 // within a poll. The feed is the audit log, written in the same transaction as each change.
+// On PostgreSQL the registry also wakes the hub the moment a change commits (another
+// hub's, or an admin command's on another machine), so it does not wait for the poll.
 func (h *Hub) watchChanges(ctx context.Context, every time.Duration, after int64) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	wake := make(chan struct{}, 1)
+	go h.reg.WatchChanges(ctx, func() {
+		select {
+		case wake <- struct{}{}:
+		default: // a wake-up is pending already: it reads everything up to now
+		}
+	}, func(err error) {
+		h.log.Warn("listening for registry changes failed; polling every second meanwhile", "err", err)
+	})
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
 		}
 		qctx, cancel := context.WithTimeout(ctx, every*5)
 		evs, next, err := h.reg.Changes(qctx, after)
@@ -49,6 +61,16 @@ func (h *Hub) applyChanges(evs []registry.Event) {
 			why = "device removed"
 		case registry.EventKeyRevoked:
 			why, fp = "key revoked", strings.TrimPrefix(e.Detail, "key ")
+		case registry.EventSessionMoved:
+			// Another hub of the registry has the device now: this hub's session of it is
+			// stale (the device reconnected elsewhere), unless the device is back here.
+			if e.Hub == h.reg.Hub() || h.deviceIsHere(e.Device) {
+				continue
+			}
+			if n := h.ssh.KickKey(e.Device, "", "session moved to hub "+e.Hub); n > 0 {
+				h.log.Info("closed a session the device has now on another hub", "event", "session_moved_away", "device", e.Device, "hub", e.Hub, "closed", n)
+			}
+			continue
 		default:
 			// Already in the policy if a reload (the admin socket's) read past it.
 			reload = reload || e.ID > h.policyUpTo.Load()
@@ -70,4 +92,13 @@ func (h *Hub) applyChanges(evs []registry.Event) {
 	} else if devicesChanged {
 		h.reloadTelemetry()
 	}
+}
+
+// deviceIsHere reports whether the registry says this hub holds the device's session
+// (it came back after a move the change feed is only now delivering).
+func (h *Hub) deviceIsHere(device string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := h.reg.Device(ctx, device)
+	return err == nil && d.Hub == h.reg.Hub()
 }

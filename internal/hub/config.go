@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/authn"
@@ -82,6 +84,26 @@ type RegistryConfig struct {
 	// Keep its password out of this file: ?passfile=/path (a .pgpass file, mode 0600),
 	// PGPASSFILE or ~/.pgpass, as psql does.
 	DSN string `yaml:"dsn"`
+	// HubName names this hub among the hubs sharing a PostgreSQL registry: its lease,
+	// the sessions it holds and the events it writes carry it; "" means the machine's
+	// short host name.
+	HubName string `yaml:"hub_name"`
+}
+
+// hubNameRE is what a hub name may be: it appears in logs, events and leases.
+var hubNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// HubName is this hub's name on its registry (registry.hub_name, or the host name).
+func (c *Config) HubName() string {
+	if c.Registry.HubName != "" {
+		return c.Registry.HubName
+	}
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(strings.ToLower(host), ".")
+	if !hubNameRE.MatchString(host) {
+		return "hub"
+	}
+	return host
 }
 
 // RegistryLocation is what registry.Open takes: the DSN if one is configured, else
@@ -94,6 +116,9 @@ func (c *Config) RegistryLocation(dataDir string) string {
 }
 
 func (c RegistryConfig) validate() error {
+	if c.HubName != "" && !hubNameRE.MatchString(c.HubName) {
+		return fmt.Errorf("registry.hub_name: %q must be 1-63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit", c.HubName)
+	}
 	if c.DSN == "" {
 		return nil
 	}

@@ -147,10 +147,11 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if h.reg, err = registry.Open(ctx, cfg.RegistryLocation(h.dir), cfg.Pool); err != nil {
 		return nil, err
 	}
+	h.reg.SetHub(cfg.HubName())
 	if h.lease, err = h.reg.LockServing(ctx, leaseHolder(h.dir)); err != nil {
 		return nil, err
 	}
-	h.log.Info("registry", "event", "registry_open", "database", h.reg.Dialect().String(), "at", h.reg.Where())
+	h.log.Info("registry", "event", "registry_open", "database", h.reg.Dialect().String(), "at", h.reg.Where(), "hub", h.reg.Hub())
 	h.guard = regguard.New(h.reg, h.log.With("component", "registry"), 0)
 	go h.guard.Run(ctx, 5*time.Second)
 	if err := h.rehome(ctx); err != nil {

@@ -56,7 +56,7 @@ func (r *Registry) AddAccount(ctx context.Context, name, passwordHash string) (*
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("%w: account %q", ErrExists, name)
 		}
-		return addEvent(ctx, tx, Event{Kind: "account_added", Detail: "front-door account " + name})
+		return r.addEvent(ctx, tx, Event{Kind: "account_added", Detail: "front-door account " + name})
 	})
 	if err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func (r *Registry) SetPassword(ctx context.Context, name, passwordHash string) e
 		if err != nil {
 			return err
 		}
-		return addEvent(ctx, tx, Event{Kind: "account_password",
+		return r.addEvent(ctx, tx, Event{Kind: "account_password",
 			Detail: fmt.Sprintf("password changed for account %s; %d login session(s) ended", name, ended)})
 	})
 }
@@ -99,7 +99,7 @@ func (r *Registry) RemoveAccount(ctx context.Context, name string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM accounts WHERE id=?`, id); err != nil {
 			return fmt.Errorf("registry: remove account: %w", err)
 		}
-		return addEvent(ctx, tx, Event{Kind: "account_removed", Detail: "front-door account " + name})
+		return r.addEvent(ctx, tx, Event{Kind: "account_removed", Detail: "front-door account " + name})
 	})
 }
 
@@ -169,7 +169,7 @@ func (r *Registry) AddToken(ctx context.Context, account, label, hash string, ex
 			aid, label, hash, now(), exp).Scan(&id); err != nil {
 			return fmt.Errorf("registry: add token: %w", err)
 		}
-		return addEvent(ctx, tx, Event{Kind: "token_added", Detail: fmt.Sprintf("API token %d (%s) for account %s", id, label, account)})
+		return r.addEvent(ctx, tx, Event{Kind: "token_added", Detail: fmt.Sprintf("API token %d (%s) for account %s", id, label, account)})
 	})
 	return id, err
 }
@@ -185,7 +185,7 @@ func (r *Registry) RevokeToken(ctx context.Context, account string, id int64) er
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("%w: active token %d of account %q", ErrNotFound, id, account)
 		}
-		return addEvent(ctx, tx, Event{Kind: "token_revoked", Detail: fmt.Sprintf("API token %d of account %s", id, account)})
+		return r.addEvent(ctx, tx, Event{Kind: "token_revoked", Detail: fmt.Sprintf("API token %d of account %s", id, account)})
 	})
 }
 

@@ -44,11 +44,13 @@ func (r *Registry) PruneEvents(ctx context.Context, keep int, before time.Time) 
 // and whether the previous run ended without a clean stop.
 func (r *Registry) RecordStart(ctx context.Context, detail string) (leftOpen []string, crashed bool, err error) {
 	err = r.withTx(ctx, func(tx *sqldb.Tx) error {
+		// This hub's own runs only: hubs sharing a registry start and stop on their own.
+		// Events from before hubs were named ("") count as this hub's.
 		var last string
-		err := tx.QueryRowContext(ctx, `SELECT kind FROM events WHERE kind IN (?, ?) ORDER BY id DESC LIMIT 1`, EventHubStarted, EventHubStopped).Scan(&last)
+		err := tx.QueryRowContext(ctx, `SELECT kind FROM events WHERE kind IN (?, ?) AND hub IN (?, '') ORDER BY id DESC LIMIT 1`, EventHubStarted, EventHubStopped, r.hub).Scan(&last)
 		crashed = err == nil && last == EventHubStarted
 		// Per device, its newest session event (the events_device index): an open one
-		// was left open.
+		// this hub wrote was left open.
 		rows, err := tx.QueryContext(ctx, `SELECT name FROM devices`)
 		if err != nil {
 			return fmt.Errorf("registry: sessions left open: %w", err)
@@ -61,10 +63,10 @@ func (r *Registry) RecordStart(ctx context.Context, detail string) (leftOpen []s
 		}
 		rows.Close()
 		for _, d := range names {
-			var kind string
-			err := tx.QueryRowContext(ctx, `SELECT kind FROM events WHERE device=? AND kind IN (?, ?) ORDER BY id DESC LIMIT 1`,
-				d, EventSessionOpen, EventSessionClose).Scan(&kind)
-			if err == nil && kind == EventSessionOpen {
+			var kind, hub string
+			err := tx.QueryRowContext(ctx, `SELECT kind, hub FROM events WHERE device=? AND kind IN (?, ?) ORDER BY id DESC LIMIT 1`,
+				d, EventSessionOpen, EventSessionClose).Scan(&kind, &hub)
+			if err == nil && kind == EventSessionOpen && (hub == r.hub || hub == "") {
 				leftOpen = append(leftOpen, d)
 			}
 		}
@@ -73,14 +75,18 @@ func (r *Registry) RecordStart(ctx context.Context, detail string) (leftOpen []s
 			why = "hub restarted: the previous run ended without a clean stop (crash or kill)"
 		}
 		for _, d := range leftOpen {
-			if err := addEvent(ctx, tx, Event{Device: d, Kind: EventSessionClose, Detail: why}); err != nil {
+			if err := r.addEvent(ctx, tx, Event{Device: d, Kind: EventSessionClose, Detail: why}); err != nil {
 				return err
 			}
+		}
+		// No session is on this hub while it starts.
+		if _, err := tx.ExecContext(ctx, `UPDATE devices SET hub='' WHERE hub=?`, r.hub); err != nil {
+			return err
 		}
 		if crashed {
 			detail += fmt.Sprintf("; the previous run ended without a clean stop, %d sessions closed in the log", len(leftOpen))
 		}
-		return addEvent(ctx, tx, Event{Kind: EventHubStarted, Detail: detail})
+		return r.addEvent(ctx, tx, Event{Kind: EventHubStarted, Detail: detail})
 	})
 	return leftOpen, crashed, err
 }

@@ -169,6 +169,8 @@ type Info struct {
 	Database string       `json:"database"`
 	Version  int          `json:"schema_version"`
 	Tables   []TableCount `json:"tables"`
+	// Hubs serving from the registry now (PostgreSQL): name -> holder (host and data folder).
+	Hubs map[string]string `json:"hubs,omitempty"`
 }
 
 // Info says where the registry is and how many rows each table holds.
@@ -185,5 +187,6 @@ func (r *Registry) Info(ctx context.Context) (Info, error) {
 		}
 		ri.Tables = append(ri.Tables, TableCount{Table: t.name, Rows: n})
 	}
-	return ri, nil
+	ri.Hubs, err = r.LiveHubs(ctx)
+	return ri, err
 }

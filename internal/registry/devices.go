@@ -18,10 +18,13 @@ import (
 
 // Device is one enrolled device with its keys and protected sockets.
 type Device struct {
-	Name       string      `json:"name"`
-	Profile    string      `json:"profile"`
-	Via        string      `json:"via,omitempty"` // the gateway it is behind; "" when direct
-	Address    netip.Addr  `json:"address"`       // its own address in the pool: source of its direct forwards
+	Name    string `json:"name"`
+	Profile string `json:"profile"`
+	Via     string `json:"via,omitempty"` // the gateway it is behind; "" when direct
+	// Hub is the hub that recorded the device's session and has not recorded its end
+	// (on a shared registry: which hub holds it; a dead hub's lease says it is gone).
+	Hub        string      `json:"hub,omitempty"`
+	Address    netip.Addr  `json:"address"` // its own address in the pool: source of its direct forwards
 	CreatedAt  time.Time   `json:"created_at"`
 	RevokedAt  *time.Time  `json:"revoked_at,omitempty"`
 	RevokeWhy  string      `json:"revoke_reason,omitempty"`
@@ -116,7 +119,7 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 				return fmt.Errorf("registry: device group %s: %w", g, err)
 			}
 		}
-		return addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceAdded, Detail: "profile " + prof.Name + ", key " + fp})
+		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceAdded, Detail: "profile " + prof.Name + ", key " + fp})
 	})
 	if err != nil {
 		return nil, err
@@ -233,13 +236,13 @@ func socketFrom(alias, addr string, port int) (Socket, error) {
 	return Socket{Alias: alias, Addr: netip.AddrPortFrom(a, uint16(port))}, nil
 }
 
-const deviceCols = `name, profile, address, created_at, revoked_at, revoke_why, violations, last_seen, last_remote, last_algos, via`
+const deviceCols = `name, profile, address, created_at, revoked_at, revoke_why, violations, last_seen, last_remote, last_algos, via, hub`
 
 func scanDevice(sc interface{ Scan(...any) error }) (*Device, error) {
 	var d Device
 	var addr, created, algos string
 	var revoked, seen sql.NullString
-	if err := sc.Scan(&d.Name, &d.Profile, &addr, &created, &revoked, &d.RevokeWhy, &d.Violations, &seen, &d.LastRemote, &algos, &d.Via); err != nil {
+	if err := sc.Scan(&d.Name, &d.Profile, &addr, &created, &revoked, &d.RevokeWhy, &d.Violations, &seen, &d.LastRemote, &algos, &d.Via, &d.Hub); err != nil {
 		return nil, err
 	}
 	d.Address, _ = netip.ParseAddr(addr)
@@ -369,7 +372,7 @@ func (r *Registry) RemoveDevice(ctx context.Context, name string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("%w: device %q", ErrNotFound, name)
 		}
-		return addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceRemoved})
+		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceRemoved})
 	})
 }
 
@@ -387,7 +390,7 @@ func (r *Registry) RevokeDevice(ctx context.Context, name, reason string) error 
 		if _, err := tx.ExecContext(ctx, `UPDATE keys SET revoked_at=coalesce(revoked_at, ?) WHERE device=?`, t, name); err != nil {
 			return fmt.Errorf("registry: revoke keys of %s: %w", name, err)
 		}
-		return addEvent(ctx, tx, Event{Device: name, Kind: EventRevoked, Detail: reason})
+		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventRevoked, Detail: reason})
 	})
 }
 
@@ -408,16 +411,26 @@ func (r *Registry) AddViolations(ctx context.Context, device string, n int) (int
 // RecordSession notes a successful handshake: when, from where, with which algorithms.
 func (r *Registry) RecordSession(ctx context.Context, device, remote string, algos Algorithms) error {
 	b, _ := json.Marshal(algos)
-	_, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=? WHERE name=?`, now(), remote, string(b), device)
+	var before string
+	if err := r.db.QueryRowContext(ctx, `SELECT hub FROM devices WHERE name=?`, device).Scan(&before); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("registry: record session %s: %w", device, err)
+	}
+	_, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=?, hub=? WHERE name=?`, now(), remote, string(b), r.hub, device)
 	if err != nil {
 		return fmt.Errorf("registry: record session %s: %w", device, err)
+	}
+	if before != "" && before != r.hub && r.hub != "" {
+		// The device came to this hub while another holds (or held) its session: that
+		// hub closes its old one when it reads this (the change feed).
+		return r.AddEvent(ctx, Event{Device: device, Kind: EventSessionMoved, Detail: "from hub " + before, Remote: remote})
 	}
 	return nil
 }
 
-// TouchDevice updates last_seen (at session end, so "offline since" is exact).
+// TouchDevice updates last_seen at session end, so "offline since" is exact, and says
+// the device's session is no longer on this hub (unless another hub has it by now).
 func (r *Registry) TouchDevice(ctx context.Context, device string) error {
-	_, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=? WHERE name=?`, now(), device)
+	_, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=?, hub=CASE WHEN hub=? THEN '' ELSE hub END WHERE name=?`, now(), r.hub, device)
 	return err
 }
 
@@ -434,7 +447,7 @@ func (r *Registry) AddViolation(ctx context.Context, device, detail, remote stri
 		if !record {
 			return nil
 		}
-		return addEvent(ctx, tx, Event{Device: device, Kind: EventViolation, Detail: detail, Remote: remote})
+		return r.addEvent(ctx, tx, Event{Device: device, Kind: EventViolation, Detail: detail, Remote: remote})
 	})
 	return n, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,9 +21,12 @@ const (
 	EventAuthRefused   = "auth_refused"
 	EventSessionOpen   = "session_open"
 	EventSessionClose  = "session_close"
-	EventTakeover      = "takeover"
-	EventViolation     = "violation"
-	EventPoolMoved     = "pool_moved"
+	// EventSessionMoved: the device's session is now on another hub of a shared registry
+	// (written by that hub); the hub that held it closes its old session.
+	EventSessionMoved = "session_moved"
+	EventTakeover     = "takeover"
+	EventViolation    = "violation"
+	EventPoolMoved    = "pool_moved"
 )
 
 // Event is one audit record.
@@ -33,26 +37,47 @@ type Event struct {
 	Kind   string    `json:"kind"`
 	Detail string    `json:"detail,omitempty"`
 	Remote string    `json:"remote,omitempty"`
+	// Hub is the hub that wrote the event; "" for admin commands (and events written
+	// before hubs were named).
+	Hub string `json:"hub,omitempty"`
 }
 
 // AddEvent appends to the audit log.
 func (r *Registry) AddEvent(ctx context.Context, e Event) error {
-	return r.withTx(ctx, func(tx *sqldb.Tx) error { return addEvent(ctx, tx, e) })
+	return r.withTx(ctx, func(tx *sqldb.Tx) error { return r.addEvent(ctx, tx, e) })
 }
 
 // addEvent stores e at e.At, or now when it is zero (an event held while the registry
 // could not write keeps the time it happened).
-func addEvent(ctx context.Context, tx *sqldb.Tx, e Event) error {
+// addEvent appends e in tx, naming the hub that wrote it (none for admin commands).
+func (r *Registry) addEvent(ctx context.Context, tx *sqldb.Tx, e Event) error {
 	at := now()
 	if !e.At.IsZero() {
 		at = e.At.UTC().Format(timeLayout)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO events(at, device, kind, detail, remote) VALUES(?,?,?,?,?)`,
-		at, e.Device, e.Kind, e.Detail, e.Remote)
+	_, err := tx.ExecContext(ctx, `INSERT INTO events(at, device, kind, detail, remote, hub) VALUES(?,?,?,?,?,?)`,
+		at, e.Device, e.Kind, e.Detail, e.Remote, r.hub)
 	if err != nil {
 		return fmt.Errorf("registry: add event: %w", err)
 	}
+	if slices.Contains(changeKinds, e.Kind) {
+		// Every hub on a shared registry reads its change feed at once (WatchChanges).
+		if err := tx.Notify(ctx, changesChannel); err != nil {
+			return fmt.Errorf("registry: notify: %w", err)
+		}
+	}
 	return nil
+}
+
+// changesChannel is the PostgreSQL notification channel of the change feed.
+const changesChannel = "iotsafe_changes"
+
+// WatchChanges calls wake as soon as another process commits a change (PostgreSQL
+// LISTEN/NOTIFY), and once whenever it (re)connects; fail is told why it lost its
+// connection. It returns when ctx ends, or at once on SQLite, where the change feed is
+// read by polling alone.
+func (r *Registry) WatchChanges(ctx context.Context, wake func(), fail func(error)) {
+	r.db.Listen(ctx, changesChannel, 30*time.Second, wake, fail)
 }
 
 // EventFilter selects events; zero values select everything.
@@ -74,7 +99,7 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 	if f.Kind != "" {
 		where, args = where+" AND kind=?", append(args, f.Kind)
 	}
-	rows, err := r.db.QueryContext(ctx, `SELECT id, at, device, kind, detail, remote FROM (
+	rows, err := r.db.QueryContext(ctx, `SELECT id, at, device, kind, detail, remote, hub FROM (
 		SELECT * FROM events WHERE 1=1`+where+` ORDER BY id DESC LIMIT ?) newest ORDER BY id`, append(args, f.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("registry: events: %w", err)
@@ -84,7 +109,7 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 	for rows.Next() {
 		var e Event
 		var at string
-		if err := rows.Scan(&e.ID, &at, &e.Device, &e.Kind, &e.Detail, &e.Remote); err != nil {
+		if err := rows.Scan(&e.ID, &at, &e.Device, &e.Kind, &e.Detail, &e.Remote, &e.Hub); err != nil {
 			return nil, fmt.Errorf("registry: events: %w", err)
 		}
 		if t := parseTime(sql.NullString{String: at, Valid: true}); t != nil {
@@ -100,7 +125,7 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 var changeKinds = []string{EventRevoked, EventDeviceRemoved, EventKeyRevoked, "granted", "ungranted", "groups_set",
 	"account_removed", "account_password", "account_logout", "token_revoked",
 	// A new secret, client certificate or SOAP key retires the old one on every hub.
-	EventSecretSet, EventCertIssued, EventSOAPKeySet}
+	EventSecretSet, EventCertIssued, EventSOAPKeySet, EventSessionMoved}
 
 // LastEventID is the id of the newest audit event (0 for none): where a change feed starts.
 func (r *Registry) LastEventID(ctx context.Context) (int64, error) {
@@ -116,14 +141,14 @@ func (r *Registry) LastEventID(ctx context.Context) (int64, error) {
 // change itself; and the id to continue from. It is the hub's change feed: a hub applies
 // them even when the admin socket did not tell it.
 func (r *Registry) Changes(ctx context.Context, after int64) ([]Event, int64, error) {
-	// The bound first: SQLite commits one writer at a time, so every event up to it is
-	// visible to the query below. (PostgreSQL's sequences may commit out of order; its
-	// feed will be LISTEN/NOTIFY.)
+	// The bound first: events are written one writer at a time (SQLite's immediate
+	// transactions; PostgreSQL's writer lock), so ids commit in order and every event up
+	// to it is visible to the query below.
 	last, err := r.LastEventID(ctx)
 	if err != nil || last <= after {
 		return nil, after, err
 	}
-	q := `SELECT id, at, device, kind, detail, remote FROM events WHERE id > ? AND id <= ? AND kind IN (?` + strings.Repeat(",?", len(changeKinds)-1) + `) ORDER BY id`
+	q := `SELECT id, at, device, kind, detail, remote, hub FROM events WHERE id > ? AND id <= ? AND kind IN (?` + strings.Repeat(",?", len(changeKinds)-1) + `) ORDER BY id`
 	args := []any{after, last}
 	for _, k := range changeKinds {
 		args = append(args, k)
@@ -137,7 +162,7 @@ func (r *Registry) Changes(ctx context.Context, after int64) ([]Event, int64, er
 	for rows.Next() {
 		var e Event
 		var at string
-		if err := rows.Scan(&e.ID, &at, &e.Device, &e.Kind, &e.Detail, &e.Remote); err != nil {
+		if err := rows.Scan(&e.ID, &at, &e.Device, &e.Kind, &e.Detail, &e.Remote, &e.Hub); err != nil {
 			return nil, after, fmt.Errorf("registry: changes: %w", err)
 		}
 		if t := parseTime(sql.NullString{String: at, Valid: true}); t != nil {

@@ -105,8 +105,8 @@ func prepareClaims(ctx context.Context, tx *sqldb.Tx) (*claimStmts, error) {
 	}{
 		{&st.device, `SELECT profile, address, revoked_at, revoke_why, via FROM devices WHERE name=?`},
 		{&st.sockets, `SELECT alias, address, port FROM sockets WHERE device=?`},
-		{&st.session, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=? WHERE name=?`},
-		{&st.event, `INSERT INTO events(at, device, kind, detail, remote) VALUES(?,?,?,?,?)`},
+		{&st.session, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=?, hub=? WHERE name=?`},
+		{&st.event, `INSERT INTO events(at, device, kind, detail, remote, hub) VALUES(?,?,?,?,?,?)`},
 	} {
 		s, err := tx.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -151,7 +151,7 @@ func (r *Registry) claimOne(ctx context.Context, tx *sqldb.Tx, st *claimStmts, g
 			return nil, &fatalErr{fmt.Errorf("registry: add device %s: %w", c.Name, err)}
 		}
 		*bound++
-		if err := addEvent(ctx, tx, Event{Device: c.Name, Kind: EventDeviceAdded, Detail: "profile " + devProfile + ", announced by gateway " + gateway}); err != nil {
+		if err := r.addEvent(ctx, tx, Event{Device: c.Name, Kind: EventDeviceAdded, Detail: "profile " + devProfile + ", announced by gateway " + gateway}); err != nil {
 			return nil, &fatalErr{err}
 		}
 	case err != nil:
@@ -204,11 +204,11 @@ func (r *Registry) claimOne(ctx context.Context, tx *sqldb.Tx, st *claimStmts, g
 		return d, nil
 	}
 	algos, _ := json.Marshal(c.Algos)
-	if _, err := st.session.ExecContext(ctx, t, c.Remote, string(algos), c.Name); err != nil {
+	if _, err := st.session.ExecContext(ctx, t, c.Remote, string(algos), r.hub, c.Name); err != nil {
 		return nil, &fatalErr{fmt.Errorf("registry: record session %s: %w", c.Name, err)}
 	}
 	detail := fmt.Sprintf("via gateway %s: %s, %s, key %s", gateway, c.Algos.Client, c.Algos.Cipher, c.Algos.Key)
-	if _, err := st.event.ExecContext(ctx, t, c.Name, EventSessionOpen, detail, c.Remote); err != nil {
+	if _, err := st.event.ExecContext(ctx, t, c.Name, EventSessionOpen, detail, c.Remote, r.hub); err != nil {
 		return nil, &fatalErr{fmt.Errorf("registry: add event: %w", err)}
 	}
 	return d, nil
@@ -235,10 +235,10 @@ func (r *Registry) EndSessions(ctx context.Context, devices []string, remote str
 	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		t := now()
 		for _, name := range devices {
-			if _, err := tx.ExecContext(ctx, `UPDATE devices SET last_seen=? WHERE name=?`, t, name); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE devices SET last_seen=?, hub=CASE WHEN hub=? THEN '' ELSE hub END WHERE name=?`, t, r.hub, name); err != nil {
 				return fmt.Errorf("registry: end session %s: %w", name, err)
 			}
-			if err := addEvent(ctx, tx, Event{Device: name, Kind: EventSessionClose, Remote: remote}); err != nil {
+			if err := r.addEvent(ctx, tx, Event{Device: name, Kind: EventSessionClose, Remote: remote}); err != nil {
 				return err
 			}
 		}

@@ -70,7 +70,7 @@ func (r *Registry) AddGrant(ctx context.Context, g Grant) error {
 			ON CONFLICT DO NOTHING`, g.Kind, g.Name, g.XID, g.Target, g.Alias, now()); err != nil {
 			return fmt.Errorf("registry: add grant: %w", err)
 		}
-		return addEvent(ctx, tx, Event{Device: strings.TrimPrefix(g.Target, "@"), Kind: "granted", Detail: g.String()})
+		return r.addEvent(ctx, tx, Event{Device: strings.TrimPrefix(g.Target, "@"), Kind: "granted", Detail: g.String()})
 	})
 }
 
@@ -84,7 +84,7 @@ func (r *Registry) RemoveGrant(ctx context.Context, g Grant) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("%w: grant %s", ErrNotFound, g)
 		}
-		return addEvent(ctx, tx, Event{Device: strings.TrimPrefix(g.Target, "@"), Kind: "ungranted", Detail: g.String()})
+		return r.addEvent(ctx, tx, Event{Device: strings.TrimPrefix(g.Target, "@"), Kind: "ungranted", Detail: g.String()})
 	})
 }
 
@@ -122,7 +122,7 @@ func (r *Registry) SetDeviceGroups(ctx context.Context, device string, groups []
 				return fmt.Errorf("registry: device groups of %s: %w", device, err)
 			}
 		}
-		return addEvent(ctx, tx, Event{Device: device, Kind: "groups_set", Detail: "device groups: " + strings.Join(groups, ", ")})
+		return r.addEvent(ctx, tx, Event{Device: device, Kind: "groups_set", Detail: "device groups: " + strings.Join(groups, ", ")})
 	})
 }
 

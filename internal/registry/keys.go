@@ -37,7 +37,7 @@ func (r *Registry) AddKey(ctx context.Context, device string, key ssh.PublicKey)
 			fp, device, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))), now()); err != nil {
 			return fmt.Errorf("registry: add key: %w", err)
 		}
-		return addEvent(ctx, tx, Event{Device: device, Kind: EventKeyAdded, Detail: "key " + fp})
+		return r.addEvent(ctx, tx, Event{Device: device, Kind: EventKeyAdded, Detail: "key " + fp})
 	})
 }
 
@@ -68,6 +68,6 @@ func (r *Registry) RevokeKey(ctx context.Context, device, fingerprint string) er
 		if _, err := tx.ExecContext(ctx, `UPDATE keys SET revoked_at=? WHERE fingerprint=?`, now(), fingerprint); err != nil {
 			return fmt.Errorf("registry: revoke key: %w", err)
 		}
-		return addEvent(ctx, tx, Event{Device: device, Kind: EventKeyRevoked, Detail: "key " + fingerprint})
+		return r.addEvent(ctx, tx, Event{Device: device, Kind: EventKeyRevoked, Detail: "key " + fingerprint})
 	})
 }

@@ -5,27 +5,35 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
-// ErrInUse means another hub serves from this registry.
-var ErrInUse = errors.New("registry: another hub serves from this registry")
+// ErrInUse means the lease is held by another: a hub of the same name, or an admin
+// command that needs every hub stopped (or, for that command, a serving hub).
+var ErrInUse = errors.New("registry in use")
 
 // ErrLeaseLost means a hub's lease was taken by another after it expired (the hub could
 // not renew it for longer than its time to live).
-var ErrLeaseLost = errors.New("registry: the serving lease was taken by another hub")
+var ErrLeaseLost = errors.New("registry: the lease was taken by another")
 
 // LeaseTTL is how long a lease lasts without renewal; the holder renews it every third.
 const LeaseTTL = 30 * time.Second
 
-const servingLease = "serving"
+const (
+	hubLeasePrefix   = "hub:"
+	maintenanceLease = "maintenance"
+)
 
-// Lease is the hold of the one hub that serves from a PostgreSQL registry, kept in the
-// registry itself so it outlives connections and a PostgreSQL restart.
+// Lease is a hold kept in a PostgreSQL registry itself, so it outlives connections and
+// a PostgreSQL restart: each hub sharing the registry holds one under its name, and an
+// admin command that must run with no hub serving (pool move, registry migrate) holds
+// the maintenance lease.
 type Lease struct {
 	r      *Registry
+	name   string
 	holder string
 	ttl    time.Duration
 	lost   chan error
@@ -33,54 +41,125 @@ type Lease struct {
 	done   chan struct{}
 }
 
-// LockServing takes the serving lease for holder (say who: a hub's host and data
-// folder; a command's name and pid) and renews it until Release. On PostgreSQL a
-// second holder is refused with ErrInUse naming the first, until the first's lease
-// expires (LeaseTTL after its last renewal: a hub that died) — except that the same
-// holder, started again, takes it over at once. On SQLite the data folder's lock file
-// does this job and LockServing holds nothing.
-//
-// Several hubs on one PostgreSQL registry need sessions located per hub, which this
-// build does not have yet: until then one hub serves, and admin commands share the
-// registry with it freely.
+// LockServing takes the lease of the hub named by SetHub for holder (its host and data
+// folder) and renews it until Release. A hub of the same name held by another holder is
+// refused with ErrInUse naming it, until its lease expires (LeaseTTL after its last
+// renewal: a hub that died); the same holder started again takes it over at once. So
+// is a start while an admin command holds the maintenance lease. Hubs of other names
+// share the registry. On SQLite the data folder's lock file does this job and
+// LockServing holds nothing.
 func (r *Registry) LockServing(ctx context.Context, holder string) (*Lease, error) {
-	return r.lockServing(ctx, holder, LeaseTTL)
+	return r.lock(ctx, hubLeasePrefix+r.hub, holder, LeaseTTL)
 }
 
+// LockMaintenance takes the maintenance lease for an admin command that must run with
+// no hub serving: refused with ErrInUse naming a hub whose lease is valid. Hubs starting
+// meanwhile are refused. On SQLite it holds nothing (the command takes the data
+// folder's lock).
+func (r *Registry) LockMaintenance(ctx context.Context, holder string) (*Lease, error) {
+	return r.lock(ctx, maintenanceLease, holder, LeaseTTL)
+}
+
+// lockServing is LockServing with another time to live (tests).
 func (r *Registry) lockServing(ctx context.Context, holder string, ttl time.Duration) (*Lease, error) {
-	l := &Lease{r: r, holder: holder, ttl: ttl, lost: make(chan error, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return r.lock(ctx, hubLeasePrefix+r.hub, holder, ttl)
+}
+
+type leaseRow struct {
+	name, holder string
+	renewed      time.Time
+	ttl          time.Duration
+}
+
+func (l leaseRow) left() time.Duration { return time.Until(l.renewed.Add(l.ttl)) }
+
+func (r *Registry) lock(ctx context.Context, name, holder string, ttl time.Duration) (*Lease, error) {
+	l := &Lease{r: r, name: name, holder: holder, ttl: ttl, lost: make(chan error, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if r.db.Dialect() != sqldb.Postgres {
 		close(l.done)
 		return l, nil
 	}
 	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
-		var other, renewed string
-		var ttlMS int64
-		err := tx.QueryRowContext(ctx, `SELECT holder, renewed_at, ttl_ms FROM leases WHERE name=?`, servingLease).Scan(&other, &renewed, &ttlMS)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		held, err := readLeases(ctx, tx)
+		if err != nil {
 			return err
 		}
-		if err == nil && other != holder {
-			at, _ := time.Parse(timeLayout, renewed)
-			if left := time.Until(at.Add(time.Duration(ttlMS) * time.Millisecond)); left > 0 {
-				return fmt.Errorf("%w (%s): it is held by %s, renewed %s ago; stop that hub first, or if it died, wait %s for its lease to expire",
-					ErrInUse, r.where, other, time.Since(at).Round(time.Second), left.Round(time.Second))
+		for _, o := range held {
+			conflict := o.name == name && o.holder != holder || // the same hub elsewhere
+				o.name == maintenanceLease && name != maintenanceLease || // a command that needs no hub
+				name == maintenanceLease && strings.HasPrefix(o.name, hubLeasePrefix) // a hub, for that command
+			if !conflict || o.left() <= 0 {
+				continue
 			}
+			var what, fix string
+			switch {
+			case o.name == maintenanceLease:
+				what, fix = "an admin command that needs every hub stopped runs on", "wait for it to end"
+			case o.name == name:
+				what, fix = "another hub named "+r.hub+" serves from", "give this hub its own registry.hub_name, or stop that one"
+			default:
+				what, fix = "hub "+strings.TrimPrefix(o.name, hubLeasePrefix)+" serves from", "stop every hub of this registry first"
+			}
+			return fmt.Errorf("%w: %s %s (%s, lease renewed %s ago); %s; if it died, its lease expires in %s",
+				ErrInUse, what, r.where, o.holder, time.Since(o.renewed).Round(time.Second), fix, o.left().Round(time.Second))
 		}
 		t := now()
 		_, err = tx.ExecContext(ctx, `INSERT INTO leases(name, holder, started_at, renewed_at, ttl_ms) VALUES(?,?,?,?,?)
 			ON CONFLICT(name) DO UPDATE SET holder=excluded.holder, started_at=excluded.started_at, renewed_at=excluded.renewed_at, ttl_ms=excluded.ttl_ms`,
-			servingLease, holder, t, t, ttl.Milliseconds())
+			name, holder, t, t, ttl.Milliseconds())
 		return err
 	})
 	if err != nil {
 		if errors.Is(err, ErrInUse) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("registry: serving lease: %w", err)
+		return nil, fmt.Errorf("registry: lease: %w", err)
 	}
 	go l.renew()
 	return l, nil
+}
+
+func readLeases(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) ([]leaseRow, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, holder, renewed_at, ttl_ms FROM leases`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []leaseRow
+	for rows.Next() {
+		var l leaseRow
+		var renewed string
+		var ttlMS int64
+		if err := rows.Scan(&l.name, &l.holder, &renewed, &ttlMS); err != nil {
+			return nil, err
+		}
+		l.renewed, _ = time.Parse(timeLayout, renewed)
+		l.ttl = time.Duration(ttlMS) * time.Millisecond
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// LiveHubs are the hubs whose lease is valid now, with their holders (host and data
+// folder). On SQLite it is empty: one hub, and whether it runs is the data folder's
+// lock.
+func (r *Registry) LiveHubs(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	if r.db.Dialect() != sqldb.Postgres {
+		return out, nil
+	}
+	held, err := readLeases(ctx, r.db)
+	if err != nil {
+		return nil, fmt.Errorf("registry: leases: %w", err)
+	}
+	for _, l := range held {
+		if strings.HasPrefix(l.name, hubLeasePrefix) && l.left() > 0 {
+			out[strings.TrimPrefix(l.name, hubLeasePrefix)] = l.holder
+		}
+	}
+	return out, nil
 }
 
 // renew keeps the lease until Release; when another holder has taken it, it says so on
@@ -108,7 +187,7 @@ func (l *Lease) renew() {
 
 // renewOnce renews the lease, or says it was lost (ErrLeaseLost, naming the holder).
 func (l *Lease) renewOnce(ctx context.Context) error {
-	res, err := l.r.db.ExecContext(ctx, `UPDATE leases SET renewed_at=? WHERE name=? AND holder=?`, now(), servingLease, l.holder)
+	res, err := l.r.db.ExecContext(ctx, `UPDATE leases SET renewed_at=? WHERE name=? AND holder=?`, now(), l.name, l.holder)
 	if err != nil {
 		return err
 	}
@@ -116,7 +195,7 @@ func (l *Lease) renewOnce(ctx context.Context) error {
 		return nil
 	}
 	var other string
-	_ = l.r.db.QueryRowContext(ctx, `SELECT holder FROM leases WHERE name=?`, servingLease).Scan(&other)
+	_ = l.r.db.QueryRowContext(ctx, `SELECT holder FROM leases WHERE name=?`, l.name).Scan(&other)
 	return fmt.Errorf("%w (%s): now held by %q", ErrLeaseLost, l.r.where, other)
 }
 
@@ -137,5 +216,5 @@ func (l *Lease) Release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _ = l.r.db.ExecContext(ctx, `DELETE FROM leases WHERE name=? AND holder=?`, servingLease, l.holder)
+	_, _ = l.r.db.ExecContext(ctx, `DELETE FROM leases WHERE name=? AND holder=?`, l.name, l.holder)
 }

@@ -14,6 +14,7 @@ var migrations = []migrate.Step{
 	{Version: 4, Name: "devices behind gateways", SQL: schemaV4},
 	{Version: 5, Name: "devices by creation", SQL: schemaV5},
 	{Version: 6, Name: "serving lease", SQL: schemaV6},
+	{Version: 7, Name: "hubs of a shared registry", SQL: schemaV7},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

@@ -134,7 +134,7 @@ func (r *Registry) MovePool(ctx context.Context, cfg sockets.Config) ([]Move, er
 		}
 		if cur != p.Config() || len(moves) > 0 {
 			detail := fmt.Sprintf("pool %s port_base %d -> %s port_base %d; %d devices moved", cur.CIDR, cur.PortBase, p.Config().CIDR, p.Config().PortBase, len(moves))
-			return addEvent(ctx, tx, Event{Kind: EventPoolMoved, Detail: detail})
+			return r.addEvent(ctx, tx, Event{Kind: EventPoolMoved, Detail: detail})
 		}
 		return nil
 	})

@@ -32,7 +32,9 @@ const timeLayout = "2006-01-02T15:04:05.000000Z"
 type Registry struct {
 	db    *sqldb.DB
 	where string // the folder, or the DSN without its password
-	pool  atomic.Pointer[sockets.Pool]
+	// hub names the hub using this registry (SetHub); "" for admin commands.
+	hub  string
+	pool atomic.Pointer[sockets.Pool]
 }
 
 // writerLock is the PostgreSQL advisory lock every registry transaction takes: writers
@@ -106,6 +108,14 @@ func openSQLite(ctx context.Context, dir string) (*Registry, error) {
 	}
 	return &Registry{db: db, where: path}, nil
 }
+
+// SetHub names the hub that uses this registry: its events and the sessions it records
+// carry the name, so hubs sharing one registry tell theirs apart. Call it before the
+// registry is used concurrently.
+func (r *Registry) SetHub(name string) { r.hub = name }
+
+// Hub is the name SetHub gave.
+func (r *Registry) Hub() string { return r.hub }
 
 // Where is the registry's file, or its DSN without the password, for messages.
 func (r *Registry) Where() string { return r.where }

@@ -134,7 +134,7 @@ CREATE TABLE IF NOT EXISTS soap_keys (
 
 // schemaV4 records, for a device behind a gateway (paper 000, three-level scheme),
 // which gateway announced it: the device is created at its first announcement and bound
-// to that gateway, so another gateway cannot claim it. ” for a direct device.
+// to that gateway, so another gateway cannot claim it. Empty for a direct device.
 const schemaV4 = `
 ALTER TABLE devices ADD COLUMN via TEXT NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS devices_via ON devices(via);
@@ -146,10 +146,11 @@ const schemaV5 = `
 CREATE INDEX IF NOT EXISTS devices_created ON devices(created_at);
 `
 
-// schemaV6 holds the lease of the hub that serves from a shared (PostgreSQL) registry:
-// the holder renews it while it runs; another hub may take it only once it has expired
-// (a hub that died), or at once if it is the same hub (same host and data folder)
-// started again.
+// schemaV6 holds leases in a shared (PostgreSQL) registry: one per hub serving from it
+// ("hub:NAME") and one for an admin command that needs every hub stopped
+// ("maintenance"). The holder renews its lease while it runs; another may take it only
+// once it has expired (a hub that died), or at once if it is the same hub (same host and
+// data folder) started again.
 const schemaV6 = `
 CREATE TABLE IF NOT EXISTS leases (
 	name       TEXT PRIMARY KEY,
@@ -158,4 +159,13 @@ CREATE TABLE IF NOT EXISTS leases (
 	renewed_at TEXT NOT NULL,
 	ttl_ms     INTEGER NOT NULL
 );
+`
+
+// schemaV7 names hubs on a shared registry: which hub wrote each event, and which hub
+// holds each device's session (empty when none does; a dead hub's entries are read
+// together with its lease).
+const schemaV7 = `
+ALTER TABLE events ADD COLUMN hub TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN hub TEXT NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS devices_hub ON devices(hub);
 `

@@ -73,7 +73,7 @@ func (r *Registry) SetDeviceSecret(ctx context.Context, device, hash string) err
 			ON CONFLICT(device) DO UPDATE SET hash=excluded.hash, created_at=excluded.created_at`, device, hash, now()); err != nil {
 			return fmt.Errorf("registry: secret of %s: %w", device, err)
 		}
-		return addEvent(ctx, tx, Event{Device: device, Kind: EventSecretSet, Detail: "telemetry secret set"})
+		return r.addEvent(ctx, tx, Event{Device: device, Kind: EventSecretSet, Detail: "telemetry secret set"})
 	})
 }
 
@@ -111,7 +111,7 @@ func (r *Registry) SetDeviceCert(ctx context.Context, device, serial string, not
 			device, serial, notAfter.UTC().Format(timeLayout), now()); err != nil {
 			return fmt.Errorf("registry: certificate of %s: %w", device, err)
 		}
-		return addEvent(ctx, tx, Event{Device: device, Kind: EventCertIssued, Detail: "client certificate " + serial + " issued; earlier ones retired"})
+		return r.addEvent(ctx, tx, Event{Device: device, Kind: EventCertIssued, Detail: "client certificate " + serial + " issued; earlier ones retired"})
 	})
 }
 
@@ -154,7 +154,7 @@ func (r *Registry) SetSOAPKey(ctx context.Context, k SOAPKey) error {
 			k.Device, k.KeyID, k.Secret, now()); err != nil {
 			return fmt.Errorf("registry: SOAP key of %s: %w", k.Device, err)
 		}
-		return addEvent(ctx, tx, Event{Device: k.Device, Kind: EventSOAPKeySet, Detail: "SOAP key " + k.KeyID + " set; the earlier one retired"})
+		return r.addEvent(ctx, tx, Event{Device: k.Device, Kind: EventSOAPKeySet, Detail: "SOAP key " + k.KeyID + " set; the earlier one retired"})
 	})
 }
 

@@ -59,7 +59,8 @@ type DB struct {
 	// first: transactions of one handle's kind then run one at a time across every
 	// process sharing the database, as SQLite's immediate transactions do.
 	writerLock int64
-	rebound    sync.Map // query text -> PostgreSQL text
+	rebound    sync.Map        // query text -> PostgreSQL text
+	pgConfig   *pgx.ConnConfig // for Listen's own connection
 }
 
 // OpenSQLite opens the SQLite file at path with the given pragmas (name(value) each).
@@ -120,7 +121,7 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (*DB, erro
 		raw.Close()
 		return nil, fmt.Errorf("postgres %s: %w", Redact(dsn), err)
 	}
-	return &DB{raw: raw, dialect: Postgres, writerLock: o.WriterLock}, nil
+	return &DB{raw: raw, dialect: Postgres, writerLock: o.WriterLock, pgConfig: cfg}, nil
 }
 
 // Dialect is the database behind db.

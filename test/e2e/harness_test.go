@@ -356,6 +356,7 @@ type deviceJSON struct {
 	Revoked    *string `json:"revoked_at"`
 	Online     bool    `json:"online"`
 	Violations int     `json:"violations"`
+	Hub        string  `json:"hub"`
 	Keys       []struct {
 		Fingerprint string `json:"fingerprint"`
 	} `json:"keys"`

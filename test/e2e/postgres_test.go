@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,7 +83,7 @@ func TestRegistryOnPostgres(t *testing.T) {
 	other := t.TempDir()
 	os.WriteFile(filepath.Join(other, "hub.yaml"), []byte("access: {kernel: off}\nssh: {listen: 127.0.0.1:0}\nregistry: {dsn: \""+dsn+"\"}\n"), 0o600)
 	second, err := runRefused(t, iotsafeBin, "hub", "--data", other)
-	if err == nil || !strings.Contains(string(second), "another hub serves from this registry") || !strings.Contains(string(second), h.data) || !strings.Contains(string(second), "hub ") {
+	if err == nil || !strings.Contains(string(second), "another hub named") || !strings.Contains(string(second), h.data) || !strings.Contains(string(second), "hub ") {
 		t.Fatalf("second hub on the registry: %v\n%s", err, second)
 	}
 
@@ -92,6 +93,46 @@ func TestRegistryOnPostgres(t *testing.T) {
 		t.Fatalf("revoke:\n%s", out)
 	}
 	h.log.wait(t, "session closed", "device", "dev1", "why", "key revoked")
+}
+
+// Two hubs share one PostgreSQL registry under their own names: a device with both
+// hubs in its agent's list is recorded at the hub that holds its session, moves to the
+// other when its hub is killed (same protected socket address, served again), and a
+// revocation written through the dead hub's data folder reaches the live hub through
+// the registry alone (LISTEN/NOTIFY).
+func TestHubsShareAPostgresRegistry(t *testing.T) {
+	dsn := pgscratch.Start(t).Database(t)
+	hubNamed := func(name string) *hubProc {
+		data := t.TempDir()
+		// One registry, one pool: the same range for both hubs.
+		cfg := fmt.Sprintf("log: {level: debug, format: json}\naccess: {kernel: off}\npool: {cidr: 127.78.9.0/24}\nregistry: {dsn: %q, hub_name: %s}\nssh:\n  listen: 127.0.0.1:0\n", dsn, name)
+		if err := os.WriteFile(filepath.Join(data, "hub.yaml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return startHub(t, data, "")
+	}
+	a, b := hubNamed("edge-a"), hubNamed("edge-b")
+	key := a.addDevice("dev1")
+	app := deviceApp(t, "from dev1")
+	ag := startProc(t, iotsafeBin, "agent", "--hub", a.addr+","+b.addr, "--key", key, "--hub-key", a.hostFP+","+b.hostFP,
+		"--log-format", "json", "--log-level", "debug", "--expose", "http="+hostPortOf(app))
+	ag.stderr.wait(t, "session up", "hub", a.addr)
+	sock := a.socket("dev1", "http")
+	mustGet(t, sock, "from dev1")
+	if d := b.device("dev1"); d.Hub != "edge-a" {
+		t.Fatalf("edge-b's view of dev1: at hub %q, want edge-a", d.Hub)
+	}
+
+	a.cmd.Process.Kill()
+	a.cmd.Wait()
+	ag.stderr.wait(t, "session up", "hub", b.addr)
+	mustGet(t, sock, "from dev1")
+	if d := b.device("dev1"); d.Hub != "edge-b" {
+		t.Fatalf("after edge-a died dev1 is at hub %q, want edge-b", d.Hub)
+	}
+
+	a.mustCLI("device", "revoke", "dev1", "--reason", "stolen")
+	b.log.wait(t, "closed sessions after a registry change the admin socket did not deliver", "device", "dev1")
 }
 
 // runRefused runs a command expected to fail at start and returns its output; if it
