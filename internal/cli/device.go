@@ -242,7 +242,7 @@ type hubState struct {
 	// On a registry several hubs share: this data folder's hub, and the hubs whose
 	// lease is valid (a device the registry records at one of them is online there).
 	self string
-	live map[string]string
+	live map[string]registry.HubInfo
 }
 
 // hubState asks the running hub (and the registry, for the other hubs sharing it); a
@@ -273,7 +273,8 @@ func (hs hubState) view(d *registry.Device) deviceView {
 
 // elsewhere reports whether the device's session is on another live hub of the registry.
 func (hs hubState) elsewhere(d *registry.Device) bool {
-	return d.Hub != "" && d.Hub != hs.self && hs.live[d.Hub] != ""
+	_, live := hs.live[d.Hub]
+	return d.Hub != "" && d.Hub != hs.self && live
 }
 
 func (hs hubState) status(d *registry.Device) string {

@@ -40,7 +40,12 @@ It is an SQLite file in the data folder unless hub.yaml names a PostgreSQL datab
 				w := cmd.OutOrStdout()
 				fmt.Fprintf(w, "registry  %s (%s), schema version %d\n", ri.Where, ri.Database, ri.Version)
 				for _, name := range slices.Sorted(maps.Keys(ri.Hubs)) {
-					fmt.Fprintf(w, "hub       %s serving (%s)\n", name, ri.Hubs[name])
+					hi := ri.Hubs[name]
+					peer := "takes no peers"
+					if hi.Addr != "" {
+						peer = "peers at " + hi.Addr
+					}
+					fmt.Fprintf(w, "hub       %s serving (%s; %s)\n", name, hi.Holder, peer)
 				}
 				for _, t := range ri.Tables {
 					fmt.Fprintf(w, "  %-15s %d\n", t.Table, t.Rows)

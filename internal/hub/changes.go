@@ -51,6 +51,9 @@ func (h *Hub) watchChanges(ctx context.Context, every time.Duration, after int64
 // applyChanges closes the sessions revoked or removed devices and keys still hold, and
 // rebuilds the access policy once if grants or accounts changed.
 func (h *Hub) applyChanges(evs []registry.Event) {
+	if len(evs) > 0 {
+		h.kickPorts() // a new device brings sockets, maybe on a new port
+	}
 	reload, devicesChanged := false, false
 	for _, e := range evs {
 		var why, fp string

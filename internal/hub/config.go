@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -88,6 +89,10 @@ type RegistryConfig struct {
 	// the sessions it holds and the events it writes carry it; "" means the machine's
 	// short host name.
 	HubName string `yaml:"hub_name"`
+	// PeerAddress is where the other hubs of a shared registry reach this hub's SSH
+	// server (host:port, published in the registry); "" means they cannot, and devices
+	// this hub holds are reachable here only. Needs pool.shared_listeners.
+	PeerAddress string `yaml:"peer_address"`
 }
 
 // hubNameRE is what a hub name may be: it appears in logs, events and leases.
@@ -118,6 +123,14 @@ func (c *Config) RegistryLocation(dataDir string) string {
 func (c RegistryConfig) validate() error {
 	if c.HubName != "" && !hubNameRE.MatchString(c.HubName) {
 		return fmt.Errorf("registry.hub_name: %q must be 1-63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit", c.HubName)
+	}
+	if c.PeerAddress != "" {
+		if c.DSN == "" {
+			return errors.New("registry.peer_address: peers share a PostgreSQL registry: set registry.dsn too")
+		}
+		if _, _, err := net.SplitHostPort(c.PeerAddress); err != nil {
+			return fmt.Errorf("registry.peer_address: %q is not host:port", c.PeerAddress)
+		}
 	}
 	if c.DSN == "" {
 		return nil
@@ -246,6 +259,9 @@ func (c *Config) Validate() ([]string, error) {
 	}
 	if err := c.Registry.validate(); err != nil {
 		return nil, err
+	}
+	if c.Registry.PeerAddress != "" && !c.Pool.SharedListeners {
+		return nil, errors.New("registry.peer_address: reaching the devices of other hubs needs pool.shared_listeners: true (this hub answers on every pool address)")
 	}
 	var insecure []string
 	if c.Audit.MinFreeMiB < 0 {

@@ -25,12 +25,14 @@ import (
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
+	"github.com/iotsafe/iotsafe/internal/peerlink"
 	"github.com/iotsafe/iotsafe/internal/regguard"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
 	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 	"github.com/iotsafe/iotsafe/internal/uplink"
@@ -67,18 +69,23 @@ type Hub struct {
 	closeOne    sync.Once
 	dataLock    *DataLock
 	// lease is the hub's hold of a PostgreSQL registry (registry.LockServing).
-	lease     *registry.Lease
-	recorded  bool             // hub_started was recorded: Close records hub_stopped
-	store     *telemetry.Store // nil without a telemetry path
-	api       *restapi.API
-	soap      *soap.Endpoint                    // nil unless soap.enabled
-	devices   *devicedir.Directory              // device identities of the telemetry paths; nil without one
-	mqtt      atomic.Pointer[mqttbroker.Broker] // nil when off; set after the admin socket listens
-	plainREST *restapi.Plain
-	uplink    atomic.Pointer[uplink.Uplink] // a gateway's session to its centre; nil without upstream
-	shared    *sockets.Shared               // the protected sockets' listeners with pool.shared_listeners; nil without
-	version   string                        // of the binary, for iotsafe status
-	started   time.Time                     // for iotsafe status
+	lease *registry.Lease
+	// peers are the links to the other hubs of a shared registry (peers.go); nil
+	// unless they share one and this hub has shared listeners.
+	peers        *peerlink.Links
+	liveCache    atomic.Pointer[liveHubs]
+	portsChanged chan struct{}    // holdPorts reads the registry's ports again
+	recorded     bool             // hub_started was recorded: Close records hub_stopped
+	store        *telemetry.Store // nil without a telemetry path
+	api          *restapi.API
+	soap         *soap.Endpoint                    // nil unless soap.enabled
+	devices      *devicedir.Directory              // device identities of the telemetry paths; nil without one
+	mqtt         atomic.Pointer[mqttbroker.Broker] // nil when off; set after the admin socket listens
+	plainREST    *restapi.Plain
+	uplink       atomic.Pointer[uplink.Uplink] // a gateway's session to its centre; nil without upstream
+	shared       *sockets.Shared               // the protected sockets' listeners with pool.shared_listeners; nil without
+	version      string                        // of the binary, for iotsafe status
+	started      time.Time                     // for iotsafe status
 }
 
 // Options are what the caller decides besides the config file.
@@ -96,7 +103,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	h := &Hub{cfg: cfg, dir: opt.DataDir, log: opt.Logger, level: opt.Level, ids: access.NewIdentities(0), selfUID: uint32(os.Getuid()),
+	h := &Hub{cfg: cfg, dir: opt.DataDir, portsChanged: make(chan struct{}, 1), log: opt.Logger, level: opt.Level, ids: access.NewIdentities(0), selfUID: uint32(os.Getuid()),
 		version: opt.Version, started: time.Now()}
 	if h.log == nil {
 		h.log, h.level = NewLogger(cfg.Log, os.Stderr)
@@ -148,7 +155,12 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 		return nil, err
 	}
 	h.reg.SetHub(cfg.HubName())
-	if h.lease, err = h.reg.LockServing(ctx, leaseHolder(h.dir)); err != nil {
+	// The host key first: the lease publishes it for the other hubs of the registry.
+	if h.hostKeys, err = LoadHostKeys(h.dir, cfg.SSH.Crypto.HostKeyAlgorithms); err != nil {
+		return nil, err
+	}
+	peer := registry.Peer{Addr: cfg.Registry.PeerAddress, HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(h.hostKeys[0].PublicKey())))}
+	if h.lease, err = h.reg.LockServing(ctx, leaseHolder(h.dir), peer); err != nil {
 		return nil, err
 	}
 	h.log.Info("registry", "event", "registry_open", "database", h.reg.Dialect().String(), "at", h.reg.Where(), "hub", h.reg.Hub())
@@ -158,9 +170,6 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 		return nil, err
 	}
 	h.recordStart(ctx)
-	if h.hostKeys, err = LoadHostKeys(h.dir, cfg.SSH.Crypto.HostKeyAlgorithms); err != nil {
-		return nil, err
-	}
 	if err := h.startKernel(); err != nil {
 		return nil, err
 	}
@@ -185,6 +194,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if cfg.Pool.SharedListeners {
 		h.shared = sockets.NewShared(h.log.With("component", "sockets"))
 		sc.Shared = h.shared
+	}
+	if h.reg.Dialect() == sqldb.Postgres {
+		h.startPeers(ctx, &sc)
 	}
 	if cfg.Access.UserSpace != "off" {
 		sc.Authorize = h.authorize
@@ -353,6 +365,9 @@ func (h *Hub) Close() {
 		}
 		if h.shared != nil {
 			h.shared.Close()
+		}
+		if h.peers != nil {
+			h.peers.Close()
 		}
 		if h.cancel != nil {
 			h.cancel()

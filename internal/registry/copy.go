@@ -169,8 +169,8 @@ type Info struct {
 	Database string       `json:"database"`
 	Version  int          `json:"schema_version"`
 	Tables   []TableCount `json:"tables"`
-	// Hubs serving from the registry now (PostgreSQL): name -> holder (host and data folder).
-	Hubs map[string]string `json:"hubs,omitempty"`
+	// Hubs serving from the registry now (PostgreSQL), by name.
+	Hubs map[string]HubInfo `json:"hubs,omitempty"`
 }
 
 // Info says where the registry is and how many rows each table holds.

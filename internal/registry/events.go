@@ -123,6 +123,9 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 // changeKinds are the events that change what a running hub must enforce: its sessions
 // (revocations, removals) or its access policy (grants, device groups, accounts).
 var changeKinds = []string{EventRevoked, EventDeviceRemoved, EventKeyRevoked, "granted", "ungranted", "groups_set",
+	// A new device is new addresses for the access policy of every hub (and new sockets
+	// for hubs that relay to their peers).
+	EventDeviceAdded,
 	"account_removed", "account_password", "account_logout", "token_revoked",
 	// A new secret, client certificate or SOAP key retires the old one on every hub.
 	EventSecretSet, EventCertIssued, EventSOAPKeySet, EventSessionMoved}

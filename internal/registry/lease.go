@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -48,8 +49,22 @@ type Lease struct {
 // is a start while an admin command holds the maintenance lease. Hubs of other names
 // share the registry. On SQLite the data folder's lock file does this job and
 // LockServing holds nothing.
-func (r *Registry) LockServing(ctx context.Context, holder string) (*Lease, error) {
-	return r.lock(ctx, hubLeasePrefix+r.hub, holder, LeaseTTL)
+func (r *Registry) LockServing(ctx context.Context, holder string, peer Peer) (*Lease, error) {
+	return r.lock(ctx, hubLeasePrefix+r.hub, holder, peer, LeaseTTL)
+}
+
+// Peer is how the other hubs of a registry reach a hub: its address for them ("" when
+// it takes no peers) and its SSH host key in authorized_keys form.
+type Peer struct {
+	Addr    string `json:"peer_address,omitempty"`
+	HostKey string `json:"host_key,omitempty"`
+}
+
+// HubInfo is a live hub of the registry.
+type HubInfo struct {
+	Name   string `json:"name"`
+	Holder string `json:"holder"` // host and data folder
+	Peer
 }
 
 // LockMaintenance takes the maintenance lease for an admin command that must run with
@@ -57,23 +72,24 @@ func (r *Registry) LockServing(ctx context.Context, holder string) (*Lease, erro
 // meanwhile are refused. On SQLite it holds nothing (the command takes the data
 // folder's lock).
 func (r *Registry) LockMaintenance(ctx context.Context, holder string) (*Lease, error) {
-	return r.lock(ctx, maintenanceLease, holder, LeaseTTL)
+	return r.lock(ctx, maintenanceLease, holder, Peer{}, LeaseTTL)
 }
 
 // lockServing is LockServing with another time to live (tests).
 func (r *Registry) lockServing(ctx context.Context, holder string, ttl time.Duration) (*Lease, error) {
-	return r.lock(ctx, hubLeasePrefix+r.hub, holder, ttl)
+	return r.lock(ctx, hubLeasePrefix+r.hub, holder, Peer{}, ttl)
 }
 
 type leaseRow struct {
 	name, holder string
 	renewed      time.Time
 	ttl          time.Duration
+	peer         Peer
 }
 
 func (l leaseRow) left() time.Duration { return time.Until(l.renewed.Add(l.ttl)) }
 
-func (r *Registry) lock(ctx context.Context, name, holder string, ttl time.Duration) (*Lease, error) {
+func (r *Registry) lock(ctx context.Context, name, holder string, peer Peer, ttl time.Duration) (*Lease, error) {
 	l := &Lease{r: r, name: name, holder: holder, ttl: ttl, lost: make(chan error, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if r.db.Dialect() != sqldb.Postgres {
 		close(l.done)
@@ -104,9 +120,10 @@ func (r *Registry) lock(ctx context.Context, name, holder string, ttl time.Durat
 				ErrInUse, what, r.where, o.holder, time.Since(o.renewed).Round(time.Second), fix, o.left().Round(time.Second))
 		}
 		t := now()
-		_, err = tx.ExecContext(ctx, `INSERT INTO leases(name, holder, started_at, renewed_at, ttl_ms) VALUES(?,?,?,?,?)
-			ON CONFLICT(name) DO UPDATE SET holder=excluded.holder, started_at=excluded.started_at, renewed_at=excluded.renewed_at, ttl_ms=excluded.ttl_ms`,
-			name, holder, t, t, ttl.Milliseconds())
+		_, err = tx.ExecContext(ctx, `INSERT INTO leases(name, holder, started_at, renewed_at, ttl_ms, peer_addr, host_key) VALUES(?,?,?,?,?,?,?)
+			ON CONFLICT(name) DO UPDATE SET holder=excluded.holder, started_at=excluded.started_at, renewed_at=excluded.renewed_at,
+				ttl_ms=excluded.ttl_ms, peer_addr=excluded.peer_addr, host_key=excluded.host_key`,
+			name, holder, t, t, ttl.Milliseconds(), peer.Addr, peer.HostKey)
 		return err
 	})
 	if err != nil {
@@ -122,7 +139,7 @@ func (r *Registry) lock(ctx context.Context, name, holder string, ttl time.Durat
 func readLeases(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }) ([]leaseRow, error) {
-	rows, err := q.QueryContext(ctx, `SELECT name, holder, renewed_at, ttl_ms FROM leases`)
+	rows, err := q.QueryContext(ctx, `SELECT name, holder, renewed_at, ttl_ms, peer_addr, host_key FROM leases`)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +149,7 @@ func readLeases(ctx context.Context, q interface {
 		var l leaseRow
 		var renewed string
 		var ttlMS int64
-		if err := rows.Scan(&l.name, &l.holder, &renewed, &ttlMS); err != nil {
+		if err := rows.Scan(&l.name, &l.holder, &renewed, &ttlMS, &l.peer.Addr, &l.peer.HostKey); err != nil {
 			return nil, err
 		}
 		l.renewed, _ = time.Parse(timeLayout, renewed)
@@ -142,11 +159,10 @@ func readLeases(ctx context.Context, q interface {
 	return out, rows.Err()
 }
 
-// LiveHubs are the hubs whose lease is valid now, with their holders (host and data
-// folder). On SQLite it is empty: one hub, and whether it runs is the data folder's
-// lock.
-func (r *Registry) LiveHubs(ctx context.Context) (map[string]string, error) {
-	out := map[string]string{}
+// LiveHubs are the hubs whose lease is valid now, by name. On SQLite it is empty: one
+// hub, and whether it runs is the data folder's lock.
+func (r *Registry) LiveHubs(ctx context.Context) (map[string]HubInfo, error) {
+	out := map[string]HubInfo{}
 	if r.db.Dialect() != sqldb.Postgres {
 		return out, nil
 	}
@@ -156,7 +172,8 @@ func (r *Registry) LiveHubs(ctx context.Context) (map[string]string, error) {
 	}
 	for _, l := range held {
 		if strings.HasPrefix(l.name, hubLeasePrefix) && l.left() > 0 {
-			out[strings.TrimPrefix(l.name, hubLeasePrefix)] = l.holder
+			name := strings.TrimPrefix(l.name, hubLeasePrefix)
+			out[name] = HubInfo{Name: name, Holder: l.holder, Peer: l.peer}
 		}
 	}
 	return out, nil
@@ -217,4 +234,37 @@ func (l *Lease) Release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _ = l.r.db.ExecContext(ctx, `DELETE FROM leases WHERE name=? AND holder=?`, l.name, l.holder)
+}
+
+// SocketAt names the protected socket at a: its device and alias, and the hub that
+// holds the device's session ("" when none does). ErrNotFound if no socket is there.
+func (r *Registry) SocketAt(ctx context.Context, a netip.AddrPort) (device, alias, hub string, err error) {
+	err = r.db.QueryRowContext(ctx, `SELECT s.device, s.alias, d.hub FROM sockets s JOIN devices d ON d.name = s.device
+		WHERE s.address=? AND s.port=?`, a.Addr().Unmap().String(), int(a.Port())).Scan(&device, &alias, &hub)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", "", fmt.Errorf("%w: socket %s", ErrNotFound, a)
+	}
+	if err != nil {
+		return "", "", "", fmt.Errorf("registry: socket %s: %w", a, err)
+	}
+	return device, alias, hub, nil
+}
+
+// SocketPorts are the distinct ports of every protected socket in the registry: a hub
+// that relays to its peers listens on all of them.
+func (r *Registry) SocketPorts(ctx context.Context) ([]uint16, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT DISTINCT port FROM sockets ORDER BY port`)
+	if err != nil {
+		return nil, fmt.Errorf("registry: socket ports: %w", err)
+	}
+	defer rows.Close()
+	var out []uint16
+	for rows.Next() {
+		var p int
+		if err := rows.Scan(&p); err != nil {
+			return nil, err
+		}
+		out = append(out, uint16(p))
+	}
+	return out, rows.Err()
 }

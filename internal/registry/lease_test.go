@@ -21,7 +21,7 @@ func TestLeases(t *testing.T) {
 	a := open(t, dir)
 	if backend != sqldb.Postgres {
 		// On SQLite the data folder's lock does this; a lease holds nothing there.
-		l, err := a.LockServing(ctx, "a")
+		l, err := a.LockServing(ctx, "a", Peer{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,14 +43,14 @@ func TestLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a2.LockServing(ctx, "host2:/data"); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "another hub named edge-a serves from") || !strings.Contains(err.Error(), "(host1:/data, lease renewed") {
+	if _, err := a2.LockServing(ctx, "host2:/data", Peer{}); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "another hub named edge-a serves from") || !strings.Contains(err.Error(), "(host1:/data, lease renewed") {
 		t.Fatalf("a second edge-a: %v", err)
 	}
-	lb, err := b.LockServing(ctx, "host2:/data")
+	lb, err := b.LockServing(ctx, "host2:/data", Peer{Addr: "10.0.0.2:2222", HostKey: "ssh-ed25519 AAAA"})
 	if err != nil {
 		t.Fatalf("another hub beside edge-a: %v", err)
 	}
-	if live, err := a.LiveHubs(ctx); err != nil || len(live) != 2 || live["edge-b"] != "host2:/data" {
+	if live, err := a.LiveHubs(ctx); err != nil || len(live) != 2 || live["edge-b"].Holder != "host2:/data" || live["edge-b"].Addr != "10.0.0.2:2222" {
 		t.Fatalf("live hubs: %v %v", live, err)
 	}
 	admin := reopen("")
@@ -58,7 +58,7 @@ func TestLeases(t *testing.T) {
 		t.Fatalf("maintenance with hubs serving: %v", err)
 	}
 	// The same hub, started again after a crash, does not wait for its old lease.
-	again, err := a2.LockServing(ctx, "host1:/data")
+	again, err := a2.LockServing(ctx, "host1:/data", Peer{})
 	if err != nil {
 		t.Fatalf("same holder: %v", err)
 	}
@@ -69,7 +69,7 @@ func TestLeases(t *testing.T) {
 	if err != nil {
 		t.Fatalf("maintenance with no hub: %v", err)
 	}
-	if _, err := b.LockServing(ctx, "host2:/data"); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "admin command") {
+	if _, err := b.LockServing(ctx, "host2:/data", Peer{}); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "admin command") {
 		t.Fatalf("a hub during maintenance: %v", err)
 	}
 	lm.Release()
@@ -82,7 +82,7 @@ func TestLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawExec(t, dir, `UPDATE leases SET renewed_at='2020-01-01T00:00:00.000000Z'`)
-	la2, err := a2.LockServing(ctx, "host2:/data")
+	la2, err := a2.LockServing(ctx, "host2:/data", Peer{})
 	if err != nil {
 		t.Fatalf("expired lease: %v", err)
 	}
@@ -91,7 +91,7 @@ func TestLeases(t *testing.T) {
 		t.Fatalf("lost: %v", err)
 	}
 	la.Release() // after losing: must not remove the new holder's lease
-	if live, _ := b.LiveHubs(ctx); live["edge-a"] != "host2:/data" {
+	if live, _ := b.LiveHubs(ctx); live["edge-a"].Holder != "host2:/data" {
 		t.Fatalf("live hubs after the takeover: %v", live)
 	}
 }

@@ -15,6 +15,7 @@ var migrations = []migrate.Step{
 	{Version: 5, Name: "devices by creation", SQL: schemaV5},
 	{Version: 6, Name: "serving lease", SQL: schemaV6},
 	{Version: 7, Name: "hubs of a shared registry", SQL: schemaV7},
+	{Version: 8, Name: "peer hubs", SQL: schemaV8},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

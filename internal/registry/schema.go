@@ -169,3 +169,11 @@ ALTER TABLE events ADD COLUMN hub TEXT NOT NULL DEFAULT '';
 ALTER TABLE devices ADD COLUMN hub TEXT NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS devices_hub ON devices(hub);
 `
+
+// schemaV8 publishes, with each hub's lease, how the other hubs of the registry reach
+// it: its address for peer hubs and its SSH host key (authorized_keys form). Hubs pin
+// each other's keys through the registry they trust anyway.
+const schemaV8 = `
+ALTER TABLE leases ADD COLUMN peer_addr TEXT NOT NULL DEFAULT '';
+ALTER TABLE leases ADD COLUMN host_key TEXT NOT NULL DEFAULT '';
+`

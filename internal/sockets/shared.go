@@ -39,6 +39,10 @@ type Shared struct {
 	ports  map[sharedKey]*sharedPort
 	routes map[netip.AddrPort]func(net.Conn)
 	closed bool
+	// fallback takes connections to addresses no route serves (SetFallback).
+	fallback func(net.Conn) bool
+	// held are ports kept listening without a route of this hub (Hold).
+	held map[sharedKey]bool
 }
 
 type sharedKey struct {
@@ -73,19 +77,72 @@ func (s *Shared) Handle(a netip.AddrPort, serve func(net.Conn)) (io.Closer, erro
 	if _, dup := s.routes[a]; dup {
 		return nil, fmt.Errorf("sockets: %s is already served", a)
 	}
+	if err := s.use(key); err != nil {
+		return nil, err
+	}
+	s.routes[a] = serve
+	return closerFunc(func() error { return s.drop(a, key) }), nil
+}
+
+// use counts one more user of the port's listener, opening it for the first; s.mu held.
+func (s *Shared) use(key sharedKey) error {
 	p := s.ports[key]
 	if p == nil {
 		ln, err := listenLoopbackPort(key)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		p = &sharedPort{ln: ln}
 		s.ports[key] = p
 		go acceptor.Serve(ln, acceptor.Config{Name: "protected sockets :" + fmt.Sprint(key.port), Logger: s.log}, s.dispatch)
 	}
 	p.uses++
-	s.routes[a] = serve
-	return closerFunc(func() error { return s.drop(a, key) }), nil
+	return nil
+}
+
+// unuse counts one user less, closing the listener with its last; s.mu held.
+func (s *Shared) unuse(key sharedKey) error {
+	if p := s.ports[key]; p != nil {
+		if p.uses--; p.uses == 0 {
+			delete(s.ports, key)
+			return p.ln.Close()
+		}
+	}
+	return nil
+}
+
+// Hold keeps exactly these ports listening (IPv6 ones if v6) whether or not a socket
+// of this hub uses them, so connections to sockets of devices another hub holds reach
+// the fallback. Ports no longer given are let go.
+func (s *Shared) Hold(ports []uint16, v6 bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return net.ErrClosed
+	}
+	if s.held == nil {
+		s.held = map[sharedKey]bool{}
+	}
+	want := map[sharedKey]bool{}
+	var errs []error
+	for _, p := range ports {
+		key := sharedKey{port: p, v6: v6}
+		want[key] = true
+		if !s.held[key] {
+			if err := s.use(key); err != nil {
+				errs = append(errs, fmt.Errorf("port %d: %w", p, err))
+				continue
+			}
+			s.held[key] = true
+		}
+	}
+	for key := range s.held {
+		if !want[key] {
+			delete(s.held, key)
+			s.unuse(key)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // dispatch hands a connection to the socket its destination names.
@@ -98,10 +155,25 @@ func (s *Shared) dispatch(c net.Conn) {
 		s.mu.Unlock()
 	}
 	if serve == nil {
+		s.mu.Lock()
+		fb := s.fallback
+		s.mu.Unlock()
+		if fb != nil && fb(c) {
+			return
+		}
 		reset(c)
 		return
 	}
 	serve(c)
+}
+
+// SetFallback gives the connections to addresses no socket serves here to fb, which
+// returns whether it took the connection (else it is reset): a hub of a shared
+// registry relays those of devices another hub holds.
+func (s *Shared) SetFallback(fb func(net.Conn) bool) {
+	s.mu.Lock()
+	s.fallback = fb
+	s.mu.Unlock()
 }
 
 func (s *Shared) drop(a netip.AddrPort, key sharedKey) error {
@@ -111,13 +183,7 @@ func (s *Shared) drop(a netip.AddrPort, key sharedKey) error {
 		return nil
 	}
 	delete(s.routes, a)
-	if p := s.ports[key]; p != nil {
-		if p.uses--; p.uses == 0 {
-			delete(s.ports, key)
-			return p.ln.Close()
-		}
-	}
-	return nil
+	return s.unuse(key)
 }
 
 // Listeners is how many shared listeners are open (one per port in use).

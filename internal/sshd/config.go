@@ -6,6 +6,8 @@ import (
 	"net"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -63,6 +65,12 @@ type Config struct {
 	// its centre. It is called without locks held and must not block; it reads the
 	// current state back with Server.Serving.
 	Relay func(device string) `yaml:"-"`
+
+	// PeerHub, if set, admits other hubs of a shared registry: a client logging in as
+	// sshext.PeerUserPrefix+NAME is the hub NAME if PeerHub accepts its key (the key it
+	// published in the registry). A peer may only open sshext.PeerChannel channels to
+	// devices whose sessions this hub holds; access was decided at the peer.
+	PeerHub func(name string, key ssh.PublicKey) error `yaml:"-"`
 
 	// Logger receives the server's structured logs; nil discards them.
 	Logger *slog.Logger `yaml:"-"`

@@ -56,6 +56,7 @@ type Server struct {
 	pending  map[string]*session     // reserved at auth (by connKey), attached after the handshake
 	ln       net.Listener
 	closed   bool
+	peers    map[*ssh.ServerConn]bool // peer hubs' connections (servePeer); guarded by mu
 	conns    sync.WaitGroup
 	shutdown chan struct{}
 	life     context.Context // ends at Close: waits for a handshake turn end with it
@@ -250,6 +251,11 @@ func (s *Server) Close() error {
 	for _, ss := range all {
 		ss.close("hub shutting down")
 	}
+	s.mu.Lock()
+	for pc := range s.peers {
+		pc.Close()
+	}
+	s.mu.Unlock()
 	s.conns.Wait()
 	// Every session's end in one transaction: one write each took seconds for a
 	// thousand devices, longer than a supervisor waits for a clean stop.
@@ -308,6 +314,10 @@ func (s *Server) handleConn(c net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 	s.metrics.Handshake(true)
+	if peer := conn.Permissions.Extensions[extPeer]; peer != "" {
+		s.servePeer(peer, conn, chans, reqs)
+		return
+	}
 	sess := s.attach(connKey(c.RemoteAddr(), c.LocalAddr()), conn)
 	if sess == nil { // closed while handshaking
 		conn.Close()

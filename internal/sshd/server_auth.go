@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/sshext"
 )
 
 const (
 	extDevice  = "iotsafe-device"
 	extKeyType = "iotsafe-key-type"
+	extPeer    = "iotsafe-peer-hub" // the connection is a peer hub's (Config.PeerHub)
 )
 
 func connKey(remote, local net.Addr) string { return remote.String() + "|" + local.String() }
@@ -27,6 +30,9 @@ func refuse(format string, args ...any) error {
 // checkKey runs for every offered key, before the client has proved it holds the private
 // key: it must not change any state.
 func (s *Server) checkKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+	if name, ok := strings.CutPrefix(meta.User(), sshext.PeerUserPrefix); ok {
+		return s.checkPeer(meta, name, key)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	defer cancel()
 	d, revoked, err := s.store.DeviceByKey(ctx, key)
@@ -49,9 +55,24 @@ func (s *Server) checkKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permis
 	return &ssh.Permissions{Extensions: map[string]string{extDevice: d.Name, extKeyType: key.Type()}}, nil
 }
 
+// checkPeer admits a hub of the shared registry by the host key it published there.
+func (s *Server) checkPeer(meta ssh.ConnMetadata, name string, key ssh.PublicKey) (*ssh.Permissions, error) {
+	if s.cfg.PeerHub == nil {
+		return nil, errors.New("this hub takes no peer hubs")
+	}
+	if err := s.cfg.PeerHub(name, key); err != nil {
+		s.log.Warn("peer hub refused", "hub", name, "remote", meta.RemoteAddr().String(), "key", ssh.FingerprintSHA256(key), "err", err)
+		return nil, errors.New("not a hub of this registry")
+	}
+	return &ssh.Permissions{Extensions: map[string]string{extPeer: name}}, nil
+}
+
 // admitSession runs once the client proved possession of the key. It enforces the
 // device's session limit, taking over sessions that no longer answer.
 func (s *Server) admitSession(meta ssh.ConnMetadata, key ssh.PublicKey, perms *ssh.Permissions, _ string) (*ssh.Permissions, error) {
+	if perms.Extensions[extPeer] != "" {
+		return perms, nil // a peer hub holds no device session
+	}
 	name := perms.Extensions[extDevice]
 	remote := meta.RemoteAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,4 +161,70 @@ func runRefused(t *testing.T, name string, args ...string) (string, error) {
 		}
 	}
 	return out.String(), cmd.Wait()
+}
+
+// A device is reached through a hub that does not hold its session: two hubs in network
+// namespaces of their own share one PostgreSQL registry, with shared listeners and
+// peer addresses on a link between them. The device's agent is at edge-a; a client at
+// edge-b connects to the device's protected socket address on edge-b's own loopback,
+// and edge-b carries it to edge-a over their authenticated link. A hub that is not in
+// the registry cannot log in as a peer.
+func TestDeviceReachedThroughAnotherHub(t *testing.T) {
+	nsA, nsB := netns(t), netns(t)
+	n := poolCounter.Add(1) % 200
+	ipA, ipB := fmt.Sprintf("10.88.%d.1", n), fmt.Sprintf("10.88.%d.2", n)
+	vA, vB := fmt.Sprintf("ia%d-%d", os.Getpid()%10000, n), fmt.Sprintf("ib%d-%d", os.Getpid()%10000, n)
+	for _, args := range [][]string{
+		{"link", "add", vA, "netns", nsA, "type", "veth", "peer", "name", vB, "netns", nsB},
+		{"-n", nsA, "addr", "add", ipA + "/30", "dev", vA}, {"-n", nsA, "link", "set", vA, "up"},
+		{"-n", nsB, "addr", "add", ipB + "/30", "dev", vB}, {"-n", nsB, "link", "set", vB, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	dsn := pgscratch.Start(t).Database(t)
+	hubIn := func(ns, name, ip string) *hubProc {
+		data := t.TempDir()
+		cfg := fmt.Sprintf("log: {level: debug, format: json}\naccess: {kernel: off}\npool: {cidr: 127.78.10.0/24, shared_listeners: true}\n"+
+			"registry: {dsn: %q, hub_name: %s, peer_address: '%s:2222'}\nssh:\n  listen: '%s:2222'\n", dsn, name, ip, ip)
+		if err := os.WriteFile(filepath.Join(data, "hub.yaml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return startHubWith(t, data, "", func(h *hubProc) { h.wrap = []string{"ip", "netns", "exec", ns} })
+	}
+	a := hubIn(nsA, "edge-a", ipA)
+	b := hubIn(nsB, "edge-b", ipB)
+	key := a.addDevice("dev1")
+	ln := listenInNetns(t, nsA, "127.0.0.1:0")
+	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "dev1 at edge-a") }))
+	ag := startProc(t, "ip", "netns", "exec", nsA, iotsafeBin, "agent", "--hub", a.addr, "--key", key, "--hub-key", a.hostFP,
+		"--log-format", "json", "--log-level", "debug", "--expose", "http="+ln.Addr().String())
+	ag.stderr.wait(t, "session up")
+	sock := a.socket("dev1", "http")
+	b.log.wait(t, "pool ports held for the devices of other hubs", "ports", "1") // dev1's port, learnt from the change feed
+	get := func(ns string) (string, error) {
+		out, err := exec.Command("ip", "netns", "exec", ns, needTool(t, "curl"), "-sS", "--fail", "--max-time", "20", "http://"+sock+"/").CombinedOutput()
+		return string(out), err
+	}
+	if out, err := get(nsA); err != nil || out != "dev1 at edge-a" {
+		t.Fatalf("at edge-a: %v %q", err, out)
+	}
+	if out, err := get(nsB); err != nil || out != "dev1 at edge-a" {
+		t.Fatalf("through edge-b: %v %q\nedge-b's log:\n%s", err, out, b.log.text())
+	}
+	b.log.wait(t, "connection relayed to a peer hub", "device", "dev1", "peer_hub", "edge-a")
+	a.log.wait(t, "peer hub connected", "peer_hub", "edge-b")
+
+	// Not a hub of the registry: a key edge-a does not know, under a hub's user name.
+	stranger := filepath.Join(t.TempDir(), "stranger")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", stranger).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v %s", err, out)
+	}
+	out, err := exec.Command("ip", "netns", "exec", nsB, "ssh", "-N", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-i", stranger, "-p", "2222", "hub:edge-b@"+ipA).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Permission denied") {
+		t.Fatalf("a stranger as peer hub edge-b: %v\n%s", err, out)
+	}
+	a.log.wait(t, "peer hub refused", "hub", "edge-b")
 }
