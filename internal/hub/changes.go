@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -84,6 +85,7 @@ func (h *Hub) applyChanges(evs []registry.Event) {
 			h.forgetNotifications(e.Device)
 		}
 		if n := h.ssh.KickKey(e.Device, fp, why); n > 0 {
+			h.feedKicks.put(e.Device, fp, why, n)
 			h.log.Info("closed sessions after a registry change the admin socket did not deliver",
 				"event", "change_applied", "device", e.Device, "change", e.Kind, "closed", n)
 		}
@@ -104,4 +106,46 @@ func (h *Hub) deviceIsHere(device string) bool {
 	defer cancel()
 	d, err := h.reg.Device(ctx, device)
 	return err == nil && d.Hub == h.reg.Hub()
+}
+
+// kickMemo remembers, for a short while, the sessions the change feed closed, so that the
+// admin socket's kick for the same change (sent by the command right after its write)
+// reports them rather than 0: which of the two paths closes a session first is a race.
+type kickMemo struct {
+	mu sync.Mutex
+	m  map[string]kickRecord
+}
+
+type kickRecord struct {
+	n  int
+	at time.Time
+}
+
+// kickMemoFor is how long a feed's kick is reported to the admin kick that follows.
+const kickMemoFor = 30 * time.Second
+
+func (k *kickMemo) put(device, fp, why string, n int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil {
+		k.m = map[string]kickRecord{}
+	}
+	for key, r := range k.m { // keep it small
+		if time.Since(r.at) > kickMemoFor {
+			delete(k.m, key)
+		}
+	}
+	k.m[device+"\x00"+fp+"\x00"+why] = kickRecord{n: n, at: time.Now()}
+}
+
+func (k *kickMemo) take(device, fp, why string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := device + "\x00" + fp + "\x00" + why
+	r, ok := k.m[key]
+	if !ok || time.Since(r.at) > kickMemoFor {
+		return 0
+	}
+	delete(k.m, key)
+	return r.n
 }

@@ -75,6 +75,7 @@ type Hub struct {
 	peers        *peerlink.Links
 	liveCache    atomic.Pointer[liveHubs]
 	portsChanged chan struct{}    // holdPorts reads the registry's ports again
+	feedKicks    kickMemo         // sessions the change feed closed (changes.go)
 	recorded     bool             // hub_started was recorded: Close records hub_stopped
 	store        *telemetry.Store // nil without a telemetry path
 	api          *restapi.API
@@ -307,7 +308,13 @@ func (h *Hub) Registry() *registry.Registry { return h.reg }
 // REST API's view, so the device's tokens stop at once too.
 func (h *Hub) KickKey(device, fingerprint, reason string) int {
 	h.reloadTelemetry()
-	return h.ssh.KickKey(device, fingerprint, reason)
+	n := h.ssh.KickKey(device, fingerprint, reason)
+	if n == 0 {
+		// The change feed may have closed them a moment ago for the same change (on
+		// PostgreSQL it wakes at the commit): the operator still learns they were closed.
+		n = h.feedKicks.take(device, fingerprint, reason)
+	}
+	return n
 }
 
 // OnlineDevices implements admin.Handler.
