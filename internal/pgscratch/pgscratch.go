@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,12 +25,13 @@ import (
 
 // Server is a running scratch PostgreSQL server.
 type Server struct {
-	dir  string // scratch folder: data/, the socket, the log
-	bin  string // folder of initdb, pg_ctl, postgres
-	cred *syscall.Credential
-	next atomic.Int64
-	mu   sync.Mutex
-	proc *exec.Cmd // the running postmaster
+	dir    string // scratch folder: data/, the socket, the log
+	bin    string // folder of initdb, pg_ctl, postgres
+	cred   *syscall.Credential
+	next   atomic.Int64
+	mu     sync.Mutex
+	proc   *exec.Cmd  // the running postmaster
+	exited chan error // its exit, from the goroutine that started it
 	// durable: fsync and full-page writes as PostgreSQL's defaults (Options).
 	durable bool
 }
@@ -186,14 +188,21 @@ func (s *Server) Start() error {
 	if err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("pgscratch: postgres: %w", err)
-	}
-	// The server logs to stderr; it is ready when it says so.
-	ready := make(chan bool, 1)
+	started, ready, exited := make(chan error, 1), make(chan bool, 1), make(chan error, 1)
 	logf, _ := os.OpenFile(filepath.Join(s.dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	go func() {
+		// The parent-death signal comes when the *thread* that started the child ends,
+		// not the process: any goroutine that locks a thread and exits without
+		// unlocking it (a test entering a network namespace) ends that thread. This
+		// goroutine keeps its own thread for the server's whole life.
+		runtime.LockOSThread()
 		defer logf.Close()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		// The server logs to stderr; it is ready when it says so.
 		sc := bufio.NewScanner(stderr)
 		said := false
 		for sc.Scan() {
@@ -206,12 +215,16 @@ func (s *Server) Start() error {
 		if !said {
 			ready <- false
 		}
+		exited <- cmd.Wait()
 	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("pgscratch: postgres: %w", err)
+	}
 	if !<-ready {
-		cmd.Wait()
+		<-exited
 		return fmt.Errorf("pgscratch: postgres did not start\n%s", s.logTail())
 	}
-	s.proc = cmd
+	s.proc, s.exited = cmd, exited
 	return nil
 }
 
@@ -224,7 +237,7 @@ func (s *Server) Stop() error {
 		return nil
 	}
 	s.proc.Process.Signal(syscall.SIGINT)
-	err := s.proc.Wait()
+	err := <-s.exited
 	s.proc = nil
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {

@@ -200,6 +200,11 @@ func TestDeviceReachedThroughAnotherHub(t *testing.T) {
 	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "dev1 at edge-a") }))
 	ag := startProc(t, "ip", "netns", "exec", nsA, iotsafeBin, "agent", "--hub", a.addr, "--key", key, "--hub-key", a.hostFP,
 		"--log-format", "json", "--log-level", "debug", "--expose", "http="+ln.Addr().String())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("edge-a's log:\n%s", a.log.text())
+		}
+	})
 	ag.stderr.wait(t, "session up")
 	sock := a.socket("dev1", "http")
 	b.log.wait(t, "pool ports held for the devices of other hubs", "ports", "1") // dev1's port, learnt from the change feed
