@@ -287,7 +287,9 @@ func (h *Hub) MetricsAddr() net.Addr { return h.metricsAt }
 func (h *Hub) Policy() *access.Policy { return h.policy.Load() }
 
 // Online implements frontdoor.Backend.
-func (h *Hub) Online(device string) bool { return h.ssh.Online(device) }
+func (h *Hub) Online(device string) bool {
+	return h.ssh.Online(device) || h.onPeer(device)
+}
 
 // SSHAddr is where devices connect.
 func (h *Hub) SSHAddr() net.Addr { return h.sshAddr }

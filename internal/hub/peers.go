@@ -55,6 +55,26 @@ func (h *Hub) live(ctx context.Context) (map[string]registry.HubInfo, error) {
 	return hubs, nil
 }
 
+// onPeer reports whether another live hub this hub relays to holds device's session
+// (the front door serves such a device as one of its own).
+func (h *Hub) onPeer(device string) bool {
+	if h.peers == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	at, err := h.reg.SessionHub(ctx, device)
+	if err != nil || at == "" || at == h.reg.Hub() {
+		return false
+	}
+	hubs, err := h.live(ctx)
+	if err != nil {
+		return false
+	}
+	_, ok := hubs[at]
+	return ok
+}
+
 // checkPeerHub admits hub name if key is the host key it published with a live lease.
 func (h *Hub) checkPeerHub(name string, key ssh.PublicKey) error {
 	if name == h.reg.Hub() {

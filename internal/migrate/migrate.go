@@ -107,7 +107,7 @@ func apply(ctx context.Context, db *sqldb.DB, table string, s Step, latest int) 
 }
 
 type queryer interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryRowContext(ctx context.Context, query string, args ...any) *sqldb.Row
 }
 
 // lockKey is the advisory lock of a table's migrations.

@@ -268,3 +268,13 @@ func (r *Registry) SocketPorts(ctx context.Context) ([]uint16, error) {
 	}
 	return out, rows.Err()
 }
+
+// SessionHub is the hub that holds device's session ("" when none does).
+func (r *Registry) SessionHub(ctx context.Context, device string) (string, error) {
+	var hub string
+	err := r.db.QueryRowContext(ctx, `SELECT hub FROM devices WHERE name=?`, device).Scan(&hub)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("%w: device %q", ErrNotFound, device)
+	}
+	return hub, err
+}

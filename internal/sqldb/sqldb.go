@@ -59,6 +59,7 @@ type DB struct {
 	// first: transactions of one handle's kind then run one at a time across every
 	// process sharing the database, as SQLite's immediate transactions do.
 	writerLock int64
+	maxConns   int             // of the pool (dropIdle restores it)
 	rebound    sync.Map        // query text -> PostgreSQL text
 	pgConfig   *pgx.ConnConfig // for Listen's own connection
 }
@@ -121,7 +122,7 @@ func OpenPostgres(ctx context.Context, dsn string, o PostgresOptions) (*DB, erro
 		raw.Close()
 		return nil, fmt.Errorf("postgres %s: %w", Redact(dsn), err)
 	}
-	return &DB{raw: raw, dialect: Postgres, writerLock: o.WriterLock, pgConfig: cfg}, nil
+	return &DB{raw: raw, dialect: Postgres, writerLock: o.WriterLock, pgConfig: cfg, maxConns: o.MaxConns}, nil
 }
 
 // Dialect is the database behind db.
@@ -146,19 +147,76 @@ func (db *DB) q(query string) string {
 	return out
 }
 
-// ExecContext runs a statement.
+// ExecContext runs a statement. On PostgreSQL, a statement that failed on a connection
+// the server had dropped (a restart) before any of it was sent is sent again once, on a
+// new connection.
 func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return db.raw.ExecContext(ctx, db.q(query), args...)
+	res, err := db.raw.ExecContext(ctx, db.q(query), args...)
+	if db.dialect == Postgres && pgconn.SafeToRetry(err) {
+		db.dropIdle()
+		res, err = db.raw.ExecContext(ctx, db.q(query), args...)
+	}
+	return res, err
 }
 
-// QueryContext runs a query.
+// QueryContext runs a query. On PostgreSQL a query that failed on a broken connection
+// (not an error of the server's) is asked again once, on a new connection: reads have
+// no effect to repeat, and a restarted server leaves every pooled connection broken.
 func (db *DB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return db.raw.QueryContext(ctx, db.q(query), args...)
+	rows, err := db.raw.QueryContext(ctx, db.q(query), args...)
+	if db.brokenConn(ctx, err) {
+		db.dropIdle()
+		rows, err = db.raw.QueryContext(ctx, db.q(query), args...)
+	}
+	return rows, err
 }
 
-// QueryRowContext runs a query expected to return at most one row.
-func (db *DB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return db.raw.QueryRowContext(ctx, db.q(query), args...)
+// QueryRowContext runs a query expected to return at most one row (retried as
+// QueryContext).
+func (db *DB) QueryRowContext(ctx context.Context, query string, args ...any) *Row {
+	rows, err := db.QueryContext(ctx, query, args...)
+	return &Row{rows: rows, err: err}
+}
+
+// Row is the result of QueryRowContext, as database/sql's.
+type Row struct {
+	rows *sql.Rows
+	err  error
+}
+
+// Scan copies the row's columns into dest; sql.ErrNoRows if there was none.
+func (r *Row) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	return r.rows.Close()
+}
+
+// brokenConn reports whether err is the connection's, not the server's answer: worth
+// asking again on another connection.
+func (db *DB) brokenConn(ctx context.Context, err error) bool {
+	if db.dialect != Postgres || err == nil || ctx.Err() != nil {
+		return false
+	}
+	var pg *pgconn.PgError
+	return !errors.As(err, &pg) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// dropIdle closes every idle connection: after one was found broken, the others made
+// before the same server restart are too.
+func (db *DB) dropIdle() {
+	db.raw.SetMaxIdleConns(0)
+	db.raw.SetMaxIdleConns(db.maxConns)
 }
 
 // Exec runs a statement without a context.
@@ -177,7 +235,18 @@ func (db *DB) ExecSchema(ctx context.Context, tx *Tx, schema string) error {
 }
 
 // BeginTx starts a transaction (on PostgreSQL, after taking the handle's writer lock).
+// A start that failed on a broken connection is tried once more on a new one; nothing
+// of the transaction had happened.
 func (db *DB) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) {
+	tx, err := db.begin(ctx, opts)
+	if db.brokenConn(ctx, err) {
+		db.dropIdle()
+		tx, err = db.begin(ctx, opts)
+	}
+	return tx, err
+}
+
+func (db *DB) begin(ctx context.Context, opts *sql.TxOptions) (*Tx, error) {
 	raw, err := db.raw.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -212,8 +281,9 @@ func (tx *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql
 }
 
 // QueryRowContext runs a query expected to return at most one row.
-func (tx *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return tx.raw.QueryRowContext(ctx, tx.db.q(query), args...)
+func (tx *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *Row {
+	rows, err := tx.raw.QueryContext(ctx, tx.db.q(query), args...)
+	return &Row{rows: rows, err: err}
 }
 
 // Exec runs a statement without a context.

@@ -2,6 +2,7 @@ package sqldb
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -155,5 +156,66 @@ func TestWriterLockSerialises(t *testing.T) {
 	var n int
 	if err := a.QueryRowContext(ctx, `SELECT n FROM c`).Scan(&n); err != nil || n != 2*each {
 		t.Fatalf("n = %d (%v), want %d", n, err, 2*each)
+	}
+}
+
+// After PostgreSQL restarts every pooled connection is broken: reads, a transaction's
+// start and a statement not yet sent go through on the first try, on new connections.
+func TestServerRestartIsTransparent(t *testing.T) {
+	ctx := context.Background()
+	srv := pgscratch.Start(t)
+	db, err := OpenPostgres(ctx, srv.Database(t), PostgresOptions{WriterLock: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	// Several connections in the pool (four queries open at once), then all idle.
+	rows := make([]*sql.Rows, 4)
+	for i := range rows {
+		if rows[i], err = db.QueryContext(ctx, `SELECT 1`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range rows {
+		r.Close()
+	}
+	// Each restart right after a use: the driver pings a connection before reusing it
+	// only after a second of idleness, so these are handed out broken.
+	restart := func() {
+		t.Helper()
+		var one int
+		if err := db.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restart()
+	var one int
+	if err := db.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil || one != 1 {
+		t.Fatalf("read after the restart: %d %v", one, err)
+	}
+	restart()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatalf("transaction after the restart: %v", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO kv VALUES (?, ?)`, "a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	restart()
+	if _, err := db.ExecContext(ctx, `UPDATE kv SET v=? WHERE k=?`, "2", "a"); err != nil {
+		t.Fatalf("statement after the restart: %v", err)
+	}
+	var v string
+	if err := db.QueryRowContext(ctx, `SELECT v FROM kv WHERE k=?`, "a").Scan(&v); err != nil || v != "2" {
+		t.Fatalf("read back %q %v", v, err)
 	}
 }

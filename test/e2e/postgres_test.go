@@ -233,3 +233,136 @@ func TestDeviceReachedThroughAnotherHub(t *testing.T) {
 	}
 	a.log.wait(t, "peer hub refused", "hub", "edge-b")
 }
+
+// lan makes network namespaces of their own for n machines on one Ethernet segment (a
+// bridge in a namespace of its own): it returns each namespace and its address.
+func lan(t *testing.T, n int) (nss, ips []string) {
+	t.Helper()
+	sw := netns(t)
+	net := poolCounter.Add(1)%200 + 20
+	tag := fmt.Sprintf("%d%d", os.Getpid()%1000, net)
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	run("-n", sw, "link", "add", "br0", "type", "bridge")
+	run("-n", sw, "link", "set", "br0", "up")
+	for i := range n {
+		ns, ip := netns(t), fmt.Sprintf("10.89.%d.%d", net, i+1)
+		in, out := fmt.Sprintf("m%s-%d", tag, i), fmt.Sprintf("s%s-%d", tag, i)
+		run("link", "add", in, "netns", ns, "type", "veth", "peer", "name", out, "netns", sw)
+		run("-n", sw, "link", "set", out, "master", "br0")
+		run("-n", sw, "link", "set", out, "up")
+		run("-n", ns, "addr", "add", ip+"/24", "dev", in)
+		run("-n", ns, "link", "set", in, "up")
+		nss, ips = append(nss, ns), append(ips, ip)
+	}
+	return nss, ips
+}
+
+// The three hubs on one PostgreSQL registry, each in a network namespace of its
+// own, the device's agent in a fourth with all three hubs in its list: the device,
+// served at edge-a, is reached through edge-b's front door (an account's grant) and
+// through edge-c's resolver (iotsafe connect); PostgreSQL restarts and it all goes on;
+// a revocation written at edge-c closes a session at edge-a at once; edge-a is killed,
+// the device moves on and is reachable from edge-c again, on the same address.
+func TestThreeHubsOnePostgres(t *testing.T) {
+	nss, ips := lan(t, 4)
+	devNS := nss[3]
+	pg := pgscratch.Start(t)
+	dsn := pg.Database(t)
+	names := []string{"edge-a", "edge-b", "edge-c"}
+	hubs := make([]*hubProc, 3)
+	for i, name := range names {
+		data := t.TempDir()
+		cfg := fmt.Sprintf("log: {level: debug, format: json}\naccess: {kernel: off}\npool: {cidr: 127.78.11.0/24, shared_listeners: true}\n"+
+			"registry: {dsn: %q, hub_name: %s, peer_address: '%s:2222'}\nssh:\n  listen: '%s:2222'\n", dsn, name, ips[i], ips[i])
+		if name == "edge-b" {
+			cfg += "frontdoor: {listen: '127.0.0.1:0', domain: " + fdDomain + "}\n"
+		}
+		if err := os.WriteFile(filepath.Join(data, "hub.yaml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ns := nss[i]
+		hubs[i] = startHubWith(t, data, "", func(h *hubProc) { h.wrap = []string{"ip", "netns", "exec", ns} })
+	}
+	a, b, c := hubs[0], hubs[1], hubs[2]
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, h := range hubs {
+				t.Logf("%s's log:\n%s", names[i], h.log.text())
+			}
+		}
+	})
+	var hubAddrs, hubKeys []string
+	for _, h := range hubs {
+		hubAddrs, hubKeys = append(hubAddrs, h.addr), append(hubKeys, h.hostFP)
+	}
+	agentFor := func(device, body string) *proc {
+		key := a.addDevice(device)
+		ln := listenInNetns(t, devNS, "127.0.0.1:0")
+		go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
+		ag := startProc(t, "ip", "netns", "exec", devNS, iotsafeBin, "agent", "--hub", strings.Join(hubAddrs, ","), "--key", key,
+			"--hub-key", strings.Join(hubKeys, ","), "--log-format", "json", "--log-level", "debug", "--expose", "http="+ln.Addr().String())
+		ag.stderr.wait(t, "session up", "hub", a.addr)
+		return ag
+	}
+	ag1 := agentFor("dev1", "dev1 here")
+	sock := a.socket("dev1", "http")
+	c.log.wait(t, "pool ports held for the devices of other hubs", "ports", "1")
+
+	// Through edge-b's front door, as alice with a grant.
+	b.addAccount("alice", "alice-password-1")
+	b.mustCLI("grant", "--account", "alice", "dev1", "http")
+	caFile := filepath.Join(b.data, "ca.crt")
+	os.WriteFile(caFile, []byte(b.mustCLI("frontdoor", "ca")), 0o644)
+	host := "dev1." + fdDomain
+	front := func() (string, error) {
+		out, err := exec.Command("ip", "netns", "exec", nss[1], "curl", "-sS", "--fail", "--max-time", "20", "--cacert", caFile,
+			"--resolve", host+":"+portOf(b.front)+":127.0.0.1", "-u", "alice:alice-password-1", "https://"+host+":"+portOf(b.front)+"/").CombinedOutput()
+		return string(out), err
+	}
+	// Through edge-c's resolver: iotsafe connect, as root (the hub's own user).
+	connect := func() (string, error) {
+		cmd := exec.Command("ip", "netns", "exec", nss[2], iotsafeBin, "connect", "dev1", "http", "--data", c.data)
+		cmd.Stdin = strings.NewReader("GET / HTTP/1.0\r\n\r\n")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := front(); err != nil || out != "dev1 here" {
+		t.Fatalf("edge-b's front door: %v %q", err, out)
+	}
+	if out, err := connect(); err != nil || !strings.HasSuffix(out, "dev1 here") {
+		t.Fatalf("edge-c's resolver: %v %q", err, out)
+	}
+
+	// PostgreSQL restarts: the session serves on, and the hubs use the registry again.
+	if err := pg.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := connect(); err != nil || !strings.HasSuffix(out, "dev1 here") {
+		t.Fatalf("edge-c's resolver after PostgreSQL restarted: %v %q", err, out)
+	}
+
+	// A revocation written at edge-c closes dev2's session at edge-a at once.
+	agentFor("dev2", "dev2 here")
+	c.mustCLI("device", "revoke", "dev2", "--reason", "stolen")
+	a.log.wait(t, "closed sessions after a registry change the admin socket did not deliver", "device", "dev2")
+
+	// edge-a dies: dev1 moves on (edge-b, the next in its agent's list) and edge-c
+	// reaches it there, on the same address.
+	a.cmd.Process.Kill()
+	a.cmd.Wait()
+	ag1.stderr.wait(t, "session up", "hub", b.addr)
+	if got := b.socket("dev1", "http"); got != sock {
+		t.Fatalf("dev1's socket moved: %s -> %s", sock, got)
+	}
+	if out, err := connect(); err != nil || !strings.HasSuffix(out, "dev1 here") {
+		t.Fatalf("edge-c's resolver after edge-a died: %v %q", err, out)
+	}
+	if out, err := front(); err != nil || out != "dev1 here" {
+		t.Fatalf("edge-b's front door after edge-a died: %v %q", err, out)
+	}
+}
