@@ -41,7 +41,7 @@ func benchCmd() *cobra.Command {
 	c.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of this process to FILE")
 	_ = c.PersistentFlags().MarkHidden("cpuprofile")
 	c.AddCommand(benchHubCmd(), benchDeviceCmd(), benchLinkCmd(), benchServeAppCmd(), benchServeHTTPSCmd(), benchFleetCmd(), benchWSSecCmd(),
-		benchServeFilesCmd(), benchDeviceClientCmd(), benchJWTCmd(), benchJWTSimCmd(), benchOutageCmd(), benchMQTTCmd(), benchTLSCmd(), benchScaleCmd())
+		benchServeFilesCmd(), benchDeviceClientCmd(), benchJWTCmd(), benchJWTSimCmd(), benchOutageCmd(), benchMQTTCmd(), benchTLSCmd(), benchScaleCmd(), benchHubsCmd())
 	return c
 }
 

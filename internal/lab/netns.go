@@ -66,6 +66,7 @@ func (n *Netns) worker(started chan<- error, uid int) {
 	// This thread is moved into the namespace and never leaves: the goroutine keeps it
 	// locked until it returns, and then the runtime discards the thread.
 	runtime.LockOSThread()
+	dial := n.dial // read before started: Close clears the field
 	if err := unix.Setns(int(n.fd.Fd()), unix.CLONE_NEWNET); err != nil {
 		started <- err
 		return
@@ -79,7 +80,7 @@ func (n *Netns) worker(started chan<- error, uid int) {
 		}
 	}
 	started <- nil
-	for r := range n.dial {
+	for r := range dial {
 		d := net.Dialer{Timeout: 10 * time.Second}
 		c, err := d.DialContext(r.ctx, "tcp", r.addr)
 		r.out <- dialRes{c, err}
@@ -117,7 +118,7 @@ func (n *Netns) Close() {
 
 // Every namespace the lab makes is named iotsafe-ROLE-PID, PID being the lab's own
 // process: SweepStaleNetns can then tell which ones a killed run left behind.
-var labNetnsName = regexp.MustCompile(`^iotsafe-(bench|dev-dev|dev-gw|link-dev|link-gw|wssec-dev|wssec-gw|tls-dev|tls-gw|scale-c|scale-g[0-9]+)-([0-9]+)$`)
+var labNetnsName = regexp.MustCompile(`^iotsafe-(bench|dev-dev|dev-gw|link-dev|link-gw|wssec-dev|wssec-gw|tls-dev|tls-gw|scale-c|scale-g[0-9]+|hubs-sw|hubs-dev|hubs-h[0-9]+)-([0-9]+)$`)
 
 // NetnsName is the name of this process's namespace for role (one of labNetnsName's).
 func NetnsName(role string) string { return fmt.Sprintf("iotsafe-%s-%d", role, os.Getpid()) }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,28 @@ func (s *SSHServer) Status() (*admin.HubInfo, error) {
 		return nil, err
 	}
 	return rep.Hub, nil
+}
+
+// DataDir is an iotsafe hub's data folder (for admin commands).
+func (s *SSHServer) DataDir() string { return s.dataDir }
+
+// NetnsDial dials from the hub's network namespace (the host's if it has none): where
+// its protected sockets are.
+func (s *SSHServer) NetnsDial() func(ctx context.Context, addr string) (net.Conn, error) {
+	if s.netns != nil {
+		return s.netns.Dial
+	}
+	var d net.Dialer
+	return func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+}
+
+// OnlineDevices asks an iotsafe hub which devices have a live session there.
+func (s *SSHServer) OnlineDevices() (map[string]bool, error) {
+	rep, err := admin.Call(filepath.Join(s.dataDir, admin.SocketName), admin.Request{Op: admin.OpStatus})
+	if err != nil {
+		return nil, err
+	}
+	return rep.Online, nil
 }
 
 // Bench knows where the iotsafe binary is and where to put scratch files.
@@ -113,8 +136,10 @@ type IoTsafeOpts struct {
 	// Pool, if its CIDR is set, is the hub's pool instead of a /16 of its own.
 	Pool sockets.Config
 	// Registry, if set, is a postgres:// DSN of an empty database to keep the hub's
-	// registry in instead of its data folder.
-	Registry string
+	// registry in instead of its data folder; HubName and PeerAddress name the hub
+	// among those sharing it (registry.hub_name, registry.peer_address).
+	Registry             string
+	HubName, PeerAddress string
 }
 
 // registryAt is where a lab hub's registry is: o.Registry, or the data folder.
@@ -269,7 +294,7 @@ func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 		cfg += "frontdoor: {listen: '127.0.0.1:0', domain: " + FrontdoorDomain + conns + "}\n"
 	}
 	if o.Registry != "" {
-		cfg += fmt.Sprintf("registry: {dsn: %q}\n", o.Registry)
+		cfg += fmt.Sprintf("registry: {dsn: %q, hub_name: %q, peer_address: %q}\n", o.Registry, o.HubName, o.PeerAddress)
 	}
 	cfg += o.Config
 	return os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -280,7 +279,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 
 	p.Step(fmt.Sprintf("one request to each of the %d devices", len(viaGW)+len(viaDirect)))
 	start := time.Now()
-	ok, failed, firstErr := sweep(ctx, target, append(append([]string{}, viaGW...), viaDirect...), 4*o.Concurrency)
+	ok, failed, firstErr := lab.Sweep(ctx, target, append(append([]string{}, viaGW...), viaDirect...), 4*o.Concurrency)
 	res.First = Sweep{Devices: len(viaGW) + len(viaDirect), Answered: ok, Elapsed: time.Since(start), FirstErr: firstErr}
 	_ = failed
 
@@ -324,7 +323,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 		return res, err
 	}
 	rec.Served = served(ctx, centre, res.Full.Sessions, o.Timeout, listening)
-	rec.Back, rec.Answered, rec.FirstErr = untilAll(ctx, target, g0addrs, 4*o.Concurrency, o.Timeout, listening)
+	rec.Back, rec.Answered, rec.FirstErr = lab.UntilAll(ctx, target, g0addrs, 4*o.Concurrency, o.Timeout, listening)
 	rec.Moved = moved(ctx, centre, byDevice, g0.opts.Prefix)
 	res.Recoveries = append(res.Recoveries, rec)
 
@@ -339,7 +338,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	rec = Recovery{What: "centre", Devices: behind, Stop: stopped.Sub(restart), HubStart: time.Since(stopped)}
 	listening = time.Now()
 	rec.Served = served(ctx, centre, o.Gateways+behind, o.Timeout, listening)
-	rec.Back, rec.Answered, rec.FirstErr = untilAll(ctx, target, viaGW, 4*o.Concurrency, o.Timeout, listening)
+	rec.Back, rec.Answered, rec.FirstErr = lab.UntilAll(ctx, target, viaGW, 4*o.Concurrency, o.Timeout, listening)
 	rec.Moved = moved(ctx, centre, byDevice, "g")
 	res.Recoveries = append(res.Recoveries, rec)
 	p.Done()
@@ -464,63 +463,6 @@ func cpu(pids ...int) time.Duration {
 		}
 	}
 	return sum
-}
-
-// sweep sends one request to each address, conc at a time; it returns how many
-// answered, those that did not, and the first error.
-func sweep(ctx context.Context, t lab.Target, addrs []string, conc int) (ok int, failed []string, firstErr string) {
-	var next, good atomic.Int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range min(conc, len(addrs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(addrs) || ctx.Err() != nil {
-					return
-				}
-				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				err := lab.Request(rctx, t, addrs[i])
-				cancel()
-				if err == nil {
-					good.Add(1)
-					continue
-				}
-				mu.Lock()
-				failed = append(failed, addrs[i])
-				if firstErr == "" {
-					firstErr = err.Error()
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return int(good.Load()), failed, firstErr
-}
-
-// untilAll sweeps the addresses that have not answered yet until all have, or timeout;
-// back is from since to the last answer (-1 if some never answered).
-func untilAll(ctx context.Context, t lab.Target, addrs []string, conc int, timeout time.Duration, since time.Time) (back time.Duration, answered int, firstErr string) {
-	pending := addrs
-	deadline := time.Now().Add(timeout)
-	for len(pending) > 0 && ctx.Err() == nil && time.Now().Before(deadline) {
-		var ok int
-		ok, pending, firstErr = sweep(ctx, t, pending, conc)
-		answered += ok
-		if len(pending) > 0 {
-			select { // not back yet: the next pass in a moment
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}
-	if len(pending) > 0 {
-		return -1, answered, firstErr
-	}
-	return time.Since(since), answered, ""
 }
 
 // filter lists the socket addresses of the devices whose names have prefix.
