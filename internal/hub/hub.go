@@ -76,6 +76,7 @@ type Hub struct {
 	liveCache    atomic.Pointer[liveHubs]
 	portsChanged chan struct{}    // holdPorts reads the registry's ports again
 	feedKicks    kickMemo         // sessions the change feed closed (changes.go)
+	relayMisses  missCache        // addresses no live peer serves, for a second (peers.go)
 	recorded     bool             // hub_started was recorded: Close records hub_stopped
 	store        *telemetry.Store // nil without a telemetry path
 	api          *restapi.API

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -108,10 +110,15 @@ func (h *Hub) relayToPeer(c net.Conn) bool {
 	if !ok {
 		return false
 	}
+	dest := la.AddrPort()
+	if h.relayMisses.recent(dest) {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	device, alias, at, err := h.reg.SocketAt(ctx, la.AddrPort())
+	device, alias, at, err := h.reg.SocketAt(ctx, dest)
 	if err != nil || at == "" || at == h.reg.Hub() {
+		h.relayMisses.add(dest)
 		return false
 	}
 	hubs, err := h.live(ctx)
@@ -121,6 +128,7 @@ func (h *Hub) relayToPeer(c net.Conn) bool {
 	}
 	peer, ok := hubs[at]
 	if !ok {
+		h.relayMisses.add(dest)
 		return false // its hub is gone: the device is offline until it reconnects
 	}
 	if h.cfg.Access.UserSpace != "off" {
@@ -182,4 +190,33 @@ func (h *Hub) kickPorts() {
 	case h.portsChanged <- struct{}{}:
 	default:
 	}
+}
+
+// missCache remembers for a second the addresses no live peer serves, so a local
+// process connecting to an offline device in a loop costs the shared registry one query
+// a second, not one per connection.
+type missCache struct {
+	mu sync.Mutex
+	m  map[netip.AddrPort]time.Time
+}
+
+const (
+	missFor  = time.Second
+	missMost = 65536
+)
+
+func (mc *missCache) recent(a netip.AddrPort) bool {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	at, ok := mc.m[a]
+	return ok && time.Since(at) < missFor
+}
+
+func (mc *missCache) add(a netip.AddrPort) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if mc.m == nil || len(mc.m) >= missMost {
+		mc.m = map[netip.AddrPort]time.Time{} // bounded: start over rather than grow
+	}
+	mc.m[a] = time.Now()
 }
