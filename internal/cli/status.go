@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -25,8 +26,11 @@ type hubStatus struct {
 	Degraded string            `json:"degraded,omitempty"`
 	Held     map[string]string `json:"held,omitempty"`
 	Devices  *deviceCounts     `json:"devices,omitempty"`
-	// Schema is the registry's schema version.
-	Schema int `json:"schema_version,omitempty"`
+	// Schema is the registry's schema version; Registry where it is (the file, or the
+	// PostgreSQL DSN without its password) and, on PostgreSQL, the hubs serving from it.
+	Schema   int                         `json:"schema_version,omitempty"`
+	Registry string                      `json:"registry,omitempty"`
+	Hubs     map[string]registry.HubInfo `json:"hubs,omitempty"`
 	// RegistryError says why the device counts are missing.
 	RegistryError string `json:"registry_error,omitempty"`
 }
@@ -73,10 +77,18 @@ func (g *globals) status(cmd *cobra.Command) hubStatus {
 	if err == nil {
 		st.Running, st.Hub, st.Degraded, st.Held = true, rep.Hub, rep.Degraded, rep.Held
 	}
-	// Status only reads: a data folder without a registry is not given one.
-	if _, err := os.Stat(filepath.Join(g.data, registry.FileName)); err != nil {
-		st.RegistryError = fmt.Sprintf("no registry in %s (is --data right?)", g.data)
+	// Status only reads: a data folder without a registry is not given one (a registry
+	// in PostgreSQL is not in the folder).
+	cfg, err := hub.LoadConfig(g.config, g.data)
+	if err != nil {
+		st.RegistryError = err.Error()
 		return st
+	}
+	if cfg.Registry.DSN == "" {
+		if _, err := os.Stat(filepath.Join(g.data, registry.FileName)); err != nil {
+			st.RegistryError = fmt.Sprintf("no registry in %s (is --data right?)", g.data)
+			return st
+		}
 	}
 	reg, _, err := g.openRegistry(cmd.Context())
 	if err != nil {
@@ -85,6 +97,11 @@ func (g *globals) status(cmd *cobra.Command) hubStatus {
 	}
 	defer reg.Close()
 	if st.Schema, err = reg.Version(cmd.Context()); err != nil {
+		st.RegistryError = err.Error()
+		return st
+	}
+	st.Registry = reg.Where()
+	if st.Hubs, err = reg.LiveHubs(cmd.Context()); err != nil {
 		st.RegistryError = err.Error()
 		return st
 	}
@@ -137,7 +154,15 @@ func printStatus(w io.Writer, data string, st hubStatus) {
 	case st.RegistryError != "":
 		row("registry", "cannot be read: %s", st.RegistryError)
 	default:
-		row("registry", "ok, schema version %d", st.Schema)
+		row("registry", "ok, schema version %d, %s", st.Schema, st.Registry)
+	}
+	if len(st.Hubs) > 0 {
+		names := make([]string, 0, len(st.Hubs))
+		for name := range st.Hubs {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		row("hubs", "%d serving from the registry: %s", len(names), strings.Join(names, ", "))
 	}
 	if h := st.Hub; h != nil {
 		switch {

@@ -71,6 +71,13 @@ func TestRegistryOnPostgres(t *testing.T) {
 	if d := h.device("dev2"); d.Revoked == nil {
 		t.Fatal("dev2's revocation was lost in the move")
 	}
+	// status finds a registry that is not in the data folder, and says where it is.
+	st := h.mustCLIStdout("status")
+	for _, want := range []string{"registry   ok, schema version", "postgres://postgres@/", "hubs       1 serving from the registry"} {
+		if !strings.Contains(st, want) {
+			t.Fatalf("status lacks %q:\n%s", want, st)
+		}
+	}
 
 	// A PostgreSQL restart: the established session keeps serving, and the next admin
 	// command works once the server is back.
