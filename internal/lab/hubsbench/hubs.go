@@ -106,8 +106,10 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	if err := ip(sw.Name, "link", "set", "br0", "up"); err != nil {
 		return res, err
 	}
-	join := func(role string, host int) (*lab.Netns, string, error) {
-		ns, err := lab.NewNetns(lab.NetnsName(role), 32, 0)
+	// join makes a namespace on the segment; dialers are threads locked in it: only the
+	// last hub's namespace, where requests come from, needs them.
+	join := func(role string, host, dialers int) (*lab.Netns, string, error) {
+		ns, err := lab.NewNetns(lab.NetnsName(role), dialers, 0)
 		if err != nil {
 			return nil, "", err
 		}
@@ -138,7 +140,11 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 		}
 	}()
 	for i := range o.Hubs {
-		ns, addr, err := join(fmt.Sprintf("hubs-h%d", i), i+1)
+		dialers := 0
+		if i == o.Hubs-1 {
+			dialers = 32
+		}
+		ns, addr, err := join(fmt.Sprintf("hubs-h%d", i), i+1, dialers)
 		if err != nil {
 			return res, err
 		}
@@ -158,7 +164,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	first, last := hubs[0], hubs[len(hubs)-1]
 
 	p.Step(fmt.Sprintf("%d agents", o.Devices))
-	devNS, _, err := join("hubs-dev", 200)
+	devNS, _, err := join("hubs-dev", 200, 0)
 	if err != nil {
 		return res, err
 	}
