@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io"
 	"maps"
 	"os"
@@ -81,6 +82,21 @@ func WriteRunFiles(dir string, env Environment, summary any) (*os.File, error) {
 		}
 	}
 	return os.Create(filepath.Join(dir, "report.html"))
+}
+
+// WriteRun writes environment.json and summary.json and renders report into
+// report.html with data, "Env" added; a report not completely written is an error.
+func WriteRun(dir string, env Environment, summary any, report *template.Template, data map[string]any) error {
+	f, err := WriteRunFiles(dir, env, summary)
+	if err != nil {
+		return err
+	}
+	data["Env"] = env
+	if err := report.Execute(f, data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func WriteCSV(path string, header []string, rows func(func(...string))) error {

@@ -101,12 +101,7 @@ func Write(dir string, env lab.Environment, r *Results, s Summary) error {
 	}); err != nil {
 		return err
 	}
-	f, err := lab.WriteRunFiles(dir, env, s)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return reportTmpl.Execute(f, map[string]any{"Title": "iotsafe bench hubs", "Env": env, "S": s})
+	return lab.WriteRun(dir, env, s, reportTmpl, map[string]any{"Title": "iotsafe bench hubs", "S": s})
 }
 
 // Print writes the summary for a terminal.

@@ -99,12 +99,7 @@ func Write(dir string, env lab.Environment, r BridgeResult, s Summary) error {
 	}); err != nil {
 		return err
 	}
-	f, err := lab.WriteRunFiles(dir, env, s)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return reportTmpl.Execute(f, map[string]any{"Title": "iotsafe bench mqtt", "Env": env, "S": s.Bridge})
+	return lab.WriteRun(dir, env, s, reportTmpl, map[string]any{"Title": "iotsafe bench mqtt", "S": s.Bridge})
 }
 
 // Print writes the summary for a terminal.

@@ -38,12 +38,7 @@ func Write(dir string, env lab.Environment, s Summary) error {
 	}); err != nil {
 		return err
 	}
-	fh, err := lab.WriteRunFiles(dir, env, s)
-	if err != nil {
-		return err
-	}
-	defer fh.Close()
-	return reportTmpl.Execute(fh, map[string]any{"Title": "iotsafe bench mqtt connections", "Env": env, "S": s})
+	return lab.WriteRun(dir, env, s, reportTmpl, map[string]any{"Title": "iotsafe bench mqtt connections", "S": s})
 }
 
 // Print writes the summary for a terminal.

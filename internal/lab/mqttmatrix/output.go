@@ -43,12 +43,7 @@ func Write(dir string, env lab.Environment, r Result, s Summary) error {
 	}); err != nil {
 		return err
 	}
-	f, err := lab.WriteRunFiles(dir, env, s)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return reportTmpl.Execute(f, map[string]any{"Title": "iotsafe bench mqtt matrix", "Wide": true, "Env": env, "S": s, "Links": linkViews(r.Options, s)})
+	return lab.WriteRun(dir, env, s, reportTmpl, map[string]any{"Title": "iotsafe bench mqtt matrix", "Wide": true, "S": s, "Links": linkViews(r.Options, s)})
 }
 
 // linkView is one link's part of the report.

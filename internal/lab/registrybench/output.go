@@ -102,12 +102,7 @@ func Write(dir string, env lab.Environment, r *Results, s Summary) error {
 	}); err != nil {
 		return err
 	}
-	f, err := lab.WriteRunFiles(dir, env, s)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return reportTmpl.Execute(f, map[string]any{"Title": "iotsafe bench hub — registry", "Env": env, "S": s, "Metrics": metrics})
+	return lab.WriteRun(dir, env, s, reportTmpl, map[string]any{"Title": "iotsafe bench hub — registry", "S": s, "Metrics": metrics})
 }
 
 // metrics are the summary's metrics in the order they are shown, with their words.

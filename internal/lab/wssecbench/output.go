@@ -214,12 +214,7 @@ func Write(dir string, env lab.Environment, r Result, s Summary) error {
 	}); err != nil {
 		return err
 	}
-	f, err := lab.WriteRunFiles(dir, env, s)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return reportTmpl.Execute(f, map[string]any{"Title": "iotsafe bench wssec", "Env": env, "S": s, "Paper": paper, "Cases": []string{"1", "2", "3"}})
+	return lab.WriteRun(dir, env, s, reportTmpl, map[string]any{"Title": "iotsafe bench wssec", "S": s, "Paper": paper, "Cases": []string{"1", "2", "3"}})
 }
 
 // Print writes the summary for a terminal.
