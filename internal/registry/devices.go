@@ -411,20 +411,32 @@ func (r *Registry) AddViolations(ctx context.Context, device string, n int) (int
 // RecordSession notes a successful handshake: when, from where, with which algorithms.
 func (r *Registry) RecordSession(ctx context.Context, device, remote string, algos Algorithms) error {
 	b, _ := json.Marshal(algos)
-	var before string
-	if err := r.db.QueryRowContext(ctx, `SELECT hub FROM devices WHERE name=?`, device).Scan(&before); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("registry: record session %s: %w", device, err)
-	}
-	_, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=?, hub=? WHERE name=?`, now(), remote, string(b), r.hub, device)
+	t := now()
+	// The usual case in one statement: no other hub had the device's session.
+	res, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=?, hub=? WHERE name=? AND (hub='' OR hub=?)`,
+		t, remote, string(b), r.hub, device, r.hub)
 	if err != nil {
 		return fmt.Errorf("registry: record session %s: %w", device, err)
 	}
-	if before != "" && before != r.hub && r.hub != "" {
-		// The device came to this hub while another holds (or held) its session: that
-		// hub closes its old one when it reads this (the change feed).
-		return r.AddEvent(ctx, Event{Device: device, Kind: EventSessionMoved, Detail: "from hub " + before, Remote: remote})
+	if n, _ := res.RowsAffected(); n > 0 {
+		return nil
 	}
-	return nil
+	var before string
+	if err := r.db.QueryRowContext(ctx, `SELECT hub FROM devices WHERE name=?`, device).Scan(&before); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // removed meanwhile: nothing to record
+		}
+		return fmt.Errorf("registry: record session %s: %w", device, err)
+	}
+	if _, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=?, hub=? WHERE name=?`, t, remote, string(b), r.hub, device); err != nil {
+		return fmt.Errorf("registry: record session %s: %w", device, err)
+	}
+	if before == "" || before == r.hub || r.hub == "" {
+		return nil // a race with this hub's own session end, or no hub names at all
+	}
+	// The device came to this hub while another holds (or held) its session: that hub
+	// closes its old one when it reads this (the change feed).
+	return r.AddEvent(ctx, Event{Device: device, Kind: EventSessionMoved, Detail: "from hub " + before, Remote: remote})
 }
 
 // TouchDevice updates last_seen at session end, so "offline since" is exact, and says
