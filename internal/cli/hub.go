@@ -24,6 +24,12 @@ key and the SQLite registry, and prints the host key fingerprint that agents pin
 SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive timings.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Before anything can announce the hub ready: a SIGHUP that arrives between
+			// the ready file and a later Notify would kill the hub (SIGHUP's default).
+			// Signals during start wait in the channel until the loop below.
+			sig := make(chan os.Signal, 4)
+			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+			defer signal.Stop(sig)
 			cfg, err := hub.LoadConfig(g.config, g.data)
 			if err != nil {
 				return err
@@ -68,9 +74,6 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "hub listening for devices on %s (data %s)\n", h.SSHAddr(), g.data)
 			log.Info("hub ready", "ssh", h.SSHAddr().String(), "data", g.data)
-			sig := make(chan os.Signal, 4)
-			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-			defer signal.Stop(sig)
 			for {
 				select {
 				case <-cmd.Context().Done():
