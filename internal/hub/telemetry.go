@@ -40,8 +40,15 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 	if h.metrics != nil {
 		obs = telemetry.NewMetrics()
 	}
-	if h.store, err = telemetry.Open(ctx, h.dir, h.cfg.Telemetry, observer(obs)); err != nil {
+	// Beside the registry: the data folder's telemetry.db, or the shared PostgreSQL
+	// database, where every hub of the registry reads what any of them stored.
+	where := h.cfg.RegistryLocation(h.dir)
+	if h.store, err = telemetry.Open(ctx, where, h.cfg.Telemetry, telemetry.Options{Observer: observer(obs), Log: h.log.With("component", "telemetry")}); err != nil {
 		return err
+	}
+	if h.store.Shared() {
+		log.Info("notification store shared by the registry's hubs", "database", h.store.Where())
+		h.warnLocalNotifications(ctx)
 	}
 	var m *restapi.Metrics
 	if h.metrics != nil {
@@ -237,5 +244,19 @@ func (h *Hub) forgetNotifications(device string) {
 		h.log.Error("deleting a removed device's notifications failed", "device", device, "err", err)
 	} else if n > 0 {
 		h.log.Info("deleted a removed device's notifications", "device", device, "notifications", n)
+	}
+}
+
+// warnLocalNotifications says so when the data folder still holds a telemetry.db of
+// its own while the hub uses the shared store: its notifications are not lost, but no
+// reader sees them until they are moved.
+func (h *Hub) warnLocalNotifications(ctx context.Context) {
+	n, err := telemetry.Count(ctx, h.dir)
+	switch {
+	case err != nil:
+		h.log.Warn("could not read the data folder's own notification store", "file", telemetry.FileName, "err", err)
+	case n > 0:
+		h.log.Warn("the data folder's telemetry.db holds notifications the shared store lacks: readers see them only once moved (stop this hub, then: iotsafe registry migrate --notifications --from DATA --to DSN)",
+			"file", telemetry.FileName, "notifications", n)
 	}
 }

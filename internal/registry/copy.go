@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -72,7 +71,7 @@ func (r *Registry) CopyTo(ctx context.Context, dst *Registry, progress func(Tabl
 			return err
 		}
 		for _, t := range tables {
-			n, err := copyTable(ctx, src, tx, t.name)
+			n, err := sqldb.CopyTable(ctx, src, tx, t.name, nil)
 			if err != nil {
 				return fmt.Errorf("registry: copying %s: %w", t.name, err)
 			}
@@ -83,11 +82,8 @@ func (r *Registry) CopyTo(ctx context.Context, dst *Registry, progress func(Tabl
 			if have != n {
 				return fmt.Errorf("registry: copying %s: read %d rows, the destination holds %d", t.name, n, have)
 			}
-			if t.identity != "" && dst.db.Dialect() == sqldb.Postgres {
-				// Explicit ids leave the identity's sequence behind: the next insert would
-				// collide with a copied row.
-				if _, err := tx.ExecContext(ctx, `SELECT setval(pg_get_serial_sequence('`+t.name+`', '`+t.identity+`'),
-					COALESCE((SELECT MAX(`+t.identity+`) FROM `+t.name+`), 0) + 1, false)`); err != nil {
+			if t.identity != "" {
+				if err := sqldb.ContinueIdentity(ctx, tx, t.name, t.identity); err != nil {
 					return err
 				}
 			}
@@ -103,64 +99,6 @@ func (r *Registry) CopyTo(ctx context.Context, dst *Registry, progress func(Tabl
 		return nil, err
 	}
 	return out, dst.loadPool(ctx, r.Pool().Config())
-}
-
-// copyTable copies one table's rows, many per INSERT.
-func copyTable(ctx context.Context, src, dst *sqldb.Tx, table string) (int, error) {
-	rows, err := src.QueryContext(ctx, `SELECT * FROM `+table)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return 0, err
-	}
-	// Well under both databases' limits on parameters per statement.
-	perInsert := max(1, 4000/len(cols))
-	row := "(" + strings.TrimSuffix(strings.Repeat("?,", len(cols)), ",") + ")"
-	var batch []any
-	n, pending := 0, 0
-	flush := func() error {
-		if pending == 0 {
-			return nil
-		}
-		q := `INSERT INTO ` + table + ` (` + strings.Join(cols, ", ") + `) VALUES ` +
-			strings.TrimSuffix(strings.Repeat(row+",", pending), ",")
-		if _, err := dst.ExecContext(ctx, q, batch...); err != nil {
-			return err
-		}
-		batch, pending = batch[:0], 0
-		return nil
-	}
-	for rows.Next() {
-		vals, err := scanAny(rows, len(cols))
-		if err != nil {
-			return n, err
-		}
-		batch = append(batch, vals...)
-		pending++
-		n++
-		if pending == perInsert {
-			if err := flush(); err != nil {
-				return n, err
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return n, err
-	}
-	return n, flush()
-}
-
-// scanAny reads the current row's n columns as the driver gives them.
-func scanAny(rows *sql.Rows, n int) ([]any, error) {
-	vals := make([]any, n)
-	ptrs := make([]any, n)
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	return vals, rows.Scan(ptrs...)
 }
 
 // Info is what 'iotsafe registry info' shows.

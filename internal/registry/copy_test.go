@@ -58,7 +58,7 @@ func dump(t *testing.T, r *Registry) map[string][]string {
 		}
 		cols, _ := rows.Columns()
 		for rows.Next() {
-			vals, err := scanAny(rows, len(cols))
+			vals, err := sqldb.ScanAny(rows, len(cols))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -54,7 +54,7 @@ func newInsertFixture(t testing.TB) *insertFixture {
 			t.Fatal(err)
 		}
 	}
-	store, err := telemetry.Open(ctx, dir, telemetry.Config{}, nil)
+	store, err := telemetry.Open(ctx, dir, telemetry.Config{}, telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func newFixture(t *testing.T, cfg Config, plain bool) *fixture {
 		}
 		f.keys[name] = key
 	}
-	if f.store, err = telemetry.Open(ctx, dir, telemetry.Config{}, nil); err != nil {
+	if f.store, err = telemetry.Open(ctx, dir, telemetry.Config{}, telemetry.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.store.Close() })

@@ -301,6 +301,9 @@ func (tx *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, erro
 	return tx.raw.PrepareContext(ctx, tx.db.q(query))
 }
 
+// Dialect is the database the transaction runs in.
+func (tx *Tx) Dialect() Dialect { return tx.db.dialect }
+
 // Commit commits the transaction.
 func (tx *Tx) Commit() error { return tx.raw.Commit() }
 

@@ -7,6 +7,12 @@
 // store pays one fsync per batch, not per notification. The queue is bounded; when it is
 // full Append fails at once with ErrOverloaded (callers answer 503 with Retry-After).
 //
-// The store keeps its own SQLite file (telemetry.db) beside the registry: SQLite locks a
-// whole file for writing, and a revocation must never wait behind a telemetry batch.
+// On the embedded default the store keeps its own SQLite file (telemetry.db) beside the
+// registry: SQLite locks a whole file for writing, and a revocation must never wait
+// behind a telemetry batch. When the registry is in PostgreSQL the store is a table in
+// the same database, shared by every hub of the registry, with its own schema versions
+// and its own writer lock (not the registry's). Hubs commit one batch at a time under
+// that lock, with timestamps above every committed one, so a timestamp stays a lossless
+// poll cursor across hubs; each hub's waiting readers are fed by follow, which reads
+// what any hub committed when LISTEN/NOTIFY says so (or each second without it).
 package telemetry

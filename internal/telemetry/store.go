@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,10 +56,18 @@ type Observer interface {
 	Committed(batch, queued int, waited, took time.Duration)
 }
 
-// Store is the SQLite notification store.
+// Options are what a store tells its owner.
+type Options struct {
+	Observer Observer     // nil: no metrics
+	Log      *slog.Logger // nil: no log (PostgreSQL: a lost or restored change feed)
+}
+
+// Store is the notification store: an SQLite file of one hub, or a table in the
+// PostgreSQL database several hubs share (see shared).
 type Store struct {
 	cfg   Config
 	db    *sqldb.DB
+	where string // the file, or the DSN without its password
 	feed  *feed
 	queue chan *appendReq
 	// queued counts notifications waiting in the queue, bounded by cfg.QueueDepth.
@@ -68,6 +78,16 @@ type Store struct {
 	stopped chan struct{}
 	lastTS  int64 // µs; the writer's alone
 	obs     Observer
+	log     *slog.Logger
+
+	// shared is set on PostgreSQL, where other hubs append to the same table. Then
+	// the feed is not fed by this hub's writer but by follow, which reads every row
+	// past the last it published, in timestamp order, whenever this hub commits,
+	// another hub's commit is announced (LISTEN/NOTIFY), or a second has passed.
+	shared   bool
+	wake     chan struct{} // to follow; buffered 1
+	unfollow context.CancelFunc
+	followed chan struct{} // closed when follow and the listener have returned
 }
 
 type appendReq struct {
@@ -77,6 +97,21 @@ type appendReq struct {
 	done chan error
 	at   time.Time // when it was queued
 }
+
+// versionsTable is where the store records its schema versions on PostgreSQL: the
+// database is the registry's, whose versions are in migrate.Table. An SQLite file is
+// the store's alone and keeps migrate.Table, as files made before PostgreSQL did.
+const versionsTable = "telemetry_migrations"
+
+// writerLock is the PostgreSQL advisory lock every transaction of the store takes, so
+// the hubs sharing the table commit one batch at a time: a batch's timestamps are
+// chosen under the lock above every committed one, and the lock is released only
+// after the commit is visible. A reader that sees a row therefore sees every row of a
+// smaller timestamp, which is what makes a timestamp a lossless poll cursor across hubs.
+const writerLock = 0x696f74746c6d // "iottlm"
+
+// Channel is the PostgreSQL notification channel a commit announces itself on.
+const Channel = "iotsafe_notifications"
 
 // migrations are the store's schema steps, oldest first (package migrate). The first
 // is idempotent: a store made before versions were kept takes it as is.
@@ -95,13 +130,50 @@ CREATE INDEX IF NOT EXISTS notifications_device_ts ON notifications(device, ts);
 CREATE INDEX IF NOT EXISTS notifications_ts ON notifications(ts);
 `
 
-// Open opens (creating, mode 0600) the store in dir and starts its writer.
-func Open(ctx context.Context, dir string, cfg Config, obs Observer) (*Store, error) {
+// Open opens the store at location and starts its writer. location is a data folder
+// (the store is its telemetry.db, created mode 0600) or a postgres:// DSN (the
+// registry's database, which every hub using that registry shares: one store for all).
+func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, error) {
 	cfg.ApplyDefaults()
-	path := filepath.Join(dir, FileName)
+	db, where, err := openDB(ctx, location)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{cfg: cfg, db: db, where: where, feed: newFeed(), queue: make(chan *appendReq, cfg.QueueDepth),
+		stop: make(chan struct{}), stopped: make(chan struct{}), obs: o.Observer, log: o.Log}
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(ts), 0) FROM notifications`).Scan(&s.lastTS); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("telemetry: %s: %w", where, err)
+	}
+	if db.Dialect() == sqldb.Postgres {
+		s.shared, s.wake, s.followed = true, make(chan struct{}, 1), make(chan struct{})
+		fctx, cancel := context.WithCancel(context.Background())
+		s.unfollow = cancel
+		go s.follow(fctx, s.lastTS)
+	}
+	go s.writer()
+	return s, nil
+}
+
+// openDB opens and migrates the store's database at location.
+func openDB(ctx context.Context, location string) (*sqldb.DB, string, error) {
+	if sqldb.IsDSN(location) {
+		where := sqldb.Redact(location)
+		// The writer holds one connection; readers (queries, polls, follow) the rest.
+		db, err := sqldb.OpenPostgres(ctx, location, sqldb.PostgresOptions{WriterLock: writerLock, MaxConns: 6})
+		if err != nil {
+			return nil, "", fmt.Errorf("telemetry: %w", err)
+		}
+		if _, err := migrate.Apply(ctx, db, versionsTable, migrations); err != nil {
+			db.Close()
+			return nil, "", fmt.Errorf("telemetry store %s: %w", where, err)
+		}
+		return db, where, nil
+	}
+	path := filepath.Join(location, FileName)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: %w", err)
+		return nil, "", fmt.Errorf("telemetry: %w", err)
 	}
 	f.Close()
 	// synchronous FULL: a commit is on disk when it returns. Group commit makes that one
@@ -110,24 +182,23 @@ func Open(ctx context.Context, dir string, cfg Config, obs Observer) (*Store, er
 	// changes (to undo itself alone); in a file that is a write per page per batch.
 	db, err := sqldb.OpenSQLite(path, "busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "temp_store(MEMORY)")
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: open %s: %w", path, err)
+		return nil, "", fmt.Errorf("telemetry: open %s: %w", path, err)
 	}
 	if _, err := migrate.Apply(ctx, db, migrate.Table, migrations); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("telemetry store %s: %w", path, err)
+		return nil, "", fmt.Errorf("telemetry store %s: %w", path, err)
 	}
 	for _, side := range []string{"-wal", "-shm"} {
 		_ = os.Chmod(path+side, 0o600)
 	}
-	s := &Store{cfg: cfg, db: db, feed: newFeed(), queue: make(chan *appendReq, cfg.QueueDepth),
-		stop: make(chan struct{}), stopped: make(chan struct{}), obs: obs}
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(ts), 0) FROM notifications`).Scan(&s.lastTS); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("telemetry: %s: %w", path, err)
-	}
-	go s.writer()
-	return s, nil
+	return db, path, nil
 }
+
+// Where is the store's file, or its database's DSN without a password.
+func (s *Store) Where() string { return s.where }
+
+// Shared reports whether the store is in PostgreSQL, shared by every hub of the registry.
+func (s *Store) Shared() bool { return s.shared }
 
 // Close stops the writer after it has committed what is queued, then closes the file.
 func (s *Store) Close() error {
@@ -140,6 +211,10 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	<-s.stopped
+	if s.shared {
+		s.unfollow()
+		<-s.followed
+	}
 	return s.db.Close()
 }
 
@@ -283,6 +358,14 @@ func (s *Store) commit(batch []*appendReq) {
 		if batch[0].fn != nil {
 			return batch[0].fn(tx)
 		}
+		if s.shared {
+			// Under the writer lock: above whatever another hub committed.
+			var committed int64
+			if err := tx.QueryRowContext(context.Background(), `SELECT COALESCE(MAX(ts), 0) FROM notifications`).Scan(&committed); err != nil {
+				return err
+			}
+			lastTS = max(lastTS, committed)
+		}
 		var items []*Notification
 		for _, r := range batch {
 			for i := range r.items {
@@ -309,19 +392,12 @@ func (s *Store) commit(batch []*appendReq) {
 				args = append(args, it.Device, it.Name, params, ts, dts)
 				it.Timestamp = time.UnixMicro(ts).UTC()
 			}
-			res, err := tx.Exec(insertSQL(len(chunk)), args...)
-			if err != nil {
+			if err := insertChunk(tx, chunk, args); err != nil {
 				return err
 			}
-			last, err := res.LastInsertId()
-			if err != nil {
-				return err
-			}
-			// AUTOINCREMENT with this single writer numbers one statement's rows
-			// consecutively.
-			for i, it := range chunk {
-				it.ID = last - int64(len(chunk)-1-i)
-			}
+		}
+		if s.shared {
+			return tx.Notify(context.Background(), Channel)
 		}
 		return nil
 	})
@@ -334,7 +410,9 @@ func (s *Store) commit(batch []*appendReq) {
 	s.queued -= n
 	queued := s.queued
 	s.mu.Unlock()
-	if err == nil && n > 0 {
+	if err == nil && n > 0 && s.shared {
+		s.poke() // follow publishes it, in order with the other hubs' rows
+	} else if err == nil && n > 0 {
 		all := make([]Notification, 0, n)
 		for _, r := range batch {
 			all = append(all, r.items...)
@@ -348,6 +426,51 @@ func (s *Store) commit(batch []*appendReq) {
 	for _, r := range batch {
 		r.done <- err
 	}
+}
+
+// insertChunk inserts one statement's notifications and sets their ids.
+func insertChunk(tx *sqldb.Tx, chunk []*Notification, args []any) error {
+	if tx.Dialect() == sqldb.Postgres {
+		rows, err := tx.Query(insertSQL(len(chunk))+" RETURNING id", args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var got []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			got = append(got, id)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(got) != len(chunk) {
+			return fmt.Errorf("inserted %d notifications, got %d ids", len(chunk), len(got))
+		}
+		// The identity is drawn row by row in VALUES order, under the writer lock:
+		// ascending ids belong to the rows in order, whatever order RETURNING uses.
+		slices.Sort(got)
+		for i, it := range chunk {
+			it.ID = got[i]
+		}
+		return nil
+	}
+	res, err := tx.Exec(insertSQL(len(chunk)), args...)
+	if err != nil {
+		return err
+	}
+	last, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	// AUTOINCREMENT with this single writer numbers one statement's rows consecutively.
+	for i, it := range chunk {
+		it.ID = last - int64(len(chunk)-1-i)
+	}
+	return nil
 }
 
 func (s *Store) inTx(fn func(*sqldb.Tx) error) error {
@@ -504,6 +627,12 @@ func (s *Store) Poll(ctx context.Context, f Filter) ([]Notification, error) {
 	}
 	// Take the tick before querying: whatever commits after the query is in the feed.
 	t := s.feed.current()
+	if err := s.fromNow(ctx, &f); err != nil {
+		if ctx.Err() != nil {
+			return []Notification{}, nil
+		}
+		return nil, err
+	}
 	if !f.After.IsZero() {
 		got, err := s.List(ctx, f)
 		if err != nil || len(got) > 0 {
@@ -520,6 +649,22 @@ func (s *Store) Poll(ctx context.Context, f Filter) ([]Notification, error) {
 	return got, nil
 }
 
+// fromNow turns a zero cursor ("from now on") into the newest committed timestamp on a
+// shared store. There the feed is fed by follow, which may publish a row committed
+// before the reader came; the cursor keeps it out, and, as timestamps rise in commit
+// order across hubs, lets in every row committed after, whatever the hubs' clocks say.
+func (s *Store) fromNow(ctx context.Context, f *Filter) error {
+	if !s.shared || !f.After.IsZero() {
+		return nil
+	}
+	var ts int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(ts), 0) FROM notifications`).Scan(&ts); err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	f.After = time.UnixMicro(ts).UTC()
+	return nil
+}
+
 // Stream calls fn with the notifications f selects as they are committed, from f.After
 // on (from now if it is zero), until ctx ends or fn returns an error.
 func (s *Store) Stream(ctx context.Context, f Filter, fn func([]Notification) error) error {
@@ -528,6 +673,9 @@ func (s *Store) Stream(ctx context.Context, f Filter, fn func([]Notification) er
 		return err
 	}
 	t := s.feed.current()
+	if err := s.fromNow(ctx, &f); err != nil {
+		return err
+	}
 	for !f.After.IsZero() {
 		// Catch up from the store, a page at a time.
 		got, err := s.List(ctx, f)

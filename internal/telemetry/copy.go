@@ -1,0 +1,176 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/iotsafe/iotsafe/internal/sqldb"
+)
+
+// MovedSuffix is appended to a data folder's telemetry.db once Copy has moved its
+// notifications into a shared store (RetireLocal): kept as a backup, no longer read.
+const MovedSuffix = ".moved"
+
+// CopyResult is what Copy did.
+type CopyResult struct {
+	Rows int `json:"notifications"`
+	// KeptIDs: the destination was empty and every notification kept its id. Otherwise
+	// they were appended with new ids (timestamps kept).
+	KeptIDs bool `json:"kept_ids"`
+}
+
+// Count is how many notifications the store at location holds. A data folder without
+// a telemetry.db holds none, and is left without one.
+func Count(ctx context.Context, location string) (int, error) {
+	if !sqldb.IsDSN(location) && !hasFile(location) {
+		return 0, nil
+	}
+	db, _, err := openDB(ctx, location)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n int
+	err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM notifications`).Scan(&n)
+	return n, err
+}
+
+func hasFile(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, FileName))
+	return err == nil
+}
+
+// Copy copies every notification of the store at from into the store at to (each a
+// data folder or a postgres:// DSN). Into an empty store ids and timestamps are kept,
+// so platform apps' cursors and ids stay valid; into a store that already holds
+// notifications (a hub's own file moved into the store its hubs share after they
+// started using it) they are appended with new ids and their own timestamps. Each
+// side is one transaction, and the destination commits only once its count grew by
+// exactly the rows read. No hub may write from's store meanwhile (the caller holds
+// its data folder's lock). A folder without a telemetry.db copies nothing.
+func Copy(ctx context.Context, from, to string, progress func(int)) (CopyResult, error) {
+	if from == to {
+		return CopyResult{}, errors.New("telemetry: source and destination are the same store")
+	}
+	if !sqldb.IsDSN(from) && !hasFile(from) {
+		return CopyResult{KeptIDs: true}, nil
+	}
+	src, srcWhere, err := openDB(ctx, from)
+	if err != nil {
+		return CopyResult{}, err
+	}
+	defer src.Close()
+	dst, dstWhere, err := openDB(ctx, to)
+	if err != nil {
+		return CopyResult{}, err
+	}
+	defer dst.Close()
+	rtx, err := src.BeginTx(ctx, nil)
+	if err != nil {
+		return CopyResult{}, fmt.Errorf("telemetry: reading %s: %w", srcWhere, err)
+	}
+	defer rtx.Rollback()
+	wtx, err := dst.BeginTx(ctx, nil) // on PostgreSQL under the writer lock: hubs wait
+	if err != nil {
+		return CopyResult{}, fmt.Errorf("telemetry: writing %s: %w", dstWhere, err)
+	}
+	defer wtx.Rollback()
+	var before int
+	if err := wtx.QueryRowContext(ctx, `SELECT COUNT(*) FROM notifications`).Scan(&before); err != nil {
+		return CopyResult{}, err
+	}
+	res := CopyResult{KeptIDs: before == 0}
+	if res.KeptIDs {
+		res.Rows, err = sqldb.CopyTable(ctx, rtx, wtx, "notifications", progress)
+		if err == nil {
+			err = sqldb.ContinueIdentity(ctx, wtx, "notifications", "id")
+		}
+	} else {
+		res.Rows, err = appendAll(ctx, rtx, wtx, progress)
+	}
+	if err != nil {
+		return CopyResult{}, fmt.Errorf("telemetry: copying %s to %s: %w", srcWhere, dstWhere, err)
+	}
+	var after int
+	if err := wtx.QueryRowContext(ctx, `SELECT COUNT(*) FROM notifications`).Scan(&after); err != nil {
+		return CopyResult{}, err
+	}
+	if after != before+res.Rows {
+		return CopyResult{}, fmt.Errorf("telemetry: copying %s: read %d notifications, the destination grew by %d", srcWhere, res.Rows, after-before)
+	}
+	if res.Rows > 0 {
+		if err := wtx.Notify(ctx, Channel); err != nil { // waiting readers at every hub look
+			return CopyResult{}, err
+		}
+	}
+	if err := wtx.Commit(); err != nil {
+		return CopyResult{}, fmt.Errorf("telemetry: writing %s: %w", dstWhere, err)
+	}
+	return res, nil
+}
+
+// appendAll inserts every notification src holds into dst with new ids, oldest first.
+func appendAll(ctx context.Context, src, dst *sqldb.Tx, progress func(int)) (int, error) {
+	rows, err := src.QueryContext(ctx, `SELECT `+columns+` FROM notifications ORDER BY ts`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var chunk []*Notification
+	n := 0
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		args := make([]any, 0, 5*len(chunk))
+		for _, it := range chunk {
+			var params, dts any
+			if it.Parameters != nil {
+				params = string(it.Parameters)
+			}
+			if it.DeviceTime != nil {
+				dts = it.DeviceTime.UnixMicro()
+			}
+			args = append(args, it.Device, it.Name, params, it.Timestamp.UnixMicro(), dts)
+		}
+		err := insertChunk(dst, chunk, args)
+		chunk = chunk[:0]
+		return err
+	}
+	for rows.Next() {
+		it, err := scan(rows)
+		if err != nil {
+			return n, err
+		}
+		chunk = append(chunk, &it)
+		n++
+		if len(chunk) == rowsPerInsert {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+		if progress != nil && n%10000 == 0 {
+			progress(n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return n, err
+	}
+	return n, flush()
+}
+
+// RetireLocal renames a data folder's telemetry.db (and its side files) with
+// MovedSuffix after its notifications were copied into the shared store: kept as a
+// backup, no longer mistaken for notifications the shared store lacks.
+func RetireLocal(dir string) error {
+	for _, side := range []string{"", "-wal", "-shm"} {
+		p := filepath.Join(dir, FileName+side)
+		if err := os.Rename(p, p+MovedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("telemetry: %w", err)
+		}
+	}
+	return nil
+}

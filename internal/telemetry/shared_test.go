@@ -1,0 +1,187 @@
+package telemetry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Several hubs append to one PostgreSQL store at once while a reader at a third
+// follows it: the reader gets every notification exactly once, in timestamp order
+// with ids rising alike, and a long poll at one hub wakes for another hub's append.
+func TestHubsShareOneStore(t *testing.T) {
+	pgOnly(t)
+	dir := t.TempDir()
+	a, b, reader := open(t, dir, Config{}), open(t, dir, Config{}), open(t, dir, Config{})
+	if !a.Shared() || !b.Shared() {
+		t.Fatal("a store on PostgreSQL must say it is shared")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// A poll at b with no cursor wakes for a's notification, and only for what came after it.
+	before, _ := a.Append(ctx, note("dev1", "before"))
+	res := make(chan []Notification, 1)
+	go func() {
+		got, _ := b.Poll(ctx, Filter{Devices: []string{"dev1"}})
+		res <- got
+	}()
+polled:
+	for {
+		a.Append(ctx, note("dev1", "after"))
+		select {
+		case got := <-res:
+			for _, n := range got {
+				if n.Name != "after" || n.ID <= before[0].ID {
+					t.Fatalf("poll at another hub returned %+v", n)
+				}
+			}
+			break polled
+		default:
+		}
+	}
+
+	const writers, each = 4, 50
+	cursor, _ := a.Append(ctx, note("mark", "start"))
+	var mu sync.Mutex
+	var seen []Notification
+	done := make(chan error, 1)
+	go func() {
+		done <- reader.Stream(ctx, Filter{Devices: []string{"dev-a", "dev-b", "end"}, After: cursor[0].Timestamp}, func(ns []Notification) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, n := range ns {
+				if n.Device == "end" {
+					return errors.New("end seen")
+				}
+				seen = append(seen, n)
+			}
+			return nil
+		})
+	}()
+	var wg sync.WaitGroup
+	var stored sync.Map
+	for w := range writers {
+		for _, hub := range []struct {
+			s   *Store
+			dev string
+		}{{a, "dev-a"}, {b, "dev-b"}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					got, err := hub.s.Append(ctx, note(hub.dev, fmt.Sprintf("w%d-%d", w, i)))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					stored.Store(got[0].ID, got[0].Timestamp)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	// Committed after every writer's last: a reader that skipped nothing has all before it.
+	a.Append(ctx, note("end", "end"))
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 2*writers*each {
+		t.Fatalf("the reader saw %d notifications before the end mark, want %d: a cursor skipped rows another hub committed late", len(seen), 2*writers*each)
+	}
+	for i, n := range seen {
+		ts, ok := stored.Load(n.ID)
+		if !ok || !ts.(time.Time).Equal(n.Timestamp) {
+			t.Fatalf("the reader saw %+v, which no writer stored as such", n)
+		}
+		if i > 0 && (!n.Timestamp.After(seen[i-1].Timestamp) || n.ID <= seen[i-1].ID) {
+			t.Fatalf("out of order: %+v after %+v", n, seen[i-1])
+		}
+	}
+}
+
+// registry migrate's notification half: a hub's file into an empty shared store keeps
+// ids and timestamps, and the database's next id follows them; a second hub's file into
+// the now non-empty store is appended with new ids; the shared store copies back into
+// a new folder; a folder without a file copies nothing and is left without one.
+func TestCopyStores(t *testing.T) {
+	pgOnly(t)
+	ctx := context.Background()
+	fileA, fileB := t.TempDir(), t.TempDir()
+	storeAt := func(loc string) *Store {
+		s, err := Open(ctx, loc, Config{}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	dev := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+	sa := storeAt(fileA)
+	wantA, err := sa.Append(ctx, note("dev1", "a"), Notification{Device: "dev2", Name: "bare"}, Notification{Device: "dev1", Name: "timed", Parameters: json.RawMessage(`[1,2]`), DeviceTime: &dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa.Close()
+	sb := storeAt(fileB)
+	wantB, _ := sb.Append(ctx, note("dev3", "b"))
+	sb.Close()
+
+	shared := location(t, t.TempDir())
+	got, err := Copy(ctx, fileA, shared, nil)
+	if err != nil || got.Rows != 3 || !got.KeptIDs {
+		t.Fatalf("copy into an empty store: %+v %v", got, err)
+	}
+	got, err = Copy(ctx, fileB, shared, nil)
+	if err != nil || got.Rows != 1 || got.KeptIDs {
+		t.Fatalf("copy into a store with notifications: %+v %v", got, err)
+	}
+	s := storeAt(shared)
+	all, err := s.List(ctx, Filter{Take: MaxTake, SortBy: SortByID})
+	if err != nil || len(all) != 4 {
+		t.Fatalf("shared store holds %d, %v", len(all), err)
+	}
+	for i, w := range wantA {
+		if fmt.Sprint(all[i]) != fmt.Sprint(w) {
+			t.Fatalf("copied %+v, want %+v", all[i], w)
+		}
+	}
+	if all[3].ID <= wantA[2].ID || !all[3].Timestamp.Equal(wantB[0].Timestamp) || all[3].Name != "b" {
+		t.Fatalf("appended %+v from %+v", all[3], wantB[0])
+	}
+	next, err := s.Append(ctx, note("dev1", "next"))
+	if err != nil || next[0].ID <= all[3].ID {
+		t.Fatalf("the next id after a copy: %+v %v", next, err)
+	}
+	s.Close()
+
+	back := t.TempDir()
+	if got, err := Copy(ctx, shared, back, nil); err != nil || got.Rows != 5 || !got.KeptIDs {
+		t.Fatalf("copy back into a folder: %+v %v", got, err)
+	}
+	if n, err := Count(ctx, back); err != nil || n != 5 {
+		t.Fatalf("count after copying back: %d %v", n, err)
+	}
+
+	empty := t.TempDir()
+	if got, err := Copy(ctx, empty, shared, nil); err != nil || got.Rows != 0 {
+		t.Fatalf("copy from a folder without a store: %+v %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(empty, FileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("counting or copying created a store in the source folder: %v", err)
+	}
+	if err := RetireLocal(fileA); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Count(ctx, fileA); err != nil || n != 0 {
+		t.Fatalf("a retired file still counts: %d %v", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(fileA, FileName+MovedSuffix)); err != nil {
+		t.Fatalf("the retired file is kept as a backup: %v", err)
+	}
+}
