@@ -15,6 +15,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
 
 func registryCmd(g *globals) *cobra.Command {
@@ -56,22 +57,29 @@ It is an SQLite file in the data folder unless hub.yaml names a PostgreSQL datab
 	}
 	info.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	var from, to string
-	var migJSON bool
+	var migJSON, onlyNotes bool
 	migrate := &cobra.Command{
-		Use:   "migrate --to postgres://... [--from DATA]",
-		Short: "Copy the registry to another database (SQLite to PostgreSQL, or back); the hub must be stopped",
-		Long: `Copies every row of every table (devices, keys, profiles, sockets, grants, accounts,
-tokens, login sessions, device secrets and data, certificates, SOAP keys, the audit log)
-into a new, empty database, checks every table's count, and commits only then. The source
-is left as it was: keep it as a backup.
+		Use:   "migrate --to postgres://... [--from DATA] [--notifications]",
+		Short: "Copy the registry and the notifications to another database (SQLite to PostgreSQL, or back); the hub must be stopped",
+		Long: `Copies every row of every registry table (devices, keys, profiles, sockets, grants,
+accounts, tokens, login sessions, device secrets and data, certificates, SOAP keys, the
+audit log) into a new, empty database, checks every table's count, and commits only then;
+then the telemetry notifications, checked the same way. The source registry is left as
+it was: keep it as a backup.
 
 The destination is a postgres:// DSN (the database must exist and be empty; the schema is
 created) or a new data folder. The source defaults to the registry the configuration
 names. Stop the hub first: devices reconnect when it starts again with the new
-registry. Telemetry notifications are not part of the registry: they stay in the data
-folder's telemetry.db, which the hub keeps using.`,
+registry.
+
+On PostgreSQL the notifications are one store for every hub of the registry. Moving a
+data folder there renames its telemetry.db to telemetry.db.moved (a backup the hub no
+longer reads). Into an empty store notifications keep their ids; into one that already
+holds some (--notifications: a hub's own file moved after its hubs started sharing a
+store) they are appended with new ids and their timestamps.`,
 		Example: `  iotsafe registry migrate --data /var/lib/iotsafe --to 'postgres://iotsafe@db.example/iotsafe?passfile=/etc/iotsafe/pgpass'
-  then set in hub.yaml:  registry: {dsn: "postgres://iotsafe@db.example/iotsafe?passfile=/etc/iotsafe/pgpass"}`,
+  then set in hub.yaml:  registry: {dsn: "postgres://iotsafe@db.example/iotsafe?passfile=/etc/iotsafe/pgpass"}
+  iotsafe registry migrate --notifications --from /var/lib/iotsafe --to 'postgres://...'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
@@ -84,18 +92,25 @@ folder's telemetry.db, which the hub keeps using.`,
 				}
 				from = cfg.RegistryLocation(g.data)
 			}
-			counts, err := migrateRegistry(cmd.Context(), from, to, cmd.ErrOrStderr())
+			if show(from) == show(to) {
+				return errors.New("--from and --to name the same place")
+			}
+			counts, err := migrateRegistry(cmd.Context(), from, to, onlyNotes, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			if migJSON {
 				return printJSON(cmd.OutOrStdout(), counts)
 			}
+			w := cmd.OutOrStdout()
+			if onlyNotes {
+				fmt.Fprintf(w, "moved %d notifications from %s to %s; the count checked\n", counts[0].Rows, show(from), show(to))
+				return nil
+			}
 			total := 0
 			for _, c := range counts {
 				total += c.Rows
 			}
-			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "moved %d rows in %d tables from %s to %s; every table's count checked\n", total, len(counts), show(from), show(to))
 			if sqldb.IsDSN(to) {
 				fmt.Fprintf(w, "next: set  registry: {dsn: %q}  in hub.yaml and start the hub; %s is left as it was\n", sqldb.Redact(to), show(from))
@@ -108,6 +123,7 @@ folder's telemetry.db, which the hub keeps using.`,
 	migrate.Flags().StringVar(&to, "to", "", "destination: a postgres:// DSN or a new data folder")
 	migrate.Flags().StringVar(&from, "from", "", "source: a data folder or a postgres:// DSN (default: the configured registry)")
 	migrate.Flags().BoolVar(&migJSON, "json", false, "print the rows moved per table as JSON")
+	migrate.Flags().BoolVar(&onlyNotes, "notifications", false, "copy only the telemetry notifications (into an empty or a non-empty store)")
 	c.AddCommand(info, migrate)
 	return c
 }
@@ -120,21 +136,27 @@ func show(location string) string {
 	return location
 }
 
-// migrateRegistry copies the registry at from into the empty one at to, with no hub
-// serving either, telling progress on w.
-func migrateRegistry(ctx context.Context, from, to string, w io.Writer) ([]registry.TableCount, error) {
+// migrateRegistry copies the registry at from into the empty one at to, then the
+// notifications (only those with onlyNotes), with no hub serving either, telling
+// progress on w. The notifications are the last row of what it returns.
+func migrateRegistry(ctx context.Context, from, to string, onlyNotes bool, w io.Writer) ([]registry.TableCount, error) {
 	// No hub may serve from either end while the copy runs: a data folder's lock, or a
-	// PostgreSQL registry's serving lock.
+	// PostgreSQL registry's serving lease.
 	for _, loc := range []string{from, to} {
 		if sqldb.IsDSN(loc) {
 			continue
 		}
 		_, err := os.Stat(registryFile(loc))
 		switch {
-		case loc == to && err == nil:
+		case loc == to && err == nil && !onlyNotes:
 			return nil, fmt.Errorf("%s already holds a registry: migrate into a new folder", loc)
 		case loc == from && err != nil:
 			return nil, fmt.Errorf("%s holds no registry (%s): give the hub's data folder with --from or --data", loc, registry.FileName)
+		}
+		if loc == to {
+			if err := os.MkdirAll(loc, 0o700); err != nil {
+				return nil, err
+			}
 		}
 		lock, err := hub.LockData(loc)
 		if err != nil {
@@ -142,6 +164,39 @@ func migrateRegistry(ctx context.Context, from, to string, w io.Writer) ([]regis
 		}
 		defer lock.Release()
 	}
+	var out []registry.TableCount
+	if !onlyNotes {
+		counts, err := copyRegistry(ctx, from, to, w)
+		if err != nil {
+			return nil, err
+		}
+		out = counts
+	}
+	fmt.Fprintf(w, "copying notifications from %s to %s\n", show(from), show(to))
+	res, err := telemetry.Copy(ctx, from, to, func(n int) { fmt.Fprintf(w, "  notifications   %d so far\n", n) })
+	if err != nil {
+		if !onlyNotes {
+			err = fmt.Errorf("the registry was copied, the notifications were not (nothing of them written): %w; try them again alone with --notifications", err)
+		}
+		return nil, err
+	}
+	how := "ids kept"
+	if !res.KeptIDs {
+		how = "appended with new ids: the destination held notifications already"
+	}
+	fmt.Fprintf(w, "  %-15s %d rows (%s)\n", "notifications", res.Rows, how)
+	if sqldb.IsDSN(to) && !sqldb.IsDSN(from) && res.Rows > 0 {
+		if err := telemetry.RetireLocal(from); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(w, "  %s/%s renamed %s%s: a backup; a hub on PostgreSQL reads the shared store\n", from, telemetry.FileName, telemetry.FileName, telemetry.MovedSuffix)
+	}
+	return append(out, registry.TableCount{Table: "notifications", Rows: res.Rows}), nil
+}
+
+// copyRegistry copies the registry's tables, holding both registries' maintenance
+// leases (no hub of either may be serving).
+func copyRegistry(ctx context.Context, from, to string, w io.Writer) ([]registry.TableCount, error) {
 	src, err := registry.Open(ctx, from, sockets.Config{})
 	if err != nil {
 		return nil, err

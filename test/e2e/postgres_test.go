@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iotsafe/iotsafe/internal/pgscratch"
 )
@@ -22,9 +24,12 @@ import (
 func TestRegistryOnPostgres(t *testing.T) {
 	pg := pgscratch.Start(t)
 	dsn := pg.Database(t)
-	h := startHub(t, "", "")
+	h := startHub(t, "", "rest: {listen: '127.0.0.1:0'}\n")
 	key := h.addDevice("dev1")
 	h.addDevice("dev2")
+	// A notification in the hub's own telemetry.db moves with the registry.
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	stored := postNotification(t, h, "dev1", secret, "before the move")
 	h.mustCLI("device", "revoke", "dev2", "--reason", "lost")
 	app := deviceApp(t, "from dev1")
 	a := startAgent(t, h, key, "--expose", "http="+hostPortOf(app))
@@ -38,7 +43,7 @@ func TestRegistryOnPostgres(t *testing.T) {
 	}
 	h.stop()
 	out := h.mustCLI("registry", "migrate", "--to", dsn)
-	for _, want := range []string{"devices         2 rows", "sockets         2 rows", "every table's count checked", "next: set  registry: {dsn:"} {
+	for _, want := range []string{"devices         2 rows", "sockets         2 rows", "notifications   1 rows (ids kept)", "telemetry.db renamed telemetry.db.moved", "every table's count checked", "next: set  registry: {dsn:"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("migrate output lacks %q:\n%s", want, out)
 		}
@@ -70,6 +75,13 @@ func TestRegistryOnPostgres(t *testing.T) {
 	}
 	if d := h.device("dev2"); d.Revoked == nil {
 		t.Fatal("dev2's revocation was lost in the move")
+	}
+	// The notification is in the shared store now, under the same id.
+	if got := listNotifications(t, h, "dev1", secret); len(got) != 1 || got[0]["id"] != stored["id"] || got[0]["notification"] != "before the move" {
+		t.Fatalf("notifications after the move: %v, want %v", got, stored)
+	}
+	if _, err := os.Stat(filepath.Join(h.data, "telemetry.db")); !os.IsNotExist(err) {
+		t.Fatalf("the hub on PostgreSQL made a telemetry.db of its own: %v", err)
 	}
 	// status finds a registry that is not in the data folder, and says where it is.
 	st := h.mustCLIStdout("status")
@@ -113,7 +125,7 @@ func TestHubsShareAPostgresRegistry(t *testing.T) {
 	hubNamed := func(name string) *hubProc {
 		data := t.TempDir()
 		// One registry, one pool: the same range for both hubs.
-		cfg := fmt.Sprintf("log: {level: debug, format: json}\naccess: {kernel: off}\npool: {cidr: 127.78.9.0/24}\nregistry: {dsn: %q, hub_name: %s}\nssh:\n  listen: 127.0.0.1:0\n", dsn, name)
+		cfg := fmt.Sprintf("log: {level: debug, format: json}\naccess: {kernel: off}\npool: {cidr: 127.78.9.0/24}\nregistry: {dsn: %q, hub_name: %s}\nrest: {listen: '127.0.0.1:0'}\nssh:\n  listen: 127.0.0.1:0\n", dsn, name)
 		if err := os.WriteFile(filepath.Join(data, "hub.yaml"), []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -121,6 +133,25 @@ func TestHubsShareAPostgresRegistry(t *testing.T) {
 	}
 	a, b := hubNamed("edge-a"), hubNamed("edge-b")
 	key := a.addDevice("dev1")
+
+	// One notification store for both: what dev2 stores at edge-a, edge-b lists under
+	// the same id, and a long poll at edge-b from that cursor gets the next one edge-a
+	// stores (whether it arrives before or after the poll begins).
+	a.addDevice("dev2")
+	secret := strings.TrimSpace(a.mustCLIStdout("device", "secret", "dev2"))
+	one := postNotification(t, a, "dev2", secret, "one")
+	if got := listNotifications(t, b, "dev2", secret); len(got) != 1 || got[0]["id"] != one["id"] {
+		t.Fatalf("edge-b lists %v, want edge-a's %v", got, one)
+	}
+	polled := make(chan []any, 1)
+	go func() {
+		_, _, got := restCall(t, plainClient, "GET", "http://"+b.rest+"/api/rest/device/dev2/notification/poll?waitTimeout=60&timestamp="+url.QueryEscape(one["timestamp"].(string)), deviceBearer(t, b, "dev2", secret), nil)
+		polled <- got
+	}()
+	two := postNotification(t, a, "dev2", secret, "two")
+	if got := <-polled; len(got) != 1 || got[0].(map[string]any)["id"] != two["id"] {
+		t.Fatalf("the poll at edge-b returned %v, want edge-a's %v", got, two)
+	}
 	app := deviceApp(t, "from dev1")
 	ag := startProc(t, iotsafeBin, "agent", "--hub", a.addr+","+b.addr, "--key", key, "--hub-key", a.hostFP+","+b.hostFP,
 		"--log-format", "json", "--log-level", "debug", "--expose", "http="+hostPortOf(app))
@@ -141,6 +172,42 @@ func TestHubsShareAPostgresRegistry(t *testing.T) {
 
 	a.mustCLI("device", "revoke", "dev1", "--reason", "stolen")
 	b.log.wait(t, "closed sessions after a registry change the admin socket did not deliver", "device", "dev1")
+}
+
+var plainClient = &http.Client{Timeout: 90 * time.Second}
+
+// deviceBearer logs device in with its telemetry secret at h's plain REST listener.
+func deviceBearer(t *testing.T, h *hubProc, device, secret string) string {
+	t.Helper()
+	code, toks, _ := restCall(t, plainClient, "POST", "http://"+h.rest+"/api/rest/token", "", map[string]string{"login": device, "password": secret})
+	if code != 201 || toks["accessToken"] == nil {
+		t.Fatalf("login of %s at %s: %d %v", device, h.rest, code, toks)
+	}
+	return "Bearer " + toks["accessToken"].(string)
+}
+
+// postNotification stores a notification of device at h and returns what h answered.
+func postNotification(t *testing.T, h *hubProc, device, secret, name string) map[string]any {
+	t.Helper()
+	code, got, _ := restCall(t, plainClient, "POST", "http://"+h.rest+"/api/rest/device/"+device+"/notification", deviceBearer(t, h, device, secret), map[string]any{"notification": name})
+	if code != 201 || got["id"] == nil {
+		t.Fatalf("storing %s of %s at %s: %d %v", name, device, h.rest, code, got)
+	}
+	return got
+}
+
+// listNotifications is device's notifications as h lists them.
+func listNotifications(t *testing.T, h *hubProc, device, secret string) []map[string]any {
+	t.Helper()
+	code, _, list := restCall(t, plainClient, "GET", "http://"+h.rest+"/api/rest/device/"+device+"/notification", deviceBearer(t, h, device, secret), nil)
+	if code != 200 {
+		t.Fatalf("listing %s's notifications at %s: %d", device, h.rest, code)
+	}
+	var out []map[string]any
+	for _, n := range list {
+		out = append(out, n.(map[string]any))
+	}
+	return out
 }
 
 // runRefused runs a command expected to fail at start and returns its output; if it
