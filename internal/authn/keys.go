@@ -1,6 +1,7 @@
 package authn
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -87,9 +88,31 @@ func newKey(alg string, now time.Time) (Key, error) {
 // ErrUnsafeKeyFile means the key file is readable by others than its owner.
 var ErrUnsafeKeyFile = errors.New("authn: unsafe key file mode")
 
-// LoadKeys reads DIR/jwt-keys.json.
-func LoadKeys(dir string) (*KeySet, error) {
-	path := filepath.Join(dir, KeysFile)
+// KeyStore keeps the key set (its JSON): a file in the data folder (FileKeys), or a
+// row of the registry when it is in PostgreSQL, so every hub of the registry signs and
+// verifies with the same keys and a token from one hub works at all of them.
+type KeyStore interface {
+	// Read returns the set, or an error wrapping os.ErrNotExist when there is none.
+	Read(ctx context.Context) ([]byte, error)
+	// Create stores b when there is no set yet, or fails wrapping os.ErrExist.
+	Create(ctx context.Context, b []byte) error
+	// Update replaces the set with what fn makes of it, atomically against other
+	// writers.
+	Update(ctx context.Context, fn func(old []byte) ([]byte, error)) error
+	// Where names the store in messages.
+	Where() string
+}
+
+// FileKeys is the key set in DIR/jwt-keys.json (mode 0600; a file readable by others is
+// refused).
+type FileKeys string
+
+// Where implements KeyStore.
+func (d FileKeys) Where() string { return filepath.Join(string(d), KeysFile) }
+
+// Read implements KeyStore.
+func (d FileKeys) Read(context.Context) ([]byte, error) {
+	path := d.Where()
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -97,29 +120,57 @@ func LoadKeys(dir string) (*KeySet, error) {
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%w: %s has mode %v; it holds the token signing keys (chmod 600 %s)", ErrUnsafeKeyFile, path, fi.Mode().Perm(), path)
 	}
-	b, err := os.ReadFile(path)
+	return os.ReadFile(path)
+}
+
+// Create implements KeyStore.
+func (d FileKeys) Create(_ context.Context, b []byte) error { return writeKeys(string(d), b, true) }
+
+// Update implements KeyStore. Within one data folder only one hub runs, and rotations
+// are an operator's command: the file is not locked against a concurrent one.
+func (d FileKeys) Update(ctx context.Context, fn func([]byte) ([]byte, error)) error {
+	old, err := d.Read(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := fn(old)
+	if err != nil {
+		return err
+	}
+	return writeKeys(string(d), b, false)
+}
+
+// LoadKeys reads DIR/jwt-keys.json.
+func LoadKeys(dir string) (*KeySet, error) { return loadKeys(context.Background(), FileKeys(dir)) }
+
+func loadKeys(ctx context.Context, store KeyStore) (*KeySet, error) {
+	b, err := store.Read(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return parseKeys(b, store.Where())
+}
+
+func parseKeys(b []byte, where string) (*KeySet, error) {
 	var ks KeySet
 	if err := json.Unmarshal(b, &ks); err != nil {
-		return nil, fmt.Errorf("authn: %s: %w", path, err)
+		return nil, fmt.Errorf("authn: %s: %w", where, err)
 	}
 	if len(ks.Keys) == 0 {
-		return nil, fmt.Errorf("authn: %s holds no key", path)
+		return nil, fmt.Errorf("authn: %s holds no key", where)
 	}
 	for _, k := range ks.Keys {
 		if n, ok := keyBytes[k.Alg]; !ok || len(k.Secret) < n || k.ID == "" {
-			return nil, fmt.Errorf("authn: %s: key %q (%s) is malformed or too short", path, k.ID, k.Alg)
+			return nil, fmt.Errorf("authn: %s: key %q (%s) is malformed or too short", where, k.ID, k.Alg)
 		}
 	}
 	return &ks, nil
 }
 
-// LoadOrCreateKeys reads the key file, creating it with one alg key if there is none.
-// A file whose current key has another algorithm is left alone: Rotate changes it.
-func LoadOrCreateKeys(dir, alg string) (*KeySet, bool, error) {
-	ks, err := LoadKeys(dir)
+// loadOrCreateKeys reads the key set, creating it with one alg key if there is none.
+// A set whose current key has another algorithm is left alone: Rotate changes it.
+func loadOrCreateKeys(ctx context.Context, store KeyStore, alg string) (*KeySet, bool, error) {
+	ks, err := loadKeys(ctx, store)
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
 		return ks, false, err
 	}
@@ -128,9 +179,13 @@ func LoadOrCreateKeys(dir, alg string) (*KeySet, bool, error) {
 		return nil, false, err
 	}
 	ks = &KeySet{Keys: []Key{k}}
-	if err := writeKeys(dir, ks, true); err != nil {
-		if errors.Is(err, os.ErrExist) { // another process created it first
-			ks, err = LoadKeys(dir)
+	b, err := json.MarshalIndent(ks, "", "  ")
+	if err != nil {
+		return nil, false, err
+	}
+	if err := store.Create(ctx, b); err != nil {
+		if errors.Is(err, os.ErrExist) { // another process (or hub) created it first
+			ks, err = loadKeys(ctx, store)
 			return ks, false, err
 		}
 		return nil, false, err
@@ -138,12 +193,16 @@ func LoadOrCreateKeys(dir, alg string) (*KeySet, bool, error) {
 	return ks, true, nil
 }
 
-// Rotate adds a new current key of alg; the previous ones are retired (they keep
+// Rotate adds a new current key of alg to DIR's key file (RotateIn).
+func Rotate(dir, alg string, maxTTL time.Duration) (*Key, error) {
+	return RotateIn(context.Background(), FileKeys(dir), alg, maxTTL)
+}
+
+// RotateIn adds a new current key of alg; the previous ones are retired (they keep
 // verifying for the longest token lifetime) and keys retired longer ago than maxTTL are
 // dropped.
-func Rotate(dir, alg string, maxTTL time.Duration) (*Key, error) {
-	ks, _, err := LoadOrCreateKeys(dir, alg)
-	if err != nil {
+func RotateIn(ctx context.Context, store KeyStore, alg string, maxTTL time.Duration) (*Key, error) {
+	if _, _, err := loadOrCreateKeys(ctx, store, alg); err != nil {
 		return nil, err
 	}
 	now := time.Now().UTC()
@@ -151,29 +210,32 @@ func Rotate(dir, alg string, maxTTL time.Duration) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	kept := ks.Keys[:0]
-	for _, old := range ks.Keys {
-		if old.Retired == nil {
-			old.Retired = &now
+	err = store.Update(ctx, func(old []byte) ([]byte, error) {
+		ks, err := parseKeys(old, store.Where())
+		if err != nil {
+			return nil, err
 		}
-		if now.Sub(*old.Retired) <= maxTTL {
-			kept = append(kept, old)
+		kept := ks.Keys[:0]
+		for _, o := range ks.Keys {
+			if o.Retired == nil {
+				o.Retired = &now
+			}
+			if now.Sub(*o.Retired) <= maxTTL {
+				kept = append(kept, o)
+			}
 		}
-	}
-	ks.Keys = append(kept, k)
-	if err := writeKeys(dir, ks, false); err != nil {
+		ks.Keys = append(kept, k)
+		return json.MarshalIndent(ks, "", "  ")
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &k, nil
 }
 
-// writeKeys writes the set 0600 through a temporary file, so a reader never sees half a
-// file: renamed over the old one, or linked only if there is none (createOnly).
-func writeKeys(dir string, ks *KeySet, createOnly bool) error {
-	b, err := json.MarshalIndent(ks, "", "  ")
-	if err != nil {
-		return err
-	}
+// writeKeys writes b 0600 through a temporary file, so a reader never sees half a file:
+// renamed over the old one, or linked only if there is none (createOnly).
+func writeKeys(dir string, b []byte, createOnly bool) error {
 	tmp, err := os.CreateTemp(dir, ".jwt-keys-*") // 0600
 	if err != nil {
 		return err

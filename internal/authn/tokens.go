@@ -1,10 +1,10 @@
 package authn
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,15 +91,15 @@ var (
 	ErrUnsigned  = errors.New("unsigned token refused")
 )
 
-// Tokens issues and verifies tokens with the key file in a data folder, re-reading it
-// when it changes (rotation by another process takes effect within a second).
+// Tokens issues and verifies tokens with the keys of a KeyStore, re-reading them when
+// they change (rotation by another process or hub takes effect within a second).
 type Tokens struct {
 	cfg       Config
-	dir       string
+	store     KeyStore
 	keys      atomic.Pointer[KeySet]
 	checkMu   sync.Mutex
-	nextCheck atomic.Int64 // unix ns of the next look at the key file
-	modTime   time.Time
+	nextCheck atomic.Int64 // unix ns of the next look at the store
+	raw       []byte       // the set as last read; checkMu
 	parser    *jwt.Parser
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
@@ -115,14 +115,20 @@ const (
 	KeysRotated        // the configured algorithm differed from the current key's
 )
 
-// Open loads (or creates, with cfg.Algorithm) the keys in dir. When the configured
-// algorithm is not the current key's, it rotates to a new key of that algorithm.
+// Open loads (or creates, with cfg.Algorithm) the keys in dir (OpenStore).
 func Open(dir string, cfg Config) (*Tokens, Opened, error) {
+	return OpenStore(context.Background(), FileKeys(dir), cfg)
+}
+
+// OpenStore loads (or creates, with cfg.Algorithm) the keys in store. When the
+// configured algorithm is not the current key's, it rotates to a new key of that
+// algorithm.
+func OpenStore(ctx context.Context, store KeyStore, cfg Config) (*Tokens, Opened, error) {
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, 0, err
 	}
-	ks, created, err := LoadOrCreateKeys(dir, cfg.Algorithm)
+	ks, created, err := loadOrCreateKeys(ctx, store, cfg.Algorithm)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -131,19 +137,20 @@ func Open(dir string, cfg Config) (*Tokens, Opened, error) {
 		what = KeysCreated
 	}
 	if ks.Current().Alg != cfg.Algorithm {
-		if _, err := Rotate(dir, cfg.Algorithm, cfg.MaxRefreshTTL); err != nil {
-			return nil, 0, err
-		}
-		if ks, err = LoadKeys(dir); err != nil {
+		if _, err := RotateIn(ctx, store, cfg.Algorithm, cfg.MaxRefreshTTL); err != nil {
 			return nil, 0, err
 		}
 		what = KeysRotated
 	}
-	t := &Tokens{cfg: cfg, dir: dir}
-	t.keys.Store(ks)
-	if fi, err := os.Stat(filepath.Join(dir, KeysFile)); err == nil {
-		t.modTime = fi.ModTime()
+	raw, err := store.Read(ctx)
+	if err != nil {
+		return nil, 0, err
 	}
+	if ks, err = parseKeys(raw, store.Where()); err != nil {
+		return nil, 0, err
+	}
+	t := &Tokens{cfg: cfg, store: store, raw: raw}
+	t.keys.Store(ks)
 	t.parser = jwt.NewParser(
 		jwt.WithValidMethods([]string{HS256, HS384, HS512, None}), // narrowed per key below
 		jwt.WithExpirationRequired(),
@@ -169,10 +176,10 @@ func (t *Tokens) now() time.Time {
 	return time.Now()
 }
 
-// maybeReload re-reads the key file at most once a second if its mtime changed.
+// maybeReload re-reads the key set at most once a second and takes it if it changed.
 func (t *Tokens) maybeReload() {
 	now := time.Now()
-	// Every request passes here: only one of them a second looks at the file.
+	// Every request passes here: only one of them a second looks at the store.
 	if now.UnixNano() < t.nextCheck.Load() || !t.checkMu.TryLock() {
 		return
 	}
@@ -181,13 +188,16 @@ func (t *Tokens) maybeReload() {
 		return
 	}
 	t.nextCheck.Store(now.Add(time.Second).UnixNano())
-	fi, err := os.Stat(filepath.Join(t.dir, KeysFile))
-	if err != nil || fi.ModTime().Equal(t.modTime) {
+	// A shared store is a database: a slow one delays this one request, not all.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	raw, err := t.store.Read(ctx)
+	if err != nil || bytes.Equal(raw, t.raw) {
 		return
 	}
-	if ks, err := LoadKeys(t.dir); err == nil {
+	if ks, err := parseKeys(raw, t.store.Where()); err == nil {
 		t.keys.Store(ks)
-		t.modTime = fi.ModTime()
+		t.raw = raw
 	}
 }
 

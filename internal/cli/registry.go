@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
@@ -218,9 +219,49 @@ func copyRegistry(ctx context.Context, from, to string, w io.Writer) ([]registry
 	}
 	defer dstLease.Release()
 	fmt.Fprintf(w, "copying %s to %s\n", show(from), show(to))
-	return src.CopyTo(ctx, dst, func(c registry.TableCount) {
+	counts, err := src.CopyTo(ctx, dst, func(c registry.TableCount) {
 		fmt.Fprintf(w, "  %-15s %d rows\n", c.Table, c.Rows)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return counts, moveTokenKeys(ctx, from, to, src, dst, w)
+}
+
+// moveTokenKeys moves the REST API's token signing keys with the registry, so the
+// tokens they signed stay valid: a data folder keeps them in jwt-keys.json, a
+// PostgreSQL registry in a setting every hub of it shares (hub.TokenKeys).
+func moveTokenKeys(ctx context.Context, from, to string, src, dst *registry.Registry, w io.Writer) error {
+	switch {
+	case !sqldb.IsDSN(from) && sqldb.IsDSN(to):
+		b, err := authn.FileKeys(from).Read(ctx)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err == nil {
+			err = dst.SharedSecret(registry.KeyJWT).Create(ctx, b)
+		}
+		if err != nil {
+			return fmt.Errorf("the registry was copied, its token signing keys were not: %w", err)
+		}
+		fmt.Fprintf(w, "  token signing keys of %s copied into the registry (every hub of it signs with them)\n", authn.FileKeys(from).Where())
+	case sqldb.IsDSN(from) && !sqldb.IsDSN(to):
+		b, err := src.SharedSecret(registry.KeyJWT).Read(ctx)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err == nil {
+			err = authn.FileKeys(to).Create(ctx, b)
+		}
+		if err == nil { // the folder's hub reads the file; no copy in registry.db
+			err = dst.SharedSecret(registry.KeyJWT).Delete(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("the registry was copied, its token signing keys were not: %w", err)
+		}
+		fmt.Fprintf(w, "  token signing keys written to %s\n", authn.FileKeys(to).Where())
+	}
+	return nil
 }
 
 // commandHolder names an admin command in a registry's serving lease.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/credential"
+	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -69,7 +70,14 @@ or removed (then at once); rotating the signing key ('iotsafe jwt rotate') keeps
 			if st.Revoked {
 				return fmt.Errorf("device %s is revoked: its tokens would be refused", st.Name)
 			}
-			tokens, _, err := authn.Open(g.data, cfg.JWT)
+			keys, note, err := hub.TokenKeys(ctx, &cfg, g.data, reg)
+			if err != nil {
+				return err
+			}
+			if note != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", note)
+			}
+			tokens, _, err := authn.OpenStore(ctx, keys, cfg.JWT)
 			if err != nil {
 				return err
 			}
@@ -109,7 +117,8 @@ func jwtCmd(g *globals) *cobra.Command {
 		Short: "Sign new tokens with a new key; tokens of the old one stay valid until they expire",
 		Long: `Add a new signing key (of jwt.algorithm) and retire the current one: new tokens carry the
 new key id, and the old key keeps verifying the tokens it signed for at most
-jwt.max_refresh_ttl. A running hub picks the new key up within a second.`,
+jwt.max_refresh_ttl. A running hub picks the new key up within a second; with a
+PostgreSQL registry the keys are the registry's, and every hub of it does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg, cfg, err := g.openRegistry(cmd.Context())
@@ -120,7 +129,14 @@ jwt.max_refresh_ttl. A running hub picks the new key up within a second.`,
 			if err := cfg.JWT.Validate(); err != nil {
 				return err
 			}
-			k, err := authn.Rotate(g.data, cfg.JWT.Algorithm, cfg.JWT.MaxRefreshTTL)
+			keys, note, err := hub.TokenKeys(cmd.Context(), &cfg, g.data, reg)
+			if err != nil {
+				return err
+			}
+			if note != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", note)
+			}
+			k, err := authn.RotateIn(cmd.Context(), keys, cfg.JWT.Algorithm, cfg.JWT.MaxRefreshTTL)
 			if err != nil {
 				return err
 			}

@@ -1,14 +1,17 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
+	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
@@ -22,14 +25,21 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 		return nil
 	}
 	log := h.log.With("component", "rest")
-	tokens, what, err := authn.Open(h.dir, h.cfg.JWT)
+	keys, note, err := TokenKeys(ctx, &h.cfg, h.dir, h.reg)
+	if err != nil {
+		return fmt.Errorf("hub: jwt: %w", err)
+	}
+	if note != "" {
+		log.Warn(note)
+	}
+	tokens, what, err := authn.OpenStore(ctx, keys, h.cfg.JWT)
 	if err != nil {
 		return fmt.Errorf("hub: jwt: %w", err)
 	}
 	kid, alg := tokens.CurrentKey()
 	switch what {
 	case authn.KeysCreated:
-		log.Info("created the token signing key", "file", authn.KeysFile, "kid", kid, "algorithm", alg)
+		log.Info("created the token signing key", "in", keys.Where(), "kid", kid, "algorithm", alg)
 	case authn.KeysRotated:
 		log.Warn("jwt.algorithm differs from the current key's: rotated to a new key; tokens of the old one stay valid until they expire", "kid", kid, "algorithm", alg)
 	}
@@ -259,4 +269,34 @@ func (h *Hub) warnLocalNotifications(ctx context.Context) {
 		h.log.Warn("the data folder's telemetry.db holds notifications the shared store lacks: readers see them only once moved (stop this hub, then: iotsafe registry migrate --notifications --from DATA --to DSN)",
 			"file", telemetry.FileName, "notifications", n)
 	}
+}
+
+// TokenKeys is where the REST API's token signing keys are: the data folder's
+// jwt-keys.json, or, with a PostgreSQL registry, a setting of the registry that every
+// hub of it shares (a token from one hub verifies at all). A folder's key file is moved
+// into a registry that has no keys yet, so tokens it signed stay valid; a key file left
+// beside keys the registry already has is not used, and note says so.
+func TokenKeys(ctx context.Context, cfg *Config, dir string, reg *registry.Registry) (keys authn.KeyStore, note string, err error) {
+	if cfg.Registry.DSN == "" {
+		return authn.FileKeys(dir), "", nil
+	}
+	shared := reg.SharedSecret(registry.KeyJWT)
+	local, err := authn.FileKeys(dir).Read(ctx)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return shared, "", nil
+	case err != nil:
+		return nil, "", err
+	}
+	err = shared.Create(ctx, local)
+	switch {
+	case err == nil:
+		return shared, "", nil
+	case !errors.Is(err, os.ErrExist):
+		return nil, "", err
+	}
+	if cur, err := shared.Read(ctx); err != nil || !bytes.Equal(cur, local) {
+		return shared, authn.FileKeys(dir).Where() + " is not used: the hubs of the registry share its signing keys, and tokens this file's keys signed are refused (remove the file once they have expired)", nil
+	}
+	return shared, "", nil
 }

@@ -30,6 +30,8 @@ func TestRegistryOnPostgres(t *testing.T) {
 	// A notification in the hub's own telemetry.db moves with the registry.
 	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
 	stored := postNotification(t, h, "dev1", secret, "before the move")
+	// So does the key that signed a device's refresh token.
+	refresh := strings.TrimSpace(h.mustCLIStdout("device", "token", "dev1"))
 	h.mustCLI("device", "revoke", "dev2", "--reason", "lost")
 	app := deviceApp(t, "from dev1")
 	a := startAgent(t, h, key, "--expose", "http="+hostPortOf(app))
@@ -43,7 +45,7 @@ func TestRegistryOnPostgres(t *testing.T) {
 	}
 	h.stop()
 	out := h.mustCLI("registry", "migrate", "--to", dsn)
-	for _, want := range []string{"devices         2 rows", "sockets         2 rows", "notifications   1 rows (ids kept)", "telemetry.db renamed telemetry.db.moved", "every table's count checked", "next: set  registry: {dsn:"} {
+	for _, want := range []string{"devices         2 rows", "sockets         2 rows", "notifications   1 rows (ids kept)", "telemetry.db renamed telemetry.db.moved", "jwt-keys.json copied into the registry", "every table's count checked", "next: set  registry: {dsn:"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("migrate output lacks %q:\n%s", want, out)
 		}
@@ -83,6 +85,9 @@ func TestRegistryOnPostgres(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(h.data, "telemetry.db")); !os.IsNotExist(err) {
 		t.Fatalf("the hub on PostgreSQL made a telemetry.db of its own: %v", err)
 	}
+	if code, got, _ := restCall(t, plainClient, "POST", "http://"+h.rest+"/api/rest/token/refresh", "", map[string]string{"refreshToken": refresh}); code != 201 {
+		t.Fatalf("a refresh token from before the move: %d %v", code, got)
+	}
 	// status finds a registry that is not in the data folder, and says where it is.
 	st := h.mustCLIStdout("status")
 	for _, want := range []string{"registry   ok, schema version", "postgres://postgres@/", "hubs       1 serving from the registry"} {
@@ -113,6 +118,25 @@ func TestRegistryOnPostgres(t *testing.T) {
 		t.Fatalf("revoke:\n%s", out)
 	}
 	h.log.wait(t, "session closed", "device", "dev1", "why", "key revoked")
+
+	// And back to a data folder: the notifications and the signing keys come along.
+	refresh3 := strings.TrimSpace(h.mustCLIStdout("device", "token", "dev3"))
+	h.stop()
+	back := filepath.Join(t.TempDir(), "back")
+	out = h.mustCLI("registry", "migrate", "--to", back)
+	for _, want := range []string{"notifications   1 rows (ids kept)", "token signing keys written to " + back + "/jwt-keys.json"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("migrate back lacks %q:\n%s", want, out)
+		}
+	}
+	os.WriteFile(filepath.Join(back, "hub.yaml"), []byte("log: {level: debug, format: json}\naccess: {kernel: off}\nrest: {listen: '127.0.0.1:0'}\nssh:\n  listen: 127.0.0.1:0\n"), 0o600)
+	hb := startHub(t, back, "")
+	if code, got, _ := restCall(t, plainClient, "POST", "http://"+hb.rest+"/api/rest/token/refresh", "", map[string]string{"refreshToken": refresh3}); code != 201 {
+		t.Fatalf("a refresh token from PostgreSQL days at the hub on SQLite again: %d %v", code, got)
+	}
+	if fi, err := os.Stat(filepath.Join(back, "jwt-keys.json")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the key file written back: %v %v", fi, err)
+	}
 }
 
 // Two hubs share one PostgreSQL registry under their own names: a device with both
@@ -151,6 +175,16 @@ func TestHubsShareAPostgresRegistry(t *testing.T) {
 	two := postNotification(t, a, "dev2", secret, "two")
 	if got := <-polled; len(got) != 1 || got[0].(map[string]any)["id"] != two["id"] {
 		t.Fatalf("the poll at edge-b returned %v, want edge-a's %v", got, two)
+	}
+	// One set of signing keys: a refresh token made at edge-a's folder works at edge-b,
+	// and the access token edge-b gives for it works at edge-a.
+	refresh := strings.TrimSpace(a.mustCLIStdout("device", "token", "dev2"))
+	code, toks, _ := restCall(t, plainClient, "POST", "http://"+b.rest+"/api/rest/token/refresh", "", map[string]string{"refreshToken": refresh})
+	if code != 201 || toks["accessToken"] == nil {
+		t.Fatalf("edge-a's refresh token at edge-b: %d %v", code, toks)
+	}
+	if code, _, _ := restCall(t, plainClient, "GET", "http://"+a.rest+"/api/rest/device/dev2/notification", "Bearer "+toks["accessToken"].(string), nil); code != 200 {
+		t.Fatalf("edge-b's access token at edge-a: %d", code)
 	}
 	app := deviceApp(t, "from dev1")
 	ag := startProc(t, iotsafeBin, "agent", "--hub", a.addr+","+b.addr, "--key", key, "--hub-key", a.hostFP+","+b.hostFP,
