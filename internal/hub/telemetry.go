@@ -53,7 +53,14 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 	// Beside the registry: the data folder's telemetry.db, or the shared PostgreSQL
 	// database, where every hub of the registry reads what any of them stored.
 	where := h.cfg.RegistryLocation(h.dir)
-	if h.store, err = telemetry.Open(ctx, where, h.cfg.Telemetry, telemetry.Options{Observer: observer(obs), Log: h.log.With("component", "telemetry")}); err != nil {
+	if h.store, err = telemetry.Open(ctx, where, h.cfg.Telemetry, telemetry.Options{Observer: observer(obs), Log: h.log.With("component", "telemetry"),
+		// What other hubs stored reaches this hub's MQTT subscribers as its own REST and
+		// SOAP notifications do.
+		Others: func(ns []telemetry.Notification) {
+			for _, n := range ns {
+				h.toMQTT(n)
+			}
+		}}); err != nil {
 		return err
 	}
 	if h.store.Shared() {

@@ -101,9 +101,38 @@ func (s *Store) catchUp(ctx context.Context, last int64) (int64, error) {
 			return last, nil
 		}
 		s.feed.publish(page)
+		s.tellOthers(page)
 		last = page[len(page)-1].Timestamp.UnixMicro()
 		if len(page) < followPage {
 			return last, nil
 		}
+	}
+}
+
+// tellOthers gives Options.Others the rows of page this hub did not commit. Ids rise
+// with timestamps, so an own id at or below the page's last that follow never read was
+// deleted meanwhile (a removed device): it is forgotten too.
+func (s *Store) tellOthers(page []Notification) {
+	if s.others == nil {
+		return
+	}
+	var others []Notification
+	s.ownMu.Lock()
+	for _, n := range page {
+		if _, mine := s.own[n.ID]; mine {
+			delete(s.own, n.ID)
+		} else {
+			others = append(others, n)
+		}
+	}
+	lastID := page[len(page)-1].ID
+	for id := range s.own {
+		if id <= lastID {
+			delete(s.own, id)
+		}
+	}
+	s.ownMu.Unlock()
+	if len(others) > 0 {
+		s.others(others)
 	}
 }

@@ -185,3 +185,35 @@ func TestCopyStores(t *testing.T) {
 		t.Fatalf("the retired file is kept as a backup: %v", err)
 	}
 }
+
+// A hub hears of the notifications other hubs stored (its MQTT subscribers get them),
+// in order, and never of its own.
+func TestOthersAreTold(t *testing.T) {
+	pgOnly(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	told := make(chan Notification, 16)
+	a, err := Open(ctx, location(t, dir), Config{}, Options{Others: func(ns []Notification) {
+		for _, n := range ns {
+			told <- n
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := open(t, dir, Config{})
+	b.Append(ctx, note("dev2", "x"), note("dev2", "y"))
+	a.Append(ctx, note("dev1", "own"))
+	b.Append(ctx, note("dev2", "end"))
+	var names []string
+	for n := range told {
+		names = append(names, n.Name)
+		if n.Name == "end" {
+			break
+		}
+	}
+	if fmt.Sprint(names) != "[x y end]" {
+		t.Fatalf("a was told of %v, want [x y end]", names)
+	}
+}

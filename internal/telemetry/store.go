@@ -60,6 +60,10 @@ type Observer interface {
 type Options struct {
 	Observer Observer     // nil: no metrics
 	Log      *slog.Logger // nil: no log (PostgreSQL: a lost or restored change feed)
+	// Others, if set, is given the notifications other hubs stored in a shared store,
+	// in order, as this hub learns of them (the hub hands them to its MQTT subscribers,
+	// as it does its own REST and SOAP ones). It runs on the follower: keep it short.
+	Others func([]Notification)
 }
 
 // Store is the notification store: an SQLite file of one hub, or a table in the
@@ -88,6 +92,9 @@ type Store struct {
 	wake     chan struct{} // to follow; buffered 1
 	unfollow context.CancelFunc
 	followed chan struct{} // closed when follow and the listener have returned
+	others   func([]Notification)
+	ownMu    sync.Mutex
+	own      map[int64]struct{} // ids this hub committed that follow has not read yet
 }
 
 type appendReq struct {
@@ -140,7 +147,8 @@ func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, 
 		return nil, err
 	}
 	s := &Store{cfg: cfg, db: db, where: where, feed: newFeed(), queue: make(chan *appendReq, cfg.QueueDepth),
-		stop: make(chan struct{}), stopped: make(chan struct{}), obs: o.Observer, log: o.Log}
+		stop: make(chan struct{}), stopped: make(chan struct{}), obs: o.Observer, log: o.Log,
+		others: o.Others, own: map[int64]struct{}{}}
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(ts), 0) FROM notifications`).Scan(&s.lastTS); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("telemetry: %s: %w", where, err)
@@ -397,6 +405,8 @@ func (s *Store) commit(batch []*appendReq) {
 			}
 		}
 		if s.shared {
+			// Before the commit: follow may read the rows the moment it is visible.
+			s.markOwn(batch, true)
 			return tx.Notify(context.Background(), Channel)
 		}
 		return nil
@@ -410,8 +420,12 @@ func (s *Store) commit(batch []*appendReq) {
 	s.queued -= n
 	queued := s.queued
 	s.mu.Unlock()
-	if err == nil && n > 0 && s.shared {
-		s.poke() // follow publishes it, in order with the other hubs' rows
+	if s.shared && n > 0 {
+		if err != nil {
+			s.markOwn(batch, false)
+		} else {
+			s.poke() // follow publishes it, in order with the other hubs' rows
+		}
 	} else if err == nil && n > 0 {
 		all := make([]Notification, 0, n)
 		for _, r := range batch {
@@ -425,6 +439,25 @@ func (s *Store) commit(batch []*appendReq) {
 	}
 	for _, r := range batch {
 		r.done <- err
+	}
+}
+
+// markOwn records (or, after a failed commit, forgets) the ids of a batch this hub
+// stores in a shared store, so follow tells Options.Others only of the other hubs'.
+func (s *Store) markOwn(batch []*appendReq, add bool) {
+	if s.others == nil {
+		return
+	}
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	for _, r := range batch {
+		for _, it := range r.items {
+			if add {
+				s.own[it.ID] = struct{}{}
+			} else {
+				delete(s.own, it.ID)
+			}
+		}
 	}
 }
 

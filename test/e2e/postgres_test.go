@@ -146,16 +146,16 @@ func TestRegistryOnPostgres(t *testing.T) {
 // the registry alone (LISTEN/NOTIFY).
 func TestHubsShareAPostgresRegistry(t *testing.T) {
 	dsn := pgscratch.Start(t).Database(t)
-	hubNamed := func(name string) *hubProc {
+	hubNamed := func(name, extra string) *hubProc {
 		data := t.TempDir()
 		// One registry, one pool: the same range for both hubs.
-		cfg := fmt.Sprintf("log: {level: debug, format: json}\naccess: {kernel: off}\npool: {cidr: 127.78.9.0/24}\nregistry: {dsn: %q, hub_name: %s}\nrest: {listen: '127.0.0.1:0'}\nssh:\n  listen: 127.0.0.1:0\n", dsn, name)
+		cfg := fmt.Sprintf("log: {level: debug, format: json}\naccess: {kernel: off}\npool: {cidr: 127.78.9.0/24}\nregistry: {dsn: %q, hub_name: %s}\nrest: {listen: '127.0.0.1:0'}\n%sssh:\n  listen: 127.0.0.1:0\n", dsn, name, extra)
 		if err := os.WriteFile(filepath.Join(data, "hub.yaml"), []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return startHub(t, data, "")
 	}
-	a, b := hubNamed("edge-a"), hubNamed("edge-b")
+	a, b := hubNamed("edge-a", ""), hubNamed("edge-b", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '127.0.0.1:0'}\n")
 	key := a.addDevice("dev1")
 
 	// One notification store for both: what dev2 stores at edge-a, edge-b lists under
@@ -176,6 +176,14 @@ func TestHubsShareAPostgresRegistry(t *testing.T) {
 	if got := <-polled; len(got) != 1 || got[0].(map[string]any)["id"] != two["id"] {
 		t.Fatalf("the poll at edge-b returned %v, want edge-a's %v", got, two)
 	}
+	// An MQTT subscriber at edge-b gets what the device stored at edge-a over REST.
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	os.WriteFile(ca, []byte(b.mustCLI("frontdoor", "ca")), 0o644)
+	sub, _ := startSub(t, "-h", "127.0.0.1", "-p", portOf(b.mqttTLS), "--cafile", ca, "--insecure", "-u", "dev2", "-P", secret, "-V", "mqttv5", "-t", "devices/dev2/#", "-v", "-d")
+	sub.waitText(t, "received SUBACK")
+	postNotification(t, a, "dev2", secret, "three")
+	sub.waitText(t, "devices/dev2/notifications/three")
+
 	// One set of signing keys: a refresh token made at edge-a's folder works at edge-b,
 	// and the access token edge-b gives for it works at edge-a.
 	refresh := strings.TrimSpace(a.mustCLIStdout("device", "token", "dev2"))
