@@ -37,7 +37,8 @@ type Summary struct {
 	Reps     int    `json:"reps"`
 	Quick    bool   `json:"quick"`
 	// PerSecond is backend -> metric -> rate: admin_device_add, admin_device_add_parallel,
-	// admin_device_show, admin_grant, admin_revoke, session_setup (median of the passes).
+	// admin_device_show, admin_grant, admin_revoke, session_setup (median of the passes),
+	// notifications_append, notifications_append_two_hubs (PostgreSQL only).
 	PerSecond map[string]map[string]float64 `json:"per_second"`
 	// Ratios are postgres over sqlite, per metric (same run).
 	Ratios map[string]float64 `json:"postgres_over_sqlite"`
@@ -53,8 +54,11 @@ type Target struct {
 
 // metric names a row's rate in the summary.
 func (r Row) metric() string {
-	if r.Part == "sessions" {
+	switch r.Part {
+	case "sessions":
 		return "session_setup"
+	case "telemetry":
+		return "notifications_" + r.Op
 	}
 	if r.Writers > 1 {
 		return "admin_" + r.Op + "_parallel"
@@ -113,14 +117,22 @@ var metrics = []struct{ Key, Label string }{
 	{"admin_device_show", "device read per second"},
 	{"admin_grant", "grant per second"},
 	{"admin_revoke", "revoke per second"},
+	{"notifications_append", "notifications stored per second (64 devices)"},
+	{"notifications_append_two_hubs", "notifications stored per second, two hubs sharing"},
 }
 
 // Print writes the summary for a terminal.
 func Print(w io.Writer, s Summary) {
 	fmt.Fprintf(w, "\nregistry: SQLite in the data folder against PostgreSQL (%s), same run\n", s.Postgres)
 	fmt.Fprintf(w, "  %-48s %10s %10s %8s\n", "", "sqlite", "postgres", "pg/sqlite")
+	cell := func(v float64, format string) string {
+		if v == 0 {
+			return "-" // not measured: two hubs cannot share an SQLite store
+		}
+		return fmt.Sprintf(format, v)
+	}
 	for _, m := range metrics {
-		fmt.Fprintf(w, "  %-48s %10.0f %10.0f %8.2f\n", m.Label, s.PerSecond["sqlite"][m.Key], s.PerSecond["postgres"][m.Key], s.Ratios[m.Key])
+		fmt.Fprintf(w, "  %-48s %10s %10s %8s\n", m.Label, cell(s.PerSecond["sqlite"][m.Key], "%.0f"), cell(s.PerSecond["postgres"][m.Key], "%.0f"), cell(s.Ratios[m.Key], "%.2f"))
 	}
 	fmt.Fprintf(w, "target (session setup on PostgreSQL >= %.1fx SQLite's): %s, %.2fx\n", s.Target.Ratio, lab.Verdict(s.Target.Met), s.Target.Have)
 }
@@ -129,10 +141,11 @@ var reportTmpl = lab.NewReport(`{{template "head" .}}
 <h1>The registry: SQLite against PostgreSQL</h1>
 <p class="note">{{template "env" .Env}}. PostgreSQL: {{.S.Postgres}}. Same run, same machine.
 Admin operations: {{.S.Ops}} of each through the registry's API (keys made beforehand), one writer; device add also from {{.S.Writers}} writers at once, each with its own connection as separate admin commands have.
-Session setup: a hub serving from each registry, {{.S.Devices}} devices of the lab's fleet connecting at once (32 handshakes in flight), each with its reverse forward, {{.S.Reps}} pass(es), median.</p>
+Session setup: a hub serving from each registry, {{.S.Devices}} devices of the lab's fleet connecting at once (32 handshakes in flight), each with its reverse forward, {{.S.Reps}} pass(es), median.
+Notifications: the telemetry store (the data folder's telemetry.db; on PostgreSQL the table every hub shares) with 64 devices storing at once, each waiting until its notification is durable; on PostgreSQL also two hubs' stores sharing the table, half the devices each.</p>
 <p>Target: session setup on PostgreSQL at least {{f "%.1f" .S.Target.Ratio}}x SQLite's — <b>{{if .S.Target.Met}}met{{else}}not met{{end}}</b> ({{f "%.2f" .S.Target.Have}}x).</p>
 <table><tr><th>per second</th><th>SQLite</th><th>PostgreSQL</th><th>PostgreSQL / SQLite</th></tr>
-{{range .Metrics}}<tr><td>{{.Label}}</td><td>{{f "%.0f" (index $.S.PerSecond "sqlite" .Key)}}</td><td>{{f "%.0f" (index $.S.PerSecond "postgres" .Key)}}</td><td>{{f "%.2f" (index $.S.Ratios .Key)}}</td></tr>
+{{range .Metrics}}<tr><td>{{.Label}}</td><td>{{with index $.S.PerSecond "sqlite" .Key}}{{f "%.0f" .}}{{else}}—{{end}}</td><td>{{with index $.S.PerSecond "postgres" .Key}}{{f "%.0f" .}}{{else}}—{{end}}</td><td>{{with index $.S.Ratios .Key}}{{f "%.2f" .}}{{else}}—{{end}}</td></tr>
 {{end}}</table>
 <p class="note">Raw data: registry.csv (every timed batch), summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>

@@ -2,6 +2,7 @@ package registrybench
 
 import (
 	"context"
+	"encoding/json"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
 
 // Options configures the registry part.
@@ -35,8 +37,10 @@ type Options struct {
 	// Writers are the concurrent admin writers of the parallel figure; 0 means 8.
 	Writers int
 	// Reps are the session setup passes per registry; 0 means 3 (1 with Quick).
-	Reps     int
-	Progress *lab.Progress
+	Reps int
+	// Notifications are stored per notification figure; 0 means 20000 (400 with Quick).
+	Notifications int
+	Progress      *lab.Progress
 }
 
 func (o *Options) defaults() {
@@ -52,7 +56,12 @@ func (o *Options) defaults() {
 	pick(&o.Ops, 500, 40)
 	pick(&o.Writers, 8, 4)
 	pick(&o.Reps, 3, 1)
+	pick(&o.Notifications, 20000, 400)
 }
+
+// notifyWriters are the devices storing notifications at once, each waiting for its
+// own to be durable before the next (as the REST API answers only then).
+const notifyWriters = 64
 
 // benchPool is the pool of every registry of the part.
 var benchPool = sockets.Config{CIDR: "127.90.0.0/16"}
@@ -63,8 +72,8 @@ var Backends = []string{"sqlite", "postgres"}
 // Row is one timed batch.
 type Row struct {
 	Backend string  `json:"backend"`
-	Part    string  `json:"part"` // "admin" or "sessions"
-	Op      string  `json:"op"`   // device_add, grant, revoke, device_show; setup
+	Part    string  `json:"part"` // "admin", "sessions" or "telemetry"
+	Op      string  `json:"op"`   // device_add, grant, revoke, device_show; setup; append, append_two_hubs
 	Writers int     `json:"writers"`
 	Rep     int     `json:"rep"`
 	N       int     `json:"n"`
@@ -107,7 +116,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 		}
 	}
 	p := o.Progress
-	p.Start(len(Backends) * (1 + o.Reps))
+	p.Start(len(Backends) * (2 + o.Reps))
 	for _, backend := range Backends {
 		dir, err := b.Scratch("registry-" + backend)
 		if err != nil {
@@ -129,6 +138,16 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 			return res, fmt.Errorf("%s admin operations: %w", backend, err)
 		}
 		p.Step(fmt.Sprintf("%s: admin operations", backend))
+		telemetryAt := filepath.Join(dir, "telemetry")
+		if backend == "postgres" {
+			telemetryAt = dsn
+		}
+		rows, err = notifications(ctx, telemetryAt, backend, o)
+		res.Rows = append(res.Rows, rows...)
+		if err != nil {
+			return res, fmt.Errorf("%s notifications: %w", backend, err)
+		}
+		p.Step(fmt.Sprintf("%s: notifications", backend))
 	}
 	p.Done()
 	return res, nil
@@ -340,3 +359,71 @@ func waitOffline(ctx context.Context, srv *lab.SSHServer) error {
 }
 
 func mkdir(dir string) error { return os.MkdirAll(dir, 0o700) }
+
+// notifications times the telemetry store at where: notifyWriters devices storing
+// Notifications in all. On PostgreSQL also two hubs' stores writing the shared table at
+// once, half the devices each (their batches take turns under the store's lock).
+func notifications(ctx context.Context, where, backend string, o Options) ([]Row, error) {
+	if !sqldb.IsDSN(where) {
+		if err := mkdir(where); err != nil {
+			return nil, err
+		}
+	}
+	var rows []Row
+	hubs := []int{1}
+	if backend == "postgres" {
+		hubs = append(hubs, 2)
+	}
+	for _, n := range hubs {
+		secs, err := appendRate(ctx, where, n, o.Notifications)
+		if err != nil {
+			return rows, err
+		}
+		op := "append"
+		if n == 2 {
+			op = "append_two_hubs"
+		}
+		rows = append(rows, Row{Backend: backend, Part: "telemetry", Op: op, Writers: notifyWriters, N: o.Notifications, Seconds: secs})
+	}
+	return rows, nil
+}
+
+// appendRate opens hubs stores at where and times total notifications stored by
+// notifyWriters devices spread over them.
+func appendRate(ctx context.Context, where string, hubs, total int) (float64, error) {
+	stores := make([]*telemetry.Store, hubs)
+	for i := range stores {
+		st, err := telemetry.Open(ctx, where, telemetry.Config{}, telemetry.Options{})
+		if err != nil {
+			return 0, err
+		}
+		defer st.Close()
+		stores[i] = st
+	}
+	payload := json.RawMessage(`{"temperature":21.5,"humidity":40}`)
+	errs := make(chan error, notifyWriters)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range notifyWriters {
+		st := stores[w%hubs]
+		n := total / notifyWriters
+		if w < total%notifyWriters {
+			n++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dev := fmt.Sprintf("dev%d", w)
+			for range n {
+				if _, err := st.Append(ctx, telemetry.Notification{Device: dev, Name: "reading", Parameters: payload}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	close(errs)
+	return secs, <-errs
+}
