@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
 	"github.com/iotsafe/iotsafe/internal/sockets"
-	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // Hubs share a PostgreSQL registry under their own names: a second hub of the same
@@ -19,7 +19,7 @@ func TestLeases(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	a := open(t, dir)
-	if backend != sqldb.Postgres {
+	if !pgscratch.OnPostgres() {
 		// On SQLite the data folder's lock does this; a lease holds nothing there.
 		l, err := a.LockServing(ctx, "a", Peer{})
 		if err != nil {
@@ -113,7 +113,7 @@ func TestWatchChanges(t *testing.T) {
 		defer close(done)
 		a.WatchChanges(ctx, func() { wake <- struct{}{} }, func(err error) { t.Logf("listen: %v", err) })
 	}()
-	if backend == sqldb.SQLite {
+	if !pgscratch.OnPostgres() {
 		<-done
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/iotsafe/iotsafe/internal/migrate"
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
@@ -46,7 +47,7 @@ func TestNewerRegistryIsRefused(t *testing.T) {
 	rawExec(t, dir, `INSERT INTO schema_migrations VALUES (99, 'from the future', '2030-01-01T00:00:00.000000Z')`)
 	_, err := Open(context.Background(), location(t, dir), sockets.Config{})
 	where := FileName
-	if backend == sqldb.Postgres {
+	if pgscratch.OnPostgres() {
 		where = sqldb.Redact(location(t, dir))
 	}
 	if !errors.Is(err, migrate.ErrTooNew) || !strings.Contains(err.Error(), where) || !strings.Contains(err.Error(), "version 99") {

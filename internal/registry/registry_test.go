@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,48 +31,18 @@ func newKey(t *testing.T) ssh.PublicKey {
 	return k
 }
 
-// backend is the database the tests run on: TestMain runs every test on SQLite files,
-// then again on a real PostgreSQL server (package pgscratch), so both keep one behaviour.
-var backend = sqldb.SQLite
+// TestMain runs every test on SQLite files, then again on a real PostgreSQL server
+// (pgscratch.Twice), so both keep one behaviour.
+func TestMain(m *testing.M) { pgscratch.Twice(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		backend = sqldb.Postgres
-		code = m.Run()
-	}
-	pgscratch.CloseShared()
-	os.Exit(code)
-}
-
-var pgDatabases = struct {
-	sync.Mutex
-	byDir map[string]string
-}{byDir: map[string]string{}}
-
-// location is where a test's registry lives: the folder itself on SQLite; on
-// PostgreSQL a database of its own, the same one each time the test opens that folder.
-func location(t *testing.T, dir string) string {
-	t.Helper()
-	if backend == sqldb.SQLite {
-		return dir
-	}
-	pgDatabases.Lock()
-	defer pgDatabases.Unlock()
-	dsn, ok := pgDatabases.byDir[dir]
-	if !ok {
-		dsn = pgscratch.Shared(t).Database(t)
-		pgDatabases.byDir[dir] = dsn
-		t.Logf("registry on PostgreSQL: %s", dsn)
-	}
-	return dsn
-}
+// location is where a test's registry lives (pgscratch.Location).
+func location(t *testing.T, dir string) string { return pgscratch.Location(t, dir) }
 
 // sqliteOnly skips what only an SQLite file has (its file mode, registries from
 // before versions were kept) in the PostgreSQL pass.
 func sqliteOnly(t *testing.T) {
 	t.Helper()
-	if backend == sqldb.Postgres {
+	if pgscratch.OnPostgres() {
 		t.Skip("a property of the SQLite file; not applicable to PostgreSQL")
 	}
 }
@@ -83,7 +52,7 @@ func rawExec(t *testing.T, dir, stmt string) {
 	t.Helper()
 	var db *sqldb.DB
 	var err error
-	if backend == sqldb.SQLite {
+	if !pgscratch.OnPostgres() {
 		db, err = sqldb.OpenSQLite(filepath.Join(dir, FileName))
 	} else {
 		db, err = sqldb.OpenPostgres(context.Background(), location(t, dir), sqldb.PostgresOptions{})
@@ -130,7 +99,7 @@ func TestSocketsStableAcrossReopen(t *testing.T) {
 		t.Fatalf("bad sockets %+v", d2.Sockets)
 	}
 	r.Close()
-	if fi, err := os.Stat(filepath.Join(dir, FileName)); backend == sqldb.SQLite && (err != nil || fi.Mode().Perm() != 0o600) {
+	if fi, err := os.Stat(filepath.Join(dir, FileName)); !pgscratch.OnPostgres() && (err != nil || fi.Mode().Perm() != 0o600) {
 		t.Fatalf("registry file mode: %v %v", fi.Mode(), err)
 	}
 	r2 := open(t, dir)

@@ -9,13 +9,13 @@ import (
 	"testing"
 
 	"github.com/iotsafe/iotsafe/internal/migrate"
-	"github.com/iotsafe/iotsafe/internal/sqldb"
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
 )
 
 // A store a newer iotsafe migrated is refused at open, naming the file; the hub then
 // does not start rather than misread it.
 func TestNewerStoreIsRefused(t *testing.T) {
-	if backend != sqldb.SQLite {
+	if pgscratch.OnPostgres() {
 		t.Skip("reads the SQLite file directly")
 	}
 	dir := t.TempDir()

@@ -19,46 +19,15 @@ import (
 	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
-// backend is the database the tests run on: SQLite first, then (TestMain) the whole
-// suite again on a real PostgreSQL server started for the run.
-var backend = sqldb.SQLite
+func TestMain(m *testing.M) { pgscratch.Twice(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 && !testing.Short() {
-		backend = sqldb.Postgres
-		code = m.Run()
-	}
-	pgscratch.CloseShared()
-	os.Exit(code)
-}
-
-var pgDatabases = struct {
-	sync.Mutex
-	byDir map[string]string
-}{byDir: map[string]string{}}
-
-// location is where a test's store lives: the folder on SQLite; on PostgreSQL a
-// database of its own, the same each time the test opens that folder.
-func location(t testing.TB, dir string) string {
-	t.Helper()
-	if backend == sqldb.SQLite {
-		return dir
-	}
-	pgDatabases.Lock()
-	defer pgDatabases.Unlock()
-	dsn, ok := pgDatabases.byDir[dir]
-	if !ok {
-		dsn = pgscratch.Shared(t).Database(t)
-		pgDatabases.byDir[dir] = dsn
-	}
-	return dsn
-}
+// location is where a test's store lives (pgscratch.Location).
+func location(t testing.TB, dir string) string { return pgscratch.Location(t, dir) }
 
 // pgOnly skips what needs several hubs on one database.
 func pgOnly(t *testing.T) {
 	t.Helper()
-	if backend != sqldb.Postgres {
+	if !pgscratch.OnPostgres() {
 		t.Skip("several hubs share a store only on PostgreSQL")
 	}
 }
@@ -94,7 +63,7 @@ func TestAppendIsDurableAndOrdered(t *testing.T) {
 			t.Fatalf("ids and timestamps must increase: %+v then %+v", all[i-1], all[i])
 		}
 	}
-	if fi, err := os.Stat(filepath.Join(dir, FileName)); backend == sqldb.SQLite && (err != nil || fi.Mode().Perm() != 0o600) {
+	if fi, err := os.Stat(filepath.Join(dir, FileName)); !pgscratch.OnPostgres() && (err != nil || fi.Mode().Perm() != 0o600) {
 		t.Fatalf("store file: %v %v", fi.Mode(), err)
 	}
 	s.Close()

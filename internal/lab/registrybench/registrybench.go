@@ -2,9 +2,9 @@ package registrybench
 
 import (
 	"context"
-	"encoding/json"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
