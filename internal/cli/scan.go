@@ -30,7 +30,7 @@ func scanCmd(g *globals) *cobra.Command {
 	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "scan [HOST:PORT...]",
-		Short: "The security posture of TLS and SSH endpoints: versions, suites, groups, certificate, downgrade, robustness",
+		Short: "The security posture of TLS, DTLS and SSH endpoints: versions, suites, groups, certificate, downgrade, robustness",
 		Long: `Scan reports what a TLS endpoint accepts and how it holds up (paper 003's security
 analysis), with hand-made ClientHellos so that versions and suites no modern client offers
 are found too: SSL 3.0 to TLS 1.3, every suite per version in the server's order of
@@ -41,6 +41,10 @@ extended master secret, compression, resumption, ALPN; with --proto https the HS
 header, with --proto mqtts whether an anonymous CONNECT is accepted; and whether it
 still serves after malformed and oversized input. --proto ssh rates an SSH server's key
 exchanges, host keys, ciphers and MACs and checks the strict key exchange (Terrapin).
+--proto dtls scans a DTLS endpoint over UDP (CoAP over DTLS, for instance): DTLS 1.2 and
+1.0, its suites (pre-shared-key ones included), whether it verifies a client's address
+with a cookie before sending its flight (without one a spoofed flood is amplified: the
+factor is reported), secure renegotiation and the extended master secret.
 
 Each finding is info, good, weak or insecure. Scan exits 1 when a finding is at or above
 --fail-on (default weak; "none" never fails), so CI can run it as is.
@@ -49,6 +53,7 @@ Each finding is info, good, weak or insecure. Scan exits 1 when a finding is at 
 over TLS) against its local CA; a hub in its default configuration has no weak finding.`,
 		Example: `  iotsafe scan --hub
   iotsafe scan mqtt.example.com:8883 --proto mqtts
+  iotsafe scan coap.example.com:5684 --proto dtls
   iotsafe scan 10.0.0.5:443 --proto https --name devices.example.com --ca ca.crt --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			threshold := scan.Severity(100)
@@ -59,9 +64,9 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 				}
 			}
 			switch proto {
-			case "tls", "https", "mqtts", "ssh":
+			case "tls", "https", "mqtts", "ssh", "dtls":
 			default:
-				return fmt.Errorf("--proto: %q: use tls, https, mqtts or ssh", proto)
+				return fmt.Errorf("--proto: %q: use tls, https, mqtts, ssh or dtls", proto)
 			}
 			var roots *x509.CertPool
 			if caFile != "" {
@@ -114,7 +119,7 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&proto, "proto", "tls", "what the targets speak: tls, https (adds HSTS), mqtts (adds the anonymous-login check) or ssh")
+	fl.StringVar(&proto, "proto", "tls", "what the targets speak: tls, https (adds HSTS), mqtts (adds the anonymous-login check), ssh, or dtls (UDP)")
 	fl.StringVar(&name, "name", "", "server name to send and to check the certificate against (default the target's host)")
 	fl.StringVar(&caFile, "ca", "", "PEM file of the roots that must verify the chain (default the system's)")
 	fl.BoolVar(&ofHub, "hub", false, "scan the TLS endpoints of the hub running on the data folder")
@@ -127,8 +132,11 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 // scanOne runs every check that fits the target's protocol.
 func scanOne(ctx context.Context, t scanTarget, timeout time.Duration) *scan.Report {
 	o := scan.Options{Name: t.name, Roots: t.roots, Timeout: timeout}
-	if t.proto == "ssh" {
+	switch t.proto {
+	case "ssh":
 		return scan.ScanSSH(ctx, t.addr, o)
+	case "dtls":
+		return scan.ScanDTLS(ctx, t.addr, o)
 	}
 	alpn := map[string][]string{"https": {"h2", "http/1.1"}, "mqtts": {"mqtt"}}[t.proto]
 	r := scan.ScanTLS(ctx, t.addr, t.proto, alpn, o)

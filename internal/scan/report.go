@@ -54,8 +54,9 @@ type Report struct {
 	Target   string    `json:"target"`
 	Proto    string    `json:"proto"`
 	Findings []Finding `json:"findings"`
-	// What a TLS endpoint accepts: versions, suites per version (OpenSSL names up to
-	// TLS 1.2, in the server's order; IANA names for TLS 1.3), TLS 1.3 groups.
+	// What a TLS or DTLS endpoint accepts: versions, suites per version (OpenSSL names
+	// up to TLS 1.2 and for DTLS, in the server's order; IANA names for TLS 1.3), TLS 1.3
+	// groups.
 	Versions []string            `json:"versions,omitempty"`
 	Suites   map[string][]string `json:"suites,omitempty"`
 	Groups   []string            `json:"groups,omitempty"`

@@ -144,6 +144,8 @@ func Rate(s Suite) (Severity, string) {
 		return Insecure, "MD5 MAC"
 	case strings.Contains(n, "3DES"):
 		return Weak, "3DES: 64-bit blocks (Sweet32)"
+	case strings.HasPrefix(n, "TLS_PSK_"):
+		return Weak, "pre-shared key without (EC)DHE: no forward secrecy"
 	case strings.HasPrefix(n, "TLS_RSA_"):
 		return Weak, "RSA key exchange: no forward secrecy (and Bleichenbacher-style attacks)"
 	case strings.Contains(n, "CCM_8"):

@@ -49,8 +49,9 @@ type scanner struct {
 	weakList []Suite
 }
 
-// noteSuite remembers an accepted suite that Rate does not call good.
-func (s *scanner) noteSuite(v uint16, suite Suite) {
+// noteSuite remembers an accepted suite that Rate does not call good, with the version
+// (label) that takes it.
+func (s *scanner) noteSuite(label string, suite Suite) {
 	if sev, _ := Rate(suite); sev <= Good {
 		return
 	}
@@ -60,7 +61,7 @@ func (s *scanner) noteSuite(v uint16, suite Suite) {
 	if _, seen := s.weak[suite.Name]; !seen {
 		s.weakList = append(s.weakList, suite)
 	}
-	s.weak[suite.Name] = append(s.weak[suite.Name], strings.TrimPrefix(VersionName(v), "TLS "))
+	s.weak[suite.Name] = append(s.weak[suite.Name], label)
 }
 
 func (s *scanner) setSuites(v uint16, names []string) {
@@ -209,7 +210,7 @@ func (s *scanner) suites12(ctx context.Context, v uint16) {
 		suite := rest[i]
 		rest = slices.Delete(rest, i, i+1)
 		got = append(got, suite.OpenSSL)
-		s.noteSuite(v, suite)
+		s.noteSuite(strings.TrimPrefix(VersionName(v), "TLS "), suite)
 	}
 	s.setSuites(v, got)
 	s.r.add("suites", Info, "%s, in the server's order: %s", VersionName(v), strings.Join(got, " "))
@@ -222,7 +223,7 @@ func (s *scanner) suites13(ctx context.Context) {
 		sh, err := s.probe(ctx, hello{version: VersionTLS12, tls13: true, suites: []uint16{suite.ID}})
 		if err == nil && sh.version == VersionTLS13 && sh.suite == suite.ID {
 			got = append(got, suite.Name)
-			s.noteSuite(VersionTLS13, suite)
+			s.noteSuite("1.3", suite)
 		}
 	}
 	s.setSuites(VersionTLS13, got)

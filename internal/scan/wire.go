@@ -105,21 +105,54 @@ type hello struct {
 	compress   bool // offer DEFLATE before null compression
 	fallback   bool // TLS_FALLBACK_SCSV
 	recordVers uint16
+	// random and sessionID, if set, are sent instead of fresh ones (a DTLS ClientHello
+	// answering a cookie repeats the first one's).
+	random, sessionID []byte
 }
 
 // marshal is the ClientHello in one TLS record.
 func (h hello) marshal() ([]byte, error) {
+	body, err := h.body(nil)
+	if err != nil {
+		return nil, err
+	}
+	msg := make([]byte, 0, 9+len(body))
+	rv := h.recordVers
+	if rv == 0 {
+		rv = min(h.version, VersionTLS10) // what clients put in the first record
+		if h.version == VersionSSL30 {
+			rv = VersionSSL30
+		}
+	}
+	n := len(body) + 4
+	msg = append(msg, 22, byte(rv>>8), byte(rv), byte(n>>8), byte(n))
+	msg = append(msg, 1, byte(len(body)>>16), byte(len(body)>>8), byte(len(body)))
+	return append(msg, body...), nil
+}
+
+// body is the ClientHello's body; a DTLS one (cookie not nil) carries the cookie after
+// the session id.
+func (h hello) body(cookie []byte) ([]byte, error) {
 	var body bytes.Buffer
 	put16 := func(b *bytes.Buffer, v uint16) { b.WriteByte(byte(v >> 8)); b.WriteByte(byte(v)) }
 	put16(&body, h.version)
-	random := make([]byte, 32)
-	rand.Read(random)
+	random, sid := h.random, h.sessionID
+	if random == nil {
+		random = make([]byte, 32)
+		rand.Read(random)
+	}
+	if sid == nil {
+		// A session id, as TLS 1.3 clients send for middlebox compatibility.
+		sid = make([]byte, 32)
+		rand.Read(sid)
+	}
 	body.Write(random)
-	// A session id, as TLS 1.3 clients send for middlebox compatibility.
-	sid := make([]byte, 32)
-	rand.Read(sid)
-	body.WriteByte(32)
+	body.WriteByte(byte(len(sid)))
 	body.Write(sid)
+	if cookie != nil {
+		body.WriteByte(byte(len(cookie)))
+		body.Write(cookie)
+	}
 	suites := h.suites
 	if h.fallback {
 		suites = append(append([]uint16{}, suites...), suiteFallbackSCSV)
@@ -212,19 +245,7 @@ func (h hello) marshal() ([]byte, error) {
 	}
 	put16(&body, uint16(ext.Len()))
 	body.Write(ext.Bytes())
-
-	msg := make([]byte, 0, 9+body.Len())
-	rv := h.recordVers
-	if rv == 0 {
-		rv = min(h.version, VersionTLS10) // what clients put in the first record
-		if h.version == VersionSSL30 {
-			rv = VersionSSL30
-		}
-	}
-	n := body.Len() + 4
-	msg = append(msg, 22, byte(rv>>8), byte(rv), byte(n>>8), byte(n))
-	msg = append(msg, 1, byte(body.Len()>>16), byte(body.Len()>>8), byte(body.Len()))
-	return append(msg, body.Bytes()...), nil
+	return body.Bytes(), nil
 }
 
 // keyShare is a fresh public key of group g (the private part is dropped: a probe never

@@ -52,4 +52,9 @@ func TestScanHub(t *testing.T) {
 	if out, err := h.cli("scan", "--proto", "gopher", "127.0.0.1:1"); err == nil || !strings.Contains(out, "--proto") {
 		t.Fatalf("an unknown protocol: %v\n%s", err, out)
 	}
+	// DTLS over UDP (the scanner itself is tested against OpenSSL and pion in
+	// internal/scan): a port where nothing listens is a clear error and exit 1.
+	if out, err := h.cli("scan", "--proto", "dtls", "--timeout", "1s", "127.0.0.1:1"); err == nil || !strings.Contains(out, "nothing listens on that UDP port") {
+		t.Fatalf("scan --proto dtls of a closed port: %v\n%s", err, out)
+	}
 }
