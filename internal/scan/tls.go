@@ -157,6 +157,9 @@ func ScanTLS(ctx context.Context, addr, proto string, alpn []string, o Options) 
 		s.legacyExtras(ctx, versions)
 		s.dheParameters(ctx, versions)
 	}
+	if slices.Contains(versions, VersionTLS12) {
+		s.clientRenegotiation(ctx)
+	}
 	s.handshake(ctx, alpn)
 	return s.r
 }

@@ -108,6 +108,9 @@ type hello struct {
 	// random and sessionID, if set, are sent instead of fresh ones (a DTLS ClientHello
 	// answering a cookie repeats the first one's).
 	random, sessionID []byte
+	// renegotiation is the client's last Finished, for a ClientHello that renegotiates
+	// (RFC 5746); nil in a first handshake.
+	renegotiation []byte
 }
 
 // marshal is the ClientHello in one TLS record.
@@ -189,11 +192,12 @@ func (h hello) body(cookie []byte) ([]byte, error) {
 	for _, g := range groups {
 		put16(&b, g)
 	}
-	add(10, b.Bytes())     // supported_groups
-	add(11, []byte{1, 0})  // ec_point_formats: uncompressed
-	add(0xff01, []byte{0}) // renegotiation_info, empty: secure renegotiation
-	add(23, nil)           // extended_master_secret
-	add(35, nil)           // session_ticket
+	add(10, b.Bytes())    // supported_groups
+	add(11, []byte{1, 0}) // ec_point_formats: uncompressed
+	// renegotiation_info: empty in a first handshake, the last Finished in a renegotiation
+	add(0xff01, append([]byte{byte(len(h.renegotiation))}, h.renegotiation...))
+	add(23, nil) // extended_master_secret
+	add(35, nil) // session_ticket
 	sigs := []uint16{0x0403, 0x0503, 0x0603, 0x0807, 0x0804, 0x0805, 0x0806, 0x0401, 0x0501, 0x0601, 0x0203, 0x0201}
 	b.Reset()
 	put16(&b, uint16(2*len(sigs)))
