@@ -12,12 +12,12 @@ cd "$(dirname "$0")/.."
 # checks the TLS policy of the hub's listeners (s_client, cipher names); Mosquitto's
 # clients (mosquitto_pub, mosquitto_sub) are the real MQTT peers of the hub's broker, and
 # Mosquitto's broker the central broker its bridge talks to (started by the tests on free
-# loopback ports, never as a system service). sslscan and ssh-audit are the reference
+# loopback ports, never as a system service). sslscan, testssl.sh and ssh-audit are the reference
 # tools 'iotsafe scan' is checked against. gcc, libssl-dev and libwolfssl-dev build the
 # TLS lab's OpenSSL and wolfSSL helpers ('iotsafe bench tls'). PostgreSQL's server is the
 # shared registry of several hubs; the tests start scratch clusters of their own as an
 # unprivileged user (internal/pgtest), never the system's cluster or service.
-PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables openssh-server caddy python3 python3-venv openssl mosquitto-clients mosquitto sslscan ssh-audit gcc libc6-dev libssl-dev libwolfssl-dev xmlsec1 postgresql)
+PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables openssh-server caddy python3 python3-venv openssl mosquitto-clients mosquitto sslscan testssl.sh ssh-audit gcc libc6-dev libssl-dev libwolfssl-dev xmlsec1 postgresql)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -97,7 +97,7 @@ func WriteServerCert(dir, name string, rsaKey bool) (certFile, keyFile string, c
 		SerialNumber: big.NewInt(time.Now().UnixNano()),
 		Subject:      pkix.Name{CommonName: "iotsafe lab"},
 		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(30 * 24 * time.Hour), // past the scan's two-week warning
+		NotAfter:     time.Now().Add(60 * 24 * time.Hour), // past the scan's 30-day warning
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.ParseIP(LinkGWAddr)},
 		DNSNames:     []string{"lab"},
 		KeyUsage:     usage,

@@ -428,8 +428,10 @@ func (s *scanner) certificate(chain []*x509.Certificate) {
 		s.r.add("certificate", Insecure, "expired on %s", leaf.NotAfter.Format(time.DateOnly))
 	case now.Before(leaf.NotBefore):
 		s.r.add("certificate", Insecure, "not valid before %s", leaf.NotBefore.Format(time.DateOnly))
-	case leaf.NotAfter.Sub(now) < 14*24*time.Hour:
-		s.r.add("certificate", Weak, "expires in less than two weeks (%s)", leaf.NotAfter.Format(time.DateOnly))
+	case leaf.NotAfter.Sub(now) < 30*24*time.Hour:
+		// 30 days, as testssl.sh and ACME clients: certificates are renewed earlier
+		// (the hub's local CA renews its 90-day leaves with 30 days left).
+		s.r.add("certificate", Weak, "expires in less than 30 days (%s)", leaf.NotAfter.Format(time.DateOnly))
 	}
 	switch k := leaf.PublicKey.(type) {
 	case *rsa.PublicKey:
