@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -41,6 +44,8 @@ func TestScanHub(t *testing.T) {
 		}
 	}
 
+	testsslOnFrontDoor(t, h)
+
 	weak := startHub(t, "", "frontdoor:\n  listen: 127.0.0.1:0\n  domain: "+fdDomain+"\n  tls: {min_version: \"1.1\", suites: [ECDHE-ECDSA-AES128-SHA, ECDHE-ECDSA-AES128-GCM-SHA256], allow_insecure: true}\n")
 	out, err = weak.cli("scan", "--hub")
 	if err == nil || !strings.Contains(out, "TLS 1.1 accepted") || !strings.Contains(out, "ECDHE-ECDSA-AES128-SHA (1.1, 1.2): CBC") {
@@ -56,5 +61,39 @@ func TestScanHub(t *testing.T) {
 	// internal/scan): a port where nothing listens is a clear error and exit 1.
 	if out, err := h.cli("scan", "--proto", "dtls", "--timeout", "1s", "127.0.0.1:1"); err == nil || !strings.Contains(out, "nothing listens on that UDP port") {
 		t.Fatalf("scan --proto dtls of a closed port: %v\n%s", err, out)
+	}
+}
+
+// testsslOnFrontDoor runs testssl.sh (protocols, cipher categories, certificate against
+// the hub's CA, vulnerabilities, HTTP headers) on a default hub's front door: it rates
+// nothing LOW or worse beyond the three differences docs/scan.md explains, as the scan
+// rates nothing weak there. About 20 s.
+func testsslOnFrontDoor(t *testing.T, h *hubProc) {
+	t.Helper()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	jsonFile := filepath.Join(dir, "testssl.json")
+	out, _ := exec.Command(needTool(t, "testssl"), "--quiet", "--warnings", "off", "--color", "0", "-p", "-s", "-S", "-U", "-h",
+		"--add-ca", ca, "--ip", "127.0.0.1", "--jsonfile", jsonFile, "https://dev1."+fdDomain+":"+portOf(h.front)+"/").CombinedOutput()
+	b, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatalf("testssl wrote no JSON: %v\n%s", err, out)
+	}
+	var findings []struct{ ID, Severity, Finding string }
+	if err := json.Unmarshal(b, &findings); err != nil {
+		t.Fatal(err)
+	}
+	explained := map[string]bool{"TLS_session_ticket": true, "cert_revocation": true, "DNS_CAArecord": true}
+	for _, f := range findings {
+		switch f.Severity {
+		case "LOW", "MEDIUM", "HIGH", "CRITICAL":
+			if !explained[f.ID] {
+				t.Errorf("testssl on the default front door: %s %s: %s", f.ID, f.Severity, f.Finding)
+			}
+		}
+	}
+	if len(findings) < 20 {
+		t.Errorf("testssl checked little (%d findings):\n%s", len(findings), out)
 	}
 }
