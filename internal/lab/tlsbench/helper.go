@@ -93,13 +93,19 @@ func helperClient(ctx context.Context, bin string, port, k int, mode, group, psk
 	if suite != "" {
 		args = append(args, suite, strconv.FormatFloat(window.Seconds(), 'f', 3, 64))
 	}
+	return runHelper(ctx, bin, args...)
+}
+
+// runHelper runs one of a helper's client commands and reads its "ok" line; exit status
+// 2 is errUnsupported.
+func runHelper(ctx context.Context, bin string, args ...string) (Sample, error) {
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.ExitCode() == 2 {
 			return Sample{}, errUnsupported(strings.TrimSpace(string(out)))
 		}
-		return Sample{}, fmt.Errorf("%s client: %v: %s", filepath.Base(bin), err, strings.TrimSpace(string(out)))
+		return Sample{}, fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), args[0], err, strings.TrimSpace(string(out)))
 	}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {

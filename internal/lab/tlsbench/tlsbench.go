@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 
 // Implementations and modes of the connection-time experiment.
 var (
-	Impls = []string{"go", "openssl", "wolfssl", "pion", "pion+cid"}
+	Impls = []string{"go", "openssl", "wolfssl", "pion", "pion+cid", "wolfssl-dtls"}
 	// full_mlkem is a full handshake with the hybrid X25519MLKEM768 key share (Go's
 	// default first choice), the others X25519.
 	Modes = []string{"full", "resume", "psk_ke", "psk_dhe_ke", "full_mlkem"}
@@ -26,18 +27,23 @@ var (
 
 // unsupported says why an implementation cannot run a mode (FACTS.md).
 var unsupported = map[string]string{
-	"go psk_ke":           "Go's crypto/tls has no external PSK",
-	"go psk_dhe_ke":       "Go's crypto/tls has no external PSK",
-	"openssl full_mlkem":  "OpenSSL 3.0 has no ML-KEM",
-	"wolfssl full_mlkem":  "Debian's wolfSSL 5.5.4 has no ML-KEM",
-	"pion full_mlkem":     "DTLS 1.2 has no hybrid post-quantum key exchange",
-	"pion+cid full_mlkem": "DTLS 1.2 has no hybrid post-quantum key exchange",
+	"go psk_ke":               "Go's crypto/tls has no external PSK",
+	"go psk_dhe_ke":           "Go's crypto/tls has no external PSK",
+	"openssl full_mlkem":      "OpenSSL 3.0 has no ML-KEM",
+	"wolfssl full_mlkem":      "Debian's wolfSSL 5.5.4 has no ML-KEM",
+	"pion full_mlkem":         "DTLS 1.2 has no hybrid post-quantum key exchange",
+	"pion+cid full_mlkem":     "DTLS 1.2 has no hybrid post-quantum key exchange",
+	"wolfssl-dtls full_mlkem": "DTLS 1.2 has no hybrid post-quantum key exchange",
 }
+
+// isDTLS says whether impl is a DTLS 1.2 implementation (no suites x groups, no payload
+// experiment: those are TLS 1.3's).
+func isDTLS(impl string) bool { return strings.HasPrefix(impl, "pion") || impl == "wolfssl-dtls" }
 
 // Options of `iotsafe bench tls`.
 type Options struct {
 	K     []int    // subsequent connections per run; default 10, 100, 250, 500, 1000
-	Impls []string // default go, openssl, wolfssl (TLS 1.3), pion, pion+cid (DTLS 1.2)
+	Impls []string // default go, openssl, wolfssl (TLS 1.3), pion, pion+cid, wolfssl-dtls (DTLS 1.2)
 	Modes []string // default every mode
 	Reps  int      // runs per point, median reported; default 3
 	// Window is each suites x groups cell's time (figs. 3, 4; the paper: 15 s); default
@@ -183,7 +189,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	}
 	tlsImpls := 0
 	for _, impl := range o.Impls {
-		if !strings.HasPrefix(impl, "pion") {
+		if !isDTLS(impl) {
 			tlsImpls++
 		}
 	}
@@ -241,6 +247,21 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			defer ln.Close()
 			run = func(mode string, k int) (Sample, error) {
 				return dtlsClient(ctx, env, ln.Addr(), k, mode, key, cid, trust)
+			}
+		case "wolfssl-dtls":
+			bin := bins["wolfssl"]
+			if bin == "" {
+				if bin, err = buildHelper(ctx, dir, "wolfssl"); err != nil {
+					return res, err
+				}
+			}
+			srv, port, err := startHelper(ctx, bin, "dtls-server", certFile, keyFile, pskHex)
+			if err != nil {
+				return res, err
+			}
+			defer srv.Stop()
+			run = func(mode string, k int) (Sample, error) {
+				return runHelper(ctx, bin, "dtls-client", "127.0.0.1", strconv.Itoa(port), strconv.Itoa(k), mode, pskHex, certFile)
 			}
 		case "go":
 			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
