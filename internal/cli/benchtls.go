@@ -37,14 +37,14 @@ per second. And fig. 6: messages of 100 to 10,000 bytes echoed over one connecti
 
 Results go to --out (default ./bench-results/tls-TIMESTAMP/): connections.csv,
 suites_groups.csv, payload.csv, primitives.csv, environment.json, summary.json
-(schema: docs/bench.md) and report.html. --quick checks the harness. Not yet: wolfSSL's
-DTLS and the C helpers on the emulated link. --link 802154 runs fig. 5 with Go and pion across the emulated
-802.15.4 link (K = 10, one repetition unless given) and reports each mode's frames, bytes
-on the air, airtime and radio energy per connection.`,
+(schema: docs/bench.md) and report.html. --quick checks the harness. --link 802154 runs
+fig. 5 with every implementation across the emulated 802.15.4 link (K = 10, one
+repetition unless given; the C helpers through ip netns exec, over IPv6) and reports each
+mode's frames, bytes on the air, airtime and radio energy per connection.`,
 		Example: `  iotsafe bench tls --quick
   iotsafe bench tls                          # K = 10, 100, 250, 500, 1000; 3 repetitions
   iotsafe bench tls --impls openssl --modes resume,psk_ke --k 1000 --reps 5
-  sudo iotsafe bench tls --link 802154 --impls go,pion,pion+cid   # bytes and frames per handshake mode`,
+  sudo iotsafe bench tls --link 802154 --impls go,pion,wolfssl-dtls,openssl   # bytes and frames per handshake mode`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -68,6 +68,6 @@ on the air, airtime and radio energy per connection.`,
 	fl.BoolVar(&o.NoSuites, "no-suites", false, "skip the suites x groups experiment")
 	fl.BoolVar(&o.NoPrimitives, "no-primitives", false, "skip the crypto primitives (fig. 2)")
 	fl.BoolVar(&o.NoPayload, "no-payload", false, "skip throughput against payload (fig. 6)")
-	fl.StringVar(&link, "link", "loopback", "run fig. 5 across an emulated link (802154, wifi, lte, ethernet; root): Go and pion, with each mode's frames, bytes on the air, airtime and radio energy per connection")
+	fl.StringVar(&link, "link", "loopback", "run fig. 5 across an emulated link (802154, wifi, lte, ethernet; root), with each mode's frames, bytes on the air, airtime and radio energy per connection")
 	return c
 }

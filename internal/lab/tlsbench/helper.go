@@ -58,15 +58,10 @@ func buildHelper(ctx context.Context, dir, impl string) (string, error) {
 	return bin, nil
 }
 
-// helperServer starts a helper's server and returns its port.
-func helperServer(ctx context.Context, bin, cert, key, pskHex string) (*lab.Proc, int, error) {
-	return startHelper(ctx, bin, "server", cert, key, pskHex)
-}
-
-// startHelper starts a helper's server (cmd "server", or "echo" for fig. 6) and returns
-// its port.
-func startHelper(ctx context.Context, bin, cmd, cert, key, pskHex string) (*lab.Proc, int, error) {
-	p, err := lab.StartProc(filepath.Base(bin), nil, bin, cmd, "0", cert, key, pskHex)
+// startHelper starts a helper's server (cmd "server", "dtls-server", or "echo" for fig.
+// 6) at env's server end and returns its port.
+func startHelper(ctx context.Context, env netEnv, bin, cmd, cert, key, pskHex string) (*lab.Proc, int, error) {
+	p, err := lab.StartProc(filepath.Base(bin), nil, env.serverArgv(bin, cmd, env.listenArg(), cert, key, pskHex)...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -88,18 +83,19 @@ func startHelper(ctx context.Context, bin, cmd, cert, key, pskHex string) (*lab.
 // helperClient runs k connections of mode against port with a helper (with a suite and
 // a time window for the suites x groups run: suite "" and window 0 are the defaults).
 // A suite or group the library lacks is errUnsupported.
-func helperClient(ctx context.Context, bin string, port, k int, mode, group, pskHex, caFile, suite string, window time.Duration) (Sample, error) {
-	args := []string{"client", "127.0.0.1", strconv.Itoa(port), strconv.Itoa(k), mode, group, pskHex, caFile}
+func helperClient(ctx context.Context, env netEnv, bin string, port, k int, mode, group, pskHex, caFile, suite string, window time.Duration) (Sample, error) {
+	args := []string{"client", env.serverIP().String(), strconv.Itoa(port), strconv.Itoa(k), mode, group, pskHex, caFile}
 	if suite != "" {
 		args = append(args, suite, strconv.FormatFloat(window.Seconds(), 'f', 3, 64))
 	}
-	return runHelper(ctx, bin, args...)
+	return runHelper(ctx, env, bin, args...)
 }
 
-// runHelper runs one of a helper's client commands and reads its "ok" line; exit status
-// 2 is errUnsupported.
-func runHelper(ctx context.Context, bin string, args ...string) (Sample, error) {
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+// runHelper runs one of a helper's client commands at env's client end and reads its
+// "ok" line; exit status 2 is errUnsupported.
+func runHelper(ctx context.Context, env netEnv, bin string, args ...string) (Sample, error) {
+	argv := env.clientArgv(append([]string{bin}, args...)...)
+	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.ExitCode() == 2 {

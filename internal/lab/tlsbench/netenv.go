@@ -8,7 +8,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/linkemu"
 )
 
-// netEnv is where the Go and pion ends run: on loopback (pair nil), or across the lab's
+// netEnv is where both ends of every implementation run: on loopback (pair nil), or across the lab's
 // emulated link, the client in the device's namespace and the server in the gateway's,
 // so every handshake pays the link's frames and airtime.
 type netEnv struct{ pair *lab.LinkPair }
@@ -39,6 +39,31 @@ func (e netEnv) inClient(fn func() error) error {
 		return fn()
 	}
 	return linkemu.InNetns(e.pair.Dev, fn)
+}
+
+// serverArgv is a C helper's command line run at the server's end: in the gateway's
+// namespace on a link.
+func (e netEnv) serverArgv(argv ...string) []string {
+	if e.pair == nil {
+		return argv
+	}
+	return append([]string{"ip", "netns", "exec", e.pair.GW}, argv...)
+}
+
+// clientArgv is a C helper's command line run at the client's end.
+func (e netEnv) clientArgv(argv ...string) []string {
+	if e.pair == nil {
+		return argv
+	}
+	return append([]string{"ip", "netns", "exec", e.pair.Dev}, argv...)
+}
+
+// listenArg is a helper server's PORT argument: any port on the server's address.
+func (e netEnv) listenArg() string {
+	if e.pair == nil {
+		return "0"
+	}
+	return "[" + lab.LinkGWAddr + "]:0"
 }
 
 func (e netEnv) listenTCP() (ln net.Listener, err error) {

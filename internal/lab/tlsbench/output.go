@@ -341,7 +341,7 @@ Client and server of the same implementation on loopback; each connection: TCP c
 <table><tr><th>primitive</th>{{range $impl, $_ := .S.Primitives}}<th>{{$impl}}</th>{{end}}</tr>
 {{range $name := primitiveNames .S.Primitives}}<tr><td>{{$name}}</td>{{range $impl, $m := $.S.Primitives}}<td>{{with index $m $name}}{{f "%.0f" .Value}} {{.Unit}}{{end}}</td>{{end}}</tr>{{end}}</table>{{end}}
 {{if .S.Skipped}}<h2>Not supported</h2><table>{{range $k, $why := .S.Skipped}}<tr><td>{{$k}}</td><td>{{$why}}</td></tr>{{end}}</table>{{end}}
-<p class="note">Not yet in this lab (issue 15): the C helpers on the emulated link. Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
+<p class="note">Raw data: connections.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
 `, template.FuncMap{"primitiveNames": primitiveNames})
 

@@ -55,8 +55,8 @@ type Options struct {
 	// NoPayload skips fig. 6 (each payload size for Window).
 	NoPayload bool
 	// Link runs fig. 5 across the lab's emulated link (root; the zero Profile is
-	// loopback): Go and pion only, K = 10 and one repetition unless given; the other
-	// experiments are loopback's.
+	// loopback): every implementation, the C helpers through `ip netns exec`, K = 10 and
+	// one repetition unless given; the other experiments are loopback's.
 	Link  linkemu.Profile
 	Quick bool
 	// Progress reports the runs.
@@ -224,13 +224,6 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 		defer env.pair.Close()
 	}
 	for _, impl := range o.Impls {
-		if env.pair != nil && impl != "go" && !strings.HasPrefix(impl, "pion") {
-			res.Skipped[impl+" on "+o.Link.Name] = "the C helpers run on loopback only so far"
-			for range len(o.Modes) * len(o.K) * o.Reps {
-				p.Step(impl + ": not on the link")
-			}
-			continue
-		}
 		var run func(mode string, k int) (Sample, error)
 		var window func(suite, group string) (Sample, error) // nil: no suites x groups (DTLS)
 		switch impl {
@@ -255,13 +248,13 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 					return res, err
 				}
 			}
-			srv, port, err := startHelper(ctx, bin, "dtls-server", certFile, keyFile, pskHex)
+			srv, port, err := startHelper(ctx, env, bin, "dtls-server", certFile, keyFile, pskHex)
 			if err != nil {
 				return res, err
 			}
 			defer srv.Stop()
 			run = func(mode string, k int) (Sample, error) {
-				return runHelper(ctx, bin, "dtls-client", "127.0.0.1", strconv.Itoa(port), strconv.Itoa(k), mode, pskHex, certFile)
+				return runHelper(ctx, env, bin, "dtls-client", env.serverIP().String(), strconv.Itoa(port), strconv.Itoa(k), mode, pskHex, certFile)
 			}
 		case "go":
 			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -296,16 +289,16 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 				return res, err
 			}
 			bins[impl] = bin
-			srv, port, err := helperServer(ctx, bin, certFile, keyFile, pskHex)
+			srv, port, err := startHelper(ctx, env, bin, "server", certFile, keyFile, pskHex)
 			if err != nil {
 				return res, err
 			}
 			defer srv.Stop()
 			run = func(mode string, k int) (Sample, error) {
-				return helperClient(ctx, bin, port, k, mode, "X25519", pskHex, certFile, "", 0)
+				return helperClient(ctx, env, bin, port, k, mode, "X25519", pskHex, certFile, "", 0)
 			}
 			window = func(suite, group string) (Sample, error) {
-				return helperClient(ctx, bin, port, 1<<30, "full", group, pskHex, certFile, suite, o.Window)
+				return helperClient(ctx, env, bin, port, 1<<30, "full", group, pskHex, certFile, suite, o.Window)
 			}
 		}
 		for _, mode := range o.Modes {
@@ -371,7 +364,7 @@ func payloads(ctx context.Context, res *Result, p *lab.Progress, o Options, cert
 			defer ln.Close()
 			run = func(size int) (Sample, error) { return goPayload(ctx, ln.Addr().String(), size, trust, o.Window) }
 		case bins[impl] != "":
-			srv, port, err := startHelper(ctx, bins[impl], "echo", certFile, keyFile, pskHex)
+			srv, port, err := startHelper(ctx, netEnv{}, bins[impl], "echo", certFile, keyFile, pskHex)
 			if err != nil {
 				return err
 			}

@@ -49,16 +49,61 @@ static void parse_psk(const char *hex) {
 	psk_len = n / 2;
 }
 
-/* listen_loopback listens on 127.0.0.1:port (0: any) and prints "ready PORT". */
-static int listen_loopback(const char *port) {
-	int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+/* addr is a socket address of either family. */
+typedef struct {
+	struct sockaddr_storage ss;
+	socklen_t len;
+} addr_t;
+
+/* make_addr reads HOST (an IPv4 or IPv6 address) and PORT. */
+static addr_t make_addr(const char *host, const char *port) {
+	addr_t a;
+	memset(&a, 0, sizeof a);
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&a.ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&a.ss;
+	if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons(atoi(port));
+		a.len = sizeof *v4;
+	} else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons(atoi(port));
+		a.len = sizeof *v6;
+	} else {
+		die("HOST: an IPv4 or IPv6 address");
+	}
+	return a;
+}
+
+/* listen_addr reads a server's PORT argument: PORT on 127.0.0.1, or ADDR:PORT and
+ * [ADDR6]:PORT elsewhere (the lab's emulated link). */
+static addr_t listen_addr(const char *arg) {
+	char host[64] = "127.0.0.1";
+	const char *colon = strrchr(arg, ':'), *port = arg;
+	if (colon) {
+		const char *h = arg;
+		size_t n = (size_t)(colon - arg);
+		if (n >= 2 && h[0] == '[' && h[n - 1] == ']') h++, n -= 2;
+		if (n >= sizeof host) die("listen address too long");
+		memcpy(host, h, n);
+		host[n] = 0;
+		port = colon + 1;
+	}
+	return make_addr(host, port);
+}
+
+static int addr_port(const addr_t *a) {
+	return ntohs(a->ss.ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)&a->ss)->sin6_port : ((const struct sockaddr_in *)&a->ss)->sin_port);
+}
+
+/* listen_on listens on the server's PORT argument (port 0: any) and prints "ready PORT". */
+static int listen_on(const char *arg) {
+	addr_t a = listen_addr(arg);
+	int ls = socket(a.ss.ss_family, SOCK_STREAM, 0), one = 1;
 	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(port))};
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t alen = sizeof a;
-	if (bind(ls, (struct sockaddr *)&a, sizeof a) || listen(ls, 512) || getsockname(ls, (struct sockaddr *)&a, &alen))
+	if (bind(ls, (struct sockaddr *)&a.ss, a.len) || listen(ls, 512) || getsockname(ls, (struct sockaddr *)&a.ss, &a.len))
 		die("listen");
-	printf("ready %d\n", ntohs(a.sin_port));
+	printf("ready %d\n", addr_port(&a));
 	fflush(stdout);
 	return ls;
 }
@@ -71,17 +116,13 @@ static int accept_nodelay(int ls) {
 }
 
 /* server_addr reads the client's HOST and PORT arguments. */
-static struct sockaddr_in server_addr(const char *host, const char *port) {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(port))};
-	if (inet_pton(AF_INET, host, &a.sin_addr) != 1) die("HOST: an IPv4 address");
-	return a;
-}
+static addr_t server_addr(const char *host, const char *port) { return make_addr(host, port); }
 
 /* connect_nodelay opens one TCP connection to a. */
-static int connect_nodelay(const struct sockaddr_in *a) {
-	int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+static int connect_nodelay(const addr_t *a) {
+	int s = socket(a->ss.ss_family, SOCK_STREAM, 0), one = 1;
 	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	if (connect(s, (const struct sockaddr *)a, sizeof *a)) die("connect");
+	if (connect(s, (const struct sockaddr *)&a->ss, a->len)) die("connect");
 	return s;
 }
 

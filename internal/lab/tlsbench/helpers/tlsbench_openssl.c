@@ -70,7 +70,7 @@ static int server(int argc, char **argv) {
 	/* psk_ke is allowed when the client asks for it (SSL_OP_ALLOW_NO_DHE_KEX). */
 	SSL_CTX_set_options(ctx, SSL_OP_ALLOW_NO_DHE_KEX);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
-	int ls = listen_loopback(argv[2]);
+	int ls = listen_on(argv[2]);
 	for (;;) {
 		int c = accept_nodelay(ls);
 		if (c < 0) continue;
@@ -115,7 +115,7 @@ static int client(int argc, char **argv) {
 		if (!strcmp(mode, "psk_ke")) SSL_CTX_set_options(ctx, SSL_OP_ALLOW_NO_DHE_KEX);
 	}
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-	struct sockaddr_in a = server_addr(argv[2], argv[3]);
+	addr_t a = server_addr(argv[2], argv[3]);
 	SSL_SESSION *sess = NULL;
 	long resumed = 0, sent = 0, recvd = 0;
 	double start = now();
@@ -156,7 +156,7 @@ static int payload(int argc, char **argv) {
 	if (SSL_CTX_set1_groups_list(ctx, "X25519") != 1 || SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256") != 1) die("group or suite");
 	if (SSL_CTX_load_verify_locations(ctx, argv[6], NULL) != 1) die("CAFILE");
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-	struct sockaddr_in a = server_addr(argv[2], argv[3]);
+	addr_t a = server_addr(argv[2], argv[3]);
 	int s = connect_nodelay(&a);
 	BIO *b = BIO_new_socket(s, BIO_NOCLOSE);
 	SSL *ssl = SSL_new(ctx);

@@ -28,11 +28,14 @@
 #include <wolfssl/wolfcrypt/curve25519.h>
 #include <wolfssl/wolfcrypt/ecc.h>
 #include <wolfssl/wolfcrypt/ed25519.h>
+#include <wolfssl/wolfcrypt/hmac.h>
 #include <wolfssl/wolfcrypt/random.h>
 #include <wolfssl/wolfcrypt/rsa.h>
 #include <wolfssl/wolfcrypt/sha256.h>
 
+#include <errno.h>
 #include <linux/tcp.h> /* tcp_info with byte counters */
+#include <sys/time.h>
 
 #define HELPER_NAME "tlsbench_wolfssl"
 #include "tlsbench_common.h"
@@ -68,7 +71,7 @@ static int server(int argc, char **argv) {
 	    wolfSSL_CTX_use_PrivateKey_file(ctx, argv[4], WOLFSSL_FILETYPE_PEM) != WOLFSSL_SUCCESS)
 		die("server certificate");
 	wolfSSL_CTX_set_psk_server_tls13_callback(ctx, server_psk);
-	int ls = listen_loopback(argv[2]);
+	int ls = listen_on(argv[2]);
 	for (;;) {
 		int c = accept_nodelay(ls);
 		if (c < 0) continue;
@@ -121,7 +124,7 @@ static int client(int argc, char **argv) {
 		wolfSSL_CTX_set_psk_client_tls13_callback(ctx, client_psk);
 		if (!strcmp(mode, "psk_ke") && wolfSSL_CTX_no_dhe_psk(ctx) != 0) die("psk_ke");
 	}
-	struct sockaddr_in a = server_addr(argv[2], argv[3]);
+	addr_t a = server_addr(argv[2], argv[3]);
 	WOLFSSL_SESSION *sess = NULL;
 	long resumed = 0, sent = 0, recvd = 0;
 	double start = now();
@@ -253,7 +256,7 @@ static int payload(int argc, char **argv) {
 	if (wolfSSL_CTX_load_verify_locations(ctx, argv[6], NULL) != WOLFSSL_SUCCESS) die("CAFILE");
 	wolfSSL_CTX_set_verify(ctx, WOLFSSL_VERIFY_PEER, NULL);
 	if (wolfSSL_CTX_set_cipher_list(ctx, suite) != WOLFSSL_SUCCESS) die("suite");
-	struct sockaddr_in a = server_addr(argv[2], argv[3]);
+	addr_t a = server_addr(argv[2], argv[3]);
 	int s = connect_nodelay(&a);
 	WOLFSSL *ssl = wolfSSL_new(ctx);
 	wolfSSL_set_fd(ssl, s);
@@ -297,27 +300,81 @@ static unsigned int dtls_client_psk(WOLFSSL *ssl, const char *hint, char *id, un
 
 static const char *dtls_suites = "ECDHE-ECDSA-AES128-GCM-SHA256:PSK-CHACHA20-POLY1305:ECDHE-PSK-AES128-CBC-SHA256";
 
+/* dtls_retry says whether a DTLS call that returned r should be called again: wolfSSL's
+ * blocking DTLS returns WANT_READ when its retransmission timer fires (a datagram lost,
+ * or slow to come over the emulated link), and the caller must ask it to resend. */
+static int dtls_retry(WOLFSSL *ssl, int r) {
+	int e = wolfSSL_get_error(ssl, r);
+	return (e == WOLFSSL_ERROR_WANT_READ || e == WOLFSSL_ERROR_WANT_WRITE) && wolfSSL_dtls_got_timeout(ssl) == WOLFSSL_SUCCESS;
+}
+
 /* The ClientHello the server's listening socket read, handed to wolfSSL first. */
 static unsigned char pending[2048];
 static int pending_len;
 
-static int server_recv(WOLFSSL *ssl, char *buf, int sz, void *c) {
-	if (pending_len > 0) {
+static long io_sent, io_recvd;
+
+/* The DTLS I/O callbacks of both ends, on connected sockets: the kernel keeps other
+ * peers' datagrams out. wolfSSL's own (EmbedReceiveFrom) check the peer themselves, and
+ * Debian's build has no IPv6 in its I/O layer: they drop every IPv6 datagram, so the
+ * helper could not run on the emulated link (IPv6) with them. */
+static int dgram_recv(WOLFSSL *ssl, char *buf, int sz, void *c) {
+	(void)c;
+	if (pending_len > 0) { /* the ClientHello the server's listening socket read */
 		int n = pending_len < sz ? pending_len : sz;
 		memcpy(buf, pending, n);
 		pending_len = 0;
 		return n;
 	}
-	return EmbedReceiveFrom(ssl, buf, sz, c);
+	int fd = wolfSSL_get_fd(ssl);
+	struct timeval tv = {.tv_sec = wolfSSL_dtls_get_current_timeout(ssl)};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	ssize_t n = recv(fd, buf, (size_t)sz, 0);
+	if (n >= 0) {
+		io_recvd += n;
+		return (int)n;
+	}
+	if (errno == EAGAIN || errno == EWOULDBLOCK) return WOLFSSL_CBIO_ERR_TIMEOUT;
+	if (errno == EINTR) return WOLFSSL_CBIO_ERR_ISR;
+	if (errno == ECONNREFUSED) return WOLFSSL_CBIO_ERR_WANT_READ; /* an ICMP error: wait for the retransmission */
+	return WOLFSSL_CBIO_ERR_GENERAL;
+}
+
+static int dgram_send(WOLFSSL *ssl, char *buf, int sz, void *c) {
+	(void)c;
+	ssize_t n = send(wolfSSL_get_fd(ssl), buf, (size_t)sz, 0);
+	if (n >= 0) {
+		io_sent += n;
+		return (int)n;
+	}
+	if (errno == EINTR) return WOLFSSL_CBIO_ERR_ISR;
+	return WOLFSSL_CBIO_ERR_GENERAL;
+}
+
+/* cookie_key keys the server's cookies; a cookie is an HMAC of the client's address. */
+static unsigned char cookie_key[32];
+
+static int dtls_cookie(WOLFSSL *ssl, unsigned char *buf, int sz, void *c) {
+	(void)c;
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof peer;
+	memset(&peer, 0, sizeof peer);
+	if (getpeername(wolfSSL_get_fd(ssl), (struct sockaddr *)&peer, &pl)) return GEN_COOKIE_E;
+	Hmac h;
+	byte mac[WC_SHA256_DIGEST_SIZE];
+	if (wc_HmacSetKey(&h, WC_SHA256, cookie_key, sizeof cookie_key) || wc_HmacUpdate(&h, (byte *)&peer, pl) || wc_HmacFinal(&h, mac))
+		return GEN_COOKIE_E;
+	if (sz > (int)sizeof mac) sz = sizeof mac;
+	memcpy(buf, mac, (size_t)sz);
+	return sz;
 }
 
 /* udp_socket opens a UDP socket bound to a (port 0: any), shareable with others bound
  * to the same port. */
-static int udp_socket(struct sockaddr_in *a) {
-	int fd = socket(AF_INET, SOCK_DGRAM, 0), one = 1;
+static int udp_socket(addr_t *a) {
+	int fd = socket(a->ss.ss_family, SOCK_DGRAM, 0), one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	socklen_t alen = sizeof *a;
-	if (bind(fd, (struct sockaddr *)a, sizeof *a) || getsockname(fd, (struct sockaddr *)a, &alen)) die("bind");
+	if (bind(fd, (struct sockaddr *)&a->ss, a->len) || getsockname(fd, (struct sockaddr *)&a->ss, &a->len)) die("bind");
 	return fd;
 }
 
@@ -336,14 +393,17 @@ static int dtls_server(int argc, char **argv) {
 	wolfSSL_CTX_set_psk_server_callback(ctx, dtls_server_psk);
 	wolfSSL_CTX_use_psk_identity_hint(ctx, "iotsafe");
 	if (wolfSSL_CTX_set_cipher_list(ctx, dtls_suites) != WOLFSSL_SUCCESS) die("DTLS suites");
-	wolfSSL_CTX_SetIORecv(ctx, server_recv);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	wolfSSL_CTX_SetIORecv(ctx, dgram_recv);
+	wolfSSL_CTX_SetIOSend(ctx, dgram_send);
+	wolfSSL_CTX_SetGenCookie(ctx, dtls_cookie);
+	WC_RNG rng;
+	if (wc_InitRng(&rng) || wc_RNG_GenerateBlock(&rng, cookie_key, sizeof cookie_key)) die("rng");
+	addr_t a = listen_addr(argv[2]);
 	int lfd = udp_socket(&a);
-	printf("ready %d\n", ntohs(a.sin_port));
+	printf("ready %d\n", addr_port(&a));
 	fflush(stdout);
 	for (;;) {
-		struct sockaddr_in peer;
+		struct sockaddr_storage peer;
 		socklen_t pl = sizeof peer;
 		int n = (int)recvfrom(lfd, pending, sizeof pending, 0, (struct sockaddr *)&peer, &pl);
 		if (n < 14 || pending[0] != 22 || pending[13] != 1) continue; /* not a ClientHello: a late alert */
@@ -354,9 +414,14 @@ static int dtls_server(int argc, char **argv) {
 			continue;
 		}
 		WOLFSSL *ssl = wolfSSL_new(ctx);
+		/* No wolfSSL_dtls_set_peer: the socket is connected, so the kernel filters by
+		 * peer, and Debian's wolfSSL is built without IPv6 in its I/O layer (its own peer
+		 * check drops every IPv6 datagram, as on the emulated link). */
 		wolfSSL_set_fd(ssl, fd);
-		wolfSSL_dtls_set_peer(ssl, &peer, pl);
-		if (wolfSSL_accept(ssl) == WOLFSSL_SUCCESS) {
+		int r;
+		while ((r = wolfSSL_accept(ssl)) != WOLFSSL_SUCCESS && dtls_retry(ssl, r))
+			;
+		if (r == WOLFSSL_SUCCESS) {
 			wolfSSL_write(ssl, "k", 1);
 			wolfSSL_shutdown(ssl);
 		}
@@ -364,20 +429,6 @@ static int dtls_server(int argc, char **argv) {
 		close(fd);
 	}
 	return 0;
-}
-
-static long io_sent, io_recvd;
-
-static int count_recv(WOLFSSL *ssl, char *buf, int sz, void *c) {
-	int n = EmbedReceiveFrom(ssl, buf, sz, c);
-	if (n > 0) io_recvd += n;
-	return n;
-}
-
-static int count_send(WOLFSSL *ssl, char *buf, int sz, void *c) {
-	int n = EmbedSendTo(ssl, buf, sz, c);
-	if (n > 0) io_sent += n;
-	return n;
 }
 
 static int dtls_client(int argc, char **argv) {
@@ -395,32 +446,36 @@ static int dtls_client(int argc, char **argv) {
 	wolfSSL_CTX_set_verify(ctx, WOLFSSL_VERIFY_PEER, NULL);
 	if (wolfSSL_CTX_set_cipher_list(ctx, want) != WOLFSSL_SUCCESS) unsupported("suite", want);
 	if (use_psk) wolfSSL_CTX_set_psk_client_callback(ctx, dtls_client_psk);
-	wolfSSL_CTX_SetIORecv(ctx, count_recv);
-	wolfSSL_CTX_SetIOSend(ctx, count_send);
-	struct sockaddr_in a = server_addr(argv[2], argv[3]);
+	wolfSSL_CTX_SetIORecv(ctx, dgram_recv);
+	wolfSSL_CTX_SetIOSend(ctx, dgram_send);
+	addr_t a = server_addr(argv[2], argv[3]);
 	WOLFSSL_SESSION *sess = NULL;
 	long resumed = 0;
 	double start = now();
 	int i;
 	for (i = 0; i < k; i++) {
-		int s = socket(AF_INET, SOCK_DGRAM, 0);
-		if (connect(s, (const struct sockaddr *)&a, sizeof a)) die("connect");
+		int s = socket(a.ss.ss_family, SOCK_DGRAM, 0);
+		if (connect(s, (const struct sockaddr *)&a.ss, a.len)) die("connect");
 		WOLFSSL *ssl = wolfSSL_new(ctx);
-		wolfSSL_set_fd(ssl, s);
-		wolfSSL_dtls_set_peer(ssl, &a, sizeof a);
+		wolfSSL_set_fd(ssl, s); /* connected: no wolfSSL_dtls_set_peer (see dtls_server) */
 		if (!use_psk) wolfSSL_check_domain_name(ssl, "lab");
 		/* X25519 as pion; wolfSSL 5.5's ECDHE-PSK takes only NIST curves: P-256 there. */
 		word16 curve = use_psk ? WOLFSSL_ECC_SECP256R1 : WOLFSSL_ECC_X25519;
 		if (wolfSSL_UseSupportedCurve(ssl, curve) != WOLFSSL_SUCCESS) unsupported("group", use_psk ? "P-256" : "X25519");
 		if (resume && sess) wolfSSL_set_session(ssl, sess);
-		if (wolfSSL_connect(ssl) != WOLFSSL_SUCCESS) {
+		int r;
+		while ((r = wolfSSL_connect(ssl)) != WOLFSSL_SUCCESS && dtls_retry(ssl, r))
+			;
+		if (r != WOLFSSL_SUCCESS) {
 			char msg[128];
-			wolfSSL_ERR_error_string_n(wolfSSL_get_error(ssl, 0), msg, sizeof msg);
-			fprintf(stderr, "tlsbench_wolfssl: DTLS handshake: %s\n", msg);
+			int e = wolfSSL_get_error(ssl, r);
+			wolfSSL_ERR_error_string_n(e, msg, sizeof msg);
+			fprintf(stderr, "tlsbench_wolfssl: DTLS handshake: %s (%d)\n", msg, e);
 			exit(1);
 		}
 		char c;
-		if (wolfSSL_read(ssl, &c, 1) != 1) die("read");
+		while ((r = wolfSSL_read(ssl, &c, 1)) != 1)
+			if (!dtls_retry(ssl, r)) die("read");
 		if (wolfSSL_session_reused(ssl) || use_psk) resumed++;
 		if (resume) {
 			if (sess) wolfSSL_SESSION_free(sess);
