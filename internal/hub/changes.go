@@ -84,8 +84,13 @@ func (h *Hub) applyChanges(evs []registry.Event) {
 		if e.Kind == registry.EventDeviceRemoved {
 			h.forgetNotifications(e.Device)
 		}
-		if n := h.ssh.KickKey(e.Device, fp, why); n > 0 {
+		h.kickMu.Lock()
+		n := h.ssh.KickKey(e.Device, fp, why)
+		if n > 0 {
 			h.feedKicks.put(e.Device, fp, why, n)
+		}
+		h.kickMu.Unlock()
+		if n > 0 {
 			h.log.Info("closed sessions after a registry change the admin socket did not deliver",
 				"event", "change_applied", "device", e.Device, "change", e.Kind, "closed", n)
 		}

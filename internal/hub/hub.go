@@ -74,20 +74,23 @@ type Hub struct {
 	// unless they share one and this hub has shared listeners.
 	peers        *peerlink.Links
 	liveCache    atomic.Pointer[liveHubs]
-	portsChanged chan struct{}    // holdPorts reads the registry's ports again
-	feedKicks    kickMemo         // sessions the change feed closed (changes.go)
-	relayMisses  missCache        // addresses no live peer serves, for a second (peers.go)
-	recorded     bool             // hub_started was recorded: Close records hub_stopped
-	store        *telemetry.Store // nil without a telemetry path
-	api          *restapi.API
-	soap         *soap.Endpoint                    // nil unless soap.enabled
-	devices      *devicedir.Directory              // device identities of the telemetry paths; nil without one
-	mqtt         atomic.Pointer[mqttbroker.Broker] // nil when off; set after the admin socket listens
-	plainREST    *restapi.Plain
-	uplink       atomic.Pointer[uplink.Uplink] // a gateway's session to its centre; nil without upstream
-	shared       *sockets.Shared               // the protected sockets' listeners with pool.shared_listeners; nil without
-	version      string                        // of the binary, for iotsafe status
-	started      time.Time                     // for iotsafe status
+	portsChanged chan struct{} // holdPorts reads the registry's ports again
+	feedKicks    kickMemo      // sessions the change feed closed (changes.go)
+	// kickMu makes a change feed's kick and its memo one step for the admin socket's
+	// kick: otherwise the admin's could find the session gone and the memo not yet written.
+	kickMu      sync.Mutex
+	relayMisses missCache        // addresses no live peer serves, for a second (peers.go)
+	recorded    bool             // hub_started was recorded: Close records hub_stopped
+	store       *telemetry.Store // nil without a telemetry path
+	api         *restapi.API
+	soap        *soap.Endpoint                    // nil unless soap.enabled
+	devices     *devicedir.Directory              // device identities of the telemetry paths; nil without one
+	mqtt        atomic.Pointer[mqttbroker.Broker] // nil when off; set after the admin socket listens
+	plainREST   *restapi.Plain
+	uplink      atomic.Pointer[uplink.Uplink] // a gateway's session to its centre; nil without upstream
+	shared      *sockets.Shared               // the protected sockets' listeners with pool.shared_listeners; nil without
+	version     string                        // of the binary, for iotsafe status
+	started     time.Time                     // for iotsafe status
 }
 
 // Options are what the caller decides besides the config file.
@@ -311,6 +314,8 @@ func (h *Hub) Registry() *registry.Registry { return h.reg }
 // REST API's view, so the device's tokens stop at once too.
 func (h *Hub) KickKey(device, fingerprint, reason string) int {
 	h.reloadTelemetry()
+	h.kickMu.Lock()
+	defer h.kickMu.Unlock()
 	n := h.ssh.KickKey(device, fingerprint, reason)
 	if n == 0 {
 		// The change feed may have closed them a moment ago for the same change (on

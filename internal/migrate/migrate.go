@@ -55,7 +55,7 @@ func Apply(ctx context.Context, db *sqldb.DB, table string, steps []Step) (appli
 		}
 	}
 	for _, s := range steps {
-		done, err := apply(ctx, db, table, s, Latest(steps))
+		done, err := applyRetrying(ctx, db, table, s, Latest(steps))
 		if errors.Is(err, ErrTooNew) {
 			return applied, err
 		}
@@ -67,6 +67,25 @@ func Apply(ctx context.Context, db *sqldb.DB, table string, steps []Step) (appli
 		}
 	}
 	return applied, nil
+}
+
+// applyRetrying is apply, again when SQLite answered busy without waiting: several
+// processes opening a new file at once (admin commands started together on a new data
+// folder) meet while one of them turns its journal into WAL. A minute at most, as the
+// registry's busy timeout.
+func applyRetrying(ctx context.Context, db *sqldb.DB, table string, s Step, latest int) (bool, error) {
+	deadline := time.Now().Add(time.Minute)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		done, err := apply(ctx, db, table, s, latest)
+		if !sqldb.IsBusy(err) || time.Now().After(deadline) {
+			return done, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 func apply(ctx context.Context, db *sqldb.DB, table string, s Step, latest int) (bool, error) {

@@ -310,6 +310,13 @@ func (tx *Tx) Commit() error { return tx.raw.Commit() }
 // Rollback abandons the transaction (a no-op after Commit).
 func (tx *Tx) Rollback() error { return tx.raw.Rollback() }
 
+// IsBusy reports whether err is SQLite's "database is locked" returned without waiting
+// (SQLITE_BUSY where SQLite does not call its busy handler, as while another connection
+// turns a new file's journal into WAL): worth trying the whole transaction again.
+func IsBusy(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "(SQLITE_BUSY)")
+}
+
 // IsUniqueViolation reports whether err is a unique-constraint failure, on either
 // database.
 func IsUniqueViolation(err error) bool {
