@@ -62,14 +62,29 @@ static unsigned int client_psk(WOLFSSL *ssl, const char *hint, char *id, unsigne
 	return (unsigned int)psk_len;
 }
 
+/* server_ctx makes a server context of method with the certificate and key files. */
+static WOLFSSL_CTX *server_ctx(WOLFSSL_METHOD *method, const char *cert, const char *key) {
+	WOLFSSL_CTX *ctx = wolfSSL_CTX_new(method);
+	if (!ctx || wolfSSL_CTX_use_certificate_chain_file(ctx, cert) != WOLFSSL_SUCCESS ||
+	    wolfSSL_CTX_use_PrivateKey_file(ctx, key, WOLFSSL_FILETYPE_PEM) != WOLFSSL_SUCCESS)
+		die("server certificate");
+	return ctx;
+}
+
+/* handshake_failed says why a client's handshake ended in r, and exits. */
+static void handshake_failed(WOLFSSL *ssl, int r, const char *what) {
+	char msg[128];
+	int e = wolfSSL_get_error(ssl, r);
+	wolfSSL_ERR_error_string_n(e, msg, sizeof msg);
+	fprintf(stderr, "tlsbench_wolfssl: %s: %s (%d)\n", what, msg, e);
+	exit(1);
+}
+
 static int server(int argc, char **argv) {
 	int echo = !strcmp(argv[1], "echo");
 	if (argc != 6) die("usage: server|echo PORT CERT KEY PSKHEX");
 	parse_psk(argv[5]);
-	WOLFSSL_CTX *ctx = wolfSSL_CTX_new(wolfTLSv1_3_server_method());
-	if (!ctx || wolfSSL_CTX_use_certificate_chain_file(ctx, argv[3]) != WOLFSSL_SUCCESS ||
-	    wolfSSL_CTX_use_PrivateKey_file(ctx, argv[4], WOLFSSL_FILETYPE_PEM) != WOLFSSL_SUCCESS)
-		die("server certificate");
+	WOLFSSL_CTX *ctx = server_ctx(wolfTLSv1_3_server_method(), argv[3], argv[4]);
 	wolfSSL_CTX_set_psk_server_tls13_callback(ctx, server_psk);
 	int ls = listen_on(argv[2]);
 	for (;;) {
@@ -138,12 +153,8 @@ static int client(int argc, char **argv) {
 		if (wolfSSL_UseSupportedCurve(ssl, (word16)group) != WOLFSSL_SUCCESS) unsupported("group", argv[6]);
 		if (wolfSSL_UseKeyShare(ssl, (word16)group) != WOLFSSL_SUCCESS) unsupported("group", argv[6]);
 		if (resume && sess) wolfSSL_set_session(ssl, sess);
-		if (wolfSSL_connect(ssl) != WOLFSSL_SUCCESS) {
-			char msg[128];
-			wolfSSL_ERR_error_string_n(wolfSSL_get_error(ssl, 0), msg, sizeof msg);
-			fprintf(stderr, "tlsbench_wolfssl: handshake: %s\n", msg);
-			exit(1);
-		}
+		int r = wolfSSL_connect(ssl);
+		if (r != WOLFSSL_SUCCESS) handshake_failed(ssl, r, "handshake");
 		char c;
 		if (wolfSSL_read(ssl, &c, 1) != 1) die("read"); /* also takes the ticket */
 		/* wolfSSL does not count an external PSK as a reused session: no certificate
@@ -386,10 +397,7 @@ static int udp_socket(addr_t *a) {
 static int dtls_server(int argc, char **argv) {
 	if (argc != 6) die("usage: dtls-server PORT CERT KEY PSKHEX");
 	parse_psk(argv[5]);
-	WOLFSSL_CTX *ctx = wolfSSL_CTX_new(wolfDTLSv1_2_server_method());
-	if (!ctx || wolfSSL_CTX_use_certificate_chain_file(ctx, argv[3]) != WOLFSSL_SUCCESS ||
-	    wolfSSL_CTX_use_PrivateKey_file(ctx, argv[4], WOLFSSL_FILETYPE_PEM) != WOLFSSL_SUCCESS)
-		die("server certificate");
+	WOLFSSL_CTX *ctx = server_ctx(wolfDTLSv1_2_server_method(), argv[3], argv[4]);
 	wolfSSL_CTX_set_psk_server_callback(ctx, dtls_server_psk);
 	wolfSSL_CTX_use_psk_identity_hint(ctx, "iotsafe");
 	if (wolfSSL_CTX_set_cipher_list(ctx, dtls_suites) != WOLFSSL_SUCCESS) die("DTLS suites");
@@ -466,13 +474,7 @@ static int dtls_client(int argc, char **argv) {
 		int r;
 		while ((r = wolfSSL_connect(ssl)) != WOLFSSL_SUCCESS && dtls_retry(ssl, r))
 			;
-		if (r != WOLFSSL_SUCCESS) {
-			char msg[128];
-			int e = wolfSSL_get_error(ssl, r);
-			wolfSSL_ERR_error_string_n(e, msg, sizeof msg);
-			fprintf(stderr, "tlsbench_wolfssl: DTLS handshake: %s (%d)\n", msg, e);
-			exit(1);
-		}
+		if (r != WOLFSSL_SUCCESS) handshake_failed(ssl, r, "DTLS handshake");
 		char c;
 		while ((r = wolfSSL_read(ssl, &c, 1)) != 1)
 			if (!dtls_retry(ssl, r)) die("read");
