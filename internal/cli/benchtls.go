@@ -21,7 +21,8 @@ psk_dhe_ke), with Go's crypto/tls (what the hub uses), OpenSSL 3.0 and wolfSSL 5
 (small C helpers the bench builds with the system's compiler against libssl-dev and
 libwolfssl-dev), and DTLS 1.2 (no DTLS 1.3 exists here) with pion/dtls, with and without
 connection IDs ("pion+cid"), and with wolfSSL ("wolfssl-dtls": Debian's build has no
-connection IDs), each as client and server, on loopback. Go has no external PSK: those cells say so. The target (issue 15):
+connection IDs), each as client and server, on loopback; and Go's TLS 1.2 ("go-tls12",
+which the hub's listeners accept too: its resumption is an abbreviated handshake). Go has no external PSK: those cells say so. The target (issue 15):
 with Go's TLS, resumption at least twice the connection rate of a full handshake.
 
 Then figs. 3 and 4: for each TLS 1.3 suite (AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305)
@@ -61,7 +62,7 @@ mode's frames, bytes on the air, airtime and radio energy per connection.`,
 	fl.BoolVar(&o.Quick, "quick", false, "K = 5 and 20, one repetition, 150 ms windows: checks the harness")
 	fl.StringVar(&out, "out", "", "results folder (default ./bench-results/tls-TIMESTAMP)")
 	fl.IntSliceVar(&o.K, "k", nil, "subsequent connections per run (default 10,100,250,500,1000)")
-	fl.StringSliceVar(&o.Impls, "impls", nil, "go, openssl, wolfssl (TLS 1.3), pion, pion+cid, wolfssl-dtls (DTLS 1.2) (default all)")
+	fl.StringSliceVar(&o.Impls, "impls", nil, "go, openssl, wolfssl (TLS 1.3), go-tls12 (Go's TLS 1.2), pion, pion+cid, wolfssl-dtls (DTLS 1.2) (default all)")
 	fl.StringSliceVar(&o.Modes, "modes", nil, "full, resume, psk_ke, psk_dhe_ke, full_mlkem (X25519MLKEM768; Go only) (default all)")
 	fl.IntVar(&o.Reps, "reps", 0, "runs per point, medians reported (default 3)")
 	fl.DurationVar(&o.Window, "window", 0, "time of each suites x groups cell (figs. 3, 4; default 15s as the paper)")

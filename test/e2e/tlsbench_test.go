@@ -35,7 +35,7 @@ func TestBenchTLSQuick(t *testing.T) {
 		t.Fatalf("summary: %s", b)
 	}
 	all := []string{"full", "resume", "psk_ke", "psk_dhe_ke"}
-	for impl, modes := range map[string][]string{"go": {"full", "resume", "full_mlkem"}, "openssl": all, "wolfssl": all, "pion": all, "pion+cid": all, "wolfssl-dtls": all} {
+	for impl, modes := range map[string][]string{"go": {"full", "resume", "full_mlkem"}, "go-tls12": {"full", "resume"}, "openssl": all, "wolfssl": all, "pion": all, "pion+cid": all, "wolfssl-dtls": all} {
 		for _, m := range modes {
 			if len(s.AvgMs[impl][m]) != 2 {
 				t.Errorf("%s %s: %v\n%s", impl, m, s.AvgMs[impl][m], r.text)

@@ -27,9 +27,10 @@ func (c countingConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// goServer serves the lab's protocol with Go's TLS: handshake, one byte, close.
-func goServer(env netEnv, cert tls.Certificate) (net.Listener, error) {
-	return goServe(env, cert, func(c net.Conn, tc *tls.Conn) {
+// goServer serves the lab's protocol with Go's TLS of version: handshake, one byte,
+// close.
+func goServer(env netEnv, cert tls.Certificate, version uint16) (net.Listener, error) {
+	return goServe(env, cert, version, func(c net.Conn, tc *tls.Conn) {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		if tc.Handshake() == nil {
 			tc.Write([]byte("k"))
@@ -41,16 +42,19 @@ func goServer(env netEnv, cert tls.Certificate) (net.Listener, error) {
 // goEchoServer serves fig. 6's payload runs with Go's TLS: after the handshake it sends
 // back every byte it reads.
 func goEchoServer(cert tls.Certificate) (net.Listener, error) {
-	return goServe(netEnv{}, cert, func(_ net.Conn, tc *tls.Conn) { io.Copy(tc, tc) })
+	return goServe(netEnv{}, cert, tls.VersionTLS13, func(_ net.Conn, tc *tls.Conn) { io.Copy(tc, tc) })
 }
 
-// goServe accepts TLS 1.3 connections in env and hands each to serve, then closes it.
-func goServe(env netEnv, cert tls.Certificate, serve func(net.Conn, *tls.Conn)) (net.Listener, error) {
+// goServe accepts TLS connections of version only in env and hands each to serve, then
+// closes it. TLS 1.2 takes the hub's default TLS 1.2 suite (ECDHE-ECDSA with
+// AES-128-GCM): the hub's listeners accept TLS 1.2 by default.
+func goServe(env netEnv, cert tls.Certificate, version uint16, serve func(net.Conn, *tls.Conn)) (net.Listener, error) {
 	ln, err := env.listenTCP()
 	if err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: version, MaxVersion: version,
+		CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -70,9 +74,9 @@ func goServe(env netEnv, cert tls.Certificate, serve func(net.Conn, *tls.Conn)) 
 // with trust as a real client would; resume keeps a session cache.
 // A window > 0 makes as many connections as fit in it (k is then a cap), and the suite
 // the connections negotiated is recorded (Go chooses its TLS 1.3 suite itself).
-func goClient(ctx context.Context, env netEnv, addr string, k int, resume bool, group tls.CurveID, trust *tls.Config, window time.Duration) (Sample, error) {
+func goClient(ctx context.Context, env netEnv, addr string, version uint16, k int, resume bool, group tls.CurveID, trust *tls.Config, window time.Duration) (Sample, error) {
 	cfg := trust.Clone()
-	cfg.MinVersion, cfg.CurvePreferences = tls.VersionTLS13, []tls.CurveID{group}
+	cfg.MinVersion, cfg.MaxVersion, cfg.CurvePreferences = version, version, []tls.CurveID{group}
 	if resume {
 		cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
 	}
@@ -92,7 +96,9 @@ func goClient(ctx context.Context, env netEnv, addr string, k int, resume bool, 
 			c.Close()
 			return s, err
 		}
-		if _, err := tc.Read(make([]byte, 1)); err != nil { // takes the tickets too
+		// Takes the tickets too (TLS 1.3). The byte may come with the server's
+		// close_notify in one read (TLS 1.2): io.EOF with it is fine.
+		if n, err := tc.Read(make([]byte, 1)); n != 1 {
 			c.Close()
 			return s, err
 		}

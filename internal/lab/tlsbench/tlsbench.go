@@ -10,7 +10,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
@@ -19,7 +18,7 @@ import (
 
 // Implementations and modes of the connection-time experiment.
 var (
-	Impls = []string{"go", "openssl", "wolfssl", "pion", "pion+cid", "wolfssl-dtls"}
+	Impls = []string{"go", "go-tls12", "openssl", "wolfssl", "pion", "pion+cid", "wolfssl-dtls"}
 	// full_mlkem is a full handshake with the hybrid X25519MLKEM768 key share (Go's
 	// default first choice), the others X25519.
 	Modes = []string{"full", "resume", "psk_ke", "psk_dhe_ke", "full_mlkem"}
@@ -29,6 +28,9 @@ var (
 var unsupported = map[string]string{
 	"go psk_ke":               "Go's crypto/tls has no external PSK",
 	"go psk_dhe_ke":           "Go's crypto/tls has no external PSK",
+	"go-tls12 psk_ke":         "Go's crypto/tls has no external PSK",
+	"go-tls12 psk_dhe_ke":     "Go's crypto/tls has no external PSK",
+	"go-tls12 full_mlkem":     "TLS 1.2 has no hybrid post-quantum key exchange",
 	"openssl full_mlkem":      "OpenSSL 3.0 has no ML-KEM",
 	"wolfssl full_mlkem":      "Debian's wolfSSL 5.5.4 has no ML-KEM",
 	"pion full_mlkem":         "DTLS 1.2 has no hybrid post-quantum key exchange",
@@ -36,9 +38,11 @@ var unsupported = map[string]string{
 	"wolfssl-dtls full_mlkem": "DTLS 1.2 has no hybrid post-quantum key exchange",
 }
 
-// isDTLS says whether impl is a DTLS 1.2 implementation (no suites x groups, no payload
-// experiment: those are TLS 1.3's).
-func isDTLS(impl string) bool { return strings.HasPrefix(impl, "pion") || impl == "wolfssl-dtls" }
+// tls13Only says whether impl takes part in the TLS 1.3 experiments (suites x groups,
+// payload): not the DTLS 1.2 implementations, nor Go's TLS 1.2.
+func tls13Only(impl string) bool {
+	return impl == "go" || impl == "openssl" || impl == "wolfssl"
+}
 
 // Options of `iotsafe bench tls`.
 type Options struct {
@@ -189,7 +193,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	}
 	tlsImpls := 0
 	for _, impl := range o.Impls {
-		if !isDTLS(impl) {
+		if tls13Only(impl) {
 			tlsImpls++
 		}
 	}
@@ -256,12 +260,27 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 			run = func(mode string, k int) (Sample, error) {
 				return runHelper(ctx, env, bin, "dtls-client", env.serverIP().String(), strconv.Itoa(port), strconv.Itoa(k), mode, pskHex, certFile)
 			}
+		case "go-tls12":
+			// The hub's listeners take TLS 1.2 too: its resumption is an abbreviated
+			// handshake (no key exchange), where TLS 1.3's keeps the ECDHE.
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				return res, err
+			}
+			ln, err := goServer(env, cert, tls.VersionTLS12)
+			if err != nil {
+				return res, err
+			}
+			defer ln.Close()
+			run = func(mode string, k int) (Sample, error) {
+				return goClient(ctx, env, ln.Addr().String(), tls.VersionTLS12, k, mode == "resume", tls.X25519, trust, 0)
+			}
 		case "go":
 			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 			if err != nil {
 				return res, err
 			}
-			ln, err := goServer(env, cert)
+			ln, err := goServer(env, cert, tls.VersionTLS13)
 			if err != nil {
 				return res, err
 			}
@@ -271,13 +290,13 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 				if mode == "full_mlkem" {
 					group = tls.X25519MLKEM768
 				}
-				return goClient(ctx, env, ln.Addr().String(), k, mode == "resume", group, trust, 0)
+				return goClient(ctx, env, ln.Addr().String(), tls.VersionTLS13, k, mode == "resume", group, trust, 0)
 			}
 			window = func(suite, group string) (Sample, error) {
 				if suite != Suites[0] {
 					return Sample{}, errUnsupported("Go's crypto/tls chooses its TLS 1.3 suite itself (AES-128-GCM first on AES hardware): a client cannot ask for " + suite)
 				}
-				s, err := goClient(ctx, env, ln.Addr().String(), 1<<30, false, goGroups[group], trust, o.Window)
+				s, err := goClient(ctx, env, ln.Addr().String(), tls.VersionTLS13, 1<<30, false, goGroups[group], trust, o.Window)
 				if err == nil && s.Suite != suite {
 					err = fmt.Errorf("the Go client negotiated %s, not %s", s.Suite, suite)
 				}
