@@ -31,29 +31,42 @@ It is an SQLite file in the data folder unless hub.yaml names a PostgreSQL datab
 	info := &cobra.Command{
 		Use: "info", Short: "Print where the registry is, its schema version and its rows per table", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				ri, err := reg.Info(cmd.Context())
-				if err != nil {
-					return err
+			reg, cfg, err := g.openRegistry(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			info, err := reg.Info(cmd.Context())
+			if err != nil {
+				return err
+			}
+			// The notification store is beside the registry (its database, or the data
+			// folder's telemetry.db): counted with it, none if it was never made.
+			ri := struct {
+				registry.Info
+				Notifications int `json:"notifications"`
+			}{Info: info}
+			if ri.Notifications, err = telemetry.Count(cmd.Context(), cfg.RegistryLocation(g.data)); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), ri)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "registry  %s (%s), schema version %d\n", ri.Where, ri.Database, ri.Version)
+			for _, name := range slices.Sorted(maps.Keys(ri.Hubs)) {
+				hi := ri.Hubs[name]
+				peer := "takes no peers"
+				if hi.Addr != "" {
+					peer = "peers at " + hi.Addr
 				}
-				if asJSON {
-					return printJSON(cmd.OutOrStdout(), ri)
-				}
-				w := cmd.OutOrStdout()
-				fmt.Fprintf(w, "registry  %s (%s), schema version %d\n", ri.Where, ri.Database, ri.Version)
-				for _, name := range slices.Sorted(maps.Keys(ri.Hubs)) {
-					hi := ri.Hubs[name]
-					peer := "takes no peers"
-					if hi.Addr != "" {
-						peer = "peers at " + hi.Addr
-					}
-					fmt.Fprintf(w, "hub       %s serving (%s; %s)\n", name, hi.Holder, peer)
-				}
-				for _, t := range ri.Tables {
-					fmt.Fprintf(w, "  %-15s %d\n", t.Table, t.Rows)
-				}
-				return nil
-			})
+				fmt.Fprintf(w, "hub       %s serving (%s; %s)\n", name, hi.Holder, peer)
+			}
+			for _, t := range ri.Tables {
+				fmt.Fprintf(w, "  %-15s %d\n", t.Table, t.Rows)
+			}
+			fmt.Fprintf(w, "  %-15s %d\n", "notifications", ri.Notifications)
+			return nil
 		},
 	}
 	info.Flags().BoolVar(&asJSON, "json", false, "print JSON")

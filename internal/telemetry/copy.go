@@ -23,10 +23,24 @@ type CopyResult struct {
 }
 
 // Count is how many notifications the store at location holds. A data folder without
-// a telemetry.db holds none, and is left without one.
+// a telemetry.db, or a database without the store's table, holds none, and is left so.
 func Count(ctx context.Context, location string) (int, error) {
 	if !sqldb.IsDSN(location) && !hasFile(location) {
 		return 0, nil
+	}
+	if sqldb.IsDSN(location) {
+		db, err := sqldb.OpenPostgres(ctx, location, sqldb.PostgresOptions{MaxConns: 1})
+		if err != nil {
+			return 0, fmt.Errorf("telemetry: %w", err)
+		}
+		defer db.Close()
+		var exists bool
+		if err := db.QueryRowContext(ctx, `SELECT to_regclass('notifications') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+			return 0, err
+		}
+		var n int
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM notifications`).Scan(&n)
+		return n, err
 	}
 	db, _, err := openDB(ctx, location)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // Several hubs append to one PostgreSQL store at once while a reader at a third
@@ -215,5 +217,33 @@ func TestOthersAreTold(t *testing.T) {
 	}
 	if fmt.Sprint(names) != "[x y end]" {
 		t.Fatalf("a was told of %v, want [x y end]", names)
+	}
+}
+
+// Counting a database the store never used says 0 and creates nothing there.
+func TestCountLeavesAnUnusedDatabaseAlone(t *testing.T) {
+	pgOnly(t)
+	ctx := context.Background()
+	dsn := location(t, t.TempDir())
+	if n, err := Count(ctx, dsn); err != nil || n != 0 {
+		t.Fatalf("count of an unused database: %d %v", n, err)
+	}
+	db, err := sqldb.OpenPostgres(ctx, dsn, sqldb.PostgresOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made bool
+	if err := db.QueryRowContext(ctx, `SELECT to_regclass('notifications') IS NOT NULL`).Scan(&made); err != nil || made {
+		t.Fatalf("counting made the store's table: %v %v", made, err)
+	}
+	db.Close()
+	s, err := Open(ctx, dsn, Config{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Append(ctx, note("dev1", "one"))
+	s.Close()
+	if n, err := Count(ctx, dsn); err != nil || n != 1 {
+		t.Fatalf("count: %d %v", n, err)
 	}
 }

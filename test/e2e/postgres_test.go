@@ -66,13 +66,14 @@ func TestRegistryOnPostgres(t *testing.T) {
 	}
 	mustGet(t, sock, "from dev1")
 	var info struct {
-		Database string `json:"database"`
-		Tables   []struct {
+		Database      string `json:"database"`
+		Notifications int    `json:"notifications"`
+		Tables        []struct {
 			Table string `json:"table"`
 			Rows  int    `json:"rows"`
 		} `json:"tables"`
 	}
-	if err := json.Unmarshal([]byte(h.mustCLIStdout("registry", "info", "--json")), &info); err != nil || info.Database != "postgres" {
+	if err := json.Unmarshal([]byte(h.mustCLIStdout("registry", "info", "--json")), &info); err != nil || info.Database != "postgres" || info.Notifications != 1 {
 		t.Fatalf("registry info: %+v %v", info, err)
 	}
 	if d := h.device("dev2"); d.Revoked == nil {
