@@ -29,7 +29,7 @@ It is an SQLite file in the data folder unless hub.yaml names a PostgreSQL datab
 	}
 	var asJSON bool
 	info := &cobra.Command{
-		Use: "info", Short: "Print where the registry is, its schema version and its rows per table", Args: cobra.NoArgs,
+		Use: "info", Short: "Print where the registry is, its schema version, its rows per table and the notifications beside it", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg, cfg, err := g.openRegistry(cmd.Context())
 			if err != nil {
