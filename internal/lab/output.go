@@ -179,3 +179,14 @@ func Finish(w io.Writer, out string, measureErr error, write func() error, print
 	}
 	return measureErr
 }
+
+// Default sets an option left at zero: full for a real run, quick for a --quick one
+// (which checks the harness with small numbers).
+func Default(v *int, quick bool, full, quickValue int) {
+	if *v == 0 {
+		*v = full
+		if quick {
+			*v = quickValue
+		}
+	}
+}

@@ -35,18 +35,8 @@ func (o *Options) defaults() {
 	if o.Hubs == 0 {
 		o.Hubs = 3
 	}
-	if o.Devices == 0 {
-		o.Devices = 100
-		if o.Quick {
-			o.Devices = 5
-		}
-	}
-	if o.Revokes == 0 {
-		o.Revokes = 10
-		if o.Quick {
-			o.Revokes = 2
-		}
-	}
+	lab.Default(&o.Devices, o.Quick, 100, 5)
+	lab.Default(&o.Revokes, o.Quick, 10, 2)
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Minute
 	}

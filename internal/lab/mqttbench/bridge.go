@@ -34,17 +34,9 @@ type BridgeOptions struct {
 }
 
 func (o *BridgeOptions) defaults() {
-	pick := func(v *int, full, quick int) {
-		if *v == 0 {
-			*v = full
-			if o.Quick {
-				*v = quick
-			}
-		}
-	}
-	pick(&o.Messages, 100_000, 300)
-	pick(&o.Publishers, 10, 3)
-	pick(&o.Outages, 2, 1)
+	lab.Default(&o.Messages, o.Quick, 100_000, 300)
+	lab.Default(&o.Publishers, o.Quick, 10, 3)
+	lab.Default(&o.Outages, o.Quick, 2, 1)
 	if o.Down == 0 {
 		o.Down = 3 * time.Second
 		if o.Quick {

@@ -44,19 +44,11 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	pick := func(v *int, full, quick int) {
-		if *v == 0 {
-			*v = full
-			if o.Quick {
-				*v = quick
-			}
-		}
-	}
-	pick(&o.Devices, 1000, 50)
-	pick(&o.Ops, 500, 40)
-	pick(&o.Writers, 8, 4)
-	pick(&o.Reps, 3, 1)
-	pick(&o.Notifications, 20000, 400)
+	lab.Default(&o.Devices, o.Quick, 1000, 50)
+	lab.Default(&o.Ops, o.Quick, 500, 40)
+	lab.Default(&o.Writers, o.Quick, 8, 4)
+	lab.Default(&o.Reps, o.Quick, 3, 1)
+	lab.Default(&o.Notifications, o.Quick, 20000, 400)
 }
 
 // notifyWriters are the devices storing notifications at once, each waiting for its

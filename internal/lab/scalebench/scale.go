@@ -33,18 +33,10 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	pick := func(v *int, full, quick int) {
-		if *v == 0 {
-			*v = full
-			if o.Quick {
-				*v = quick
-			}
-		}
-	}
-	pick(&o.Gateways, 100, 2)
-	pick(&o.Devices, 1000, 5)
-	pick(&o.Direct, 1000, 5)
-	pick(&o.Concurrency, 32, 4)
+	lab.Default(&o.Gateways, o.Quick, 100, 2)
+	lab.Default(&o.Devices, o.Quick, 1000, 5)
+	lab.Default(&o.Direct, o.Quick, 1000, 5)
+	lab.Default(&o.Concurrency, o.Quick, 32, 4)
 	o.Direct = min(o.Direct, o.Gateways*o.Devices)
 	if o.Window == 0 {
 		o.Window = 10 * time.Second
