@@ -1,9 +1,8 @@
 package admin
 
 import (
-	"github.com/iotsafe/iotsafe/internal/mqttbridge"
-
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iotsafe/iotsafe/internal/acceptor"
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/firewall"
+	"github.com/iotsafe/iotsafe/internal/mqttbridge"
 )
 
 // SocketName is the admin socket inside the data folder.
@@ -26,34 +27,32 @@ const SocketName = "admin.sock"
 
 // Operations.
 const (
-	OpPing   = "ping"
-	OpKick   = "kick"   // close a device's live sessions (after revoke or remove)
+	OpPing = "ping"
+	// OpChange applies a change (Request.Change) through the hub's change path
+	// (internal/control): the registry, then every live subsystem.
+	OpChange = "change"
 	OpStatus = "status" // which devices are online, and the hub's own state
 	// OpInfo is OpStatus without the list of online devices (a count instead): what
 	// 'iotsafe status' and monitoring need, cheap at 100,000 devices.
-	OpInfo   = "info"
-	OpReload = "reload" // grants or device groups changed: rebuild the access policy
-	// OpRevoke revokes a device through the hub, which holds the revocation in memory when
-	// the registry cannot write (the CLI's fallback when its own write fails).
-	OpRevoke = "revoke"
+	OpInfo = "info"
 	// OpMQTTClients lists the broker's connected clients (of Request.Device, if set).
 	OpMQTTClients = "mqtt-clients"
 )
 
 // Request is one admin call.
 type Request struct {
-	Op     string `json:"op"`
-	Device string `json:"device,omitempty"`
-	Key    string `json:"key,omitempty"` // kick: only sessions that authenticated with this key (fingerprint)
-	Reason string `json:"reason,omitempty"`
+	Op     string            `json:"op"`
+	Device string            `json:"device,omitempty"` // mqtt-clients: of this device only
+	Change *control.Envelope `json:"change,omitempty"`
 }
 
 // Reply answers a Request.
 type Reply struct {
-	OK     bool            `json:"ok"`
-	Error  string          `json:"error,omitempty"`
-	Closed int             `json:"closed,omitempty"`
-	Online map[string]bool `json:"online,omitempty"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// Outcome is what a change did.
+	Outcome *control.Outcome `json:"outcome,omitempty"`
+	Online  map[string]bool  `json:"online,omitempty"`
 	// Status: revocations the hub holds in memory (device -> reason) and, when the
 	// registry cannot write, what the hub is holding.
 	Held     map[string]string `json:"held,omitempty"`
@@ -134,12 +133,9 @@ type MQTTInfo struct {
 
 // Handler executes requests inside the hub.
 type Handler interface {
-	KickKey(device, fingerprint, reason string) int // "" closes all the device's sessions
+	// Apply takes a change through the hub's change path.
+	Apply(ctx context.Context, ch control.Change) (control.Outcome, error)
 	OnlineDevices() map[string]bool
-	ReloadAccess() error
-	// Revoke revokes the device (in memory when the registry cannot write) and closes
-	// its sessions; it returns how many it closed.
-	Revoke(device, reason string) (int, error)
 	// RegistryState is what the hub holds because the registry cannot write: held
 	// revocations and a description ("" when none).
 	RegistryState() (held map[string]string, degraded string)
@@ -155,6 +151,13 @@ var ErrHubNotRunning = errors.New("admin: hub not running")
 
 // maxRequest bounds what a client may send.
 const maxRequest = 64 << 10
+
+// Deadlines of one call: a change may wait for the registry's writer (SQLite waits up to a
+// minute for a busy database), the other operations only read the hub's memory.
+const (
+	callTimeout   = 10 * time.Second
+	changeTimeout = 90 * time.Second
+)
 
 // Server serves the admin socket.
 type Server struct {
@@ -222,7 +225,7 @@ func (s *Server) allowed(c *net.UnixConn) (*unix.Ucred, bool) {
 
 func (s *Server) handle(c *net.UnixConn) {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(callTimeout))
 	enc := json.NewEncoder(c)
 	cred, ok := s.allowed(c)
 	if !ok {
@@ -239,6 +242,9 @@ func (s *Server) handle(c *net.UnixConn) {
 		enc.Encode(Reply{Error: "malformed request: " + err.Error()})
 		return
 	}
+	if req.Op == OpChange {
+		c.SetDeadline(time.Now().Add(changeTimeout))
+	}
 	enc.Encode(s.do(req, cred))
 }
 
@@ -246,13 +252,8 @@ func (s *Server) do(req Request, cred *unix.Ucred) Reply {
 	switch req.Op {
 	case OpPing:
 		return Reply{OK: true}
-	case OpKick:
-		if req.Device == "" {
-			return Reply{Error: "kick needs a device"}
-		}
-		n := s.h.KickKey(req.Device, req.Key, req.Reason)
-		s.log.Info("admin kick", "device", req.Device, "key", req.Key, "reason", req.Reason, "closed", n, "uid", cred.Uid)
-		return Reply{OK: true, Closed: n}
+	case OpChange:
+		return s.change(req, cred)
 	case OpStatus, OpInfo:
 		held, degraded := s.h.RegistryState()
 		info := s.h.Info()
@@ -261,31 +262,37 @@ func (s *Server) do(req Request, cred *unix.Ucred) Reply {
 			rep.Online = s.h.OnlineDevices()
 		}
 		return rep
-	case OpRevoke:
-		if req.Device == "" {
-			return Reply{Error: "revoke needs a device"}
-		}
-		n, err := s.h.Revoke(req.Device, req.Reason)
-		if err != nil {
-			return Reply{Error: err.Error()}
-		}
-		s.log.Info("admin revoke", "device", req.Device, "reason", req.Reason, "closed", n, "uid", cred.Uid)
-		held, degraded := s.h.RegistryState()
-		return Reply{OK: true, Closed: n, Held: held, Degraded: degraded}
 	case OpMQTTClients:
 		cls, err := s.h.MQTTClients(req.Device)
 		if err != nil {
 			return Reply{Error: err.Error()}
 		}
 		return Reply{OK: true, MQTTClients: cls}
-	case OpReload:
-		if err := s.h.ReloadAccess(); err != nil {
-			return Reply{Error: err.Error()}
-		}
-		return Reply{OK: true}
 	default:
 		return Reply{Error: fmt.Sprintf("unknown op %q", req.Op)}
 	}
+}
+
+// change applies a change; the log names it and its subject, never its fields (a change
+// may carry a password hash or a key).
+func (s *Server) change(req Request, cred *unix.Ucred) Reply {
+	if req.Change == nil {
+		return Reply{Error: "change: no change given"}
+	}
+	ch, err := control.Unwrap(*req.Change)
+	if err != nil {
+		return Reply{Error: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), changeTimeout-5*time.Second)
+	defer cancel()
+	out, err := s.h.Apply(ctx, ch)
+	if err != nil {
+		s.log.Warn("admin change failed", "change", ch.Op(), "subject", ch.Subject(), "uid", cred.Uid, "err", err)
+		return Reply{Error: err.Error(), Outcome: &out}
+	}
+	s.log.Info("admin change", "change", ch.Op(), "subject", ch.Subject(), "closed", out.Closed, "uid", cred.Uid)
+	held, degraded := s.h.RegistryState()
+	return Reply{OK: true, Outcome: &out, Held: held, Degraded: degraded}
 }
 
 // Call sends one request to the hub listening on path.
@@ -295,7 +302,11 @@ func Call(path string, req Request) (Reply, error) {
 		return Reply{}, fmt.Errorf("%w (%s): %v", ErrHubNotRunning, path, err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	timeout := callTimeout
+	if req.Op == OpChange {
+		timeout = changeTimeout
+	}
+	c.SetDeadline(time.Now().Add(timeout))
 	if err := json.NewEncoder(c).Encode(req); err != nil {
 		return Reply{}, fmt.Errorf("admin: send: %w", err)
 	}

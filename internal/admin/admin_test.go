@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -9,21 +10,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/iotsafe/iotsafe/internal/control"
 )
 
-type fakeHub struct{ kicked []string }
+type fakeHub struct{ applied []control.Change }
 
-// The hub side is a plain recorder: the socket protocol and credential check are real.
-func (f *fakeHub) KickKey(device, key, _ string) int {
-	f.kicked = append(f.kicked, device+key)
-	return 1
+// The hub side is a plain recorder: the socket protocol, the change's wire form and the
+// credential check are real (internal/control's tests apply changes to a registry).
+func (f *fakeHub) Apply(_ context.Context, ch control.Change) (control.Outcome, error) {
+	f.applied = append(f.applied, ch)
+	return control.Outcome{Closed: 1}, nil
 }
-func (f *fakeHub) OnlineDevices() map[string]bool { return map[string]bool{"dev1": true} }
-func (f *fakeHub) ReloadAccess() error            { return nil }
-func (f *fakeHub) Revoke(device, _ string) (int, error) {
-	f.kicked = append(f.kicked, device)
-	return 1, nil
-}
+func (f *fakeHub) OnlineDevices() map[string]bool             { return map[string]bool{"dev1": true} }
 func (f *fakeHub) RegistryState() (map[string]string, string) { return nil, "" }
 func (f *fakeHub) MQTTClients(string) ([]MQTTClient, error) {
 	return nil, errors.New("the broker is off")
@@ -44,9 +43,14 @@ func TestAdminSocket(t *testing.T) {
 	if _, err := Call(path, Request{Op: OpPing}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Call(path, Request{Op: OpKick, Device: "dev9", Reason: "test"})
-	if err != nil || rep.Closed != 1 || len(h.kicked) != 1 || h.kicked[0] != "dev9" {
-		t.Fatalf("kick: %+v %v %v", rep, err, h.kicked)
+	env, err := control.Wrap(control.RevokeDevice{Device: "dev9", Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Call(path, Request{Op: OpChange, Change: &env})
+	want := control.RevokeDevice{Device: "dev9", Reason: "test"}
+	if err != nil || rep.Outcome == nil || rep.Outcome.Closed != 1 || len(h.applied) != 1 || h.applied[0] != want {
+		t.Fatalf("change: %+v %v %v", rep, err, h.applied)
 	}
 	if rep, err := Call(path, Request{Op: OpStatus}); err != nil || !rep.Online["dev1"] || rep.Hub == nil || rep.Hub.PID != 1 {
 		t.Fatalf("status: %+v %v", rep, err)
@@ -54,8 +58,15 @@ func TestAdminSocket(t *testing.T) {
 	if _, err := Call(path, Request{Op: "format-disk"}); err == nil || !strings.Contains(err.Error(), "unknown op") {
 		t.Fatalf("unknown op: %v", err)
 	}
-	if _, err := Call(path, Request{Op: OpKick}); err == nil {
-		t.Fatal("kick without a device accepted")
+	// A change without its fields, of an unknown kind, or missing what it needs is
+	// refused with a clear error and never reaches the hub.
+	for _, bad := range []*control.Envelope{nil, {Op: "device.format"}, {Op: "device.revoke", Change: json.RawMessage(`{}`)}} {
+		if _, err := Call(path, Request{Op: OpChange, Change: bad}); err == nil {
+			t.Fatalf("change %+v accepted", bad)
+		}
+	}
+	if len(h.applied) != 1 {
+		t.Fatalf("a refused change reached the hub: %v", h.applied)
 	}
 	// Malformed input gets a clear answer and leaves the server serving.
 	c, _ := net.Dial("unix", path)

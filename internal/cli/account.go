@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -87,14 +88,11 @@ func accountAddCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				a, err := reg.AddAccount(cmd.Context(), args[0], hash)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "account %s added; give it devices with 'iotsafe grant --account %s DEVICE ALIAS'\n", a.Name, a.Name)
-				return g.reloadAccess(cmd, true)
-			})
+			if _, err := g.change(cmd, control.AddAccount{Name: args[0], PasswordHash: hash}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "account %s added; give it devices with 'iotsafe grant --account %s DEVICE ALIAS'\n", args[0], args[0])
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&fromStdin, "password-stdin", false, "read the password from the first line of standard input")
@@ -117,13 +115,11 @@ func accountPasswdCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if err := reg.SetPassword(cmd.Context(), args[0], hash); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "password of %s changed\n", args[0])
-				return g.reloadAccess(cmd, true)
-			})
+			if _, err := g.change(cmd, control.SetPassword{Account: args[0], PasswordHash: hash}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "password of %s changed\n", args[0])
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&fromStdin, "password-stdin", false, "read the password from the first line of standard input")
@@ -168,13 +164,11 @@ func accountRemoveCmd(g *globals) *cobra.Command {
 		Short: "Delete an account with its tokens and grants; its sessions end at once",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if err := reg.RemoveAccount(cmd.Context(), args[0]); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "account %s removed\n", args[0])
-				return g.reloadAccess(cmd, true)
-			})
+			if _, err := g.change(cmd, control.RemoveAccount{Account: args[0]}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "account %s removed\n", args[0])
+			return nil
 		},
 	}
 }
@@ -188,14 +182,12 @@ must log in again. Passwords and API tokens are not touched; 'iotsafe account pa
 (which also ends the sessions) and 'iotsafe account revoke-token' handle those.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				n, err := reg.EndLoginSessions(cmd.Context(), args[0])
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%d login session(s) of %s ended\n", n, args[0])
-				return g.reloadAccess(cmd, true)
-			})
+			a, err := g.change(cmd, control.EndLoginSessions{Account: args[0]})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%d login session(s) of %s ended\n", a.Ended, args[0])
+			return nil
 		},
 	}
 }
@@ -219,15 +211,13 @@ func accountTokenCmd(g *globals) *cobra.Command {
 				t := time.Now().Add(expires)
 				exp = &t
 			}
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				id, err := reg.AddToken(cmd.Context(), args[0], label, hash, exp)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), tok)
-				fmt.Fprintf(cmd.ErrOrStderr(), "token %d for %s: keep it now, it is not shown again (revoke: iotsafe account revoke-token %s %d)\n", id, args[0], args[0], id)
-				return g.reloadAccess(cmd, true)
-			})
+			a, err := g.change(cmd, control.AddToken{Account: args[0], Label: label, Hash: hash, Expires: exp})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), tok)
+			fmt.Fprintf(cmd.ErrOrStderr(), "token %d for %s: keep it now, it is not shown again (revoke: iotsafe account revoke-token %s %d)\n", a.TokenID, args[0], args[0], a.TokenID)
+			return nil
 		},
 	}
 	c.Flags().StringVar(&label, "label", "", "a note saying where the token is used")
@@ -286,13 +276,11 @@ func accountRevokeTokenCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("token ID %q: a number from 'iotsafe account tokens %s'", args[1], args[0])
 			}
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if err := reg.RevokeToken(cmd.Context(), args[0], id); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "token %d of %s revoked\n", id, args[0])
-				return g.reloadAccess(cmd, true)
-			})
+			if _, err := g.change(cmd, control.RevokeToken{Account: args[0], ID: id}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "token %d of %s revoked\n", id, args[0])
+			return nil
 		},
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -74,17 +75,15 @@ func deviceAddCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			d, err := reg.AddDevice(ctx, name, profName, key, groups...)
+			a, err := g.change(cmd, control.AddDevice{Name: name, Profile: profName, Key: string(ssh.MarshalAuthorizedKey(key)), Groups: groups})
 			if err != nil {
 				if keyFile != "" {
 					removeKeyPair(keyFile)
 				}
 				return err
 			}
+			d := a.Device
 			if asJSON {
-				if err := g.reloadAccess(cmd, true); err != nil {
-					return err
-				}
 				return printJSON(cmd.OutOrStdout(), d)
 			}
 			w := cmd.OutOrStdout()
@@ -95,7 +94,7 @@ func deviceAddCmd(g *globals) *cobra.Command {
 			if keyFile != "" {
 				fmt.Fprintf(w, "private key written to %s (mode 0600): copy it to the device\n", keyFile)
 			}
-			return g.reloadAccess(cmd, true)
+			return nil
 		},
 	}
 	c.Flags().StringVar(&prof, "profile", profile.DefaultName, "profile NAME from the registry, or a profile FILE (YAML) to store and use")
@@ -394,16 +393,11 @@ func deviceRevokeCmd(g *globals) *cobra.Command {
 		Short: "Refuse the device's keys from now on and close its live session",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				err := reg.RevokeDevice(cmd.Context(), args[0], reason)
-				if err == nil {
-					return g.kick(cmd, args[0], "", "key revoked", "revoked", "revoked "+args[0], asJSON)
-				}
-				if errors.Is(err, registry.ErrNotFound) {
-					return err
-				}
-				return g.revokeThroughHub(cmd, args[0], reason, err, asJSON)
-			})
+			a, err := g.change(cmd, control.RevokeDevice{Device: args[0], Reason: reason})
+			if err != nil {
+				return err
+			}
+			return reportClosed(cmd, a, args[0], "", "revoked", "revoked "+args[0], asJSON)
 		},
 	}
 	c.Flags().StringVar(&reason, "reason", "revoked by operator", "why (kept in the registry and the audit log)")
@@ -418,77 +412,15 @@ func deviceRemoveCmd(g *globals) *cobra.Command {
 		Short: "Delete a device, its keys and its sockets, closing its live session",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if err := reg.RemoveDevice(cmd.Context(), args[0]); err != nil {
-					return err
-				}
-				if err := g.reloadAccess(cmd, true); err != nil {
-					return err
-				}
-				return g.kick(cmd, args[0], "", "device removed", "removed", "removed "+args[0], asJSON)
-			})
+			a, err := g.change(cmd, control.RemoveDevice{Device: args[0]})
+			if err != nil {
+				return err
+			}
+			return reportClosed(cmd, a, args[0], "", "removed", "removed "+args[0], asJSON)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
-}
-
-// kick tells a running hub to close the device's sessions now (only those of one key
-// when fingerprint is set) and reports the registry change (action, and headline for
-// people) together with what the hub did.
-// revokeThroughHub is device revoke when the registry refused the write (a full disk):
-// the running hub revokes the device in memory, closes its sessions, refuses it from now
-// on and writes the revocation when the registry can.
-func (g *globals) revokeThroughHub(cmd *cobra.Command, device, reason string, writeErr error, asJSON bool) error {
-	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpRevoke, Device: device, Reason: reason})
-	if err != nil {
-		return fmt.Errorf("%w; no running hub could hold the revocation either (%v): free space in the data folder and retry", writeErr, err)
-	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "warning: the registry could not be written (%v): the running hub revoked %s in memory, refuses it from now on and writes the revocation when the registry can take it (free space in the data folder); a hub restart before then forgets it\n", writeErr, device)
-	if asJSON {
-		return printJSON(cmd.OutOrStdout(), struct {
-			Device     string `json:"device"`
-			Action     string `json:"action"`
-			HubRunning bool   `json:"hub_running"`
-			Closed     int    `json:"closed_sessions"`
-			HeldByHub  bool   `json:"held_in_memory"`
-		}{device, "revoked", true, rep.Closed, true})
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "revoked %s (held in the hub's memory)\n", device)
-	if rep.Closed > 0 {
-		fmt.Fprintf(cmd.OutOrStdout(), "closed %d live session(s)\n", rep.Closed)
-	}
-	return nil
-}
-
-func (g *globals) kick(cmd *cobra.Command, device, fingerprint, why, action, headline string, asJSON bool) error {
-	res := struct {
-		Device     string `json:"device"`
-		Key        string `json:"key,omitempty"`
-		Action     string `json:"action"`
-		HubRunning bool   `json:"hub_running"`
-		Closed     int    `json:"closed_sessions"`
-	}{Device: device, Key: fingerprint, Action: action}
-	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpKick, Device: device, Key: fingerprint, Reason: why})
-	switch {
-	case errors.Is(err, admin.ErrHubNotRunning):
-	case err != nil:
-		return err
-	default:
-		res.HubRunning, res.Closed = true, rep.Closed
-	}
-	if asJSON {
-		return printJSON(cmd.OutOrStdout(), res)
-	}
-	w := cmd.OutOrStdout()
-	fmt.Fprintln(w, headline)
-	switch {
-	case !res.HubRunning:
-		fmt.Fprintln(w, "no hub answered on the admin socket: a running hub applies the change within a second (it reads the registry itself), a stopped one when it starts")
-	case res.Closed > 0:
-		fmt.Fprintf(w, "closed %d live session(s)\n", res.Closed)
-	}
-	return nil
 }
 
 func deviceSetGroupsCmd(g *globals) *cobra.Command {
@@ -498,20 +430,15 @@ func deviceSetGroupsCmd(g *globals) *cobra.Command {
 		Example: "  iotsafe device set-groups dev42 sensors floor-2",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if _, err := reg.Device(cmd.Context(), args[0]); err != nil {
-					return err
-				}
-				if err := reg.SetDeviceGroups(cmd.Context(), args[0], args[1:]); err != nil {
-					return err
-				}
-				if len(args) == 1 {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s is in no device group\n", args[0])
-				} else {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s is in %s\n", args[0], strings.Join(args[1:], ", "))
-				}
-				return g.reloadAccess(cmd, true)
-			})
+			if _, err := g.change(cmd, control.SetGroups{Device: args[0], Groups: args[1:]}); err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s is in no device group\n", args[0])
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s is in %s\n", args[0], strings.Join(args[1:], ", "))
+			}
+			return nil
 		},
 	}
 }

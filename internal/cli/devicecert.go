@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/iotsafe/iotsafe/internal/control"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -95,7 +96,8 @@ Revoking the device refuses its certificate at once.`,
 				}
 				// Recorded once the files are there: until then the older certificate,
 				// if any, keeps working.
-				if err := reg.SetDeviceCert(cmd.Context(), name, cert.SerialNumber.String(), cert.NotAfter); err != nil {
+				// Through the change path: the running hub retires the earlier certificate now.
+				if _, err := g.change(cmd, control.SetDeviceCert{Device: name, Serial: cert.SerialNumber.String(), NotAfter: cert.NotAfter}); err != nil {
 					return fmt.Errorf("the certificate is written but not recorded, so it does not log in (move %s away and try again): %w", keyPath, err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s\n", certPath, keyPath)
@@ -103,12 +105,7 @@ Revoking the device refuses its certificate at once.`,
 					name, cert.NotAfter.Format(time.DateOnly), name)
 				return nil
 			})
-			if err != nil {
-				return err
-			}
-			// The running hub retires the earlier certificate now (else within a second,
-			// from the registry's change feed).
-			return g.reloadAccess(cmd, true)
+			return err
 		},
 	}
 	c.Flags().DurationVar(&expires, "expires", 365*24*time.Hour, "how long the certificate is valid")

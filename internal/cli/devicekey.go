@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"github.com/iotsafe/iotsafe/internal/control"
 	"path/filepath"
 	"time"
 
@@ -89,12 +90,11 @@ func deviceKeyRevokeCmd(g *globals) *cobra.Command {
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, fp := args[0], args[1]
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if err := reg.RevokeKey(cmd.Context(), name, fp); err != nil {
-					return err
-				}
-				return g.kick(cmd, name, fp, "key revoked", "key revoked", fmt.Sprintf("key %s of %s revoked", fp, name), asJSON)
-			})
+			a, err := g.change(cmd, control.RevokeKey{Device: name, Fingerprint: fp})
+			if err != nil {
+				return err
+			}
+			return reportClosed(cmd, a, name, fp, "key revoked", fmt.Sprintf("key %s of %s revoked", fp, name), asJSON)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")

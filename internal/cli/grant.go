@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os/user"
@@ -10,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -22,9 +21,10 @@ func (p *principalFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&p.account, "account", "", "front-door account NAME to permit (people over HTTPS)")
 }
 
-// grant builds a grant from flags and DEVICE|@GROUP ALIAS|'*', resolving names to ids now
-// (the kernel reports ids, and a renamed user must not inherit a permission).
-func (p *principalFlags) grant(ctx context.Context, reg *registry.Registry, args []string) (registry.Grant, error) {
+// grant builds a grant from flags and DEVICE|@GROUP ALIAS|'*', resolving user and group
+// names to ids now (the kernel reports ids, and a renamed user must not inherit a
+// permission); an account's id is resolved by the change path.
+func (p *principalFlags) grant(args []string) (registry.Grant, error) {
 	g := registry.Grant{Target: args[0], Alias: args[1]}
 	given := 0
 	for _, f := range []string{p.user, p.group, p.account} {
@@ -36,11 +36,7 @@ func (p *principalFlags) grant(ctx context.Context, reg *registry.Registry, args
 	case given != 1:
 		return g, errors.New("give exactly one of --user NAME, --group NAME or --account NAME")
 	case p.account != "":
-		a, err := reg.Account(ctx, p.account)
-		if err != nil {
-			return g, fmt.Errorf("no front-door account %q: add it with 'iotsafe account add %s'", p.account, p.account)
-		}
-		g.Kind, g.Name, g.XID = registry.PrincipalAccount, a.Name, uint32(a.ID)
+		g.Kind, g.Name = registry.PrincipalAccount, p.account
 	case p.user != "":
 		g.Kind, g.Name = registry.PrincipalUser, p.user
 		u, err := user.Lookup(p.user)
@@ -91,33 +87,37 @@ apps) besides services, and '*' includes neither:
   iotsafe grant --group operators @sensors '*'    # wide: every service of a device group
   iotsafe grant --account alice dev42 http        # a person, over HTTPS through the front door
   iotsafe grant --account dashboard @sensors +telemetry   # a platform app reads their data`,
-	}, "granted", (*registry.Registry).AddGrant)
+	}, "granted", func(gr registry.Grant) control.Change { return control.AddGrant{Grant: gr} })
 }
 
 func ungrantCmd(g *globals) *cobra.Command {
 	return grantChangeCmd(g, &cobra.Command{
 		Use:   "ungrant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*' | +telemetry | +manage)",
 		Short: "Remove a permission; new connections are refused at once",
-	}, "removed", (*registry.Registry).RemoveGrant)
+	}, "removed", func(gr registry.Grant) control.Change { return control.RemoveGrant{Grant: gr} })
 }
 
-// grantChangeCmd completes c: parse the principal and target, change the registry with
-// apply, tell the running hub.
-func grantChangeCmd(g *globals, c *cobra.Command, done string, apply func(*registry.Registry, context.Context, registry.Grant) error) *cobra.Command {
+// grantChangeCmd completes c: parse the principal and target, take the change.
+func grantChangeCmd(g *globals, c *cobra.Command, done string, change func(registry.Grant) control.Change) *cobra.Command {
 	var p principalFlags
 	c.Args = cobra.ExactArgs(2)
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		return g.withRegistry(cmd, func(reg *registry.Registry) error {
-			gr, err := p.grant(cmd.Context(), reg, args)
-			if err != nil {
-				return err
-			}
-			if err := apply(reg, cmd.Context(), gr); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", done, gr)
-			return g.reloadAccess(cmd, false)
-		})
+		gr, err := p.grant(args)
+		if err != nil {
+			return err
+		}
+		a, err := g.change(cmd, change(gr))
+		if err != nil {
+			return err
+		}
+		if a.Grant != nil {
+			gr = *a.Grant
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", done, gr)
+		if !a.HubRunning {
+			fmt.Fprintln(cmd.OutOrStdout(), noHubNote)
+		}
+		return nil
 	}
 	p.add(c)
 	return c
@@ -149,17 +149,4 @@ func grantsCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
-}
-
-// reloadAccess tells a running hub that grants, device groups or sockets changed.
-// quiet suppresses the "not running" note (for commands that print their own).
-func (g *globals) reloadAccess(cmd *cobra.Command, quiet bool) error {
-	_, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpReload})
-	if errors.Is(err, admin.ErrHubNotRunning) {
-		if !quiet {
-			fmt.Fprintln(cmd.OutOrStdout(), "no hub answered on the admin socket: a running hub applies the change within a second (it reads the registry itself), a stopped one when it starts")
-		}
-		return nil
-	}
-	return err
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/iotsafe/iotsafe/internal/control"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,7 +20,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hub"
-	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/wssec"
 )
@@ -41,17 +41,12 @@ and MAC keys from it; a new one replaces the old at once, on every hub.`,
 			if err != nil {
 				return err
 			}
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if err := reg.SetSOAPKey(cmd.Context(), registry.SOAPKey{Device: args[0], KeyID: k.ID, Secret: k.Secret}); err != nil {
-					if errors.Is(err, registry.ErrNotFound) {
-						return fmt.Errorf("no device %q: enroll it first with 'iotsafe device add %s'", args[0], args[0])
-					}
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), k.String())
-				fmt.Fprintf(cmd.ErrOrStderr(), "SOAP key %s of %s: keep it now, it is not shown again (a new 'iotsafe device soap-key %s' replaces it)\n", k.ID, args[0], args[0])
-				return g.reloadAccess(cmd, true)
-			})
+			if _, err := g.change(cmd, control.SetSOAPKey{Device: args[0], KeyID: k.ID, Secret: k.Secret}); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), k.String())
+			fmt.Fprintf(cmd.ErrOrStderr(), "SOAP key %s of %s: keep it now, it is not shown again (a new 'iotsafe device soap-key %s' replaces it)\n", k.ID, args[0], args[0])
+			return nil
 		},
 	}
 }

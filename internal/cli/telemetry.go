@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/iotsafe/iotsafe/internal/control"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,17 +31,12 @@ one replaces the old at once.`,
 			if err != nil {
 				return err
 			}
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if err := reg.SetDeviceSecret(cmd.Context(), args[0], hash); err != nil {
-					if errors.Is(err, registry.ErrNotFound) {
-						return fmt.Errorf("no device %q: enroll it first with 'iotsafe device add %s'", args[0], args[0])
-					}
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), secret)
-				fmt.Fprintf(cmd.ErrOrStderr(), "telemetry secret of %s: keep it now, it is not shown again (a new 'iotsafe device secret %s' replaces it)\n", args[0], args[0])
-				return g.reloadAccess(cmd, true)
-			})
+			if _, err := g.change(cmd, control.SetDeviceSecret{Device: args[0], Hash: hash}); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), secret)
+			fmt.Fprintf(cmd.ErrOrStderr(), "telemetry secret of %s: keep it now, it is not shown again (a new 'iotsafe device secret %s' replaces it)\n", args[0], args[0])
+			return nil
 		},
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/agent"
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/profile"
@@ -77,7 +78,7 @@ func Run(ctx context.Context, o Options) error {
 		if name == via.sshDevice {
 			prof, forwards = MQTTProfile, []agent.Forward{{Listen: via.forward, Alias: "broker"}}
 		}
-		d, signer, err := enroll(ctx, h.Registry(), filepath.Join(o.DataDir, "demo-keys"), name, prof)
+		d, signer, err := enroll(ctx, h, filepath.Join(o.DataDir, "demo-keys"), name, prof)
 		if err != nil {
 			return err
 		}
@@ -154,7 +155,7 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // enroll makes sure the demo device exists with a key we hold and the given profile.
-func enroll(ctx context.Context, reg *registry.Registry, keyDir, name, prof string) (*registry.Device, ssh.Signer, error) {
+func enroll(ctx context.Context, h *hub.Hub, keyDir, name, prof string) (*registry.Device, ssh.Signer, error) {
 	if err := os.MkdirAll(keyDir, 0o700); err != nil {
 		return nil, nil, err
 	}
@@ -162,7 +163,7 @@ func enroll(ctx context.Context, reg *registry.Registry, keyDir, name, prof stri
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := reg.Device(ctx, name)
+	d, err := h.Registry().Device(ctx, name)
 	if err == nil {
 		for _, k := range d.Keys {
 			if k.Fingerprint == ssh.FingerprintSHA256(signer.PublicKey()) && !d.Revoked() && d.Profile == prof {
@@ -170,14 +171,24 @@ func enroll(ctx context.Context, reg *registry.Registry, keyDir, name, prof stri
 			}
 		}
 		// Stale demo device (revoked, another key or profile): enroll it afresh.
-		if err := reg.RemoveDevice(ctx, name); err != nil {
+		if err := apply(ctx, h, control.RemoveDevice{Device: name}); err != nil {
 			return nil, nil, err
 		}
 	} else if !errors.Is(err, registry.ErrNotFound) {
 		return nil, nil, err
 	}
-	d, err = reg.AddDevice(ctx, name, prof, signer.PublicKey())
-	return d, signer, err
+	out, err := h.Control().Apply(ctx, control.AddDevice{Name: name, Profile: prof, Key: string(ssh.MarshalAuthorizedKey(signer.PublicKey()))})
+	return out.Device, signer, err
+}
+
+// apply takes the demo's changes through the hub's change path, as the CLI's would.
+func apply(ctx context.Context, h *hub.Hub, changes ...control.Change) error {
+	for _, ch := range changes {
+		if _, err := h.Control().Apply(ctx, ch); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // freeLoopback is a loopback address that was free a moment ago.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hub"
@@ -28,29 +29,25 @@ const DemoAccount = "demo"
 // through the front door (HTTPS, verified against the hub's own CA) and prints how to
 // do the same with curl.
 func frontdoorDemo(ctx context.Context, h *hub.Hub, o Options, addr string, mqttVia mqttVia) error {
-	reg := h.Registry()
-	a, err := reg.Account(ctx, DemoAccount)
+	a, err := h.Registry().Account(ctx, DemoAccount)
 	if errors.Is(err, registry.ErrNotFound) {
-		a, err = reg.AddAccount(ctx, DemoAccount, "")
+		var out control.Outcome
+		out, err = h.Control().Apply(ctx, control.AddAccount{Name: DemoAccount})
+		a = out.Account
 	}
 	if err != nil {
 		return err
-	}
-	for i := 1; i <= o.Devices; i++ {
-		g := registry.Grant{Kind: registry.PrincipalAccount, Name: a.Name, XID: uint32(a.ID), Target: fmt.Sprintf("dev%d", i), Alias: "*"}
-		if err := reg.AddGrant(ctx, g); err != nil {
-			return err
-		}
 	}
 	tok, hash, err := credential.NewToken()
 	if err != nil {
 		return err
 	}
 	exp := time.Now().Add(24 * time.Hour)
-	if _, err := reg.AddToken(ctx, DemoAccount, "demo run", hash, &exp); err != nil {
-		return err
+	changes := []control.Change{control.AddToken{Account: DemoAccount, Label: "demo run", Hash: hash, Expires: &exp}}
+	for i := 1; i <= o.Devices; i++ {
+		changes = append(changes, control.AddGrant{Grant: registry.Grant{Kind: registry.PrincipalAccount, Name: a.Name, Target: fmt.Sprintf("dev%d", i), Alias: "*"}})
 	}
-	if err := h.ReloadAccess(); err != nil {
+	if err := apply(ctx, h, changes...); err != nil {
 		return err
 	}
 	domain := o.Config.Frontdoor.Domain

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
@@ -38,21 +39,15 @@ func putMQTTProfile(ctx context.Context, reg *registry.Registry, addr string) er
 // forward at viaSSH, no credential: the hub knows it by its pool address), then reads
 // both back over the REST API as the demo account, as any platform app would.
 func mqttDemo(ctx context.Context, h *hub.Hub, o Options, api, frontAddr string, acct *registry.Account, appToken string, caPEM []byte, tlsDevice, sshDevice, viaSSH string) error {
-	reg := h.Registry()
 	secret, hash, err := credential.NewToken()
 	if err != nil {
 		return err
 	}
-	if err := reg.SetDeviceSecret(ctx, tlsDevice, hash); err != nil {
-		return err
-	}
+	changes := []control.Change{control.SetDeviceSecret{Device: tlsDevice, Hash: hash}}
 	for _, d := range []string{tlsDevice, sshDevice} {
-		g := registry.Grant{Kind: registry.PrincipalAccount, Name: acct.Name, XID: uint32(acct.ID), Target: d, Alias: registry.RightTelemetry}
-		if err := reg.AddGrant(ctx, g); err != nil {
-			return err
-		}
+		changes = append(changes, control.AddGrant{Grant: registry.Grant{Kind: registry.PrincipalAccount, Name: acct.Name, Target: d, Alias: registry.RightTelemetry}})
 	}
-	if err := h.ReloadAccess(); err != nil {
+	if err := apply(ctx, h, changes...); err != nil {
 		return err
 	}
 	domain := o.Config.Frontdoor.Domain

@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/hub"
-	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/wssec"
 )
@@ -23,10 +23,7 @@ func soapDemo(ctx context.Context, h *hub.Hub, o Options, addr string, caPEM []b
 	if err != nil {
 		return err
 	}
-	if err := h.Registry().SetSOAPKey(ctx, registry.SOAPKey{Device: "dev1", KeyID: k.ID, Secret: k.Secret}); err != nil {
-		return err
-	}
-	if err := h.ReloadAccess(); err != nil {
+	if err := apply(ctx, h, control.SetSOAPKey{Device: "dev1", KeyID: k.ID, Secret: k.Secret}); err != nil {
 		return err
 	}
 	pool := x509.NewCertPool()

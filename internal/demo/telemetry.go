@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -16,19 +17,12 @@ import (
 // notification over HTTPS, reads it back as the demo account (granted +telemetry), and
 // prints how to do both with curl.
 func telemetryDemo(ctx context.Context, h *hub.Hub, o Options, addr string, acct *registry.Account, appToken string, caPEM []byte) error {
-	reg := h.Registry()
 	secret, hash, err := credential.NewToken()
 	if err != nil {
 		return err
 	}
-	if err := reg.SetDeviceSecret(ctx, "dev1", hash); err != nil {
-		return err
-	}
-	g := registry.Grant{Kind: registry.PrincipalAccount, Name: acct.Name, XID: uint32(acct.ID), Target: "dev1", Alias: registry.RightTelemetry}
-	if err := reg.AddGrant(ctx, g); err != nil {
-		return err
-	}
-	if err := h.ReloadAccess(); err != nil {
+	if err := apply(ctx, h, control.SetDeviceSecret{Device: "dev1", Hash: hash},
+		control.AddGrant{Grant: registry.Grant{Kind: registry.PrincipalAccount, Name: acct.Name, Target: "dev1", Alias: registry.RightTelemetry}}); err != nil {
 		return err
 	}
 	domain := o.Config.Frontdoor.Domain

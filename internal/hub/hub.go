@@ -20,6 +20,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/firewall"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
@@ -75,10 +76,9 @@ type Hub struct {
 	peers        *peerlink.Links
 	liveCache    atomic.Pointer[liveHubs]
 	portsChanged chan struct{} // holdPorts reads the registry's ports again
-	feedKicks    kickMemo      // sessions the change feed closed (changes.go)
-	// kickMu makes a change feed's kick and its memo one step for the admin socket's
-	// kick: otherwise the admin's could find the session gone and the memo not yet written.
-	kickMu      sync.Mutex
+	// control is the one path of every change: the registry, then sshd, the telemetry
+	// paths and the policy (changes.go).
+	control     *control.Control
 	relayMisses missCache        // addresses no live peer serves, for a second (peers.go)
 	recorded    bool             // hub_started was recorded: Close records hub_stopped
 	store       *telemetry.Store // nil without a telemetry path
@@ -170,6 +170,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	}
 	h.log.Info("registry", "event", "registry_open", "database", h.reg.Dialect().String(), "at", h.reg.Where(), "hub", h.reg.Hub())
 	h.guard = regguard.New(h.reg, h.log.With("component", "registry"), 0)
+	h.control = control.New(h.guard, live{h})
 	go h.guard.Run(ctx, 5*time.Second)
 	if err := h.rehome(ctx); err != nil {
 		return nil, err
@@ -188,6 +189,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	}
 	sc := cfg.SSH
 	sc.Logger = h.log.With("component", "sshd")
+	sc.Revoker = h.control // a profile's on_violation: revoke takes the one change path
 	sc.SocketAllocated = func() {
 		if err := h.ReloadAccess(); err != nil {
 			h.log.Error("access reload after a new socket failed", "err", err)
@@ -251,7 +253,7 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 			return nil, err
 		}
 	}
-	go h.watchChanges(ctx, DefaultChangePoll, changesFrom)
+	go h.control.Follow(ctx, h.reg, control.DefaultPoll, changesFrom, h.log.With("component", "changes"))
 	go h.pruneAudit(ctx, time.Hour)
 	go func() {
 		if err := h.ssh.Serve(); err != nil && !errors.Is(err, sshd.ErrClosed) {
@@ -309,21 +311,6 @@ func (h *Hub) HostKeys() []ssh.PublicKey {
 
 // Registry gives in-process callers (the demo, tests) the hub's registry.
 func (h *Hub) Registry() *registry.Registry { return h.reg }
-
-// KickKey implements admin.Handler: it closes the device's sessions and refreshes the
-// REST API's view, so the device's tokens stop at once too.
-func (h *Hub) KickKey(device, fingerprint, reason string) int {
-	h.reloadTelemetry()
-	h.kickMu.Lock()
-	defer h.kickMu.Unlock()
-	n := h.ssh.KickKey(device, fingerprint, reason)
-	if n == 0 {
-		// The change feed may have closed them a moment ago for the same change (on
-		// PostgreSQL it wakes at the commit): the operator still learns they were closed.
-		n = h.feedKicks.take(device, fingerprint, reason)
-	}
-	return n
-}
 
 // OnlineDevices implements admin.Handler.
 func (h *Hub) OnlineDevices() map[string]bool { return h.ssh.OnlineDevices() }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/authn"
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/restapi"
@@ -210,23 +211,10 @@ func (h *Hub) pruneTelemetry(ctx context.Context, every time.Duration) {
 	}
 }
 
-// RevokeDevice implements restapi.Hub: the registry first, then the live consequences.
+// RevokeDevice implements restapi.Hub: a device blocked over REST takes the change path.
 func (h *Hub) RevokeDevice(ctx context.Context, device, reason string) error {
-	if err := h.guard.RevokeDevice(ctx, device, reason); err != nil {
-		return err
-	}
-	h.KickKey(device, "", "key revoked")
-	return nil
-}
-
-// Revoke implements admin.Handler: RevokeDevice, saying how many sessions it closed.
-func (h *Hub) Revoke(device, reason string) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := h.guard.RevokeDevice(ctx, device, reason); err != nil {
-		return 0, err
-	}
-	return h.KickKey(device, "", "key revoked"), nil
+	_, err := h.control.Apply(ctx, control.RevokeDevice{Device: device, Reason: reason})
+	return err
 }
 
 // RegistryState implements admin.Handler.
@@ -239,15 +227,8 @@ func (h *Hub) RegistryState() (map[string]string, string) {
 
 // RemoveDevice implements restapi.Hub.
 func (h *Hub) RemoveDevice(ctx context.Context, device string) error {
-	if err := h.reg.RemoveDevice(ctx, device); err != nil {
-		return err
-	}
-	if err := h.ReloadAccess(); err != nil {
-		h.log.Error("access reload after removing a device failed", "err", err)
-	}
-	h.KickKey(device, "", "device removed")
-	h.forgetNotifications(device)
-	return nil
+	_, err := h.control.Apply(ctx, control.RemoveDevice{Device: device})
+	return err
 }
 
 // forgetNotifications deletes a removed device's notifications.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -119,7 +120,9 @@ func (h *Hub) relayChanged(device string) {
 // revokedUpstream revokes here a device the centre revoked or removed, so it stays out
 // of the gateway too (and across its restarts).
 func (h *Hub) revokedUpstream(device, reason string) {
-	n, err := h.Revoke(device, "revoked "+reason)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := h.control.Revoke(ctx, device, "revoked "+reason)
 	if err != nil {
 		h.log.Error("revoking a device the centre revoked failed", "device", device, "err", err)
 		return

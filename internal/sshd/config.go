@@ -1,6 +1,7 @@
 package sshd
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -72,10 +73,21 @@ type Config struct {
 	// devices whose sessions this hub holds; access was decided at the peer.
 	PeerHub func(name string, key ssh.PublicKey) error `yaml:"-"`
 
+	// Revoker revokes a device whose violations reached its profile's on_violation
+	// limit: the hub passes its change path (internal/control), which writes the
+	// registry and ends what the device holds on every path. Nil: a change path of the
+	// server's own over its Store, which reaches this server's sessions only.
+	Revoker Revoker `yaml:"-"`
+
 	// Logger receives the server's structured logs; nil discards them.
 	Logger *slog.Logger `yaml:"-"`
 	// Metrics receives counters; nil discards them.
 	Metrics Metrics `yaml:"-"`
+}
+
+// Revoker is the change path a violation revokes through (control.Control is one).
+type Revoker interface {
+	Revoke(ctx context.Context, device, reason string) (closed int, err error)
 }
 
 // DefaultListen is where the hub's SSH server listens unless configured.

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -26,12 +27,23 @@ type Store interface {
 	RecordSession(ctx context.Context, device, remote string, algos registry.Algorithms) error
 	TouchDevice(ctx context.Context, device string) error
 	AddViolation(ctx context.Context, device, detail, remote string, record bool) (int, error)
-	RevokeDevice(ctx context.Context, name, reason string) error
 	AddEvent(ctx context.Context, e registry.Event) error
 	// EndSessions records that the sessions of these devices ended (last seen and a
 	// session_close event each), in one transaction.
 	EndSessions(ctx context.Context, devices []string, remote string) error
 }
+
+// sessionsOnly is a server on its own as the live side of its default change path:
+// a revocation closes the device's sessions here, and there is nothing else to update.
+type sessionsOnly struct{ s *Server }
+
+func (l sessionsOnly) Close(device, fingerprint, why string) int {
+	return l.s.KickKey(device, fingerprint, why)
+}
+func (sessionsOnly) Refresh()             {}
+func (sessionsOnly) Reload(int64) error   { return nil }
+func (sessionsOnly) Forget(string)        {}
+func (sessionsOnly) Moved(string, string) {}
 
 // ErrClosed is returned by Serve after Close.
 var ErrClosed = errors.New("sshd: server closed")
@@ -92,6 +104,11 @@ func New(cfg Config, store Store, hostKeys []ssh.Signer) (*Server, error) {
 		shutdown:   make(chan struct{}),
 	}
 	s.life, s.endLife = context.WithCancel(context.Background())
+	if s.cfg.Revoker == nil {
+		if cs, ok := store.(control.Store); ok {
+			s.cfg.Revoker = control.New(cs, sessionsOnly{s})
+		}
+	}
 	s.sshCfg = &ssh.ServerConfig{
 		Config: ssh.Config{
 			KeyExchanges: cfg.Crypto.KeyExchanges,

@@ -438,11 +438,24 @@ func (s *Server) violation(d *registry.Device, prof *profile.Profile, detail, re
 	}
 	if prof.OnViolation.Action == profile.ActionRevoke && n >= prof.OnViolation.After {
 		reason := fmt.Sprintf("automatic: %d violations (profile %s revokes after %d); last: %s", n, prof.Name, prof.OnViolation.After, detail)
-		if err := s.store.RevokeDevice(ctx, d.Name, reason); err != nil {
-			s.log.Error("automatic revoke failed", "device", d.Name, "err", err)
-			return
-		}
-		s.log.Warn("device revoked", "device", d.Name, "reason", reason)
-		go s.Kick(d.Name, "key revoked")
+		// In its own goroutine: violations are counted inside SSH handshakes and MQTT and
+		// SOAP handlers, which the revocation's consequences close.
+		go s.revoke(d.Name, reason)
 	}
+}
+
+// revoke revokes a device through the change path: the registry, then every path.
+func (s *Server) revoke(device, reason string) {
+	if s.cfg.Revoker == nil {
+		s.log.Error("automatic revoke impossible: the server has no change path (sshd.Config.Revoker)", "device", device)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // outlives a shutdown
+	defer cancel()
+	closed, err := s.cfg.Revoker.Revoke(ctx, device, reason)
+	if err != nil {
+		s.log.Error("automatic revoke failed", "device", device, "err", err)
+		return
+	}
+	s.log.Warn("device revoked", "device", device, "reason", reason, "closed", closed)
 }

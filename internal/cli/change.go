@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// applied is what a change did, and where.
+type applied struct {
+	control.Outcome
+	// HubRunning: the hub took the change through its change path and applied it to its
+	// live sessions. Otherwise the change is in the registry only, and a hub applies it
+	// from the change feed (within a second when one runs elsewhere; at its next start).
+	HubRunning bool
+	// HeldByHub: the registry could not write; the hub holds the change in memory.
+	HeldByHub bool
+	Degraded  string // what the hub says of the registry when it cannot write
+}
+
+// noHubNote is printed when a change was written while no hub answered.
+const noHubNote = "no hub answered on the admin socket: a running hub applies the change within a second (it reads the registry itself), a stopped one when it starts"
+
+// change takes ch through the running hub's change path over the admin socket; with no
+// hub running, through a change path of its own over the registry (the offline mode).
+// Either way the change is the same code (internal/control): this is a thin client.
+func (g *globals) change(cmd *cobra.Command, ch control.Change) (applied, error) {
+	env, err := control.Wrap(ch)
+	if err != nil {
+		return applied{}, err
+	}
+	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpChange, Change: &env})
+	switch {
+	case errors.Is(err, admin.ErrHubNotRunning):
+		var a applied
+		err := g.withRegistry(cmd, func(reg *registry.Registry) error {
+			var err error
+			a.Outcome, err = control.New(reg, nil).Apply(cmd.Context(), ch)
+			return err
+		})
+		return a, err
+	case err != nil && rep.Error != "":
+		return applied{HubRunning: true}, errors.New(rep.Error) // the hub's words, as offline
+	case err != nil:
+		return applied{}, err
+	}
+	a := applied{HubRunning: true}
+	if rep.Outcome != nil {
+		a.Outcome = *rep.Outcome
+	}
+	_, a.HeldByHub = rep.Held[ch.Subject()]
+	a.Degraded = rep.Degraded
+	return a, nil
+}
+
+// reportClosed prints what a change that ends sessions did: headline, then the sessions
+// it closed or where it will apply; JSON for scripts.
+func reportClosed(cmd *cobra.Command, a applied, device, fingerprint, action, headline string, asJSON bool) error {
+	if asJSON {
+		return printJSON(cmd.OutOrStdout(), struct {
+			Device     string `json:"device"`
+			Key        string `json:"key,omitempty"`
+			Action     string `json:"action"`
+			HubRunning bool   `json:"hub_running"`
+			Closed     int    `json:"closed_sessions"`
+			HeldByHub  bool   `json:"held_in_memory,omitempty"`
+		}{device, fingerprint, action, a.HubRunning, a.Closed, a.HeldByHub})
+	}
+	w := cmd.OutOrStdout()
+	if a.HeldByHub {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the registry could not be written (%s): the running hub holds the change to %s in memory, refuses it from now on and writes it when the registry can take it (free space in the data folder); a hub restart before then forgets it\n", a.Degraded, device)
+		headline += " (held in the hub's memory)"
+	}
+	fmt.Fprintln(w, headline)
+	switch {
+	case !a.HubRunning:
+		fmt.Fprintln(w, noHubNote)
+	case a.Closed > 0:
+		fmt.Fprintf(w, "closed %d live session(s)\n", a.Closed)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package control
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// DefaultPoll is how often Follow reads the change feed when nothing wakes it.
+const DefaultPoll = time.Second
+
+// Feed is the registry's change feed: the audit log, written in the same transaction as
+// each change.
+type Feed interface {
+	Changes(ctx context.Context, after int64) ([]registry.Event, int64, error)
+	// WatchChanges calls wake when a change commits (PostgreSQL's LISTEN/NOTIFY; a
+	// SQLite registry returns at once) and fail when listening stops working.
+	WatchChanges(ctx context.Context, wake func(), fail func(error))
+}
+
+// Follow applies the changes other processes made to the registry (another hub of a
+// shared registry, a command that could not reach the admin socket) through the live
+// subsystems, from the event after `after` on, until ctx ends: it reads the feed every
+// poll, and at once when the registry says a change committed. A change Apply made here
+// comes back through the feed too and finds nothing left to close.
+func (c *Control) Follow(ctx context.Context, feed Feed, poll time.Duration, after int64, log *slog.Logger) {
+	if c.live == nil {
+		return
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	wake := make(chan struct{}, 1)
+	go feed.WatchChanges(ctx, func() {
+		select {
+		case wake <- struct{}{}:
+		default: // a wake-up is pending already: it reads everything up to now
+		}
+	}, func(err error) {
+		log.Warn("listening for registry changes failed; polling meanwhile", "every", poll, "err", err)
+	})
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
+		}
+		qctx, cancel := context.WithTimeout(ctx, poll*5)
+		evs, next, err := feed.Changes(qctx, after)
+		cancel()
+		if err != nil {
+			log.Warn("reading the registry's change feed failed; retrying", "err", err)
+			continue
+		}
+		after = next
+		c.applyEvents(evs, log)
+	}
+}
+
+// applyEvents is each event's consequence: what revoked or removed devices and keys hold
+// closes, a moved session is let go, anything else (grants, groups, accounts, enrolments,
+// removals) rebuilds the policy and every view once.
+func (c *Control) applyEvents(evs []registry.Event, log *slog.Logger) {
+	var reloadUpTo int64
+	refresh := false
+	for _, e := range evs {
+		var why, fp string
+		switch e.Kind {
+		case registry.EventRevoked:
+			why = WhyRevoked
+		case registry.EventDeviceRemoved:
+			why = WhyRemoved
+		case registry.EventKeyRevoked:
+			why, fp = WhyRevoked, strings.TrimPrefix(e.Detail, "key ")
+		case registry.EventSessionMoved:
+			c.live.Moved(e.Device, e.Hub)
+			continue
+		default:
+			reloadUpTo = max(reloadUpTo, e.ID)
+			continue
+		}
+		if !refresh { // before the first close, as Apply does: tokens and MQTT clients go too
+			c.live.Refresh()
+			refresh = true
+		}
+		c.mu.Lock()
+		n := c.live.Close(e.Device, fp, why)
+		c.mu.Unlock()
+		if e.Kind == registry.EventDeviceRemoved {
+			c.live.Forget(e.Device)
+			reloadUpTo = max(reloadUpTo, e.ID)
+		}
+		if n > 0 {
+			log.Info("closed sessions after a registry change made elsewhere",
+				"event", "change_applied", "device", e.Device, "change", e.Kind, "closed", n)
+		}
+	}
+	if reloadUpTo > 0 {
+		if err := c.live.Reload(reloadUpTo); err != nil {
+			log.Error("applying a registry change failed; retrying at the next change", "err", err)
+		}
+	}
+}
