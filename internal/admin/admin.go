@@ -283,6 +283,10 @@ func (s *Server) change(req Request, cred *unix.Ucred) Reply {
 	if err != nil {
 		return Reply{Error: err.Error()}
 	}
+	if err := s.mayChange(cred, ch); err != nil {
+		s.log.Warn("admin change refused", "change", ch.Op(), "subject", ch.Subject(), "uid", cred.Uid)
+		return Reply{Error: err.Error()}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), changeTimeout-5*time.Second)
 	defer cancel()
 	out, err := s.h.Apply(ctx, ch)
@@ -293,6 +297,20 @@ func (s *Server) change(req Request, cred *unix.Ucred) Reply {
 	s.log.Info("admin change", "change", ch.Op(), "subject", ch.Subject(), "closed", out.Closed, "uid", cred.Uid)
 	held, degraded := s.h.RegistryState()
 	return Reply{OK: true, Outcome: &out, Held: held, Degraded: degraded}
+}
+
+// mayChange keeps the admin group where it was before changes came through the socket:
+// root and the hub's user own the registry and may make any change; the admin group may
+// read the hub's state and revoke a device (stopping a device is what a fleet's on-call
+// needs), not grant, enrol or create accounts.
+func (s *Server) mayChange(cred *unix.Ucred, ch control.Change) error {
+	if cred.Uid == 0 || int(cred.Uid) == s.hubUID {
+		return nil
+	}
+	if _, ok := ch.(control.RevokeDevice); ok {
+		return nil
+	}
+	return fmt.Errorf("uid %d may not %s: the admin group may revoke devices and read the hub's state; other changes need root or the hub's user", cred.Uid, ch.Op())
 }
 
 // Call sends one request to the hub listening on path.

@@ -11,7 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
 type fakeHub struct{ applied []control.Change }
@@ -89,5 +92,29 @@ func TestAdminSocket(t *testing.T) {
 func TestCallWithoutHub(t *testing.T) {
 	if _, err := Call(filepath.Join(t.TempDir(), SocketName), Request{Op: OpPing}); err == nil || !strings.Contains(err.Error(), "hub not running") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// The admin group (a uid other than root's and the hub's) may revoke a device, and no
+// other change: it could not write the registry before changes came over the socket.
+func TestAdminGroupMayOnlyRevoke(t *testing.T) {
+	s := &Server{hubUID: 999}
+	member := &unix.Ucred{Uid: 1234, Gid: 50}
+	if err := s.mayChange(member, control.RevokeDevice{Device: "dev1"}); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	for _, ch := range []control.Change{
+		control.AddGrant{Grant: registry.Grant{Kind: registry.PrincipalUser, Name: "eve", Target: "dev1", Alias: "*"}},
+		control.AddAccount{Name: "eve"},
+		control.RemoveDevice{Device: "dev1"},
+	} {
+		if err := s.mayChange(member, ch); err == nil || !strings.Contains(err.Error(), "may not "+ch.Op()) {
+			t.Fatalf("%s: %v", ch.Op(), err)
+		}
+	}
+	for _, owner := range []*unix.Ucred{{Uid: 0}, {Uid: 999}} {
+		if err := s.mayChange(owner, control.AddAccount{Name: "ops"}); err != nil {
+			t.Fatalf("uid %d: %v", owner.Uid, err)
+		}
 	}
 }
