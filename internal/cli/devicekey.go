@@ -60,7 +60,7 @@ func deviceKeyAddCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if err := reg.AddKey(cmd.Context(), name, key); err != nil {
+				if _, err := g.change(cmd, control.AddKey{Device: name, Key: string(ssh.MarshalAuthorizedKey(key))}); err != nil {
 					if keyFile != "" {
 						removeKeyPair(keyFile)
 					}

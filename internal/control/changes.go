@@ -105,6 +105,24 @@ func (ch RemoveDevice) apply(ctx context.Context, c *Control) (Outcome, error) {
 	return Outcome{Closed: n}, c.reload() // its sockets leave the policy and the kernel's rules
 }
 
+// AddKey gives a device another key (authorized_keys form); its other keys still work.
+// Nothing live changes: the key is checked when a session logs in with it.
+type AddKey struct {
+	Device string `json:"device"`
+	Key    string `json:"key"`
+}
+
+func (AddKey) Op() string         { return "device.key.add" }
+func (ch AddKey) Subject() string { return ch.Device }
+func (ch AddKey) check() error    { return need(ch.Op(), "a device", ch.Device, "a key", ch.Key) }
+func (ch AddKey) apply(ctx context.Context, c *Control) (Outcome, error) {
+	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(ch.Key))
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%w: %s: the key: %v", ErrInvalid, ch.Op(), err)
+	}
+	return Outcome{}, c.store.AddKey(ctx, ch.Device, key)
+}
+
 // RevokeKey refuses one key of a device and closes the sessions that used it.
 type RevokeKey struct {
 	Device      string `json:"device"`

@@ -24,6 +24,7 @@ func init() {
 		{AddDevice{}.Op(), decodeAs[AddDevice]},
 		{RevokeDevice{}.Op(), decodeAs[RevokeDevice]},
 		{RemoveDevice{}.Op(), decodeAs[RemoveDevice]},
+		{AddKey{}.Op(), decodeAs[AddKey]},
 		{RevokeKey{}.Op(), decodeAs[RevokeKey]},
 		{SetGroups{}.Op(), decodeAs[SetGroups]},
 		{SetDeviceSecret{}.Op(), decodeAs[SetDeviceSecret]},

@@ -21,6 +21,7 @@ func samples() []control.Change {
 		control.AddDevice{Name: "dev1", Profile: "camera", Key: "ssh-ed25519 AAAA dev1", Groups: []string{"a", "b"}},
 		control.RevokeDevice{Device: "dev1", Reason: "stolen"},
 		control.RemoveDevice{Device: "dev1"},
+		control.AddKey{Device: "dev1", Key: "ssh-ed25519 AAAA new"},
 		control.RevokeKey{Device: "dev1", Fingerprint: "SHA256:abc"},
 		control.SetGroups{Device: "dev1", Groups: []string{"floor-2"}},
 		control.SetDeviceSecret{Device: "dev1", Hash: "h"},
