@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/pki"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -45,9 +45,9 @@ Revoking the device refuses its certificate at once.`,
 			if expires < time.Hour {
 				return fmt.Errorf("--expires: %v is less than an hour", expires)
 			}
-			ca, err := frontdoor.LoadCA(g.data)
+			ca, err := pki.LoadCA(g.data)
 			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("no local CA in %s: it is created when the hub starts with a front door (frontdoor.listen and frontdoor.domain) and no cert/key of its own", filepath.Join(g.data, frontdoor.CADir))
+				return fmt.Errorf("no local CA in %s: it is created when the hub starts with a front door (frontdoor.listen and frontdoor.domain) and no cert/key of its own", filepath.Join(g.data, pki.CADir))
 			}
 			if err != nil {
 				return err

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iotsafe/iotsafe/internal/frontdoor"
+	"github.com/iotsafe/iotsafe/internal/pki"
 )
 
 func frontdoorCmd(g *globals) *cobra.Command {
@@ -24,7 +24,7 @@ func frontdoorCmd(g *globals) *cobra.Command {
   curl --cacert iotsafe-ca.crt https://dev42.devices.example.com:8443/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := filepath.Join(g.data, frontdoor.CADir, frontdoor.CACertFile)
+			path := filepath.Join(g.data, pki.CADir, pki.CACertFile)
 			b, err := os.ReadFile(path)
 			if errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("no local CA in %s yet: it is created when the hub starts with a front door (frontdoor.listen and frontdoor.domain) and no cert/key of its own", filepath.Dir(path))

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
-	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/pki"
 	"github.com/iotsafe/iotsafe/internal/scan"
 )
 
@@ -171,7 +171,7 @@ func (g *globals) hubScanTargets() ([]scanTarget, error) {
 		return nil, err
 	}
 	var roots *x509.CertPool
-	if ca, err := frontdoor.LoadCA(g.data); err == nil {
+	if ca, err := pki.LoadCA(g.data); err == nil {
 		roots = ca.Pool()
 	}
 	domain := cfg.Frontdoor.Domain

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/pki"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
-	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/wssec"
@@ -196,7 +196,7 @@ func (g *globals) soapTarget(target, caFile string, dial *string) (string, *tls.
 		if !conf.RootCAs.AppendCertsFromPEM(pem) {
 			return "", nil, fmt.Errorf("--ca %s: no PEM certificate in it", caFile)
 		}
-	} else if ca, err := frontdoor.LoadCA(g.data); err == nil {
+	} else if ca, err := pki.LoadCA(g.data); err == nil {
 		conf.RootCAs = ca.Pool()
 	}
 	if target != "" {

@@ -16,9 +16,9 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/credential"
-	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
+	"github.com/iotsafe/iotsafe/internal/pki"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -52,7 +52,7 @@ func frontdoorDemo(ctx context.Context, h *hub.Hub, o Options, addr string, mqtt
 	}
 	domain := o.Config.Frontdoor.Domain
 	_, port, _ := net.SplitHostPort(addr)
-	caFile := filepath.Join(o.DataDir, frontdoor.CADir, frontdoor.CACertFile)
+	caFile := filepath.Join(o.DataDir, pki.CADir, pki.CACertFile)
 	caPEM, err := os.ReadFile(caFile)
 	if err != nil {
 		return fmt.Errorf("demo: the front door's CA: %w", err)

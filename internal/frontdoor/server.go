@@ -17,6 +17,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/access"
+	"github.com/iotsafe/iotsafe/internal/pki"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
 )
@@ -35,7 +36,7 @@ type Server struct {
 	reg      *registry.Registry
 	be       Backend
 	log      *slog.Logger
-	ca       *CA // nil with an operator's certificate
+	ca       *pki.CA // nil with an operator's certificate
 	getCert  func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	dir      atomic.Pointer[directory]
 	limits   atomic.Pointer[Config] // body limits, response timeouts, routes: Reconfigure changes them
@@ -104,13 +105,20 @@ func New(ctx context.Context, cfg Config, dataDir string, reg *registry.Registry
 		sessions: newSessionStore(cfg.SessionTTL, reg),
 	}
 	if cfg.Cert != "" {
-		fc, err := newFileCert(cfg.Cert, cfg.Key, log)
+		getCert, err := pki.FileCertificate(cfg.Cert, cfg.Key, log)
 		if err != nil {
 			return nil, err
 		}
-		s.getCert = fc.GetCertificate
+		s.getCert = getCert
 	} else {
-		ca, err := LoadOrCreateCA(dataDir, cfg.Domain, log)
+		// The CA's name rule is the front door's: DEVICE.DOMAIN and *.DEVICE.DOMAIN serve
+		// ALIAS.DEVICE.DOMAIN, the domain's own wildcard the portal.
+		ca, err := pki.LoadOrCreateCA(dataDir, cfg.Domain, func(serverName string) string {
+			if t, err := ParseHost(serverName, cfg.Domain); err == nil {
+				return t.Device
+			}
+			return ""
+		}, log)
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +180,7 @@ func (s *Server) Reconfigure(cfg Config) (needRestart []string, err error) {
 }
 
 // CA is the local CA, or nil when the operator gave a certificate.
-func (s *Server) CA() *CA { return s.ca }
+func (s *Server) CA() *pki.CA { return s.ca }
 
 // Listen binds the HTTPS listener.
 func (s *Server) Listen() (net.Addr, error) {

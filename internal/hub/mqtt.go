@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
+	"github.com/iotsafe/iotsafe/internal/pki"
 )
 
 // startMQTT starts the broker when a listener is configured; after the front door, whose
@@ -31,7 +31,7 @@ func (h *Hub) startMQTT() error {
 		}
 		switch {
 		case cfg.Cert != "":
-			if c.GetCertificate, err = frontdoor.FileCertificate(cfg.Cert, cfg.Key, log); err != nil {
+			if c.GetCertificate, err = pki.FileCertificate(cfg.Cert, cfg.Key, log); err != nil {
 				return fmt.Errorf("hub: mqtt: %w", err)
 			}
 		case h.front != nil:

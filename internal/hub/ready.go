@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/iotsafe/iotsafe/internal/frontdoor"
+	"github.com/iotsafe/iotsafe/internal/pki"
 )
 
 // Ready is what `iotsafe hub --ready-file FILE` writes once every listener is up: what a
@@ -60,7 +60,7 @@ func (h *Hub) Ready() Ready {
 	if r.Frontdoor != "" {
 		r.FrontdoorDomain = h.cfg.Frontdoor.Domain
 		if h.cfg.Frontdoor.Cert == "" {
-			r.FrontdoorCA = filepath.Join(r.Data, frontdoor.CADir, frontdoor.CACertFile)
+			r.FrontdoorCA = filepath.Join(r.Data, pki.CADir, pki.CACertFile)
 		}
 	}
 	return r

@@ -1,8 +1,6 @@
-package frontdoor
+package pki
 
 import (
-	"github.com/iotsafe/iotsafe/internal/devicecert"
-
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -23,9 +21,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/devicecert"
 )
 
-// Files of the local CA in DATA/frontdoor.
+// Files of the local CA in DATA/frontdoor (the folder keeps the name it had when only the
+// front door used the CA, so existing hubs keep their CA and the trust users gave it).
 const (
 	CADir      = "frontdoor"
 	CACertFile = "ca.crt"
@@ -36,8 +37,10 @@ const (
 // renewed when a third of the lifetime is left.
 const leafLifetime = 90 * 24 * time.Hour
 
-// CA is the front door's local certificate authority. Its certificate carries a name
-// constraint for the front-door domain, so a user who trusts it trusts it for nothing else.
+// CA is the hub's local certificate authority: the front door's and the MQTT listener's
+// server certificates, and the devices' client certificates. Its certificate carries a
+// name constraint for the front-door domain, so a user who trusts it trusts it for
+// nothing else.
 type CA struct {
 	cert *x509.Certificate
 	key  crypto.Signer
@@ -48,13 +51,20 @@ type CA struct {
 	base    *tls.Certificate            // DOMAIN and *.DOMAIN
 	devices map[string]*tls.Certificate // DEVICE.DOMAIN and *.DEVICE.DOMAIN
 	domain  string
+	// sub is the name rule: the label N whose N.DOMAIN and *.N.DOMAIN serve a TLS server
+	// name, or "" for DOMAIN and *.DOMAIN.
+	sub func(serverName string) string
 }
 
 // LoadOrCreateCA loads the CA in dataDir/frontdoor, creating it (key 0600) on first use.
-func LoadOrCreateCA(dataDir, domain string, log *slog.Logger) (*CA, error) {
+// sub is the name rule for server certificates (GetCertificate): it names the label N
+// under the domain whose wildcard serves a TLS server name (the front door passes the
+// device of ALIAS.DEVICE.DOMAIN), "" for the domain's own; nil serves the domain's own
+// certificate for every name.
+func LoadOrCreateCA(dataDir, domain string, sub func(serverName string) string, log *slog.Logger) (*CA, error) {
 	dir := filepath.Join(dataDir, CADir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("frontdoor: %w", err)
+		return nil, fmt.Errorf("pki: %w", err)
 	}
 	certPath, keyPath := filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile)
 	ca, err := loadCA(certPath, keyPath)
@@ -67,13 +77,13 @@ func LoadOrCreateCA(dataDir, domain string, log *slog.Logger) (*CA, error) {
 		return nil, err
 	}
 	if !slices.Contains(ca.cert.PermittedDNSDomains, domain) {
-		return nil, fmt.Errorf("frontdoor: the local CA in %s is limited to %s, not %s: move %s and %s away to create a new one (users must then trust the new CA)",
+		return nil, fmt.Errorf("pki: the local CA in %s is limited to %s, not %s: move %s and %s away to create a new one (users must then trust the new CA)",
 			dir, strings.Join(ca.cert.PermittedDNSDomains, ", "), domain, CACertFile, CAKeyFile)
 	}
 	if ca.leafKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
 		return nil, err
 	}
-	ca.domain, ca.devices = domain, map[string]*tls.Certificate{}
+	ca.domain, ca.devices, ca.sub = domain, map[string]*tls.Certificate{}, sub
 	return ca, nil
 }
 
@@ -83,7 +93,7 @@ func loadCA(certPath, keyPath string) (*CA, error) {
 		return nil, err
 	}
 	if fi, err := os.Stat(keyPath); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("frontdoor: the local CA's key %s has mode %v: it must not be readable by group or others (chmod 600 %s)", keyPath, fi.Mode().Perm(), keyPath)
+		return nil, fmt.Errorf("pki: the local CA's key %s has mode %v: it must not be readable by group or others (chmod 600 %s)", keyPath, fi.Mode().Perm(), keyPath)
 	}
 	kb, err := os.ReadFile(keyPath)
 	if err != nil {
@@ -91,11 +101,11 @@ func loadCA(certPath, keyPath string) (*CA, error) {
 	}
 	pair, err := tls.X509KeyPair(cb, kb)
 	if err != nil {
-		return nil, fmt.Errorf("frontdoor: local CA in %s: %w", filepath.Dir(certPath), err)
+		return nil, fmt.Errorf("pki: local CA in %s: %w", filepath.Dir(certPath), err)
 	}
 	signer, ok := pair.PrivateKey.(crypto.Signer)
 	if !ok || pair.Leaf == nil {
-		return nil, fmt.Errorf("frontdoor: local CA in %s: unusable key", filepath.Dir(certPath))
+		return nil, fmt.Errorf("pki: local CA in %s: unusable key", filepath.Dir(certPath))
 	}
 	return &CA{cert: pair.Leaf, key: signer}, nil
 }
@@ -148,11 +158,11 @@ func createCA(certPath, keyPath, domain string) (*CA, error) {
 func writeNew(path string, data []byte, mode os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
 	if err != nil {
-		return fmt.Errorf("frontdoor: %w", err)
+		return fmt.Errorf("pki: %w", err)
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return fmt.Errorf("frontdoor: %w", err)
+		return fmt.Errorf("pki: %w", err)
 	}
 	return f.Close()
 }
@@ -167,13 +177,14 @@ func (ca *CA) CertPEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
 }
 
-// GetCertificate picks or issues the certificate for a TLS server name: for the portal
-// a wildcard for the domain, for a device's names a wildcard for the device (one wildcard
-// label cannot cover ALIAS.DEVICE.DOMAIN). Issued leaves are cached; the cache is bounded.
+// GetCertificate picks or issues the certificate for a TLS server name: a wildcard for
+// the domain, or for the label the name rule gives (one wildcard label cannot cover
+// ALIAS.DEVICE.DOMAIN, so a device gets its own). Issued leaves are cached; the cache is
+// bounded.
 func (ca *CA) GetCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	device := ""
-	if t, err := ParseHost(hello.ServerName, ca.domain); err == nil {
-		device = t.Device
+	if ca.sub != nil {
+		device = ca.sub(hello.ServerName)
 	}
 	ca.mu.Lock()
 	defer ca.mu.Unlock()
@@ -215,80 +226,13 @@ func (ca *CA) issue(names []string) (*tls.Certificate, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, ca.leafKey.Public(), ca.key)
 	if err != nil {
-		return nil, fmt.Errorf("frontdoor: issuing a certificate for %s: %w", names[0], err)
+		return nil, fmt.Errorf("pki: issuing a certificate for %s: %w", names[0], err)
 	}
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
 		return nil, err
 	}
 	return &tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: ca.leafKey, Leaf: leaf}, nil
-}
-
-// fileCert serves an operator's certificate and key, re-reading them when either file
-// changes (checked at most every two seconds); a broken pair keeps the previous one.
-type fileCert struct {
-	certPath, keyPath string
-	log               *slog.Logger
-
-	mu      sync.Mutex
-	cert    *tls.Certificate
-	stamp   string
-	checked time.Time
-}
-
-// FileCertificate serves an operator's certificate and key files, re-read when they
-// change, for a TLS listener's GetCertificate.
-func FileCertificate(certPath, keyPath string, log *slog.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
-	fc, err := newFileCert(certPath, keyPath, log)
-	if err != nil {
-		return nil, err
-	}
-	return fc.GetCertificate, nil
-}
-
-func newFileCert(certPath, keyPath string, log *slog.Logger) (*fileCert, error) {
-	f := &fileCert{certPath: certPath, keyPath: keyPath, log: log}
-	if err := f.load(); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-func (f *fileCert) fileStamp() string {
-	var b strings.Builder
-	for _, p := range []string{f.certPath, f.keyPath} {
-		if fi, err := os.Stat(p); err == nil {
-			fmt.Fprintf(&b, "%d.%d;", fi.ModTime().UnixNano(), fi.Size())
-		}
-	}
-	return b.String()
-}
-
-func (f *fileCert) load() error {
-	stamp := f.fileStamp()
-	pair, err := tls.LoadX509KeyPair(f.certPath, f.keyPath)
-	if err != nil {
-		return fmt.Errorf("frontdoor: certificate %s / key %s: %w", f.certPath, f.keyPath, err)
-	}
-	f.cert, f.stamp = &pair, stamp
-	return nil
-}
-
-func (f *fileCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if time.Since(f.checked) > 2*time.Second {
-		f.checked = time.Now()
-		if s := f.fileStamp(); s != f.stamp {
-			if err := f.load(); err != nil {
-				f.log.Error("new certificate files unusable; serving the previous certificate", "err", err)
-				f.stamp = s // do not retry on every handshake; the next change retries
-			} else {
-				f.log.Info("certificate reloaded", "cert", f.certPath, "not_after", f.cert.Leaf.NotAfter)
-			}
-		}
-	}
-	return f.cert, nil
 }
 
 // LoadCA loads the local CA a hub with a front door created in dataDir, for issuing

@@ -1,4 +1,4 @@
-package frontdoor
+package pki
 
 import (
 	"crypto/ecdsa"
@@ -18,9 +18,22 @@ import (
 	"time"
 )
 
+// deviceRule is a name rule as the front door's: the label just below the domain.
+func deviceRule(domain string) func(string) string {
+	return func(name string) string {
+		rest, ok := strings.CutSuffix(name, "."+domain)
+		if !ok {
+			return ""
+		}
+		return rest[strings.LastIndex(rest, ".")+1:]
+	}
+}
+
+// With the front door's name rule, the CA serves the domain and each device's names
+// (ALIAS.DEVICE.DOMAIN needs the device's own wildcard), and nothing outside the domain.
 func TestLocalCAIssuesVerifiableCertificates(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := LoadOrCreateCA(dir, "devices.example.com", slog.New(slog.DiscardHandler))
+	ca, err := LoadOrCreateCA(dir, "devices.example.com", deviceRule("devices.example.com"), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +60,11 @@ func TestLocalCAIssuesVerifiableCertificates(t *testing.T) {
 		}
 	}
 	// Same CA on the next start; another domain is refused with a way out.
-	again, err := LoadOrCreateCA(dir, "devices.example.com", slog.New(slog.DiscardHandler))
+	again, err := LoadOrCreateCA(dir, "devices.example.com", nil, slog.New(slog.DiscardHandler))
 	if err != nil || string(again.CertPEM()) != string(ca.CertPEM()) {
 		t.Fatalf("CA not reused: %v", err)
 	}
-	if _, err := LoadOrCreateCA(dir, "other.example.org", slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "limited to devices.example.com") {
+	if _, err := LoadOrCreateCA(dir, "other.example.org", nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "limited to devices.example.com") {
 		t.Fatalf("domain change: %v", err)
 	}
 }
@@ -59,7 +72,7 @@ func TestLocalCAIssuesVerifiableCertificates(t *testing.T) {
 // The name constraint means that even a leaf the CA signed for another domain is not
 // trusted: users who trust the CA trust it for the front door's names only.
 func TestLocalCANameConstraint(t *testing.T) {
-	ca, err := LoadOrCreateCA(t.TempDir(), "devices.example.com", slog.New(slog.DiscardHandler))
+	ca, err := LoadOrCreateCA(t.TempDir(), "devices.example.com", nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,34 +126,10 @@ func TestOperatorCertificateReloadsOnChange(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	ok := Config{Listen: "127.0.0.1:8443", Domain: "Devices.Example.com."}
-	ok.ApplyDefaults()
-	if err := ok.Validate(); err != nil || ok.Domain != "devices.example.com" || ok.MaxBody != 10<<20 {
-		t.Fatalf("%+v: %v", ok, err)
-	}
-	for _, bad := range []Config{
-		{Listen: "127.0.0.1:8443"},
-		{Listen: "nonsense", Domain: "d.example"},
-		{Listen: ":1", Domain: "bad_domain.example"},
-		{Listen: ":1", Domain: "d.example", Cert: "x.crt"},
-		{Listen: ":1", Domain: "d.example", Routes: []Route{{Alias: "A"}}},
-		{Listen: ":1", Domain: "d.example", Routes: []Route{{Alias: "a"}, {Alias: "a"}}},
-		// The local CA would be constrained to names other people own.
-		{Listen: ":1", Domain: "com"}, {Listen: ":1", Domain: "co.uk"}, {Listen: ":1", Domain: "localhost"},
-		{Listen: ":1", Domain: "github.io"},
-	} {
-		bad.ApplyDefaults()
-		if err := bad.Validate(); err == nil {
-			t.Errorf("%+v accepted", bad)
-		}
-	}
-}
-
 // The local CA can vouch for DNS names below its domain only: a leaf it signed that also
 // names an IP address, an e-mail address or a URI does not verify.
 func TestLocalCAExcludesOtherNameTypes(t *testing.T) {
-	ca, err := LoadOrCreateCA(t.TempDir(), "devices.example.com", slog.New(slog.DiscardHandler))
+	ca, err := LoadOrCreateCA(t.TempDir(), "devices.example.com", nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +164,11 @@ func TestLocalCAExcludesOtherNameTypes(t *testing.T) {
 
 func TestLocalCAKeyReadableByOthersRefused(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := LoadOrCreateCA(dir, "devices.example.com", slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := LoadOrCreateCA(dir, "devices.example.com", nil, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	os.Chmod(filepath.Join(dir, CADir, CAKeyFile), 0o640)
-	if _, err := LoadOrCreateCA(dir, "devices.example.com", slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+	if _, err := LoadOrCreateCA(dir, "devices.example.com", nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("group-readable CA key: %v", err)
 	}
 }
