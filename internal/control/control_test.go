@@ -2,8 +2,6 @@ package control_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"log/slog"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/pgscratch"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sshtest"
 )
 
 // Every test runs on SQLite, then again on PostgreSQL (where the feed also wakes on
@@ -85,15 +84,7 @@ func (r *recorder) await(t *testing.T, want string) []string {
 }
 
 func newKey(t *testing.T) (ssh.PublicKey, string) {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := sshtest.Signer(t).PublicKey()
 	return k, string(ssh.MarshalAuthorizedKey(k))
 }
 

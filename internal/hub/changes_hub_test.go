@@ -2,8 +2,6 @@ package hub
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sshtest"
 )
 
 // startTestHub runs a hub in this process on a SQLite registry in a fresh folder, its
@@ -38,14 +37,7 @@ func startTestHub(t *testing.T) *Hub {
 // x/crypto's SSH client; the returned channel closes when the hub ends the session.
 func enrollAndConnect(t *testing.T, h *Hub, name string) <-chan struct{} {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := sshtest.Signer(t)
 	line := string(ssh.MarshalAuthorizedKey(signer.PublicKey()))
 	if _, err := h.Control().Apply(context.Background(), control.AddDevice{Name: name, Profile: "default", Key: line}); err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package registry
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
@@ -16,19 +14,11 @@ import (
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
+	"github.com/iotsafe/iotsafe/internal/sshtest"
 )
 
 func newKey(t *testing.T) ssh.PublicKey {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
+	return sshtest.Signer(t).PublicKey()
 }
 
 // TestMain runs every test on SQLite files, then again on a real PostgreSQL server

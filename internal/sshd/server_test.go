@@ -2,8 +2,6 @@ package sshd
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +16,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/sshtest"
 	"github.com/iotsafe/iotsafe/internal/sshwire"
 )
 
@@ -30,16 +29,7 @@ type fixture struct {
 }
 
 func signer(t testing.TB) ssh.Signer {
-	t.Helper()
-	_, k, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromSigner(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sshtest.Signer(t)
 }
 
 // newFixture runs a server on loopback with a real registry and one device "dev1".

@@ -2,8 +2,6 @@ package uplink_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"io"
 	"net"
@@ -17,21 +15,13 @@ import (
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
+	"github.com/iotsafe/iotsafe/internal/sshtest"
 	"github.com/iotsafe/iotsafe/internal/tunnel"
 	"github.com/iotsafe/iotsafe/internal/uplink"
 )
 
 func newSigner(t *testing.T) ssh.Signer {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return sshtest.Signer(t)
 }
 
 // local is the gateway's own SSH server as the uplink sees it: the devices connected
