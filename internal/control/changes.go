@@ -81,7 +81,7 @@ func (RevokeDevice) Op() string         { return "device.revoke" }
 func (ch RevokeDevice) Subject() string { return ch.Device }
 func (ch RevokeDevice) check() error    { return need(ch.Op(), "a device", ch.Device) }
 func (ch RevokeDevice) apply(ctx context.Context, c *Control) (Outcome, error) {
-	n, err := c.closeAfter(ch.Device, "", WhyRevoked, func() error { return c.store.RevokeDevice(ctx, ch.Device, ch.Reason) })
+	n, err := c.closeAfter(ch.Device, "", WhyRevoked, true, func() error { return c.store.RevokeDevice(ctx, ch.Device, ch.Reason) })
 	return Outcome{Closed: n}, err
 }
 
@@ -95,7 +95,7 @@ func (RemoveDevice) Op() string         { return "device.remove" }
 func (ch RemoveDevice) Subject() string { return ch.Device }
 func (ch RemoveDevice) check() error    { return need(ch.Op(), "a device", ch.Device) }
 func (ch RemoveDevice) apply(ctx context.Context, c *Control) (Outcome, error) {
-	n, err := c.closeAfter(ch.Device, "", WhyRemoved, func() error { return c.store.RemoveDevice(ctx, ch.Device) })
+	n, err := c.closeAfter(ch.Device, "", WhyRemoved, false, func() error { return c.store.RemoveDevice(ctx, ch.Device) })
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -135,7 +135,7 @@ func (ch RevokeKey) check() error {
 	return need(ch.Op(), "a device", ch.Device, "a key fingerprint", ch.Fingerprint)
 }
 func (ch RevokeKey) apply(ctx context.Context, c *Control) (Outcome, error) {
-	n, err := c.closeAfter(ch.Device, ch.Fingerprint, WhyRevoked, func() error {
+	n, err := c.closeAfter(ch.Device, ch.Fingerprint, WhyRevoked, true, func() error {
 		return c.store.RevokeKey(ctx, ch.Device, ch.Fingerprint)
 	})
 	return Outcome{Closed: n}, err

@@ -48,7 +48,7 @@ type Live interface {
 	// MQTT clients and SOAP key stop working now (cheaper than Reload).
 	Refresh()
 	// Reload rebuilds the access policy and every subsystem's view of devices, accounts
-	// and secrets from the registry. upTo is the newest change the caller knows of: a
+	// and secrets from the registry (what Refresh does included). upTo is the newest change the caller knows of: a
 	// hub that loaded its policy past it may skip the work (0: always reload).
 	Reload(upTo int64) error
 	// Forget drops what the hub keeps of a removed device beside the registry (its
@@ -110,7 +110,9 @@ func (c *Control) Revoke(ctx context.Context, device, reason string) (int, error
 }
 
 // closeAfter runs write, then closes what device holds, as one step against Follow.
-func (c *Control) closeAfter(device, fingerprint, why string, write func() error) (int, error) {
+// refresh re-reads the other paths' view of the devices too; a change that reloads the
+// policy afterwards passes false (a reload refreshes the views itself).
+func (c *Control) closeAfter(device, fingerprint, why string, refresh bool, write func() error) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := write(); err != nil {
@@ -119,7 +121,9 @@ func (c *Control) closeAfter(device, fingerprint, why string, write func() error
 	if c.live == nil {
 		return 0, nil
 	}
-	c.live.Refresh()
+	if refresh {
+		c.live.Refresh()
+	}
 	return c.live.Close(device, fingerprint, why), nil
 }
 

@@ -65,7 +65,7 @@ func (c *Control) Follow(ctx context.Context, feed Feed, poll time.Duration, aft
 // removals) rebuilds the policy and every view once.
 func (c *Control) applyEvents(evs []registry.Event, log *slog.Logger) {
 	var reloadUpTo int64
-	refresh := false
+	closed := false
 	for _, e := range evs {
 		var why, fp string
 		switch e.Kind {
@@ -82,10 +82,7 @@ func (c *Control) applyEvents(evs []registry.Event, log *slog.Logger) {
 			reloadUpTo = max(reloadUpTo, e.ID)
 			continue
 		}
-		if !refresh { // before the first close, as Apply does: tokens and MQTT clients go too
-			c.live.Refresh()
-			refresh = true
-		}
+		closed = true
 		c.mu.Lock()
 		n := c.live.Close(e.Device, fp, why)
 		c.mu.Unlock()
@@ -98,9 +95,14 @@ func (c *Control) applyEvents(evs []registry.Event, log *slog.Logger) {
 				"event", "change_applied", "device", e.Device, "change", e.Kind, "closed", n)
 		}
 	}
-	if reloadUpTo > 0 {
+	// Once per batch: a reload refreshes the views too (and one the hub skips because it
+	// read past these changes already did); revocations alone need the views only.
+	switch {
+	case reloadUpTo > 0:
 		if err := c.live.Reload(reloadUpTo); err != nil {
 			log.Error("applying a registry change failed; retrying at the next change", "err", err)
 		}
+	case closed:
+		c.live.Refresh()
 	}
 }
