@@ -13,26 +13,26 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/agent"
 	"github.com/iotsafe/iotsafe/internal/firewall"
-	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/strictyaml"
 )
 
 // agentFile is the agent's optional config file; flags override it.
 type agentFile struct {
-	Hub               string        `yaml:"hub"`
-	Device            string        `yaml:"device"`
-	Key               string        `yaml:"key"`
-	HubKey            string        `yaml:"hub_key"`
-	KnownHosts        string        `yaml:"known_hosts"`
-	TrustOnFirstUse   bool          `yaml:"trust_on_first_use"`
-	Expose            []string      `yaml:"expose"`
-	Forward           []string      `yaml:"forward"`
-	KeepaliveInterval time.Duration `yaml:"keepalive_interval"`
-	SandboxUID        int           `yaml:"sandbox_uid"`
-	Coalesce          bool          `yaml:"coalesce"`
-	Compress          bool          `yaml:"compress"`
-	Multiplex         *bool         `yaml:"multiplex"` // nil: on
-	Log               hub.LogConfig `yaml:"log"`
+	Hub               string         `yaml:"hub"`
+	Device            string         `yaml:"device"`
+	Key               string         `yaml:"key"`
+	HubKey            string         `yaml:"hub_key"`
+	KnownHosts        string         `yaml:"known_hosts"`
+	TrustOnFirstUse   bool           `yaml:"trust_on_first_use"`
+	Expose            []string       `yaml:"expose"`
+	Forward           []string       `yaml:"forward"`
+	KeepaliveInterval time.Duration  `yaml:"keepalive_interval"`
+	SandboxUID        int            `yaml:"sandbox_uid"`
+	Coalesce          bool           `yaml:"coalesce"`
+	Compress          bool           `yaml:"compress"`
+	Multiplex         *bool          `yaml:"multiplex"` // nil: on
+	Log               logging.Config `yaml:"log"`
 }
 
 // uidSandbox confines one uid to loopback with the agent's nftables table.
@@ -73,7 +73,7 @@ Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1
 			if err != nil {
 				return err
 			}
-			log, _ := hub.NewLogger(f.Log, cmd.ErrOrStderr())
+			log, _ := logging.New(f.Log, cmd.ErrOrStderr())
 			cfg.Logger = log
 			a, err := agent.New(cfg)
 			if err != nil {

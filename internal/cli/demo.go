@@ -9,6 +9,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/demo"
 	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/logging"
 )
 
 // demoDomain is the demo front door's domain: *.localhost names resolve to loopback.
@@ -45,7 +46,7 @@ func demoCmd(g *globals) *cobra.Command {
 			if soapOn && cfg.Frontdoor.Enabled() {
 				cfg.SOAP.Enabled = true
 			}
-			log, _ := hub.NewLogger(cfg.Log, cmd.ErrOrStderr())
+			log, _ := logging.New(cfg.Log, cmd.ErrOrStderr())
 			ctx := cmd.Context()
 			if duration > 0 {
 				var cancel context.CancelFunc

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 )
 
@@ -41,7 +42,7 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 				}
 				defer stop()
 			}
-			log, level := hub.NewLogger(cfg.Log, cmd.ErrOrStderr())
+			log, level := logging.New(cfg.Log, cmd.ErrOrStderr())
 			h, err := hub.Start(cmd.Context(), cfg, hub.Options{DataDir: g.data, Logger: log, Level: level, Version: Version})
 			if err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/iotsafe/iotsafe/internal/accessnote"
+	"github.com/iotsafe/iotsafe/internal/authn"
 )
 
 // portal serves DOMAIN itself: the login page, logout, and the list of the caller's devices.
@@ -106,11 +107,11 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	name := r.PostFormValue("user")
 	entry, _ := r.Context().Value(accessKey{}).(*accessEntry)
 	if entry != nil {
-		entry.user = knownName(s.dir.Load(), name)
+		entry.user = s.accounts.LogName(name)
 	}
-	who, err := s.auth.password(r.Context(), s.dir.Load(), clientIP(r), name, r.PostFormValue("password"))
+	who, err := s.accounts.Password(r.Context(), clientIP(r), name, r.PostFormValue("password"))
 	switch {
-	case errors.Is(err, errTooMany):
+	case errors.Is(err, authn.ErrTooMany):
 		w.Header().Set("Retry-After", s.retryAfter())
 		w.WriteHeader(http.StatusTooManyRequests)
 		pageTmpl.Execute(w, pageData{Title: "Log in", Error: err.Error(), Login: true})
@@ -122,7 +123,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.loginPage(w, r, err.Error())
 		return
 	}
-	id, err := s.sessions.create(r.Context(), who.ID)
+	id, err := s.accounts.NewSession(r.Context(), who.ID)
 	if err != nil {
 		s.fail(w, r, http.StatusServiceUnavailable, err.Error())
 		return
@@ -142,7 +143,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil {
-		if err := s.sessions.delete(r.Context(), c.Value); err != nil {
+		if err := s.accounts.EndSession(r.Context(), c.Value); err != nil {
 			s.log.Error("logout: the session could not be removed from the registry; it ends here until the front door reloads", "err", err)
 			s.fail(w, r, http.StatusServiceUnavailable, "logout could not be recorded: try again")
 			return
@@ -187,7 +188,7 @@ func (s *Server) visibleDevices(ctx context.Context, who principal, host string)
 	if err != nil {
 		return nil, err
 	}
-	pol := s.be.Policy()
+	pol := s.access.Policy()
 	port := ""
 	if _, p, err := net.SplitHostPort(host); err == nil {
 		port = ":" + p
@@ -197,7 +198,7 @@ func (s *Server) visibleDevices(ctx context.Context, who principal, host string)
 		if !pol.VisibleToAccount(who.ID, d.Name) || d.Revoked() {
 			continue
 		}
-		v := deviceView{Name: d.Name, Online: s.be.Online(d.Name), Services: []serviceView{}}
+		v := deviceView{Name: d.Name, Online: s.sessions.Online(d.Name), Services: []serviceView{}}
 		for _, sock := range d.Sockets {
 			if pol.AllowedAccount(who.ID, d.Name, sock.Alias) {
 				v.Services = append(v.Services, serviceView{Alias: sock.Alias,

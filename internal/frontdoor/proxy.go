@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -226,7 +227,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	who, err := s.authenticate(r, entry.remote)
 	if err != nil {
 		if name, _, ok := r.BasicAuth(); ok {
-			entry.user = knownName(s.dir.Load(), name) // the name tried, if it is one
+			entry.user = s.accounts.LogName(name) // the name tried, if it is one
 		}
 		s.authFailed(w, r, err)
 		return
@@ -238,7 +239,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusForbidden, "cross-origin request refused: a state-changing request with the login cookie must come from a page of this host")
 		return
 	}
-	pol := s.be.Policy()
+	pol := s.access.Policy()
 	notFound := fmt.Sprintf("no device %s here", t.Device)
 	if !pol.VisibleToAccount(who.ID, t.Device) {
 		s.fail(w, r, http.StatusNotFound, notFound)
@@ -249,7 +250,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	addr, ok := s.routes.get(t.Device, t.Alias)
-	if !ok || !s.be.Online(t.Device) {
+	if !ok || !s.sessions.Online(t.Device) {
 		if addr, ok = s.lookupRoute(w, r, t); !ok {
 			return
 		}
@@ -298,7 +299,7 @@ func (s *Server) lookupRoute(w http.ResponseWriter, r *http.Request, t Target) (
 	case rt.Revoked:
 		s.fail(w, r, http.StatusBadGateway, fmt.Sprintf("device %s is revoked", t.Device))
 		return netip.AddrPort{}, false
-	case !s.be.Online(t.Device):
+	case !s.sessions.Online(t.Device):
 		msg := fmt.Sprintf("device %s is offline (it has never connected)", t.Device)
 		if rt.LastSeen != nil {
 			msg = fmt.Sprintf("device %s is offline since %s", t.Device, rt.LastSeen.UTC().Format(time.RFC3339))
@@ -342,7 +343,7 @@ func (c *routeCache) reset() {
 // page, other clients get 401 with the schemes they may use.
 func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, errTooMany):
+	case errors.Is(err, authn.ErrTooMany):
 		w.Header().Set("Retry-After", s.retryAfter())
 		s.fail(w, r, http.StatusTooManyRequests, err.Error())
 	case errors.Is(err, errNoCredentials) && r.Method == http.MethodGet && strings.Contains(r.Header.Get("Accept"), "text/html"):

@@ -17,31 +17,50 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/access"
+	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/pki"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
 )
 
-// Backend is what the front door asks the hub.
-type Backend interface {
-	// Policy is the current grants snapshot (the same one the local access layers use).
+// Access gives the current grants snapshot, the one the local access layers use
+// (access.Enforcer).
+type Access interface {
 	Policy() *access.Policy
-	// Online reports whether the device has a live session.
+}
+
+// Sessions says whether a device has a live session (on this hub or a peer).
+type Sessions interface {
 	Online(device string) bool
+}
+
+// Deps are what the front door works with; all but Log are required.
+type Deps struct {
+	Devices  Devices
+	Accounts *authn.Accounts
+	Access   Access
+	Sessions Sessions
+	Log      *slog.Logger // nil discards
+}
+
+// Devices is what the front door reads of the registry: the portal's device list and
+// the route of a device's service.
+type Devices interface {
+	Devices(ctx context.Context) ([]*registry.Device, error)
+	Route(ctx context.Context, device, alias string) (registry.Route, error)
 }
 
 // Server is a running front door.
 type Server struct {
 	cfg      Config
-	reg      *registry.Registry
-	be       Backend
+	reg      Devices
+	access   Access
+	sessions Sessions
+	accounts *authn.Accounts
 	log      *slog.Logger
 	ca       *pki.CA // nil with an operator's certificate
 	getCert  func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	dir      atomic.Pointer[directory]
 	limits   atomic.Pointer[Config] // body limits, response timeouts, routes: Reconfigure changes them
-	auth     *authenticator
-	sessions *sessionStore
 	routes   routeCache
 	proxy    *httputil.ReverseProxy
 	srv      *http.Server
@@ -71,39 +90,22 @@ func (s *Server) mounted(r *http.Request) http.Handler {
 	return nil
 }
 
-// CheckPassword verifies an account's password with the front door's failed-login limits
-// (for the REST API's logins).
-func (s *Server) CheckPassword(ctx context.Context, ip, name, password string) (int64, string, error) {
-	p, err := s.auth.password(ctx, s.dir.Load(), ip, name, password)
-	return p.ID, p.Name, err
-}
-
-// CheckToken verifies an account's API token.
-func (s *Server) CheckToken(ip, token string) (int64, string, error) {
-	p, err := s.auth.token(s.dir.Load(), ip, token)
-	return p.ID, p.Name, err
-}
-
-// AccountName returns a live account's name.
-func (s *Server) AccountName(id int64) (string, bool) {
-	a := s.dir.Load().byID[id]
-	if a == nil {
-		return "", false
-	}
-	return a.Name, true
-}
-
 // New prepares a front door: certificates (the local CA in dataDir, created on first
-// use, or the operator's files) and the account snapshot. Listen binds it.
-func New(ctx context.Context, cfg Config, dataDir string, reg *registry.Registry, be Backend, log *slog.Logger) (*Server, error) {
+// use, or the operator's files). Its people log in as d.Accounts (AccountLimits makes
+// their limits from cfg). Listen binds it.
+func New(cfg Config, dataDir string, d Deps) (*Server, error) {
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, reg: reg, be: be, log: log,
-		auth:     newAuthenticator(newFailLimiter(cfg.MaxFailedLogins, cfg.LoginWindow)),
-		sessions: newSessionStore(cfg.SessionTTL, reg),
+	if d.Devices == nil || d.Accounts == nil || d.Access == nil || d.Sessions == nil {
+		return nil, errors.New("frontdoor: Devices, Accounts, Access and Sessions are required")
 	}
+	log := d.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, reg: d.Devices, access: d.Access, sessions: d.Sessions, accounts: d.Accounts, log: log}
 	if cfg.Cert != "" {
 		getCert, err := pki.FileCertificate(cfg.Cert, cfg.Key, log)
 		if err != nil {
@@ -124,27 +126,19 @@ func New(ctx context.Context, cfg Config, dataDir string, reg *registry.Registry
 		}
 		s.ca, s.getCert = ca, ca.GetCertificate
 	}
-	if err := s.Reload(ctx); err != nil {
-		return nil, err
-	}
 	s.limits.Store(&cfg)
 	s.proxy = s.newProxy()
 	return s, nil
 }
 
-// Reload re-reads accounts, tokens and login sessions (after account and token changes).
-func (s *Server) Reload(ctx context.Context) error {
-	d, err := loadDirectory(ctx, s.reg)
-	if err != nil {
-		return err
-	}
-	if err := s.sessions.load(ctx); err != nil {
-		return err
-	}
-	s.dir.Store(d)
-	s.routes.reset()
-	return nil
+// AccountLimits are the login limits of cfg's section, for the accounts the front door
+// is given.
+func AccountLimits(cfg Config) authn.AccountLimits {
+	return authn.AccountLimits{MaxFailedLogins: cfg.MaxFailedLogins, LoginWindow: cfg.LoginWindow, SessionTTL: cfg.SessionTTL}
 }
+
+// DevicesChanged drops the cached routes (after device, socket and grant changes).
+func (s *Server) DevicesChanged() { s.routes.reset() }
 
 // Reconfigure applies what a running front door can change, the request limits
 // (max_body, response_timeout, routes), and returns the settings that differ from the

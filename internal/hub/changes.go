@@ -19,10 +19,10 @@ func (l live) Refresh() { l.h.reloadTelemetry() }
 
 func (l live) Reload(upTo int64) error {
 	l.h.kickPorts() // a new device brings sockets, maybe on a new port
-	if upTo > 0 && upTo <= l.h.policyUpTo.Load() {
+	if l.h.access.Current(upTo) {
 		return nil // a reload since (the admin socket's) read past it
 	}
-	return l.h.ReloadAccess()
+	return l.h.reloadAccess()
 }
 
 func (l live) Forget(device string) { l.h.forgetNotifications(device) }

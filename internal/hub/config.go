@@ -14,6 +14,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
+	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/restapi"
@@ -34,7 +35,7 @@ const ConfigName = "hub.yaml"
 
 // Config is the hub's configuration file. Every field has a safe zero value.
 type Config struct {
-	Log     LogConfig      `yaml:"log"`
+	Log     logging.Config `yaml:"log"`
 	SSH     sshd.Config    `yaml:"ssh"`
 	Pool    sockets.Config `yaml:"pool"`
 	Admin   AdminConfig    `yaml:"admin"`
@@ -64,13 +65,6 @@ type Config struct {
 	// Source says where the configuration came from, for the start-up log; set by
 	// LoadConfig.
 	Source string `yaml:"-"`
-}
-
-// LogConfig selects the log level ("debug", "info", "warn", "error"; "" means info) and
-// format ("text" or "json"; "" means text).
-type LogConfig struct {
-	Level  string `yaml:"level"`
-	Format string `yaml:"format"`
 }
 
 // AdminConfig of the admin socket.
@@ -244,15 +238,8 @@ func (c *Config) TelemetryEnabled() bool {
 
 // Validate checks all sections and returns insecure algorithms that are enabled.
 func (c *Config) Validate() ([]string, error) {
-	switch c.Log.Level {
-	case "", "debug", "info", "warn", "error":
-	default:
-		return nil, fmt.Errorf("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
-	}
-	switch c.Log.Format {
-	case "", "text", "json":
-	default:
-		return nil, fmt.Errorf("log.format: %q is not one of text, json", c.Log.Format)
+	if err := c.Log.Validate(); err != nil {
+		return nil, err
 	}
 	if err := c.Upstream.validate(); err != nil {
 		return nil, err
@@ -312,4 +299,12 @@ func (c *Config) Validate() ([]string, error) {
 		insecure = append(insecure, "ssh: "+w)
 	}
 	return insecure, nil
+}
+
+// MarshalConfig writes c as hub.yaml: what ParseConfig reads back to c (with defaults
+// applied, every default is written out). The lab writes its hubs' configuration with
+// it; Source is not written.
+func MarshalConfig(c Config) ([]byte, error) {
+	c.Source = ""
+	return yaml.Marshal(c)
 }

@@ -137,3 +137,36 @@ func TestLoadConfigSaysWhereItCameFrom(t *testing.T) {
 		t.Fatalf("a real file: %q %v", c.Source, err)
 	}
 }
+
+// The config type marshals to YAML the hub reads back to the same configuration: the
+// lab writes its hubs' hub.yaml this way rather than formatting YAML by hand.
+func TestConfigMarshalRoundTrip(t *testing.T) {
+	for _, src := range []string{
+		"",
+		"ssh: {listen: '127.0.0.1:0', max_handshakes: 4096, forward_memory_mib: 1048576}\npool: {cidr: 127.80.0.0/16, shared_listeners: true}\naccess: {kernel: off, userspace: on}\nfrontdoor: {listen: '127.0.0.1:0', domain: lab.test, max_conns: 100}\nrest: {listen: '127.0.0.1:0'}\nmqtt: {listen: '127.0.0.1:0'}\nmetrics: {listen: '127.0.0.1:0'}\nlog: {level: error}\n",
+	} {
+		want, err := ParseConfig([]byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := MarshalConfig(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ParseConfig(out)
+		if err != nil {
+			t.Fatalf("reading back:\n%s\n%v", out, err)
+		}
+		// Settings compare by what they write: nil and empty lists are the same setting.
+		again, err := MarshalConfig(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(again) != string(out) {
+			t.Fatalf("round trip of %q differs:\n%s\nread back as\n%s", src, out, again)
+		}
+		if got.SSH.Listen != want.SSH.Listen || got.Frontdoor.MaxConns != want.Frontdoor.MaxConns || got.Pool != want.Pool || got.Access != want.Access {
+			t.Fatalf("round trip of %q: got %+v", src, got)
+		}
+	}
+}

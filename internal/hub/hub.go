@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,10 +19,11 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
-	"github.com/iotsafe/iotsafe/internal/firewall"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
+	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/peerlink"
@@ -33,42 +33,41 @@ import (
 	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/sockets"
-	"github.com/iotsafe/iotsafe/internal/sqldb"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 	"github.com/iotsafe/iotsafe/internal/uplink"
 )
 
-// Hub is one running host server.
+// Hub is one running host server: a list of components (components.go) started in
+// order on one registry and closed in reverse.
 type Hub struct {
-	cfg         Config
-	dir         string
-	log         *slog.Logger
-	level       *slog.LevelVar
-	reg         *registry.Registry
-	guard       *regguard.Guard // reg as live subsystems use it: holds revocations, violations and audit events when reg cannot write
-	ssh         *sshd.Server
-	admin       *admin.Server
-	metrics     *metrics.Metrics
-	hostKeys    []ssh.Signer
-	sshAddr     net.Addr
-	resolver    *resolver.Server
-	front       *frontdoor.Server
-	frontAt     net.Addr
-	metricsAt   net.Addr
-	policy      atomic.Pointer[access.Policy]
-	policyUpTo  atomic.Int64 // the newest audit event the loaded policy includes
-	ids         *access.Identities
-	denied      deniedLog
-	selfUID     uint32
-	kernel      *firewall.Kernel
-	kernelClaim *firewall.Claim // the right to manage kernel's table; released after removing it
-	kernelMu    sync.Mutex
-	// refusedSeen is the kernel refusal counter already reported.
-	refusedSeen atomic.Uint64
-	cancel      context.CancelFunc
-	closeOne    sync.Once
-	dataLock    *DataLock
+	cfg      Config
+	dir      string
+	log      *slog.Logger
+	level    *slog.LevelVar
+	parts    []component
+	started  int // parts whose start ran (the last one may have failed)
+	reg      *registry.Registry
+	guard    *regguard.Guard // reg as live subsystems use it: holds revocations, violations and audit events when reg cannot write
+	ssh      *sshd.Server
+	admin    *admin.Server
+	metrics  *metrics.Metrics
+	hostKeys []ssh.Signer
+	sshAddr  net.Addr
+	resolver *resolver.Server
+	front    *frontdoor.Server
+	frontAt  net.Addr
+	// accounts are the front door's people and platform apps (REST, MQTT); nil without
+	// the front door.
+	accounts  *authn.Accounts
+	metricsAt net.Addr
+	// access enforces the grants: the kernel's rules, the user-space check of every
+	// local connection, and the denied log; sshd, the resolver and the front door use it.
+	access   *access.Enforcer
+	ids      *access.Identities
+	cancel   context.CancelFunc
+	closeOne sync.Once
+	dataLock *DataLock
 	// lease is the hub's hold of a PostgreSQL registry (registry.LockServing).
 	lease *registry.Lease
 	// peers are the links to the other hubs of a shared registry (peers.go); nil
@@ -79,6 +78,7 @@ type Hub struct {
 	// control is the one path of every change: the registry, then sshd, the telemetry
 	// paths and the policy (changes.go).
 	control     *control.Control
+	changesFrom int64            // the audit event the change feed follows from (read before sshd starts)
 	relayMisses missCache        // addresses no live peer serves, for a second (peers.go)
 	recorded    bool             // hub_started was recorded: Close records hub_stopped
 	store       *telemetry.Store // nil without a telemetry path
@@ -90,7 +90,7 @@ type Hub struct {
 	uplink      atomic.Pointer[uplink.Uplink] // a gateway's session to its centre; nil without upstream
 	shared      *sockets.Shared               // the protected sockets' listeners with pool.shared_listeners; nil without
 	version     string                        // of the binary, for iotsafe status
-	started     time.Time                     // for iotsafe status
+	upSince     time.Time                     // for iotsafe status
 }
 
 // Options are what the caller decides besides the config file.
@@ -101,21 +101,49 @@ type Options struct {
 	Version string         // the binary's version, which iotsafe status shows
 }
 
-// Start opens the registry, loads or creates host keys, and binds every listener. The hub
-// serves once Start returns nil; Close stops it.
+// Start opens the registry, loads or creates host keys, and starts every component. The
+// hub serves once Start returns nil; Close stops it.
 func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	insecure, err := cfg.Validate()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	h := &Hub{cfg: cfg, dir: opt.DataDir, portsChanged: make(chan struct{}, 1), log: opt.Logger, level: opt.Level, ids: access.NewIdentities(0), selfUID: uint32(os.Getuid()),
-		version: opt.Version, started: time.Now()}
+	h := &Hub{cfg: cfg, dir: opt.DataDir, portsChanged: make(chan struct{}, 1), log: opt.Logger, level: opt.Level, ids: access.NewIdentities(0),
+		version: opt.Version, upSince: time.Now()}
 	if h.log == nil {
-		h.log, h.level = NewLogger(cfg.Log, os.Stderr)
+		h.log, h.level = logging.New(cfg.Log, os.Stderr)
 	}
 	if cfg.Source != "" {
 		h.log.Info("configuration", "source", cfg.Source)
 	}
+	h.warnInsecure(insecure)
+	// First of all: nothing in the folder is touched without its lock.
+	if h.dataLock, err = LockData(h.dir); err != nil {
+		return nil, err
+	}
+	if err := privateDataDir(h.dir, cfg.Admin.Group, h.log); err != nil {
+		h.dataLock.Release()
+		return nil, err
+	}
+	raiseFileLimit(h.log)
+	ctx, h.cancel = context.WithCancel(ctx)
+	h.parts = h.components()
+	for _, p := range h.parts {
+		h.started++
+		if p.start == nil {
+			continue
+		}
+		if err := p.start(ctx); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// warnInsecure logs every insecure setting the configuration lets through.
+func (h *Hub) warnInsecure(insecure []string) {
+	cfg := h.cfg
 	sshWeak := 0
 	for _, a := range insecure {
 		// "ssh: aes128-cbc", "frontdoor.tls: TLS 1.0", each let through by its section's
@@ -140,147 +168,6 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	if cfg.SSH.Crypto.AllowInsecure && sshWeak == 0 {
 		h.log.Warn("ssh.allow_insecure is set but no insecure algorithm is listed: it enables nothing by itself; name the algorithms in ssh.kex, ciphers, macs, host_key_algorithms or device_key_algorithms")
 	}
-	// First of all: nothing in the folder is touched without its lock.
-	if h.dataLock, err = LockData(h.dir); err != nil {
-		return nil, err
-	}
-	if err := privateDataDir(h.dir, cfg.Admin.Group, h.log); err != nil {
-		h.dataLock.Release()
-		return nil, err
-	}
-	raiseFileLimit(h.log)
-	ctx, h.cancel = context.WithCancel(ctx)
-	ok := false
-	defer func() {
-		if !ok {
-			h.Close()
-		}
-	}()
-	if h.reg, err = registry.Open(ctx, cfg.RegistryLocation(h.dir), cfg.Pool); err != nil {
-		return nil, err
-	}
-	h.reg.SetHub(cfg.HubName())
-	// The host key first: the lease publishes it for the other hubs of the registry.
-	if h.hostKeys, err = LoadHostKeys(h.dir, cfg.SSH.Crypto.HostKeyAlgorithms); err != nil {
-		return nil, err
-	}
-	peer := registry.Peer{Addr: cfg.Registry.PeerAddress, HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(h.hostKeys[0].PublicKey())))}
-	if h.lease, err = h.reg.LockServing(ctx, leaseHolder(h.dir), peer); err != nil {
-		return nil, err
-	}
-	h.log.Info("registry", "event", "registry_open", "database", h.reg.Dialect().String(), "at", h.reg.Where(), "hub", h.reg.Hub())
-	h.guard = regguard.New(h.reg, h.log.With("component", "registry"), 0)
-	h.control = control.New(h.guard, live{h})
-	go h.guard.Run(ctx, 5*time.Second)
-	if err := h.rehome(ctx); err != nil {
-		return nil, err
-	}
-	h.recordStart(ctx)
-	if err := h.startKernel(); err != nil {
-		return nil, err
-	}
-	if err := h.ReloadAccess(); err != nil {
-		return nil, err
-	}
-	go h.watchKernel(ctx, 5*time.Second)
-	changesFrom, err := h.reg.LastEventID(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sc := cfg.SSH
-	sc.Logger = h.log.With("component", "sshd")
-	sc.Revoker = h.control // a profile's on_violation: revoke takes the one change path
-	sc.SocketAllocated = func() {
-		if err := h.ReloadAccess(); err != nil {
-			h.log.Error("access reload after a new socket failed", "err", err)
-		}
-	}
-	if cfg.Upstream.Enabled() {
-		sc.Relay = h.relayChanged
-	}
-	if cfg.Pool.SharedListeners {
-		h.shared = sockets.NewShared(h.log.With("component", "sockets"))
-		sc.Shared = h.shared
-	}
-	if h.reg.Dialect() == sqldb.Postgres {
-		h.startPeers(ctx, &sc)
-	}
-	if cfg.Access.UserSpace != "off" {
-		sc.Authorize = h.authorize
-	} else {
-		h.log.Warn("access.userspace is off: any local user can reach every protected socket")
-	}
-	if cfg.Metrics.Listen != "" {
-		h.metrics = metrics.New()
-		sc.Metrics = h.metrics
-		addr, err := h.metrics.Serve(ctx, cfg.Metrics.Listen)
-		if err != nil {
-			return nil, err
-		}
-		h.metricsAt = addr
-		if err := h.metrics.Register(registryGauges(h.guard)...); err != nil {
-			return nil, err
-		}
-		h.log.Info("metrics", "url", "http://"+addr.String()+"/metrics")
-	}
-	// Before any listener: the admin socket and sshd's callbacks reach the API.
-	if err := h.startTelemetry(ctx); err != nil {
-		return nil, err
-	}
-	if h.ssh, err = sshd.New(sc, h.guard, h.hostKeys); err != nil {
-		return nil, err
-	}
-	if h.sshAddr, err = h.ssh.Listen(); err != nil {
-		return nil, err
-	}
-	if h.resolver, err = resolver.Listen(filepath.Join(h.dir, resolver.SocketName), h, h.ids, h.log.With("component", "resolver")); err != nil {
-		return nil, err
-	}
-	if h.admin, err = admin.Listen(filepath.Join(h.dir, admin.SocketName), cfg.Admin.Group, h, h.log.With("component", "admin")); err != nil {
-		return nil, err
-	}
-	if cfg.Frontdoor.Enabled() {
-		if err := h.startFrontdoor(ctx); err != nil {
-			return nil, err
-		}
-	}
-	h.serveREST()
-	if err := h.startMQTT(); err != nil {
-		return nil, err
-	}
-	if cfg.Upstream.Enabled() {
-		if err := h.startUplink(ctx); err != nil {
-			return nil, err
-		}
-	}
-	go h.control.Follow(ctx, h.reg, control.DefaultPoll, changesFrom, h.log.With("component", "changes"))
-	go h.pruneAudit(ctx, time.Hour)
-	go func() {
-		if err := h.ssh.Serve(); err != nil && !errors.Is(err, sshd.ErrClosed) {
-			h.log.Error("ssh server stopped", "err", err)
-		}
-	}()
-	ok = true
-	return h, nil
-}
-
-func (h *Hub) startFrontdoor(ctx context.Context) error {
-	f, err := frontdoor.New(ctx, h.cfg.Frontdoor, h.dir, h.reg, h, h.log.With("component", "frontdoor"))
-	if err != nil {
-		return err
-	}
-	if h.frontAt, err = f.Listen(); err != nil {
-		return err
-	}
-	h.front = f
-	h.mountREST()
-	go func() {
-		if err := f.Serve(); err != nil {
-			h.log.Error("front door stopped", "err", err)
-		}
-	}()
-	h.log.Info("front door", "listen", h.frontAt.String(), "domain", h.cfg.Frontdoor.Domain)
-	return nil
 }
 
 // FrontdoorAddr is the front door's HTTPS address, or nil when it is off.
@@ -289,10 +176,10 @@ func (h *Hub) FrontdoorAddr() net.Addr { return h.frontAt }
 // MetricsAddr is where /metrics is served; nil when metrics are off.
 func (h *Hub) MetricsAddr() net.Addr { return h.metricsAt }
 
-// Policy implements frontdoor.Backend: the grants snapshot both local layers use.
-func (h *Hub) Policy() *access.Policy { return h.policy.Load() }
+// Policy implements restapi.Hub: the grants snapshot both local layers use.
+func (h *Hub) Policy() *access.Policy { return h.access.Policy() }
 
-// Online implements frontdoor.Backend.
+// Online implements frontdoor.Sessions and restapi.Hub.
 func (h *Hub) Online(device string) bool {
 	return h.ssh.Online(device) || h.onPeer(device)
 }
@@ -315,88 +202,34 @@ func (h *Hub) Registry() *registry.Registry { return h.reg }
 // OnlineDevices implements admin.Handler.
 func (h *Hub) OnlineDevices() map[string]bool { return h.ssh.OnlineDevices() }
 
-// Reload applies what can change without a restart: log level, keepalive timings and
-// the front door's request limits. Other front-door changes are named in a warning.
+// Reload applies what can change without a restart: the log level and what each
+// component takes (components.go); the rest is named in a warning.
 func (h *Hub) Reload(cfg Config) error {
 	if _, err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	switch {
-	case h.front != nil && cfg.Frontdoor.Enabled():
-		restart, err := h.front.Reconfigure(cfg.Frontdoor)
-		if err != nil {
-			return fmt.Errorf("%w: frontdoor: %v", ErrConfig, err)
+	for _, p := range h.parts[:h.started] {
+		if p.reload == nil {
+			continue
 		}
-		h.log.Info("front door limits reloaded (max_body, response_timeout, routes)")
-		if len(restart) > 0 {
-			h.log.Warn("front door settings changed that take effect only at a restart; the running ones stay", "settings", strings.Join(restart, ", "))
+		if err := p.reload(cfg); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrConfig, p.name, err)
 		}
-	case h.front != nil:
-		h.log.Warn("the front door stays on until the hub restarts (frontdoor.listen was removed)")
-	case cfg.Frontdoor.Enabled():
-		h.log.Warn("the front door starts only when the hub restarts (frontdoor.listen was added)")
 	}
 	if h.level != nil {
-		h.level.Set(parseLevel(cfg.Log.Level))
+		h.level.Set(logging.Level(cfg.Log.Level))
 	}
-	h.ssh.UpdatePolicy(cfg.SSH.KeepaliveInterval, cfg.SSH.KeepaliveTimeout, cfg.SSH.TakeoverProbe)
 	h.log.Info("configuration reloaded (log level, keepalive and takeover timings; other changes need a restart)")
 	return nil
 }
 
-// Close shuts everything down and waits for sessions to end.
+// Close stops every started component in reverse order and waits for sessions to end.
 func (h *Hub) Close() {
 	h.closeOne.Do(func() {
-		if h.front != nil {
-			h.front.Close()
-		}
-		if h.plainREST != nil {
-			h.plainREST.Close()
-		}
-		if b := h.mqtt.Load(); b != nil {
-			b.Close()
-		}
-		if h.admin != nil {
-			h.admin.Close()
-		}
-		if h.resolver != nil {
-			h.resolver.Close()
-		}
-		if h.ssh != nil {
-			h.ssh.Close()
-		}
-		if h.shared != nil {
-			h.shared.Close()
-		}
-		if h.peers != nil {
-			h.peers.Close()
-		}
-		if h.cancel != nil {
-			h.cancel()
-		}
-		if h.kernel != nil {
-			h.kernelMu.Lock()
-			if err := h.kernel.Remove(); err != nil {
-				h.log.Error("removing the nftables table failed", "err", err)
+		for i := h.started - 1; i >= 0; i-- {
+			if c := h.parts[i].close; c != nil {
+				c()
 			}
-			h.kernelClaim.Release()
-			h.kernelMu.Unlock()
-		}
-		if h.store != nil {
-			h.store.Close()
-		}
-		if h.reg != nil {
-			if h.recorded {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if err := h.guard.AddEvent(ctx, registry.Event{Kind: registry.EventHubStopped, Detail: "clean stop"}); err != nil {
-					h.log.Error("recording the stop failed", "err", err)
-				}
-				cancel()
-			}
-			if h.lease != nil {
-				h.lease.Release()
-			}
-			h.reg.Close()
 		}
 		h.dataLock.Release()
 	})

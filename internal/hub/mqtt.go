@@ -12,7 +12,7 @@ import (
 
 // startMQTT starts the broker when a listener is configured; after the front door, whose
 // certificate the TLS listener uses unless mqtt.cert is set.
-func (h *Hub) startMQTT() error {
+func (h *Hub) startMQTT(context.Context) error {
 	cfg := h.cfg.MQTT
 	if !cfg.Enabled() {
 		return nil
@@ -20,7 +20,7 @@ func (h *Hub) startMQTT() error {
 	log := h.log.With("component", "mqtt")
 	b := mqttbroker.New(cfg, h.dir, h.devices, h.store, h.guard, log)
 	b.Violation = h.ssh.Violation // one count per device, whichever path it broke
-	if h.front != nil {
+	if h.accounts != nil {
 		b.Platform = platform{h}
 	}
 	var tc *tls.Config
@@ -77,18 +77,19 @@ func (h *Hub) MQTTAddr(id string) net.Addr {
 }
 
 // platform lets platform apps log in to the broker as front-door accounts, under the
-// front door's failed-login limits and the hub's current grants.
+// same failed-login limits as the front door and the hub's current grants.
 type platform struct{ h *Hub }
 
 func (p platform) CheckPassword(ctx context.Context, ip, name, password string) (int64, string, error) {
-	return p.h.front.CheckPassword(ctx, ip, name, password)
+	a, err := p.h.accounts.Password(ctx, ip, name, password)
+	return a.ID, a.Name, err
 }
 
 func (p platform) AllowedAccount(id int64, device, right string) bool {
-	return p.h.Policy().AllowedAccount(id, device, right)
+	return p.h.access.Policy().AllowedAccount(id, device, right)
 }
 
 func (p platform) AccountExists(id int64) bool {
-	_, ok := p.h.front.AccountName(id)
+	_, ok := p.h.accounts.Name(id)
 	return ok
 }

@@ -131,8 +131,8 @@ func (h *Hub) relayToPeer(c net.Conn) bool {
 		h.relayMisses.add(dest)
 		return false // its hub is gone: the device is offline until it reconnects
 	}
-	if h.cfg.Access.UserSpace != "off" {
-		if err := h.authorize(c, device, alias); err != nil {
+	if check := h.access.ConnectionCheck(); check != nil {
+		if err := check(c, device, alias); err != nil {
 			h.log.Info("local connection refused", "device", device, "alias", alias, "from", c.RemoteAddr().String(), "err", err)
 			c.Close()
 			return true

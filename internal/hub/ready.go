@@ -43,7 +43,7 @@ type ReadyHostKey struct {
 
 // Ready describes the running hub.
 func (h *Hub) Ready() Ready {
-	r := Ready{PID: os.Getpid(), Version: h.version, Started: h.started}
+	r := Ready{PID: os.Getpid(), Version: h.version, Started: h.upSince}
 	if abs, err := filepath.Abs(h.dir); err == nil {
 		r.Data = abs
 	}

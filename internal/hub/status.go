@@ -13,7 +13,7 @@ import (
 func (h *Hub) Info() admin.HubInfo {
 	sessions, forwards, limit := h.ssh.Load()
 	info := admin.HubInfo{
-		Version: h.version, PID: os.Getpid(), Started: h.started,
+		Version: h.version, PID: os.Getpid(), Started: h.upSince,
 		Listeners: map[string]string{}, Sessions: sessions, Online: h.ssh.OnlineCount(), Forwards: forwards, ForwardLimit: limit,
 		DataFreeMiB: FreeMiB(h.dir), MinFreeMiB: h.cfg.Audit.MinFreeMiB,
 	}

@@ -18,11 +18,45 @@ import (
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
 
-// startTelemetry opens the notification store and the token keys and builds the REST
-// API when a telemetry path is configured; the plain listener binds here, the front
-// door mounts the API when it starts.
-func (h *Hub) startTelemetry(ctx context.Context) error {
+// openStore opens the notification store when a telemetry path is configured: the data
+// folder's telemetry.db, or the shared PostgreSQL database, where every hub of the
+// registry reads what any of them stored.
+func (h *Hub) openStore(ctx context.Context) (err error) {
 	if !h.cfg.TelemetryEnabled() {
+		return nil
+	}
+	var obs *telemetry.Metrics
+	if h.metrics != nil {
+		obs = telemetry.NewMetrics()
+	}
+	if h.store, err = telemetry.Open(ctx, h.cfg.RegistryLocation(h.dir), h.cfg.Telemetry, telemetry.Options{Observer: observer(obs), Log: h.log.With("component", "telemetry"),
+		// What other hubs stored reaches this hub's MQTT subscribers as its own REST and
+		// SOAP notifications do.
+		Others: func(ns []telemetry.Notification) {
+			for _, n := range ns {
+				h.toMQTT(n)
+			}
+		}}); err != nil {
+		return err
+	}
+	if h.store.Shared() {
+		h.log.Info("notification store shared by the registry's hubs", "component", "rest", "database", h.store.Where())
+		h.warnLocalNotifications(ctx)
+	}
+	if h.metrics != nil {
+		if err := h.metrics.Register(obs.Collectors(h.store)...); err != nil {
+			return err
+		}
+	}
+	go h.pruneTelemetry(ctx, time.Hour)
+	return nil
+}
+
+// startTelemetry builds what the telemetry paths share on the store: the token keys,
+// one directory of device identities, the REST API and the SOAP endpoint. The REST part
+// binds the plain listener, the front door mounts both.
+func (h *Hub) startTelemetry(ctx context.Context) error {
+	if h.store == nil {
 		return nil
 	}
 	log := h.log.With("component", "rest")
@@ -47,51 +81,41 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 	if alg == authn.None {
 		log.Warn("jwt.allow_unsigned is on and jwt.algorithm is none: tokens are unsigned and anyone can forge one; for measuring only")
 	}
-	var obs *telemetry.Metrics
-	if h.metrics != nil {
-		obs = telemetry.NewMetrics()
-	}
-	// Beside the registry: the data folder's telemetry.db, or the shared PostgreSQL
-	// database, where every hub of the registry reads what any of them stored.
-	where := h.cfg.RegistryLocation(h.dir)
-	if h.store, err = telemetry.Open(ctx, where, h.cfg.Telemetry, telemetry.Options{Observer: observer(obs), Log: h.log.With("component", "telemetry"),
-		// What other hubs stored reaches this hub's MQTT subscribers as its own REST and
-		// SOAP notifications do.
-		Others: func(ns []telemetry.Notification) {
-			for _, n := range ns {
-				h.toMQTT(n)
-			}
-		}}); err != nil {
-		return err
-	}
-	if h.store.Shared() {
-		log.Info("notification store shared by the registry's hubs", "database", h.store.Where())
-		h.warnLocalNotifications(ctx)
-	}
 	var m *restapi.Metrics
 	if h.metrics != nil {
 		m = restapi.NewMetrics()
-		if err := h.metrics.Register(append(m.Collectors(), obs.Collectors(h.store)...)...); err != nil {
+		if err := h.metrics.Register(m.Collectors()...); err != nil {
 			return err
 		}
 	}
-	// One directory of device identities for every telemetry path.
 	h.devices = devicedir.New(h.guard)
 	if err := h.devices.Reload(ctx); err != nil {
 		return err
 	}
 	h.api = restapi.New(h.cfg.REST, h.guard, h.devices, h.store, h, tokens, m, log)
 	h.api.Stored = h.toMQTT
-	if err := h.buildSOAP(); err != nil {
+	return h.buildSOAP()
+}
+
+// startREST binds and serves the plain listener of the REST API (and SOAP) for devices
+// on their SSH session, when rest.listen is set.
+func (h *Hub) startREST(context.Context) (err error) {
+	if h.api == nil || h.cfg.REST.Listen == "" {
+		return nil
+	}
+	log := h.log.With("component", "rest")
+	if h.plainREST, err = h.api.ListenPlain(log); err != nil {
 		return err
 	}
-	if h.cfg.REST.Listen != "" {
-		if h.plainREST, err = h.api.ListenPlain(log); err != nil {
-			return err
-		}
-		log.Info("REST API for devices on their SSH session", "listen", h.plainREST.Addr().String(), "path", restapi.Prefix)
+	log.Info("REST API for devices on their SSH session", "listen", h.plainREST.Addr().String(), "path", restapi.Prefix)
+	if h.soap != nil {
+		h.log.Info("SOAP endpoint for devices on their SSH session", "component", "soap", "listen", h.plainREST.Addr().String(), "path", soap.Path, "algorithms", h.soap.Algorithms())
 	}
-	go h.pruneTelemetry(ctx, time.Hour)
+	go func() {
+		if err := h.plainREST.Serve(); err != nil {
+			h.log.Error("plain REST listener stopped", "err", err)
+		}
+	}()
 	return nil
 }
 
@@ -112,10 +136,7 @@ func (h *Hub) buildSOAP() error {
 	ep.OnPlain = restapi.OnPlain
 	ep.Stored = h.toMQTT
 	h.soap = ep
-	if h.cfg.REST.Listen != "" {
-		h.api.MountPlain(soap.Path, ep)
-		log.Info("SOAP endpoint for devices on their SSH session", "listen", h.cfg.REST.Listen, "path", soap.Path, "algorithms", ep.Algorithms())
-	}
+	h.api.MountPlain(soap.Path, ep) // served when rest.listen is set
 	return nil
 }
 
@@ -133,18 +154,6 @@ func observer(m *telemetry.Metrics) telemetry.Observer {
 		return nil
 	}
 	return m
-}
-
-// serveREST starts answering on the plain listener, once everything the API calls runs.
-func (h *Hub) serveREST() {
-	if h.plainREST == nil {
-		return
-	}
-	go func() {
-		if err := h.plainREST.Serve(); err != nil {
-			h.log.Error("plain REST listener stopped", "err", err)
-		}
-	}()
 }
 
 // RESTAddr is the plain REST listener's address, or nil when it is off.
@@ -171,7 +180,7 @@ func (h *Hub) mountREST() {
 		return
 	}
 	h.front.Mount(restapi.Prefix+"/", h.api)
-	h.api.SetAccounts(h.front)
+	h.api.SetAccounts(h.accounts)
 	h.log.Info("REST API on the front door", "url", "https://"+h.cfg.Frontdoor.Domain+restapi.Prefix+"/")
 }
 

@@ -69,6 +69,9 @@ func (u UpstreamConfig) validate() error {
 // startUplink loads (or creates) the gateway key and keeps the session to the centre.
 func (h *Hub) startUplink(ctx context.Context) error {
 	u := h.cfg.Upstream
+	if !u.Enabled() {
+		return nil
+	}
 	keyPath := u.Key
 	if keyPath == "" {
 		keyPath = filepath.Join(h.dir, GatewayKeyName)

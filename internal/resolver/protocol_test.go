@@ -4,28 +4,41 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/iotsafe/iotsafe/internal/access"
+	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
-type backend struct{ seen access.Identity }
+// enforcer allows dev42 and dev44 and records who asked. The enforcer and the registry
+// are stand-ins here (access and the hub's tests cover them with a real registry); the
+// socket, the kernel's credentials and the protocol are real.
+type enforcer struct{ seen access.Identity }
 
-// The backend is a recorder; the socket, credentials and protocol are real.
-func (b *backend) Resolve(_ context.Context, id access.Identity, device, alias string) (string, error) {
-	b.seen = id
-	if device == "dev42" && alias == "http" {
-		return "127.77.0.42:10000", nil
+func (e *enforcer) Check(id access.Identity, device, alias, op string) error {
+	e.seen = id
+	if device == "dev42" || device == "dev44" {
+		return nil
 	}
-	return "", &Error{Code: CodeDenied, Msg: "permission denied: " + id.String() + " may not reach " + device + "/" + alias}
+	return errors.New("permission denied: " + id.String() + " may not reach " + device + "/" + alias)
+}
+
+type devices struct{}
+
+func (devices) Device(_ context.Context, name string) (*registry.Device, error) {
+	if name != "dev42" {
+		return nil, registry.ErrNotFound
+	}
+	return &registry.Device{Name: name, Sockets: []registry.Socket{{Alias: "http", Addr: netip.MustParseAddrPort("127.77.0.42:10000")}}}, nil
 }
 
 func TestResolverRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), SocketName)
-	b := &backend{}
-	s, err := Listen(path, b, access.NewIdentities(0), nil)
+	b := &enforcer{}
+	s, err := Listen(path, b, devices{}, access.NewIdentities(0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +54,13 @@ func TestResolverRoundTrip(t *testing.T) {
 	var re *Error
 	if !errors.As(err, &re) || re.Code != CodeDenied || !strings.Contains(re.Msg, "may not reach dev43/http") {
 		t.Fatalf("denied: %v", err)
+	}
+	// Allowed, but no such service, or no such device: notfound, saying which.
+	if _, err := Resolve(path, "dev42", "ssh"); !errors.As(err, &re) || re.Code != CodeNotFound || !strings.Contains(re.Msg, "has no service ssh") {
+		t.Fatalf("unknown alias: %v", err)
+	}
+	if _, err := Resolve(path, "dev44", "http"); !errors.As(err, &re) || re.Code != CodeNotFound || !strings.Contains(re.Msg, "no device dev44") {
+		t.Fatalf("unknown device: %v", err)
 	}
 	// Several requests on one connection, a malformed one among them, and an overlong line.
 	c, _ := net.Dial("unix", path)

@@ -15,22 +15,30 @@ import (
 	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/firewall"
+	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
 // SocketName is the resolver socket inside the data folder.
 const SocketName = "resolver.sock"
 
-// Backend answers a request for a caller the kernel identified.
-type Backend interface {
-	Resolve(ctx context.Context, caller access.Identity, device, alias string) (string, error)
+// Enforcer decides whether a caller may learn device/alias (access.Enforcer); a refusal
+// is audited there.
+type Enforcer interface {
+	Check(caller access.Identity, device, alias, op string) error
+}
+
+// Devices finds a device's protected sockets (the registry).
+type Devices interface {
+	Device(ctx context.Context, name string) (*registry.Device, error)
 }
 
 // Server serves resolution queries.
 type Server struct {
-	ln  net.Listener
-	b   Backend
-	ids *access.Identities
-	log *slog.Logger
+	ln      net.Listener
+	enf     Enforcer
+	devices Devices
+	ids     *access.Identities
+	log     *slog.Logger
 }
 
 // MaxConnsPerUID bounds the resolver connections one local user holds at once: the
@@ -39,7 +47,13 @@ const MaxConnsPerUID = 64
 
 // Listen creates the socket at path, reachable by every local user (mode 0666): who may
 // learn what is decided per request from the caller's kernel credentials.
-func Listen(path string, b Backend, ids *access.Identities, log *slog.Logger) (*Server, error) {
+func Listen(path string, enf Enforcer, devices Devices, ids *access.Identities, log *slog.Logger) (*Server, error) {
+	if ids == nil {
+		ids = access.NewIdentities(0)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	os.Remove(path)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -49,7 +63,7 @@ func Listen(path string, b Backend, ids *access.Identities, log *slog.Logger) (*
 		ln.Close()
 		return nil, fmt.Errorf("resolver: chmod %s: %w", path, err)
 	}
-	s := &Server{ln: ln, b: b, ids: ids, log: log}
+	s := &Server{ln: ln, enf: enf, devices: devices, ids: ids, log: log}
 	go acceptor.Serve(ln, acceptor.Config{Name: "resolver", Peer: peerUID, PerPeer: MaxConnsPerUID, Logger: log},
 		func(c net.Conn) { s.handle(c.(*net.UnixConn)) })
 	return s, nil
@@ -95,7 +109,7 @@ func (s *Server) handle(c *net.UnixConn) {
 			ans = formatAnswer("", &Error{Code: CodeBadRequest, Msg: perr.Error()})
 		} else {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			addr, err := s.b.Resolve(ctx, caller, req.Device, req.Alias)
+			addr, err := s.resolve(ctx, caller, req.Device, req.Alias)
 			cancel()
 			ans = formatAnswer(addr, err)
 		}
@@ -103,6 +117,27 @@ func (s *Server) handle(c *net.UnixConn) {
 			return
 		}
 	}
+}
+
+// resolve answers one request of a caller the kernel identified: the grants first, so a
+// refused caller learns nothing, not even whether the device exists.
+func (s *Server) resolve(ctx context.Context, caller access.Identity, device, alias string) (string, error) {
+	if err := s.enf.Check(caller, device, alias, "resolve"); err != nil {
+		return "", &Error{Code: CodeDenied, Msg: err.Error()}
+	}
+	d, err := s.devices.Device(ctx, device)
+	if errors.Is(err, registry.ErrNotFound) {
+		return "", &Error{Code: CodeNotFound, Msg: fmt.Sprintf("no device %s", device)}
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, so := range d.Sockets {
+		if so.Alias == alias {
+			return so.Addr.String(), nil
+		}
+	}
+	return "", &Error{Code: CodeNotFound, Msg: fmt.Sprintf("device %s has no service %s", device, alias)}
 }
 
 // Resolve asks the hub's resolver at path for device/alias.

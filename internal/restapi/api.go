@@ -52,14 +52,14 @@ type Hub interface {
 	RemoveDevice(ctx context.Context, device string) error
 }
 
-// Accounts checks front-door accounts.
+// Accounts checks front-door accounts (authn.Accounts).
 type Accounts interface {
-	// CheckPassword verifies an account's password under the front door's failed-login limits.
-	CheckPassword(ctx context.Context, ip, name, password string) (id int64, account string, err error)
-	// CheckToken verifies a front-door API token.
-	CheckToken(ip, token string) (id int64, account string, err error)
-	// AccountName returns the name of a live account.
-	AccountName(id int64) (string, bool)
+	// Password verifies an account's password under the failed-login limits.
+	Password(ctx context.Context, ip, name, password string) (authn.Principal, error)
+	// Token verifies an account's API token.
+	Token(ip, token string) (authn.Principal, error)
+	// Name returns the name of a live account.
+	Name(id int64) (string, bool)
 }
 
 // Config of the API (hub.yaml "rest:").

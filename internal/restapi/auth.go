@@ -83,9 +83,9 @@ func (a *API) identify(r *http.Request) (caller, int, string) {
 			return a.fromJWT(r, ip, cred, authn.Access)
 		}
 		if acc := a.accountsOrNil(); acc != nil {
-			id, name, err := acc.CheckToken(ip.String(), cred)
+			p, err := acc.Token(ip.String(), cred)
 			if err == nil {
-				return caller{accountID: id, account: name, via: "api-token"}, 0, ""
+				return caller{accountID: p.ID, account: p.Name, via: "api-token"}, 0, ""
 			}
 			return caller{}, http.StatusUnauthorized, err.Error()
 		}
@@ -96,11 +96,11 @@ func (a *API) identify(r *http.Request) (caller, int, string) {
 		if !ok || acc == nil {
 			return caller{}, http.StatusUnauthorized, "HTTP Basic is for front-door accounts on the front door's listener"
 		}
-		id, name, err := acc.CheckPassword(r.Context(), ip.String(), name, pw)
+		p, err := acc.Password(r.Context(), ip.String(), name, pw)
 		if err != nil {
 			return caller{}, http.StatusUnauthorized, err.Error()
 		}
-		return caller{accountID: id, account: name, via: "password"}, 0, ""
+		return caller{accountID: p.ID, account: p.Name, via: "password"}, 0, ""
 	}
 	return caller{}, http.StatusUnauthorized, "unsupported Authorization scheme: use Bearer"
 }
@@ -145,7 +145,7 @@ func (a *API) fromJWT(r *http.Request, ip netip.Addr, tok, want string) (caller,
 		acc := a.accountsOrNil()
 		name, ok := "", false
 		if acc != nil {
-			name, ok = acc.AccountName(cl.Gen)
+			name, ok = acc.Name(cl.Gen)
 		}
 		if !ok || name != cl.Subject {
 			return caller{}, http.StatusUnauthorized, "the token's account no longer exists"
@@ -222,12 +222,12 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusUnauthorized, "wrong login or password")
 		return
 	}
-	id, name, err := acc.CheckPassword(r.Context(), remoteAddr(r).String(), in.Login, in.Password)
+	p, err := acc.Password(r.Context(), remoteAddr(r).String(), in.Login, in.Password)
 	if err != nil {
 		fail(w, http.StatusUnauthorized, err.Error())
 		return
 	}
-	a.issuePair(w, authn.KindAccount, name, id, 0)
+	a.issuePair(w, authn.KindAccount, p.Name, p.ID, 0)
 }
 
 func (a *API) issuePair(w http.ResponseWriter, kind, subject string, gen int64, refreshTTL time.Duration) {

@@ -349,6 +349,6 @@ func (a *API) stillValid(c caller) bool {
 	if acc == nil {
 		return false
 	}
-	name, ok := acc.AccountName(c.accountID)
+	name, ok := acc.Name(c.accountID)
 	return ok && name == c.account
 }

@@ -1,0 +1,4 @@
+// Package logging builds the structured logger every iotsafe process uses (hub, agent,
+// demo) from the "log:" section of its configuration: level and text or JSON lines on a
+// writer, with a level that can change while it runs (a hub's SIGHUP).
+package logging
