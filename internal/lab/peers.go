@@ -124,8 +124,9 @@ type IoTsafeOpts struct {
 	MaxChannels int
 	// Direct are the lab profile's direct aliases (alias -> target).
 	Direct map[string]string
-	// Config is more hub.yaml (whole top-level sections: rest, jwt, metrics, ...).
-	Config string
+	// Configure, if set, changes the hub's configuration further (rest, jwt, mqtt, ...)
+	// before it is written as hub.yaml.
+	Configure func(*hub.Config)
 	// SSHListen is where the hub listens for devices; "" means a free loopback port.
 	// A bench that restarts a hub on the same address sets it.
 	SSHListen string
@@ -270,34 +271,51 @@ func enrollLab(ctx context.Context, dir, keys string, pool sockets.Config, o IoT
 	return frontToken, nil
 }
 
-// writeLabHubConfig writes the hub.yaml of a lab hub.
+// writeLabHubConfig writes the hub.yaml of a lab hub: the hub's own config type,
+// marshalled, so the lab writes nothing the hub would read differently.
 func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
+	c, err := hub.ParseConfig(nil) // the defaults, written out
+	if err != nil {
+		return err
+	}
 	onOff := func(b bool) string {
 		if b {
 			return "on"
 		}
 		return "off"
 	}
+	c.Log.Level = "error"
+	c.SSH.Listen = o.SSHListen
+	if c.SSH.Listen == "" {
+		c.SSH.Listen = "127.0.0.1:0"
+	}
 	// forward_memory_mib: the lab measures the hub's memory itself and runs more busy
 	// sessions at once than the default budget (half the machine) admits.
-	listen := o.SSHListen
-	if listen == "" {
-		listen = "127.0.0.1:0"
-	}
-	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '%s', max_handshakes: 4096, forward_memory_mib: 1048576}\npool: {cidr: %s, port_base: %d, shared_listeners: %t}\naccess: {kernel: %s, userspace: %s}\n",
-		listen, pool.CIDR, max(pool.PortBase, sockets.DefaultPortBase), pool.SharedListeners, onOff(o.Kernel), onOff(o.UserSpace))
+	c.SSH.MaxHandshakes, c.SSH.ForwardMemoryMiB = 4096, 1048576
+	c.Pool = sockets.Config{CIDR: pool.CIDR, PortBase: max(pool.PortBase, sockets.DefaultPortBase), SharedListeners: pool.SharedListeners}
+	c.Access.Kernel, c.Access.UserSpace = onOff(o.Kernel), onOff(o.UserSpace)
 	if o.Frontdoor {
-		conns := ""
+		c.Frontdoor.Listen, c.Frontdoor.Domain = "127.0.0.1:0", FrontdoorDomain
 		if o.FrontdoorConns > 0 {
-			conns = fmt.Sprintf(", max_conns: %d", o.FrontdoorConns)
+			c.Frontdoor.MaxConns = o.FrontdoorConns
 		}
-		cfg += "frontdoor: {listen: '127.0.0.1:0', domain: " + FrontdoorDomain + conns + "}\n"
 	}
 	if o.Registry != "" {
-		cfg += fmt.Sprintf("registry: {dsn: %q, hub_name: %q, peer_address: %q}\n", o.Registry, o.HubName, o.PeerAddress)
+		c.Registry = hub.RegistryConfig{DSN: o.Registry, HubName: o.HubName, PeerAddress: o.PeerAddress}
 	}
-	cfg += o.Config
-	return os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600)
+	if o.Configure != nil {
+		o.Configure(&c)
+	}
+	return WriteHubConfig(dir, c)
+}
+
+// WriteHubConfig writes c as DIR/hub.yaml (mode 0600: it may name key files and a DSN).
+func WriteHubConfig(dir string, c hub.Config) error {
+	b, err := hub.MarshalConfig(c)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, hub.ConfigName), b, 0o600)
 }
 
 // awaitLabHub waits for a started hub's last start line, then reads where it listens,

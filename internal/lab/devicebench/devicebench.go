@@ -14,9 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/iotsafe/iotsafe/internal/childproc"
+	hubpkg "github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/linkemu"
 	"github.com/iotsafe/iotsafe/internal/profile"
@@ -356,11 +355,17 @@ func startIoTsafeDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 	if err != nil {
 		return "", "", nil, nil, err
 	}
-	cfg := fmt.Sprintf("log: {level: error}\nssh: {listen: '[fd77::2]:2222', kex: [%s], ciphers: [%s]}\npool: {cidr: %s}\naccess: {kernel: off}\n", paperKex, paperCipher, pool.CIDR)
-	if err := os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(cfg), 0o600); err != nil {
+	cfg, err := hubpkg.ParseConfig(nil)
+	if err != nil {
 		return "", "", nil, nil, err
 	}
-	hub, err := lab.StartProc("device-hub", nil, "ip", "netns", "exec", p.GW, b.Bin, "hub", "--data", dir)
+	cfg.Log.Level, cfg.SSH.Listen, cfg.Pool, cfg.Access.Kernel = "error", "[fd77::2]:2222", pool, "off"
+	cfg.SSH.Crypto.KeyExchanges, cfg.SSH.Crypto.Ciphers = []string{paperKex}, []string{paperCipher}
+	if err := lab.WriteHubConfig(dir, cfg); err != nil {
+		return "", "", nil, nil, err
+	}
+	readyFile := filepath.Join(dir, "ready.json")
+	hub, err := lab.StartProc("device-hub", nil, "ip", "netns", "exec", p.GW, b.Bin, "hub", "--data", dir, "--ready-file", readyFile)
 	if err != nil {
 		return "", "", nil, nil, err
 	}
@@ -370,17 +375,16 @@ func startIoTsafeDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 		hub.Stop()
 		return "", "", nil, nil, err
 	}
-	hk, err := os.ReadFile(filepath.Join(dir, "host_ed25519_key"))
-	var signer ssh.Signer
-	if err == nil {
-		signer, err = ssh.ParsePrivateKey(hk)
+	ready, err := hubpkg.ReadReadyFile(readyFile)
+	if err == nil && len(ready.HostKeys) == 0 {
+		err = fmt.Errorf("lab: the hub's ready file names no host key")
 	}
 	if err != nil {
 		hub.Stop()
 		return "", "", nil, nil, err
 	}
 	args := []string{"netns", "exec", p.Dev, b.Bin, "agent", "--hub", "[fd77::2]:2222",
-		"--key", filepath.Join(keys, "dev0"), "--hub-key", ssh.FingerprintSHA256(signer.PublicKey()), "--forward", "127.0.0.1:18080=web", "--log-level", "info", "--coalesce"}
+		"--key", filepath.Join(keys, "dev0"), "--hub-key", ready.HostKeys[0].Fingerprint, "--forward", "127.0.0.1:18080=web", "--log-level", "info", "--coalesce"}
 	if compress {
 		args = append(args, "--compress")
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/authn"
+	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -259,22 +260,19 @@ func (r *runner) enroll(ctx context.Context, maxN int) error {
 // hubOpts is the lab hub's configuration for alg: front door, plain REST listener,
 // metrics, and the algorithm.
 func (r *runner) hubOpts(alg string) lab.IoTsafeOpts {
-	unsigned := "false"
-	if alg == authn.None {
-		unsigned = "true" // the paper's reference row; the hub warns at start
-	}
+	unsigned := alg == authn.None // the paper's reference row; the hub warns at start
 	conns := 1024
 	if r.o.Devices != nil || !r.o.Quick {
 		ns, _ := r.o.sweep()
 		conns += slices.Max(ns)
 	}
-	cfg := fmt.Sprintf(`rest: {listen: '127.0.0.1:%d'}
-metrics: {listen: '127.0.0.1:0'}
-`, r.restPort)
-	if alg != "" {
-		cfg += fmt.Sprintf("jwt: {algorithm: %s, allow_unsigned: %s}\n", alg, unsigned)
+	cfg := func(c *hub.Config) {
+		c.REST.Listen, c.Metrics.Listen = fmt.Sprintf("127.0.0.1:%d", r.restPort), "127.0.0.1:0"
+		if alg != "" {
+			c.JWT.Algorithm, c.JWT.AllowUnsigned = alg, unsigned
+		}
 	}
-	return lab.IoTsafeOpts{Frontdoor: true, FrontdoorConns: conns, Config: cfg,
+	return lab.IoTsafeOpts{Frontdoor: true, FrontdoorConns: conns, Configure: cfg,
 		Direct: map[string]string{restAlias: fmt.Sprintf("127.0.0.1:%d", r.restPort)}}
 }
 

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/childproc"
+	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
+	"github.com/iotsafe/iotsafe/internal/mqttbridge"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -117,18 +119,12 @@ func Bridge(ctx context.Context, b *lab.Bench, o BridgeOptions) (BridgeResult, e
 	}
 	secrets := map[string]string{}
 	opts := lab.IoTsafeOpts{Sessions: o.Publishers, Frontdoor: true,
-		Config: fmt.Sprintf(`mqtt:
-  tls_listen: '127.0.0.1:0'
-  bridge:
-    address: %q
-    ca: %q
-    server_name: lab
-    username: site1
-    password_file: %q
-    client_id: site1
-    topics:
-      - {pattern: "#", direction: out, qos: 1, local: "devices/", remote: "site1/devices/"}
-`, central.Addr, cert, pw),
+		Configure: func(c *hub.Config) {
+			qos := 1
+			c.MQTT.TLSListen = "127.0.0.1:0"
+			c.MQTT.Bridge = &mqttbridge.Config{Address: central.Addr, CA: cert, ServerName: "lab", Username: "site1", PasswordFile: pw, ClientID: "site1",
+				Topics: []mqttbridge.Rule{{Pattern: "#", Direction: "out", QoS: &qos, Local: "devices/", Remote: "site1/devices/"}}}
+		},
 		Enrolled: func(ctx context.Context, reg *registry.Registry, names []string) error {
 			return lab.GiveSecrets(ctx, reg, names, func(n, secret string) { secrets[n] = secret })
 		}}

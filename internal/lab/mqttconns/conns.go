@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/lab/mqttload"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -139,8 +140,10 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 		var stop func()
 		switch broker {
 		case Hub:
-			cfg := fmt.Sprintf("mqtt:\n  tls_listen: '127.0.0.1:0'\n  cert: %q\n  key: %q\n  max_clients: %d\n", cert, key, o.Clients+100)
-			srv, err := b.StartEnrolled(ctx, hubData, lab.IoTsafeOpts{Sessions: o.Clients, Config: cfg})
+			cfg := func(c *hub.Config) {
+				c.MQTT.TLSListen, c.MQTT.Cert, c.MQTT.Key, c.MQTT.MaxClients = "127.0.0.1:0", cert, key, o.Clients+100
+			}
+			srv, err := b.StartEnrolled(ctx, hubData, lab.IoTsafeOpts{Sessions: o.Clients, Configure: cfg})
 			if err != nil {
 				return res, err
 			}

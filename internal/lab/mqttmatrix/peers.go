@@ -10,11 +10,15 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/lab/mqttload"
 	"github.com/iotsafe/iotsafe/internal/linkemu"
+	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/registry"
-	"golang.org/x/crypto/ssh"
+	"github.com/iotsafe/iotsafe/internal/tlspolicy"
 )
 
 // peers starts the brokers of the matrix on the current link.
@@ -182,9 +186,9 @@ func (e *peers) startMosquitto(ctx context.Context, g group) (target, func(), er
 	return target{addr: m.Addr, dial: dial, tls: c.trust, identity: e.deviceIdentity}, m.Stop, nil
 }
 
-// hubOpts is how the hub starts on the current link, with more hub.yaml.
-func (e *peers) hubOpts(config string) lab.IoTsafeOpts {
-	o := lab.IoTsafeOpts{Sessions: e.o.Clients, Config: config}
+// hubOpts is how the hub starts on the current link, with its MQTT section.
+func (e *peers) hubOpts(mqtt func(*mqttbroker.Config)) lab.IoTsafeOpts {
+	o := lab.IoTsafeOpts{Sessions: e.o.Clients, Configure: func(c *hub.Config) { mqtt(&c.MQTT) }}
 	if e.pair != nil {
 		o.Netns = &lab.Netns{Name: e.pair.GW}
 		o.SSHListen = net.JoinHostPort(lab.LinkGWAddr, strconv.Itoa(nsSSH))
@@ -201,15 +205,16 @@ func (e *peers) startHub(ctx context.Context, g group) (target, func(), error) {
 	var suites []string
 	for _, tc := range g.tls {
 		if !tc.s.TLS13 {
-			suites = append(suites, strconv.Quote(tc.s.Name))
+			suites = append(suites, tc.s.Name)
 		}
 	}
 	c := e.certs[g.rsa]
 	// The lab names suites an operator would need allow_insecure for (CBC, RSA key
 	// exchange): the hub warns at start, as it should.
-	cfg := fmt.Sprintf("mqtt:\n  tls_listen: '%s'\n  cert: %q\n  key: %q\n  tls: {min_version: \"1.2\", max_version: \"1.3\", suites: [%s], allow_insecure: true}\n",
-		net.JoinHostPort(host, strconv.Itoa(port)), c.cert, c.key, strings.Join(suites, ", "))
-	srv, err := e.b.StartEnrolled(ctx, e.hub, e.hubOpts(cfg))
+	srv, err := e.b.StartEnrolled(ctx, e.hub, e.hubOpts(func(m *mqttbroker.Config) {
+		m.TLSListen, m.Cert, m.Key = net.JoinHostPort(host, strconv.Itoa(port)), c.cert, c.key
+		m.TLS = tlspolicy.Policy{MinVersion: "1.2", MaxVersion: "1.3", Suites: suites, AllowInsecure: true}
+	}))
 	if err != nil {
 		return target{}, nil, err
 	}
@@ -224,8 +229,9 @@ func (e *peers) startHub(ctx context.Context, g group) (target, func(), error) {
 // local port to it: every client is dev0 (the hub knows it by its pool address), with
 // client identifiers dev0/I.
 func (e *peers) startSSHPath(ctx context.Context) (target, func(), error) {
-	cfg := fmt.Sprintf("mqtt:\n  listen: '127.0.0.1:%d'\n", e.plain)
-	srv, err := e.b.StartEnrolled(ctx, e.hub, e.hubOpts(cfg))
+	srv, err := e.b.StartEnrolled(ctx, e.hub, e.hubOpts(func(m *mqttbroker.Config) {
+		m.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(e.plain))
+	}))
 	if err != nil {
 		return target{}, nil, err
 	}

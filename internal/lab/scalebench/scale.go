@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -361,8 +362,10 @@ func startGateway(ctx context.Context, b *lab.Bench, cns *lab.Netns, i, devices 
 		}
 	}
 	g.opts = lab.IoTsafeOpts{Sessions: devices, Forwards: 1, Prefix: fmt.Sprintf("g%d-", i), Netns: ns, SSHListen: "127.0.0.1:2222",
-		Pool:   sockets.Config{CIDR: gwPool, SharedListeners: true},
-		Config: fmt.Sprintf("upstream: {hub: '%s', hub_key: '%s', name: %s, key: '%s'}\n", centreAddr, hubKey, g.name, key)}
+		Pool: sockets.Config{CIDR: gwPool, SharedListeners: true},
+		Configure: func(c *hub.Config) {
+			c.Upstream = hub.UpstreamConfig{Hub: centreAddr, HubKey: hubKey, Name: g.name, Key: key}
+		}}
 	if g.lh, err = b.EnrollIoTsafe(ctx, g.name, g.opts); err != nil {
 		return g, fmt.Errorf("enrolling %s: %w", g.name, err)
 	}
