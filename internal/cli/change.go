@@ -85,3 +85,47 @@ func reportClosed(cmd *cobra.Command, a applied, device, fingerprint, action, he
 	}
 	return nil
 }
+
+// batch takes many changes the way change takes one, deciding once where they go: through
+// the running hub (one admin call each, so each is applied to live sessions), or, with no
+// hub answering, offline over one registry opened for the whole batch — enrolling
+// thousands of devices costs one registry open, not one per device.
+type batch struct {
+	g          *globals
+	cmd        *cobra.Command
+	decided    bool
+	hubRunning bool
+	reg        *registry.Registry // offline: open until close
+	ctl        *control.Control
+}
+
+func (g *globals) batch(cmd *cobra.Command) *batch { return &batch{g: g, cmd: cmd} }
+
+func (b *batch) apply(ch control.Change) (applied, error) {
+	if b.ctl != nil {
+		o, err := b.ctl.Apply(b.cmd.Context(), ch)
+		return applied{Outcome: o}, err
+	}
+	if b.decided {
+		return b.g.change(b.cmd, ch)
+	}
+	a, err := b.g.change(b.cmd, ch)
+	if err != nil {
+		return a, err // decide on the next change
+	}
+	b.decided, b.hubRunning = true, a.HubRunning
+	if !a.HubRunning {
+		reg, _, err := b.g.openRegistry(b.cmd.Context())
+		if err != nil {
+			return a, err
+		}
+		b.reg, b.ctl = reg, control.New(reg, nil)
+	}
+	return a, nil
+}
+
+func (b *batch) close() {
+	if b.reg != nil {
+		b.reg.Close()
+	}
+}

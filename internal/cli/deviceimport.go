@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/credential"
+	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/registry"
+)
+
+// importLine is one device of an import list.
+type importLine struct {
+	Name string
+	Key  ssh.PublicKey
+}
+
+// maxImportLine bounds one line of an import list (an RSA-16384 key is about 2.8 KB).
+const maxImportLine = 16 << 10
+
+// parseImportLine reads "NAME KEYTYPE BASE64 [COMMENT]": a device name, then its public
+// key as in authorized_keys. Blank lines and lines starting with '#' give ok false.
+func parseImportLine(line string) (d importLine, ok bool, err error) {
+	line = strings.TrimSpace(line)
+	if line == "" || strings.HasPrefix(line, "#") {
+		return importLine{}, false, nil
+	}
+	i := strings.IndexAny(line, " \t")
+	if i < 0 || strings.TrimSpace(line[i:]) == "" {
+		return importLine{}, false, errors.New("want NAME and an OpenSSH public key (NAME ssh-ed25519 AAAA...)")
+	}
+	name, rest := line[:i], strings.TrimSpace(line[i:])
+	if err := checkDeviceName(name); err != nil {
+		return importLine{}, false, err
+	}
+	key, _, options, _, err := ssh.ParseAuthorizedKey([]byte(rest))
+	if err != nil {
+		return importLine{}, false, fmt.Errorf("device %s: not an OpenSSH public key: %v", name, err)
+	}
+	if len(options) > 0 {
+		return importLine{}, false, fmt.Errorf("device %s: authorized_keys options are not a device's key", name)
+	}
+	return importLine{Name: name, Key: key}, true, nil
+}
+
+// readImportList reads a whole list first, so a malformed line enrolls nothing.
+func readImportList(r io.Reader) ([]importLine, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), maxImportLine)
+	var out []importLine
+	seen := map[string]int{}
+	for n := 1; sc.Scan(); n++ {
+		d, ok, err := parseImportLine(sc.Text())
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if !ok {
+			continue
+		}
+		if first, dup := seen[d.Name]; dup {
+			return nil, fmt.Errorf("line %d: device %s is also on line %d", n, d.Name, first)
+		}
+		seen[d.Name] = n
+		out = append(out, d)
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("a line is longer than %d bytes", maxImportLine)
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// imported is what the import prints of one device (--json: one object per line).
+type imported struct {
+	Name    string            `json:"name"`
+	Profile string            `json:"profile"`
+	Address string            `json:"address"`
+	Key     string            `json:"key_fingerprint"`
+	Sockets map[string]string `json:"sockets"`          // alias -> address:port
+	Secret  string            `json:"secret,omitempty"` // with --secrets; shown once
+}
+
+func deviceImportCmd(g *globals) *cobra.Command {
+	var prof string
+	var groups []string
+	var secrets, asJSON bool
+	c := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Enroll many devices from a list of names and public keys ('-' reads stdin)",
+		Long: `Enroll many devices at once: FILE has one device per line, its name and then its
+OpenSSH public key as in authorized_keys ("dev7 ssh-ed25519 AAAA... comment"); blank lines
+and lines starting with '#' are skipped. The whole list is read first: a malformed line or
+a name listed twice enrolls nothing. Devices are enrolled in list order with one profile
+and the same groups; with a running hub each is a change through it, otherwise the
+registry is written directly (a hub picks the devices up from its change feed). A device
+that cannot be enrolled (a name or key already enrolled, a full data folder) stops the
+import there; the devices before it stay enrolled, and the error names how many.
+
+--secrets also gives every device a telemetry secret for REST and MQTT logins, printed
+once. --json prints one JSON object per device and line: name, profile, address, key
+fingerprint, protected sockets, secret.`,
+		Example: `  iotsafe device import fleet.txt --profile sensor --group building-a
+  iotsafe device import - --secrets --json < fleet.txt > enrolled.jsonl   # keep enrolled.jsonl private`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := cmd.InOrStdin()
+			if args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			list, err := readImportList(in)
+			if err != nil {
+				return fmt.Errorf("%s: %w", args[0], err)
+			}
+			ctx := cmd.Context()
+			reg, cfg, err := g.openRegistry(ctx)
+			if err != nil {
+				return err
+			}
+			profName, err := resolveProfile(ctx, reg, prof)
+			if err == nil {
+				err = hub.CheckFreeSpace(g.data, cfg.Audit.MinFreeMiB)
+			}
+			reg.Close()
+			if err != nil {
+				return err
+			}
+			b := g.batch(cmd)
+			defer b.close()
+			w := bufio.NewWriter(cmd.OutOrStdout())
+			defer w.Flush()
+			enc := json.NewEncoder(w)
+			for i, d := range list {
+				out, err := importOne(b, d, profName, groups, secrets)
+				if err != nil {
+					w.Flush()
+					return fmt.Errorf("device %s (%d of %d): %w; the %d before it are enrolled", d.Name, i+1, len(list), err, i)
+				}
+				if asJSON {
+					enc.Encode(out)
+				} else if out.Secret != "" {
+					fmt.Fprintf(w, "%s %s %s\n", out.Name, out.Address, out.Secret)
+				}
+			}
+			if !asJSON {
+				fmt.Fprintf(cmd.ErrOrStderr(), "enrolled %d device(s) with profile %s\n", len(list), profName)
+				if secrets {
+					fmt.Fprintln(cmd.ErrOrStderr(), "the secrets above are not shown again: keep them now (a new 'iotsafe device secret NAME' replaces one)")
+				}
+			}
+			if !b.hubRunning && len(list) > 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), noHubNote)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&prof, "profile", profile.DefaultName, "profile NAME from the registry, or a profile FILE (YAML) to store and use")
+	c.Flags().StringArrayVar(&groups, "group", nil, "device group of every device (repeatable)")
+	c.Flags().BoolVar(&secrets, "secrets", false, "also give every device a telemetry secret (printed once)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per device")
+	return c
+}
+
+// importOne enrolls one device of an import (and gives it a secret).
+func importOne(b *batch, d importLine, profName string, groups []string, withSecret bool) (imported, error) {
+	a, err := b.apply(control.AddDevice{Name: d.Name, Profile: profName, Key: string(ssh.MarshalAuthorizedKey(d.Key)), Groups: groups})
+	if err != nil {
+		return imported{}, err
+	}
+	out := importedFrom(a.Device)
+	if withSecret {
+		secret, hash, err := credential.NewToken()
+		if err != nil {
+			return out, err
+		}
+		if _, err := b.apply(control.SetDeviceSecret{Device: d.Name, Hash: hash}); err != nil {
+			return out, fmt.Errorf("enrolled, but its secret: %w", err)
+		}
+		out.Secret = secret
+	}
+	return out, nil
+}
+
+func importedFrom(d *registry.Device) imported {
+	out := imported{Sockets: map[string]string{}}
+	if d == nil {
+		return out
+	}
+	out.Name, out.Profile, out.Address = d.Name, d.Profile, d.Address.String()
+	if len(d.Keys) > 0 {
+		out.Key = d.Keys[0].Fingerprint
+	}
+	for _, s := range d.Sockets {
+		out.Sockets[s.Alias] = s.Addr.String()
+	}
+	return out
+}
