@@ -16,10 +16,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
-	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/profile"
-	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 )
 
@@ -41,8 +39,7 @@ type SSHServer struct {
 	MQTTTLS              string         // iotsafe: the broker's TLS listener, if configured
 	MQTT                 string         // iotsafe: the broker's plain listener, if configured
 	dataDir              string
-	registry             string // its registry's location (the data folder, or a DSN)
-	pool                 sockets.Config
+	bin                  string // the iotsafe binary, for admin commands on dataDir
 	netns                *Netns
 	prefix               string // of its devices' names (IoTsafeOpts.Prefix)
 }
@@ -130,8 +127,11 @@ type IoTsafeOpts struct {
 	// SSHListen is where the hub listens for devices; "" means a free loopback port.
 	// A bench that restarts a hub on the same address sets it.
 	SSHListen string
-	// Enrolled, if set, runs on the registry once the devices are enrolled (secrets).
-	Enrolled func(ctx context.Context, reg *registry.Registry, devices []string) error
+	// Secrets, if set, gives every device a telemetry secret at enrolment and is handed
+	// each (for clients that log in as devices).
+	Secrets func(device, secret string)
+	// Enroll, if set, enrolls more with the CLI once the devices are (gateways, ...).
+	Enroll func(ctx context.Context, adm Admin) error
 	// Prefix of the device names; "" means dev (dev0, dev1, ...).
 	Prefix string
 	// Pool, if its CIDR is set, is the hub's pool instead of a /16 of its own.
@@ -141,14 +141,6 @@ type IoTsafeOpts struct {
 	// among those sharing it (registry.hub_name, registry.peer_address).
 	Registry             string
 	HubName, PeerAddress string
-}
-
-// registryAt is where a lab hub's registry is: o.Registry, or the data folder.
-func (o IoTsafeOpts) registryAt(dir string) string {
-	if o.Registry != "" {
-		return o.Registry
-	}
-	return dir
 }
 
 // LabHub is an enrolled lab hub's data folder; a bench may start it several times
@@ -181,7 +173,7 @@ func (b *Bench) EnrollIoTsafe(ctx context.Context, name string, o IoTsafeOpts) (
 	if o.Pool.CIDR != "" {
 		pool = o.Pool
 	}
-	frontToken, err := enrollLab(ctx, dir, keys, pool, o)
+	frontToken, err := enrollLab(ctx, Admin{Bin: b.Bin, Data: dir}, keys, pool, o)
 	if err != nil {
 		return nil, err
 	}
@@ -210,22 +202,20 @@ func (b *Bench) StartEnrolled(ctx context.Context, lh *LabHub, o IoTsafeOpts) (*
 		proc.Stop()
 		return nil, err
 	}
-	srv.Name, srv.KeyDir, srv.pool, srv.netns, srv.prefix = lh.Name, lh.Keys, lh.pool, o.Netns, o.Prefix
-	srv.registry = o.registryAt(lh.Dir)
+	srv.Name, srv.KeyDir, srv.netns, srv.prefix, srv.bin = lh.Name, lh.Keys, o.Netns, o.Prefix, b.Bin
 	if srv.Front != nil {
 		srv.Front.Token = lh.frontToken
 	}
 	return srv, nil
 }
 
-// enrollLab writes the lab profile and o.Sessions devices (keys in keys) into the
-// registry in dir, with the grants o asks for; it returns the front-door token if any.
-func enrollLab(ctx context.Context, dir, keys string, pool sockets.Config, o IoTsafeOpts) (frontToken string, err error) {
-	reg, err := registry.Open(ctx, o.registryAt(dir), pool)
-	if err != nil {
+// enrollLab enrolls the lab profile and o.Sessions devices (keys in keys) with the CLI,
+// and the grants o asks for; it returns the front-door token if any.
+func enrollLab(ctx context.Context, adm Admin, keys string, pool sockets.Config, o IoTsafeOpts) (frontToken string, err error) {
+	// The configuration first: the CLI finds the registry and its pool through it.
+	if err := writeLabHubConfig(adm.Data, pool, o); err != nil {
 		return "", err
 	}
-	defer reg.Close()
 	maxChannels := o.MaxChannels
 	if maxChannels == 0 {
 		maxChannels = 4*o.Forwards + 64
@@ -234,41 +224,61 @@ func enrollLab(ctx context.Context, dir, keys string, pool sockets.Config, o IoT
 	for i := range o.Forwards {
 		prof.Reverse[fmt.Sprintf("f%d", i)] = 0
 	}
-	if err := reg.PutProfile(ctx, prof); err != nil {
+	if err := AddProfile(ctx, adm, prof); err != nil {
 		return "", err
 	}
-	existing, _ := reg.Devices(ctx)
+	existing, err := adm.Devices(ctx)
+	if err != nil {
+		return "", err
+	}
+	var list strings.Builder
 	for i := len(existing); i < o.Sessions; i++ {
 		name := DeviceName(o.Prefix, i)
 		pub, err := NewKey(filepath.Join(keys, name), name)
-		if err == nil {
-			_, err = reg.AddDevice(ctx, name, "lab", pub, "lab")
-		}
 		if err != nil {
 			return "", err
 		}
+		fmt.Fprintf(&list, "%s %s", name, ssh.MarshalAuthorizedKey(pub))
 	}
-	if o.Enrolled != nil {
-		names := make([]string, o.Sessions)
-		for i := range names {
-			names[i] = DeviceName(o.Prefix, i)
+	flags := []string{"--profile", "lab", "--group", "lab"}
+	if o.Secrets != nil {
+		flags = append(flags, "--secrets")
+	}
+	enrolled, err := adm.Import(ctx, list.String(), flags...)
+	if err != nil {
+		return "", err
+	}
+	if o.Secrets != nil {
+		for _, e := range enrolled {
+			o.Secrets(e.Name, e.Secret)
 		}
-		if err := o.Enrolled(ctx, reg, names); err != nil {
+	}
+	if o.Enroll != nil {
+		if err := o.Enroll(ctx, adm); err != nil {
 			return "", err
 		}
 	}
 	if o.Frontdoor {
-		if frontToken, err = frontdoorAccount(ctx, reg); err != nil {
+		if frontToken, err = frontdoorAccount(ctx, adm); err != nil {
 			return "", err
 		}
 	}
 	if o.GrantUID != 0 {
-		err := reg.AddGrant(ctx, registry.Grant{Kind: registry.PrincipalUser, Name: fmt.Sprint(o.GrantUID), XID: o.GrantUID, Target: "@lab", Alias: "*"})
-		if err != nil {
+		if _, err := adm.Run(ctx, nil, "grant", "--user", fmt.Sprint(o.GrantUID), "@lab", "*"); err != nil {
 			return "", err
 		}
 	}
 	return frontToken, nil
+}
+
+// AddProfile stores p with 'iotsafe profile add'.
+func AddProfile(ctx context.Context, adm Admin, p *profile.Profile) error {
+	f := filepath.Join(adm.Data, "profile-"+p.Name+".yaml")
+	if err := os.WriteFile(f, p.Marshal(), 0o600); err != nil {
+		return err
+	}
+	_, err := adm.Run(ctx, nil, "profile", "add", f)
+	return err
 }
 
 // writeLabHubConfig writes the hub.yaml of a lab hub: the hub's own config type,
@@ -340,7 +350,7 @@ func awaitLabHub(ctx context.Context, proc *Proc, dir string, withFront bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("lab: host key in the ready file: %w", err)
 	}
-	srv := &SSHServer{Proc: proc, Addr: ready.SSH, HostKey: hostKey, IoTsafe: true, dataDir: dir, registry: dir, REST: ready.REST, MQTTTLS: ready.MQTTTLS, MQTT: ready.MQTT}
+	srv := &SSHServer{Proc: proc, Addr: ready.SSH, HostKey: hostKey, IoTsafe: true, dataDir: dir, REST: ready.REST, MQTTTLS: ready.MQTTTLS, MQTT: ready.MQTT}
 	if ready.Metrics != "" {
 		srv.MetricsURL = "http://" + ready.Metrics + "/metrics"
 	}
@@ -371,37 +381,31 @@ type FrontdoorInfo struct {
 }
 
 // frontdoorAccount adds the lab's account with a token and a grant on every lab device.
-func frontdoorAccount(ctx context.Context, reg *registry.Registry) (string, error) {
-	a, err := reg.AddAccount(ctx, "lab", "")
+func frontdoorAccount(ctx context.Context, adm Admin) (string, error) {
+	if _, err := adm.Run(ctx, nil, "account", "add", "lab", "--no-password"); err != nil {
+		return "", err
+	}
+	tok, err := adm.Run(ctx, nil, "account", "token", "lab", "--label", "bench")
 	if err != nil {
 		return "", err
 	}
-	tok, hash, err := credential.NewToken()
-	if err != nil {
+	if _, err := adm.Run(ctx, nil, "grant", "--account", "lab", "@lab", "*"); err != nil {
 		return "", err
 	}
-	if _, err := reg.AddToken(ctx, "lab", "bench", hash, nil); err != nil {
-		return "", err
-	}
-	return tok, reg.AddGrant(ctx, registry.Grant{Kind: registry.PrincipalAccount, Name: "lab", XID: uint32(a.ID), Target: "@lab", Alias: "*"})
+	return strings.TrimSpace(string(tok)), nil
 }
 
 // SocketsByDevice maps every device of an iotsafe hub's registry to its protected
 // sockets' addresses.
 func (s *SSHServer) SocketsByDevice(ctx context.Context) (map[string][]string, error) {
-	reg, err := registry.Open(ctx, s.registry, s.pool)
-	if err != nil {
-		return nil, err
-	}
-	defer reg.Close()
-	devs, err := reg.Devices(ctx)
+	devs, err := s.admin().Devices(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]string{}
 	for _, d := range devs {
 		for _, so := range d.Sockets {
-			out[d.Name] = append(out[d.Name], so.Addr.String())
+			out[d.Name] = append(out[d.Name], so.Address)
 		}
 	}
 	return out, nil
@@ -409,23 +413,24 @@ func (s *SSHServer) SocketsByDevice(ctx context.Context) (map[string][]string, e
 
 // Sockets lists the protected sockets of the first n devices (iotsafe only).
 func (s *SSHServer) Sockets(ctx context.Context, n int) ([]string, error) {
-	reg, err := registry.Open(ctx, s.registry, s.pool)
+	byName, err := s.SocketsByDevice(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer reg.Close()
 	var out []string
 	for i := range n {
-		d, err := reg.Device(ctx, DeviceName(s.prefix, i))
-		if err != nil {
-			return nil, err
+		name := DeviceName(s.prefix, i)
+		socks, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("lab: device %s is not enrolled", name)
 		}
-		for _, so := range d.Sockets {
-			out = append(out, so.Addr.String())
-		}
+		out = append(out, socks...)
 	}
 	return out, nil
 }
+
+// admin runs the CLI on the hub's data folder.
+func (s *SSHServer) admin() Admin { return Admin{Bin: s.bin, Data: s.dataDir} }
 
 func clientKey(dir string) (ssh.PublicKey, string, error) {
 	keys := filepath.Join(dir, "keys")
@@ -684,20 +689,4 @@ func (b *Bench) StartCaddy(ctx context.Context, certFile, keyFile string) (*Proc
 		return nil, "", err
 	}
 	return p, addr, nil
-}
-
-// GiveSecrets gives each named device a fresh telemetry secret (stored hashed) and hands
-// it to keep: for IoTsafeOpts.Enrolled, when the lab's clients log in as devices.
-func GiveSecrets(ctx context.Context, reg *registry.Registry, names []string, keep func(device, secret string)) error {
-	for _, n := range names {
-		secret, hash, err := credential.NewToken()
-		if err != nil {
-			return err
-		}
-		if err := reg.SetDeviceSecret(ctx, n, hash); err != nil {
-			return err
-		}
-		keep(n, secret)
-	}
-	return nil
 }

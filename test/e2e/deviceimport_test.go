@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -12,20 +10,14 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/sshtest"
 )
 
 // importKey is a fresh device public key in authorized_keys form.
 func importKey(t *testing.T) string {
 	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshtest.Signer(t).PublicKey())))
 }
 
 // An operator enrolls a fleet from a list of names and keys: with no hub running (one
@@ -72,20 +64,16 @@ func TestDeviceImport(t *testing.T) {
 	if err != nil {
 		t.Fatalf("import through the hub: %v", err)
 	}
-	var got []struct {
+	type enrolled struct {
 		Name    string            `json:"name"`
 		Address string            `json:"address"`
 		Sockets map[string]string `json:"sockets"`
 		Secret  string            `json:"secret"`
 	}
+	var got []enrolled
 	sc := bufio.NewScanner(strings.NewReader(string(stdout)))
 	for sc.Scan() {
-		var d struct {
-			Name    string            `json:"name"`
-			Address string            `json:"address"`
-			Sockets map[string]string `json:"sockets"`
-			Secret  string            `json:"secret"`
-		}
+		var d enrolled
 		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
 			t.Fatalf("%v: %s", err, sc.Text())
 		}

@@ -14,12 +14,13 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/iotsafe/iotsafe/internal/childproc"
 	hubpkg "github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/linkemu"
 	"github.com/iotsafe/iotsafe/internal/profile"
-	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 )
 
@@ -337,24 +338,6 @@ func startIoTsafeDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 		return "", "", nil, nil, err
 	}
 	pool := sockets.Config{CIDR: "127.88.0.0/16"}
-	reg, err := registry.Open(ctx, dir, pool)
-	if err != nil {
-		return "", "", nil, nil, err
-	}
-	prof := &profile.Profile{Name: "lab-device", Reverse: map[string]int{}, Direct: map[string]string{"web": "127.0.0.1:8080"}, Compression: compress}
-	keys := filepath.Join(dir, "keys")
-	os.MkdirAll(keys, 0o700)
-	pub, err := lab.NewKey(filepath.Join(keys, "dev0"), "dev0")
-	if err == nil {
-		err = reg.PutProfile(ctx, prof)
-	}
-	if err == nil {
-		_, err = reg.AddDevice(ctx, "dev0", "lab-device", pub)
-	}
-	reg.Close()
-	if err != nil {
-		return "", "", nil, nil, err
-	}
 	cfg, err := hubpkg.ParseConfig(nil)
 	if err != nil {
 		return "", "", nil, nil, err
@@ -362,6 +345,21 @@ func startIoTsafeDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 	cfg.Log.Level, cfg.SSH.Listen, cfg.Pool, cfg.Access.Kernel = "error", "[fd77::2]:2222", pool, "off"
 	cfg.SSH.Crypto.KeyExchanges, cfg.SSH.Crypto.Ciphers = []string{paperKex}, []string{paperCipher}
 	if err := lab.WriteHubConfig(dir, cfg); err != nil {
+		return "", "", nil, nil, err
+	}
+	// Enrolled as an operator would, with the CLI.
+	adm := lab.Admin{Bin: b.Bin, Data: dir}
+	prof := &profile.Profile{Name: "lab-device", Reverse: map[string]int{}, Direct: map[string]string{"web": "127.0.0.1:8080"}, Compression: compress}
+	keys := filepath.Join(dir, "keys")
+	os.MkdirAll(keys, 0o700)
+	pub, err := lab.NewKey(filepath.Join(keys, "dev0"), "dev0")
+	if err == nil {
+		err = lab.AddProfile(ctx, adm, prof)
+	}
+	if err == nil {
+		_, err = adm.Import(ctx, "dev0 "+string(ssh.MarshalAuthorizedKey(pub)), "--profile", "lab-device")
+	}
+	if err != nil {
 		return "", "", nil, nil, err
 	}
 	readyFile := filepath.Join(dir, "ready.json")

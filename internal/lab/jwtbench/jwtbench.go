@@ -16,7 +16,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
-	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
 // Algorithms of the experiment, in report order (none is the paper's reference).
@@ -247,9 +246,7 @@ func (r *runner) enroll(ctx context.Context, maxN int) error {
 	defer f.Close()
 	opts := r.hubOpts("")
 	opts.Sessions = maxN
-	opts.Enrolled = func(ctx context.Context, reg *registry.Registry, names []string) error {
-		return lab.GiveSecrets(ctx, reg, names, func(n, secret string) { fmt.Fprintf(f, "%s %s\n", n, secret) })
-	}
+	opts.Secrets = func(n, secret string) { fmt.Fprintf(f, "%s %s\n", n, secret) }
 	r.data, err = r.b.EnrollIoTsafe(ctx, "hub", opts)
 	if err != nil {
 		return err

@@ -17,7 +17,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/mqttbridge"
-	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
 // BridgeOptions of the bridge experiment.
@@ -125,9 +124,7 @@ func Bridge(ctx context.Context, b *lab.Bench, o BridgeOptions) (BridgeResult, e
 			c.MQTT.Bridge = &mqttbridge.Config{Address: central.Addr, CA: cert, ServerName: "lab", Username: "site1", PasswordFile: pw, ClientID: "site1",
 				Topics: []mqttbridge.Rule{{Pattern: "#", Direction: "out", QoS: &qos, Local: "devices/", Remote: "site1/devices/"}}}
 		},
-		Enrolled: func(ctx context.Context, reg *registry.Registry, names []string) error {
-			return lab.GiveSecrets(ctx, reg, names, func(n, secret string) { secrets[n] = secret })
-		}}
+		Secrets: func(n, secret string) { secrets[n] = secret }}
 	p.Step("starting the site hub with its bridge")
 	hub, err := b.StartIoTsafe(ctx, "site", opts)
 	if err != nil {

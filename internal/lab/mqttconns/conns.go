@@ -10,7 +10,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/lab/mqttload"
-	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
 // The brokers the fleet runs against.
@@ -128,9 +127,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	secrets := map[string]string{}
 	p.Step(fmt.Sprintf("enrolling %d devices with secrets", o.Clients))
 	hubData, err := b.EnrollIoTsafe(ctx, "mqtt-fleet-hub", lab.IoTsafeOpts{Sessions: o.Clients,
-		Enrolled: func(ctx context.Context, reg *registry.Registry, names []string) error {
-			return lab.GiveSecrets(ctx, reg, names, func(n, s string) { secrets[n] = s })
-		}})
+		Secrets: func(n, s string) { secrets[n] = s }})
 	if err != nil {
 		return res, err
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/lab/mqttload"
 	"github.com/iotsafe/iotsafe/internal/linkemu"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
-	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/tlspolicy"
 )
 
@@ -72,10 +71,8 @@ func newPeers(ctx context.Context, b *lab.Bench, o Options) (*peers, error) {
 	// One registry for every start of the hub: devices dev0..devN-1 with secrets, and
 	// the lab profile's alias to the plain listener for the SSH path.
 	e.hub, err = b.EnrollIoTsafe(ctx, "mqtt-hub", lab.IoTsafeOpts{Sessions: o.Clients,
-		Direct: map[string]string{"broker": "127.0.0.1:" + strconv.Itoa(e.plain)},
-		Enrolled: func(ctx context.Context, reg *registry.Registry, names []string) error {
-			return lab.GiveSecrets(ctx, reg, names, func(n, s string) { e.secrets[n] = s })
-		}})
+		Direct:  map[string]string{"broker": "127.0.0.1:" + strconv.Itoa(e.plain)},
+		Secrets: func(n, s string) { e.secrets[n] = s }})
 	if err != nil {
 		return nil, err
 	}

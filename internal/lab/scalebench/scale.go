@@ -15,7 +15,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/profile"
-	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 )
 
@@ -169,22 +168,22 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	centreAddr := fmt.Sprintf("%s:%d", centreIP, centrePort)
 	co := lab.IoTsafeOpts{Sessions: o.Direct, Forwards: 1, Prefix: "direct", Netns: cns, SSHListen: centreAddr,
 		Pool: sockets.Config{CIDR: centrePool, SharedListeners: true},
-		Enrolled: func(ctx context.Context, reg *registry.Registry, _ []string) error {
+		Enroll: func(ctx context.Context, adm lab.Admin) error {
 			gp := &profile.Profile{Name: "lab-gw", Gateway: &profile.GatewayPolicy{MaxDevices: o.Devices, DeviceProfile: "lab"}}
-			if err := reg.PutProfile(ctx, gp); err != nil {
+			if err := lab.AddProfile(ctx, adm, gp); err != nil {
 				return err
 			}
+			var list strings.Builder
 			for g := range o.Gateways {
 				name := fmt.Sprintf("gw%d", g)
 				pub, err := lab.NewKey(filepath.Join(gwKeys, name), name)
 				if err != nil {
 					return err
 				}
-				if _, err := reg.AddDevice(ctx, name, "lab-gw", pub); err != nil {
-					return err
-				}
+				fmt.Fprintf(&list, "%s %s", name, ssh.MarshalAuthorizedKey(pub))
 			}
-			return nil
+			_, err := adm.Import(ctx, list.String(), "--profile", "lab-gw")
+			return err
 		}}
 	clh, err := b.EnrollIoTsafe(ctx, "centre", co)
 	if err != nil {
