@@ -78,7 +78,7 @@ type Hub struct {
 	// control is the one path of every change: the registry, then sshd, the telemetry
 	// paths and the policy (changes.go).
 	control     *control.Control
-	changesFrom int64            // the audit event the change feed follows from (read before sshd starts)
+	changesFrom int64            // the audit event the change feed follows from (read before the first policy)
 	relayMisses missCache        // addresses no live peer serves, for a second (peers.go)
 	recorded    bool             // hub_started was recorded: Close records hub_stopped
 	store       *telemetry.Store // nil without a telemetry path
