@@ -459,12 +459,14 @@ func (a *Agent) negotiateMux(conn ssh.Conn) *zmux.Session {
 			continue
 		}
 		go ssh.DiscardRequests(reqs)
-		o := zmux.Options{Device: true, Compress: mode == sshext.MuxDeflate, Version2: v2}
+		// Streams are served on the channel's reader and its end handled there: no
+		// goroutine waits on the session.
+		o := zmux.Options{Device: true, Compress: mode == sshext.MuxDeflate, Version2: v2,
+			Handle: a.serveStream, Ended: func(m *zmux.Session) { a.muxEnded(m, conn) }}
 		if a.cfg.Coalesce {
 			o.FlushDelay = sshext.CoalesceDelay
 		}
 		m := zmux.New(ch, o)
-		go a.serveMux(m, conn)
 		if mode == sshext.MuxDeflate {
 			a.log.Info("compression on", "level", zmux.Level, "framing", o.FramingVersion())
 		} else {
@@ -475,30 +477,29 @@ func (a *Agent) negotiateMux(conn ssh.Conn) *zmux.Session {
 	return nil
 }
 
-// serveMux connects each stream the hub opens in the multiplexed channel to the exposed
-// service. If the channel breaks, the session is dropped and comes back negotiated
-// afresh rather than limping on with half its connections gone.
-func (a *Agent) serveMux(m *zmux.Session, conn ssh.Conn) {
-	for {
-		st, err := m.Accept()
-		if err != nil {
-			break
-		}
-		t := st.Target()
-		e, ok := a.exposed[t.Host]
-		if t.Kind != zmux.Forwarded || !ok {
-			st.Reset("alias not exposed by this agent")
-			continue
-		}
-		go func() {
-			c, err := a.dialExposed(e)
-			if err != nil {
-				st.Reset("device service unreachable: " + err.Error())
-				return
-			}
-			tunnel.Pipe(st, c, nil)
-		}()
+// serveStream connects a stream the hub opens in the multiplexed channel to the exposed
+// service (the dial on a goroutine of its own: it runs on the channel's reader).
+func (a *Agent) serveStream(st *zmux.Stream) {
+	t := st.Target()
+	e, ok := a.exposed[t.Host]
+	if t.Kind != zmux.Forwarded || !ok {
+		st.Reset("alias not exposed by this agent")
+		return
 	}
+	go func() {
+		c, err := a.dialExposed(e)
+		if err != nil {
+			st.Reset("device service unreachable: " + err.Error())
+			return
+		}
+		tunnel.Pipe(st, c, nil)
+	}()
+}
+
+// muxEnded runs when the multiplexed channel has ended. If it broke, the session is
+// dropped and comes back negotiated afresh rather than limping on with half its
+// connections gone.
+func (a *Agent) muxEnded(m *zmux.Session, conn ssh.Conn) {
 	switch err := m.Err(); {
 	case err == zmux.ErrClosed: // the session is ending anyway
 	case errors.Is(err, zmux.ErrProtocol):

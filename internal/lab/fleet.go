@@ -122,41 +122,44 @@ func (c FleetConfig) session(i int) (ssh.Conn, []string, error) {
 		tc.Close()
 		return nil, nil, err
 	}
-	go func() {
-		for r := range reqs {
-			if r.WantReply {
-				r.Reply(false, nil)
-			}
-		}
-	}()
-	go func() {
-		for nc := range chans {
-			go func() {
-				t, err := localDial(c.Target)
-				if err != nil {
-					nc.Reject(ssh.ConnectionFailed, err.Error())
-					return
-				}
-				ch, creqs, err := nc.Accept()
-				if err != nil {
-					t.Close()
-					return
-				}
-				go ssh.DiscardRequests(creqs)
-				tunnel.Pipe(ch, t, nil)
-			}()
-		}
-	}()
+	var mreqs <-chan *ssh.Request
 	if c.Multiplex {
 		// The agent's default: version 2 of the framing (the lab's hub is this binary).
-		ch, mreqs, err := conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: sshext.MuxPlain + sshext.MuxV2}))
-		if err != nil {
+		var ch ssh.Channel
+		var err error
+		if ch, mreqs, err = conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: sshext.MuxPlain + sshext.MuxV2})); err != nil {
 			conn.Close()
 			return nil, nil, fmt.Errorf("multiplexed channel: %w", err)
 		}
-		go ssh.DiscardRequests(mreqs)
-		go c.serveMux(zmux.New(ch, zmux.Options{Device: true, Version2: true}))
+		zmux.New(ch, zmux.Options{Device: true, Version2: true, Handle: c.serveStream})
 	}
+	// One goroutine answers the hub's keepalives, the multiplexed channel's requests and
+	// channel opens: a fleet holds up to a gateway's worth of sessions per process, and
+	// goroutines are most of a simulated device's memory.
+	go func() {
+		for reqs != nil || chans != nil {
+			select {
+			case r, ok := <-reqs:
+				if !ok {
+					reqs = nil
+				} else if r.WantReply {
+					r.Reply(false, nil)
+				}
+			case r, ok := <-mreqs:
+				if !ok {
+					mreqs = nil
+				} else if r.WantReply {
+					r.Reply(false, nil)
+				}
+			case nc, ok := <-chans:
+				if !ok {
+					chans = nil
+					continue
+				}
+				go c.serveChannel(nc)
+			}
+		}
+	}()
 	var addrs []string
 	for p := range c.Forwards {
 		host := "127.0.0.1"
@@ -215,20 +218,31 @@ func localDial(addr string) (net.Conn, error) {
 	return d.Dial("tcp", addr)
 }
 
-// serveMux connects each stream the hub opens to the target.
-func (c FleetConfig) serveMux(m *zmux.Session) {
-	for {
-		st, err := m.Accept()
+// serveChannel connects a channel the server opens (a forwarded connection) to the
+// target.
+func (c FleetConfig) serveChannel(nc ssh.NewChannel) {
+	t, err := localDial(c.Target)
+	if err != nil {
+		nc.Reject(ssh.ConnectionFailed, err.Error())
+		return
+	}
+	ch, creqs, err := nc.Accept()
+	if err != nil {
+		t.Close()
+		return
+	}
+	go ssh.DiscardRequests(creqs)
+	tunnel.Pipe(ch, t, nil)
+}
+
+// serveStream connects a stream the hub opens to the target.
+func (c FleetConfig) serveStream(st *zmux.Stream) {
+	go func() {
+		t, err := localDial(c.Target)
 		if err != nil {
+			st.Reset(err.Error())
 			return
 		}
-		go func() {
-			t, err := localDial(c.Target)
-			if err != nil {
-				st.Reset(err.Error())
-				return
-			}
-			tunnel.Pipe(st, t, nil)
-		}()
-	}
+		tunnel.Pipe(st, t, nil)
+	}()
 }

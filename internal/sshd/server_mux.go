@@ -36,8 +36,8 @@ func (ss *session) openMux(nc ssh.NewChannel) {
 	if err != nil {
 		return
 	}
-	go ssh.DiscardRequests(reqs)
-	o := zmux.Options{Compress: compress, Version2: v2}
+	ss.muxRequests = reqs // refused by the session's loop: no goroutine of its own
+	o := zmux.Options{Compress: compress, Version2: v2, Handle: ss.openMuxStream, Ended: ss.muxEnded}
 	if req.Coalesce {
 		o.FlushDelay = sshext.CoalesceDelay
 	}
@@ -46,22 +46,14 @@ func (ss *session) openMux(nc ssh.NewChannel) {
 		m.Close() // defensive: opens are served one at a time, so only a bug gets here
 		return
 	}
-	go ss.serveMux(m)
 	ss.algos.Multiplexed = req.Mode
 	ss.record()
 	ss.log.Info("multiplexed channel open", "mode", mode, "framing", o.FramingVersion(), "coalesce", req.Coalesce)
 }
 
-// serveMux serves the streams the device opens in its multiplexed channel: direct
-// forwards, decided exactly as direct-tcpip channels are.
-func (ss *session) serveMux(m *zmux.Session) {
-	for {
-		st, err := m.Accept()
-		if err != nil {
-			break
-		}
-		ss.openMuxStream(st)
-	}
+// muxEnded runs when the multiplexed channel has ended: it logs why, and a device that
+// broke the framing loses its session.
+func (ss *session) muxEnded(m *zmux.Session) {
 	ss.mux.CompareAndSwap(m, nil)
 	stats := m.Stats()
 	ss.log.Info("multiplexed channel closed", "why", m.Err(), "raw_out", stats.RawOut, "wire_out", stats.WireOut, "raw_in", stats.RawIn, "wire_in", stats.WireIn)
@@ -71,6 +63,9 @@ func (ss *session) serveMux(m *zmux.Session) {
 	}
 }
 
+// openMuxStream serves a stream the device opens in its multiplexed channel: a direct
+// forward, decided exactly as direct-tcpip channels are. It runs on the channel's reader
+// and does not block: the dial runs on its own goroutine.
 func (ss *session) openMuxStream(st *zmux.Stream) {
 	t := st.Target()
 	if t.Kind != zmux.Direct {

@@ -31,7 +31,10 @@ type session struct {
 	channels atomic.Int32                 // open channels, both directions
 	rejected atomic.Int32                 // refused channel opens (bounded: CVE-2026-39827)
 	mux      atomic.Pointer[zmux.Session] // the device's multiplexed channel, if it opened one
-	algos    registry.Algorithms          // as recorded; touched only by run's goroutine
+	// muxRequests are the multiplexed channel's requests (the protocol has none), set
+	// by openMux for run's loop, which refuses them; only run's goroutine touches it.
+	muxRequests <-chan *ssh.Request
+	algos       registry.Algorithms // as recorded; touched only by run's goroutine
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -251,8 +254,10 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	s.metrics.SessionOpened(ss.device.Name)
 
 	ss.keepalive()
-	// One goroutine serves both the session's channel opens and its global requests
-	// (neither handler blocks on this connection), which saves a goroutine per device.
+	// One goroutine serves the session's channel opens, its global requests and the
+	// multiplexed channel's requests (no handler blocks on this connection), which saves
+	// goroutines per device: they are most of an idle session's memory.
+	var muxReqs <-chan *ssh.Request
 	for chans != nil || reqs != nil {
 		select {
 		case nc, ok := <-chans:
@@ -265,6 +270,15 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 				continue
 			}
 			ss.handleChannel(nc)
+			if ss.muxRequests != nil {
+				muxReqs, ss.muxRequests = ss.muxRequests, nil
+			}
+		case req, ok := <-muxReqs:
+			if !ok {
+				muxReqs = nil
+			} else if req.WantReply {
+				req.Reply(false, nil)
+			}
 		case req, ok := <-reqs:
 			if !ok {
 				reqs = nil

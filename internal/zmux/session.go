@@ -72,6 +72,14 @@ type Options struct {
 	// Window is this side's receive window per stream in version 2; 0 means
 	// DefaultWindow2. It is clamped to Window..MaxWindow.
 	Window int
+	// Handle, if set, is given each stream the peer opens, on the session's reader, in
+	// place of Accept: it must not block (it starts a goroutine for anything slow). A
+	// hub holds one session per device, and an Accept loop is a goroutine each.
+	Handle func(*Stream)
+	// Ended, if set, is called with the session once it has ended and its reader has
+	// stopped (Err says why), on the reader's goroutine: for clean-up without a
+	// goroutine waiting on Done.
+	Ended func(*Session)
 }
 
 // FramingVersion is the version of the framing these options speak (for logs).
@@ -103,10 +111,16 @@ type Session struct {
 	peerWindow uint64
 	settled    bool   // the peer's settings frame arrived
 	out        []byte // encoded frames waiting for the writer
-	outReady   *sync.Cond
 	outSpace   *sync.Cond
+	// writing is set while a writer goroutine runs: one starts when frames are queued
+	// and ends when the queue is empty, so an idle session holds no goroutine for it.
+	writing bool
+	send    func([]byte) error // the writer's output (deflate state included)
+	spare   []byte             // the writer's second buffer, swapped with out
 
-	accept chan *Stream
+	accept chan *Stream // streams for Accept (nil with Options.Handle)
+	handle func(*Stream)
+	ended  func(*Session)
 
 	rawOut, wireOut, rawIn, wireIn atomic.Int64
 }
@@ -116,8 +130,11 @@ func New(rw io.ReadWriteCloser, o Options) *Session {
 	s := &Session{
 		rw: rw, odd: o.Device, compress: o.Compress, delay: o.FlushDelay, done: make(chan struct{}),
 		streams: map[uint64]*Stream{},
-		accept:  make(chan *Stream, acceptBacklog),
 		v2:      o.Version2, recvWindow: Window, peerWindow: Window,
+		handle: o.Handle, ended: o.Ended,
+	}
+	if o.Handle == nil {
+		s.accept = make(chan *Stream, acceptBacklog)
 	}
 	if o.Version2 {
 		w := o.Window
@@ -132,9 +149,12 @@ func New(rw io.ReadWriteCloser, o Options) *Session {
 	if o.Device {
 		s.nextID = 1
 	}
-	s.outReady = sync.NewCond(&s.mu)
 	s.outSpace = sync.NewCond(&s.mu)
-	go s.writeLoop()
+	s.send = s.sender()
+	if len(s.out) > 0 {
+		s.writing = true
+		go s.writeLoop()
+	}
 	go s.readLoop()
 	return s
 }
@@ -156,8 +176,12 @@ func (s *Session) Open(t Target) (*Stream, error) {
 
 // Accept returns the next stream the peer opened. The caller must serve it (read,
 // write, close) or refuse it with Reset, and call Accept again promptly: while
-// acceptBacklog opened streams wait, the session reads nothing more.
+// acceptBacklog opened streams wait, the session reads nothing more. With
+// Options.Handle, streams go there and Accept fails at once.
 func (s *Session) Accept() (*Stream, error) {
+	if s.accept == nil {
+		return nil, errors.New("zmux: streams go to Options.Handle")
+	}
 	select {
 	case st := <-s.accept:
 		return st, nil
@@ -212,8 +236,10 @@ func (s *Session) shutdown(err error, hard bool) {
 	for _, st := range s.streams {
 		st.cond.Broadcast()
 	}
-	s.outReady.Broadcast()
 	s.outSpace.Broadcast()
+	if !hard {
+		s.kick() // the writer sends what is queued, then closes the channel
+	}
 	s.mu.Unlock()
 	if hard {
 		s.rw.Close()
@@ -223,32 +249,45 @@ func (s *Session) shutdown(err error, hard bool) {
 // queue takes s.out with a frame appended and wakes the writer. s.mu is held.
 func (s *Session) queue(out []byte) {
 	s.out = out
-	s.outReady.Signal()
+	s.kick()
 }
 
-// writeLoop compresses and sends queued frames. Everything queued while the previous
-// batch was being written goes out in one flush: one SSH packet where the channel's
-// window allows.
-func (s *Session) writeLoop() {
-	cw := &countWriter{w: s.rw, n: &s.wireOut}
-	send := func(batch []byte) error { _, err := cw.Write(batch); return err }
-	if s.compress {
-		// The flate writer emits many small writes per flush; the buffer turns a flush
-		// into one channel write.
-		bw := bufio.NewWriterSize(cw, 32<<10)
-		zw, _ := flate.NewWriter(bw, Level)
-		send = func(batch []byte) error {
-			_, err := zw.Write(batch)
-			if err == nil {
-				err = zw.Flush()
-			}
-			if err == nil {
-				err = bw.Flush()
-			}
-			return err
-		}
+// kick starts the writer unless it runs. s.mu is held.
+func (s *Session) kick() {
+	if !s.writing {
+		s.writing = true
+		go s.writeLoop()
 	}
-	var spare []byte
+}
+
+// sender is the writer's output: the channel, through one deflate context kept for the
+// session's life when it compresses.
+func (s *Session) sender() func([]byte) error {
+	cw := &countWriter{w: s.rw, n: &s.wireOut}
+	if !s.compress {
+		return func(batch []byte) error { _, err := cw.Write(batch); return err }
+	}
+	// The flate writer emits many small writes per flush; the buffer turns a flush into
+	// one channel write.
+	bw := bufio.NewWriterSize(cw, 32<<10)
+	zw, _ := flate.NewWriter(bw, Level)
+	return func(batch []byte) error {
+		_, err := zw.Write(batch)
+		if err == nil {
+			err = zw.Flush()
+		}
+		if err == nil {
+			err = bw.Flush()
+		}
+		return err
+	}
+}
+
+// writeLoop compresses and sends queued frames until none are left, then ends (the
+// next frame queued starts it again). Everything queued while the previous batch was
+// being written goes out in one flush: one SSH packet where the channel's window
+// allows. Once the session has ended it sends what is left and closes the channel.
+func (s *Session) writeLoop() {
 	for {
 		s.mu.Lock()
 		if len(s.out) == 0 && s.err == nil {
@@ -260,13 +299,13 @@ func (s *Session) writeLoop() {
 				putWriteBuf(s.out)
 				s.out = nil
 			}
-			if cap(spare) > idleBuffer {
-				putWriteBuf(spare)
-				spare = nil
+			if cap(s.spare) > idleBuffer {
+				putWriteBuf(s.spare)
+				s.spare = nil
 			}
-			for len(s.out) == 0 && s.err == nil {
-				s.outReady.Wait()
-			}
+			s.writing = false
+			s.mu.Unlock()
+			return
 		}
 		if s.err == nil && len(s.out) < smallBatch {
 			// Frames about to be queued (a request after its open, a body after its
@@ -281,18 +320,20 @@ func (s *Session) writeLoop() {
 			s.mu.Lock()
 		}
 		batch := s.out
-		s.out = spare[:0]
+		s.out = s.spare[:0]
 		s.outSpace.Broadcast()
 		ended := s.err != nil
 		s.mu.Unlock()
 		if len(batch) > 0 {
 			s.rawOut.Add(int64(len(batch)))
-			if err := send(batch); err != nil {
+			if err := s.send(batch); err != nil {
 				s.shutdown(fmt.Errorf("zmux: write: %w", err), true)
 				return
 			}
 		}
-		spare = batch
+		// Only the running writer touches spare; the next one starts after this one
+		// cleared writing under s.mu.
+		s.spare = batch
 		if ended {
 			s.mu.Lock()
 			rest := len(s.out)
@@ -326,6 +367,9 @@ var dataBufs = sync.Pool{New: func() any { b := make([]byte, MaxData); return &b
 // readLoop decompresses the peer's frames and hands them to their streams. It never
 // blocks on a stream: each stream's buffer is bounded by its window.
 func (s *Session) readLoop() {
+	if s.ended != nil {
+		defer s.ended(s)
+	}
 	cr := &countReader{r: s.rw, n: &s.wireIn}
 	// The channel is read by a burstReader (small buffer when quiet, large while data
 	// streams); without compression frames are decoded from it directly.
@@ -379,9 +423,10 @@ func (s *Session) known(id uint64) bool {
 	return id <= s.lastPeer
 }
 
-// open registers a stream the peer opened and hands it to Accept. When acceptBacklog
-// streams already wait, it stops the reader until Accept takes one, as x/crypto/ssh does
-// for channel opens: a burst of opens is served late rather than refused.
+// open registers a stream the peer opened and hands it to Options.Handle or to Accept.
+// When acceptBacklog streams already wait, it stops the reader until Accept takes one,
+// as x/crypto/ssh does for channel opens: a burst of opens is served late rather than
+// refused.
 func (s *Session) open(f frame) error {
 	s.mu.Lock()
 	if (f.id%2 == 1) == s.odd || f.id <= s.lastPeer {
@@ -392,6 +437,10 @@ func (s *Session) open(f frame) error {
 	st := newStream(s, f.id, f.target)
 	s.streams[f.id] = st
 	s.mu.Unlock()
+	if s.handle != nil {
+		s.handle(st)
+		return nil
+	}
 	select {
 	case s.accept <- st:
 	case <-s.done:
