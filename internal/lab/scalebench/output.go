@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
@@ -84,6 +85,7 @@ type RecoverySummary struct {
 	ServedS    float64 `json:"served_s"` // -1: not every device served again
 	BackS      float64 `json:"back_s"`   // -1: not every device answered
 	Answered   int     `json:"answered"`
+	AtFirstAsk int     `json:"answered_at_first_ask"`
 	Moved      int     `json:"moved"`
 	FirstError string  `json:"first_error,omitempty"`
 }
@@ -135,7 +137,7 @@ func Summarize(r *Results) Summary {
 	t.BackS = -1
 	for _, rc := range r.Recoveries {
 		rs := RecoverySummary{What: rc.What, Devices: rc.Devices, StopMS: float64(rc.Stop.Microseconds()) / 1000, HubStartMS: float64(rc.HubStart.Microseconds()) / 1000,
-			ServedS: -1, BackS: -1, Answered: rc.Answered, Moved: rc.Moved, FirstError: rc.FirstErr}
+			ServedS: -1, BackS: -1, Answered: rc.Answered, AtFirstAsk: rc.AtFirstAsk, Moved: rc.Moved, FirstError: rc.FirstErr}
 		if rc.Back >= 0 {
 			rs.BackS = rc.Back.Seconds()
 		}
@@ -144,14 +146,17 @@ func Summarize(r *Results) Summary {
 		}
 		s.Recoveries = append(s.Recoveries, rs)
 		if rc.What == "centre" {
-			// Served again within the target, on the same addresses, and every device then
-			// answered (the sweep's own time is reported, not held against the target).
+			// Served again within the target, on the same addresses, and every device
+			// answered the first request it got after that (the sweep's own length is
+			// reported, not held against the target: it is the load generator's rate).
 			t.BackS, t.AnsweredS = rs.ServedS, rs.BackS
-			t.BackMet = rc.Served >= 0 && rc.Served <= TargetBack && rc.Back >= 0 && rc.Moved == 0
+			t.BackMet = rc.Served >= 0 && rc.Served <= TargetBack && rc.AtFirstAsk == rc.Devices && rc.Moved == 0
 		}
 	}
 	t.Devices = r.Behind
-	t.DevicesMet = r.Behind >= TargetDevices && r.First.Answered == r.First.Devices
+	// Established and each answering a request: at the first attempt or, for a request
+	// lost under the sweep's load, the second (both counts are in the summary).
+	t.DevicesMet = r.Behind >= TargetDevices && r.First.Answered+r.First.Retried == r.First.Devices
 	t.KiBPerDevice = c.KiBBehind
 	t.MemoryMet = r.Behind > 0 && c.KiBBehind <= TargetKiBPerDevice
 	t.DescriptorLimit = DescriptorLimit
@@ -180,6 +185,10 @@ func Print(w io.Writer, s Summary) {
 	fmt.Fprintf(w, "\n%d gateways x %d devices behind them, %d devices direct, one central hub\n", o.Gateways, o.DevicesPerGateway, o.Direct)
 	fmt.Fprintf(w, "  established at the centre: %d behind gateways, %d direct; first sweep: %d of %d answered in %.1f s\n",
 		s.Established.Behind, s.Established.Direct, s.FirstSweep.Answered, s.FirstSweep.Devices, s.FirstSweep.Seconds)
+	if f := s.FirstSweep; f.Answered < f.Devices {
+		fmt.Fprintf(w, "    %d failed (%s), %d of them answered a second request; failed: %s\n",
+			f.Devices-f.Answered, f.FirstErr, f.Retried, strings.Join(f.Failed, ", "))
+	}
 	fmt.Fprintf(w, "  centre memory (PSS) per device: %.2f KiB behind a gateway, %.1f KiB direct; descriptors per device %.3f behind, %.2f direct; %d descriptors in all\n",
 		c.KiBBehind, c.KiBDirect, c.FDsBehind, c.FDsDirect, c.Full.FDs)
 	for _, p := range s.Paths {
@@ -190,7 +199,8 @@ func Print(w io.Writer, s Summary) {
 			s.Paths[0].RPS/s.Paths[1].RPS, ratio(s.Paths[0].CentreCPUPerRequestUS, s.Paths[1].CentreCPUPerRequestUS))
 	}
 	for _, r := range s.Recoveries {
-		back := fmt.Sprintf("every device served again %.1f s after the hub listened, and had answered a request by %.1f s", r.ServedS, r.BackS)
+		back := fmt.Sprintf("every device served again %.1f s after the hub listened; asked from then on, %d of %d answered at the first ask, the last by %.1f s (the sweep's length)",
+			r.ServedS, r.AtFirstAsk, r.Devices, r.BackS)
 		switch {
 		case r.BackS < 0:
 			back = fmt.Sprintf("only %d of %d answered (%s)", r.Answered, r.Devices, r.FirstError)
@@ -223,8 +233,8 @@ var reportTmpl = lab.NewReport(`{{template "head" .}}
 <p>Per device at the centre: {{f "%.2f" .S.Centre.KiBBehind}} KiB and {{f "%.3f" .S.Centre.FDsBehind}} descriptors behind a gateway; {{f "%.1f" .S.Centre.KiBDirect}} KiB and {{f "%.2f" .S.Centre.FDsDirect}} descriptors direct.</p>
 <table><tr><th>path</th><th>devices</th><th>req/s</th><th>errors</th><th>centre CPU µs/request</th><th>gateways' CPU µs/request</th></tr>
 {{range .S.Paths}}<tr><td>{{.Name}}</td><td>{{.Devices}}</td><td>{{f "%.0f" .RPS}}</td><td>{{.Errors}}</td><td>{{f "%.0f" .CentreCPUPerRequestUS}}</td><td>{{f "%.0f" .GatewayCPUPerReqUS}}</td></tr>{{end}}</table>
-<table><tr><th>restart</th><th>devices</th><th>stop ms</th><th>start ms</th><th>every device served again after s</th><th>every device answered after s</th><th>moved</th></tr>
-{{range .S.Recoveries}}<tr><td>{{.What}}</td><td>{{.Devices}}</td><td>{{f "%.0f" .StopMS}}</td><td>{{f "%.0f" .HubStartMS}}</td><td>{{if lt .ServedS 0.0}}not all{{else}}{{f "%.1f" .ServedS}}{{end}}</td><td>{{if lt .BackS 0.0}}not all ({{.Answered}}){{else}}{{f "%.1f" .BackS}}{{end}}</td><td>{{.Moved}}</td></tr>{{end}}</table>
+<table><tr><th>restart</th><th>devices</th><th>stop ms</th><th>start ms</th><th>every device served again after s</th><th>answered at the first ask</th><th>every device answered after s</th><th>moved</th></tr>
+{{range .S.Recoveries}}<tr><td>{{.What}}</td><td>{{.Devices}}</td><td>{{f "%.0f" .StopMS}}</td><td>{{f "%.0f" .HubStartMS}}</td><td>{{if lt .ServedS 0.0}}not all{{else}}{{f "%.1f" .ServedS}}{{end}}</td><td>{{.AtFirstAsk}}</td><td>{{if lt .BackS 0.0}}not all ({{.Answered}}){{else}}{{f "%.1f" .BackS}}{{end}}</td><td>{{.Moved}}</td></tr>{{end}}</table>
 <p>Targets: {{.S.Targets.Devices}} devices at one centre (≥ 100,000) — <b>{{if .S.Targets.DevicesMet}}met{{else}}not met{{end}}</b>; {{f "%.2f" .S.Targets.KiBPerDevice}} KiB per device behind a gateway (≤ 4) — <b>{{if .S.Targets.MemoryMet}}met{{else}}not met{{end}}</b>; every device back within 30 s of a centre restart on the same address — <b>{{if .S.Targets.BackMet}}met{{else}}not met{{end}}</b>; descriptors under {{.S.Targets.DescriptorLimit}} — <b>{{if .S.Targets.DescriptorsMet}}met{{else}}not met{{end}}</b>.</p>
 <p class="note">The lab's simulated devices do not reconnect by themselves: after a gateway restart its fleet is started again as soon as the gateway listens (real agents retry within seconds; see bench outage), and the direct devices are stopped before the centre restarts (the recovery counts the devices behind gateways, which their gateways bring back). Raw data: paths.csv, summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
