@@ -201,6 +201,9 @@ func Print(w io.Writer, s Summary) {
 	for _, r := range s.Recoveries {
 		back := fmt.Sprintf("every device served again %.1f s after the hub listened; asked from then on, %d of %d answered at the first ask, the last by %.1f s (the sweep's length)",
 			r.ServedS, r.AtFirstAsk, r.Devices, r.BackS)
+		if r.AtFirstAsk < r.Devices && r.FirstError != "" {
+			back += " (first failure: " + r.FirstError + ")"
+		}
 		switch {
 		case r.BackS < 0:
 			back = fmt.Sprintf("only %d of %d answered (%s)", r.Answered, r.Devices, r.FirstError)

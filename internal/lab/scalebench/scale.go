@@ -443,14 +443,19 @@ func startFleets(ctx context.Context, b *lab.Bench, gws []*gateway, appAddr stri
 }
 
 // answer asks every device once, then the ones that failed until they answer or the
-// timeout; Back is from since to the last answer.
+// timeout; Back is from since to the last answer. FirstErr is why a first ask failed,
+// or why a device never answered.
 func (rec *Recovery) answer(ctx context.Context, t lab.Target, addrs []string, conc int, timeout time.Duration, since time.Time) {
 	ok, pending, firstErr := lab.Sweep(ctx, t, addrs, conc)
 	rec.AtFirstAsk, rec.Answered, rec.Back, rec.FirstErr = ok, ok, time.Since(since), firstErr
 	if len(pending) > 0 {
 		var more int
-		rec.Back, more, rec.FirstErr = lab.UntilAll(ctx, t, pending, conc, timeout, since)
+		var lastErr string
+		rec.Back, more, lastErr = lab.UntilAll(ctx, t, pending, conc, timeout, since)
 		rec.Answered += more
+		if lastErr != "" {
+			rec.FirstErr = lastErr // why some never answered
+		}
 	}
 }
 
