@@ -292,9 +292,13 @@ func (f *forward) open(originAddr string, originPort uint32, from string) (st tu
 // pipe carries one forwarded connection until both ends are done, counting it.
 func (ss *session) pipe(kind string, st tunnel.Stream, c io.ReadWriteCloser, done func()) {
 	ss.srv.metrics.ChannelOpened(kind)
-	down, up := tunnel.Pipe(st, c, done)
-	ss.srv.metrics.Bytes(up, down)
+	r := tunnel.Pipe(st, c, done)
+	ss.srv.metrics.Bytes(r.FromChannel, r.ToChannel)
 	ss.srv.metrics.ChannelClosed(kind)
+	if r.Aborted != nil {
+		// Per connection, so debug: a device whose service is down would fill the log.
+		ss.log.Debug("forwarded connection aborted", "kind", kind, "err", r.Aborted)
+	}
 }
 
 // Why a forwarded connection could not get a channel: the device's own limit (its

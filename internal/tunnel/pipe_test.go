@@ -1,11 +1,14 @@
 package tunnel
 
 import (
+	"errors"
 	"io"
 	"net"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/zmux"
 )
 
 // pipeChannel wraps a loopback TCP connection as an ssh.Channel; x/crypto offers no
@@ -34,12 +37,9 @@ func TestPipeHalfClose(t *testing.T) {
 	// Two real TCP pairs: device side (channel) and platform side (conn).
 	devEnd, chanEnd := pair()
 	connEnd, platEnd := pair()
-	done := make(chan [2]int64, 1)
+	done := make(chan Result, 1)
 	released := make(chan struct{})
-	go func() {
-		a, b := Pipe(pipeChannel{chanEnd}, connEnd, func() { close(released) })
-		done <- [2]int64{a, b}
-	}()
+	go func() { done <- Pipe(pipeChannel{chanEnd}, connEnd, func() { close(released) }) }()
 	platEnd.Write([]byte("request"))
 	platEnd.(*net.TCPConn).CloseWrite()
 	got, _ := io.ReadAll(io.LimitReader(devEnd, 7))
@@ -52,10 +52,10 @@ func TestPipeHalfClose(t *testing.T) {
 	if string(resp) != "a longer response" {
 		t.Fatalf("platform got %q", resp)
 	}
-	n := <-done
+	r := <-done
 	<-released
-	if n[0] != 7 || n[1] != 17 {
-		t.Fatalf("counts %v", n)
+	if r.ToChannel != 7 || r.FromChannel != 17 || r.Aborted != nil {
+		t.Fatalf("result %+v, want 7 bytes to the device, 17 back and a clean end", r)
 	}
 }
 
@@ -64,7 +64,8 @@ func TestPipeHalfClose(t *testing.T) {
 func TestPipeAbortIsNotAnEnd(t *testing.T) {
 	devEnd, chanEnd := pair()
 	connEnd, platEnd := pair()
-	go Pipe(pipeChannel{chanEnd}, connEnd, nil)
+	done := make(chan Result, 1)
+	go func() { done <- Pipe(pipeChannel{chanEnd}, connEnd, nil) }()
 	platEnd.Write([]byte("GET /"))
 	io.ReadFull(devEnd, make([]byte, 5))
 	devEnd.Write([]byte("HTTP/1.0 200 OK\r\n\r\npart of a bo"))
@@ -73,5 +74,61 @@ func TestPipeAbortIsNotAnEnd(t *testing.T) {
 	got, err := io.ReadAll(platEnd)
 	if err == nil {
 		t.Fatalf("the client read %q and a clean end after the device side failed", got)
+	}
+	if r := <-done; r.Aborted == nil {
+		t.Fatalf("Pipe reported a clean end: %+v", r)
+	}
+}
+
+// muxPair is a multiplexed session over a real loopback TCP connection: a hub's end
+// and a device's end.
+func muxPair(t *testing.T) (hub, device *zmux.Session) {
+	t.Helper()
+	a, b := pair()
+	hub, device = zmux.New(a, zmux.Options{Version2: true}), zmux.New(b, zmux.Options{Device: true, Version2: true})
+	t.Cleanup(func() { hub.Close(); device.Close() })
+	return hub, device
+}
+
+// A gateway pipes the centre's stream to its device's stream. When the device refuses
+// (its service is down), the centre's end learns why, not just that it was reset: the
+// reason is what an operator reads in the centre's log.
+func TestPipeCarriesResetReasonAcrossStreams(t *testing.T) {
+	centre, gwUp := muxPair(t)   // the centre's session to the gateway
+	gwDown, device := muxPair(t) // the gateway's session to its device
+	const why = "dial tcp 127.0.0.1:80: connect: connection refused"
+	go func() { // the device: refuses every stream
+		for {
+			st, err := device.Accept()
+			if err != nil {
+				return
+			}
+			st.Reset(why)
+		}
+	}()
+	done := make(chan Result, 1)
+	go func() { // the gateway: relays one stream
+		up, err := gwUp.Accept()
+		if err != nil {
+			return
+		}
+		down, err := gwDown.Open(zmux.Target{Kind: zmux.Forwarded, Host: "web"})
+		if err != nil {
+			return
+		}
+		done <- Pipe(down, up, nil)
+	}()
+	st, err := centre.Open(zmux.Target{Kind: zmux.Relayed, Host: "dev1/web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	_, err = io.ReadAll(st)
+	var re *zmux.ResetError
+	if !errors.As(err, &re) || re.Reason != why {
+		t.Fatalf("the centre read %v, want a reset saying %q", err, why)
+	}
+	if r := <-done; !errors.As(r.Aborted, &re) || re.Reason != why {
+		t.Fatalf("the gateway's pipe reported %v", r.Aborted)
 	}
 }

@@ -358,6 +358,7 @@ func (u *Uplink) serveChannels(chans <-chan ssh.NewChannel) {
 				return ch, nil
 			})
 			if err != nil {
+				u.refusedRelay(o.Device, o.Alias, err)
 				nc.Reject(ssh.ConnectionFailed, "gateway: "+err.Error())
 			}
 		}()
@@ -392,10 +393,18 @@ func (u *Uplink) serveMux(m *zmux.Session) {
 		}
 		go func() {
 			if err := u.cfg.Local.RelayTo(device, alias, t.OriginHost, t.OriginPort, func() (tunnel.Stream, error) { return st, nil }); err != nil {
+				u.refusedRelay(device, alias, err)
 				st.Reset("gateway: " + err.Error())
 			}
 		}()
 	}
+}
+
+// refusedRelay logs a connection from the centre this gateway could not carry to its
+// device (the device's session just ended, its channel limit): the centre's client
+// gets a reset, and this line says why.
+func (u *Uplink) refusedRelay(device, alias string, err error) {
+	u.log.Info("a connection from the centre could not be relayed to its device", "device", device, "alias", alias, "err", err)
 }
 
 // serveRequests answers the centre's requests: a device closed there.
