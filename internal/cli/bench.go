@@ -21,12 +21,17 @@ import (
 )
 
 func benchCmd() *cobra.Command {
-	var cpuProfile string
+	var cpuProfile, logs string
 	var stopProfile func()
 	c := &cobra.Command{Use: "bench", Short: "The lab: reproduce the papers' experiments on this machine with real peers",
 		// Every lab process (the load generator, fleets, applications) can profile itself,
 		// so a path's whole cost can be read, not only the server's.
 		PersistentPreRunE: func(*cobra.Command, []string) (err error) {
+			if logs != "" {
+				if err := lab.KeepLogs(logs); err != nil {
+					return fmt.Errorf("--logs: %w", err)
+				}
+			}
 			if cpuProfile != "" {
 				stopProfile, err = startCPUProfile(cpuProfile)
 			}
@@ -40,6 +45,7 @@ func benchCmd() *cobra.Command {
 	}
 	c.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of this process to FILE")
 	_ = c.PersistentFlags().MarkHidden("cpuprofile")
+	c.PersistentFlags().StringVar(&logs, "logs", "", "keep the whole log of every process the lab starts in DIR (NAME.log; hubs log at debug level) to find why a run failed")
 	c.AddCommand(benchHubCmd(), benchDeviceCmd(), benchLinkCmd(), benchServeAppCmd(), benchServeHTTPSCmd(), benchFleetCmd(), benchWSSecCmd(),
 		benchServeFilesCmd(), benchDeviceClientCmd(), benchJWTCmd(), benchJWTSimCmd(), benchOutageCmd(), benchMQTTCmd(), benchTLSCmd(), benchScaleCmd(), benchHubsCmd())
 	return c

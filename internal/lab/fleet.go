@@ -213,6 +213,12 @@ func (c FleetConfig) forward(conn ssh.Conn, host string) (uint32, error) {
 
 // localDial connects to the device application, as an agent does for a service on the
 // device itself: no TCP keepalive.
+// targetFailed says on standard error (the lab keeps it) that a forwarded connection
+// was refused because the target could not be reached: the hub's client sees a reset.
+func targetFailed(err error) {
+	fmt.Fprintf(os.Stderr, "fleet: %s: the target is unreachable; the forwarded connection is refused: %v\n", time.Now().Format(time.RFC3339Nano), err)
+}
+
 func localDial(addr string) (net.Conn, error) {
 	d := net.Dialer{KeepAlive: -1}
 	return d.Dial("tcp", addr)
@@ -223,6 +229,7 @@ func localDial(addr string) (net.Conn, error) {
 func (c FleetConfig) serveChannel(nc ssh.NewChannel) {
 	t, err := localDial(c.Target)
 	if err != nil {
+		targetFailed(err)
 		nc.Reject(ssh.ConnectionFailed, err.Error())
 		return
 	}
@@ -240,6 +247,7 @@ func (c FleetConfig) serveStream(st *zmux.Stream) {
 	go func() {
 		t, err := localDial(c.Target)
 		if err != nil {
+			targetFailed(err)
 			st.Reset(err.Error())
 			return
 		}

@@ -295,6 +295,9 @@ func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 		return "off"
 	}
 	c.Log.Level = "error"
+	if LogsKept() {
+		c.Log.Level = "debug"
+	}
 	c.SSH.Listen = o.SSHListen
 	if c.SSH.Listen == "" {
 		c.SSH.Listen = "127.0.0.1:0"

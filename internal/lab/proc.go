@@ -42,11 +42,20 @@ func StartProc(name string, env []string, argv ...string) (*Proc, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p := &Proc{Name: name, cmd: cmd, stderr: &tailBuffer{max: 8192}, done: make(chan struct{}), more: make(chan struct{})}
 	cmd.Stderr = p.stderr
-	out, err := cmd.StdoutPipe()
+	logFile, err := keptLog(name)
 	if err != nil {
 		return nil, err
 	}
+	if logFile != nil {
+		cmd.Stderr = keptWriter{p.stderr, logFile}
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
 	if err := childproc.Start(cmd); err != nil { // dies with the lab
+		logFile.Close()
 		return nil, fmt.Errorf("lab: start %s: %w", name, err)
 	}
 	go func() {
@@ -56,8 +65,79 @@ func StartProc(name string, env []string, argv ...string) (*Proc, error) {
 		}
 		p.push("", true)
 	}()
-	go func() { cmd.Wait(); close(p.done) }()
+	go func() {
+		cmd.Wait() // copies standard error to its end
+		logFile.Close()
+		close(p.done)
+	}()
 	return p, nil
+}
+
+// logs is where KeepLogs keeps the lab's processes' standard error.
+var logs struct {
+	mu   sync.Mutex
+	dir  string
+	seen map[string]int // starts per process name
+}
+
+// KeepLogs makes every process the lab starts from now on write its whole standard
+// error to DIR/NAME.log (NAME.2.log for its second start, and so on), and the lab's
+// hubs log at debug level: for finding why a run failed. Without it only the last few
+// KiB are kept, for error messages. KeepLogs("") turns it off.
+func KeepLogs(dir string) error {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	logs.dir, logs.seen = dir, map[string]int{}
+	return nil
+}
+
+// LogsKept reports whether KeepLogs is on.
+func LogsKept() bool {
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	return logs.dir != ""
+}
+
+// keptWriter writes to the tail and to the kept log; a failing log (a full disk) is
+// not the process's problem: its writes must never block or fail because of it.
+type keptWriter struct {
+	tail *tailBuffer
+	file *os.File
+}
+
+func (w keptWriter) Write(b []byte) (int, error) {
+	w.file.Write(b)
+	return w.tail.Write(b)
+}
+
+// keptLog creates the log file of the next start of name, or returns nil when logs
+// are not kept. (A nil *os.File's Close is harmless.)
+func keptLog(name string) (*os.File, error) {
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	if logs.dir == "" {
+		return nil, nil
+	}
+	base := strings.Map(func(r rune) rune {
+		if r == '/' || r == ' ' || r == os.PathSeparator {
+			return '_'
+		}
+		return r
+	}, name)
+	logs.seen[base]++
+	if n := logs.seen[base]; n > 1 {
+		base = fmt.Sprintf("%s.%d", base, n)
+	}
+	f, err := os.OpenFile(filepath.Join(logs.dir, base+".log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lab: keeping the log of %s: %w", name, err)
+	}
+	return f, nil
 }
 
 // StderrTail is the last few KiB the process wrote to standard error.

@@ -3,8 +3,13 @@ package lab
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/sockets"
 )
 
 // A peer that prints thousands of lines before its readiness line is still heard (the
@@ -57,5 +62,44 @@ func TestTreeCPUCountsAChildsWork(t *testing.T) {
 	}
 	if cpu%(10*time.Millisecond) == 0 {
 		t.Logf("cpu %v is a whole number of ticks: schedstat may be unavailable here", cpu)
+	}
+}
+
+// With --logs, a process's whole standard error is kept (not only the tail used in
+// error messages), one private file per start, and the lab's hubs log at debug level.
+func TestKeepLogs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	if err := KeepLogs(dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { KeepLogs("") })
+	// 20,000 lines: far more than the 8 KiB tail.
+	script := `i=0; while [ $i -lt 20000 ]; do echo "line $i" >&2; i=$((i+1)); done`
+	for range 2 {
+		p, err := StartProc("gw 1/hub", nil, "sh", "-c", script)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-p.done
+	}
+	for _, name := range []string{"gw_1_hub.log", "gw_1_hub.2.log"} {
+		path := filepath.Join(dir, name)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lines := strings.Count(string(b), "\n"); lines != 20000 || !strings.HasPrefix(string(b), "line 0\n") {
+			t.Fatalf("%s has %d lines, starting %.20q", name, lines, b)
+		}
+		if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s has mode %v", name, fi.Mode().Perm())
+		}
+	}
+	cfgDir := t.TempDir()
+	if err := writeLabHubConfig(cfgDir, sockets.Config{CIDR: "10.9.0.0/16"}, IoTsafeOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(cfgDir, "hub.yaml")); !strings.Contains(string(b), "level: debug") {
+		t.Fatalf("a lab hub's configuration with logs kept:\n%s", b)
 	}
 }

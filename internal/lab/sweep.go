@@ -7,9 +7,30 @@ import (
 	"time"
 )
 
+// Failure is one request a sweep saw fail: where, why and when (to find it in the
+// logs kept with --logs).
+type Failure struct {
+	Addr string
+	Err  string
+	At   time.Time
+}
+
+func (f Failure) String() string {
+	return f.Addr + " at " + f.At.Format("15:04:05.000") + ": " + f.Err
+}
+
+// FailedAddrs lists the addresses of failures.
+func FailedAddrs(failures []Failure) []string {
+	out := make([]string, len(failures))
+	for i, f := range failures {
+		out[i] = f.Addr
+	}
+	return out
+}
+
 // Sweep sends one request to each address, conc at a time; it returns how many
 // answered, those that did not, and the first error.
-func Sweep(ctx context.Context, t Target, addrs []string, conc int) (ok int, failed []string, firstErr string) {
+func Sweep(ctx context.Context, t Target, addrs []string, conc int) (ok int, failed []Failure, firstErr string) {
 	var next, good atomic.Int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -30,7 +51,7 @@ func Sweep(ctx context.Context, t Target, addrs []string, conc int) (ok int, fai
 					continue
 				}
 				mu.Lock()
-				failed = append(failed, addrs[i])
+				failed = append(failed, Failure{Addr: addrs[i], Err: err.Error(), At: time.Now()})
 				if firstErr == "" {
 					firstErr = err.Error()
 				}
@@ -48,8 +69,8 @@ func UntilAll(ctx context.Context, t Target, addrs []string, conc int, timeout t
 	pending := addrs
 	deadline := time.Now().Add(timeout)
 	for len(pending) > 0 && ctx.Err() == nil && time.Now().Before(deadline) {
-		var ok int
-		ok, pending, firstErr = Sweep(ctx, t, pending, conc)
+		ok, failed, err := Sweep(ctx, t, pending, conc)
+		pending, firstErr = FailedAddrs(failed), err
 		answered += ok
 		if len(pending) > 0 {
 			select { // not back yet: the next pass in a moment

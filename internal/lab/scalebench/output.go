@@ -88,6 +88,8 @@ type RecoverySummary struct {
 	AtFirstAsk int     `json:"answered_at_first_ask"`
 	Moved      int     `json:"moved"`
 	FirstError string  `json:"first_error,omitempty"`
+	// Failed names the devices that failed their first ask (at most 20), when and why.
+	Failed []string `json:"failed,omitempty"`
 }
 
 // Targets are the issue's, as this run met them.
@@ -137,7 +139,7 @@ func Summarize(r *Results) Summary {
 	t.BackS = -1
 	for _, rc := range r.Recoveries {
 		rs := RecoverySummary{What: rc.What, Devices: rc.Devices, StopMS: float64(rc.Stop.Microseconds()) / 1000, HubStartMS: float64(rc.HubStart.Microseconds()) / 1000,
-			ServedS: -1, BackS: -1, Answered: rc.Answered, AtFirstAsk: rc.AtFirstAsk, Moved: rc.Moved, FirstError: rc.FirstErr}
+			ServedS: -1, BackS: -1, Answered: rc.Answered, AtFirstAsk: rc.AtFirstAsk, Moved: rc.Moved, FirstError: rc.FirstErr, Failed: rc.Failed}
 		if rc.Back >= 0 {
 			rs.BackS = rc.Back.Seconds()
 		}
@@ -158,7 +160,8 @@ func Summarize(r *Results) Summary {
 	// lost under the sweep's load, the second (both counts are in the summary).
 	t.DevicesMet = r.Behind >= TargetDevices && r.First.Answered+r.First.Retried == r.First.Devices
 	t.KiBPerDevice = c.KiBBehind
-	t.MemoryMet = r.Behind > 0 && c.KiBBehind <= TargetKiBPerDevice
+	// A negative figure is noise (a garbage collection between two readings), not a pass.
+	t.MemoryMet = r.Behind > 0 && c.KiBBehind > 0 && c.KiBBehind <= TargetKiBPerDevice
 	t.DescriptorLimit = DescriptorLimit
 	t.DescriptorsMet = r.Full.FDs > 0 && r.Full.FDs < DescriptorLimit
 	return s
@@ -201,8 +204,8 @@ func Print(w io.Writer, s Summary) {
 	for _, r := range s.Recoveries {
 		back := fmt.Sprintf("every device served again %.1f s after the hub listened; asked from then on, %d of %d answered at the first ask, the last by %.1f s (the sweep's length)",
 			r.ServedS, r.AtFirstAsk, r.Devices, r.BackS)
-		if r.AtFirstAsk < r.Devices && r.FirstError != "" {
-			back += " (first failure: " + r.FirstError + ")"
+		if r.AtFirstAsk < r.Devices && len(r.Failed) > 0 {
+			back += " (failed at the first ask: " + strings.Join(r.Failed, ", ") + ")"
 		}
 		switch {
 		case r.BackS < 0:

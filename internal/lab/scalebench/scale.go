@@ -67,8 +67,8 @@ type Sweep struct {
 	Elapsed  time.Duration `json:"-"`
 	FirstErr string        `json:"first_error,omitempty"`
 	// Failed names the devices whose request failed (at most maxNamed), each with
-	// its socket address; Retried is how many of all that failed answered when asked
-	// once more, after the sweep.
+	// its socket address, when and why; Retried is how many of all that failed
+	// answered when asked once more, after the sweep.
 	Failed  []string `json:"failed,omitempty"`
 	Retried int      `json:"answered_at_second_attempt"`
 }
@@ -102,6 +102,7 @@ type Recovery struct {
 	AtFirstAsk int
 	Moved      int // devices whose socket address changed
 	FirstErr   string
+	Failed     []string // the devices that failed their first ask, as Sweep.Failed
 }
 
 // Results is what a run measured.
@@ -291,19 +292,17 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	start := time.Now()
 	ok, failed, firstErr := lab.Sweep(ctx, target, append(append([]string{}, viaGW...), viaDirect...), 4*o.Concurrency)
 	res.First = Sweep{Devices: len(viaGW) + len(viaDirect), Answered: ok, Elapsed: time.Since(start), FirstErr: firstErr}
+	owner := map[string]string{}
+	for name, addrs := range byDevice {
+		for _, a := range addrs {
+			owner[a] = name
+		}
+	}
 	if len(failed) > 0 {
 		// Asked once more, so a failure under load is told from a device that is not
 		// there; both counts are reported.
-		owner := map[string]string{}
-		for name, addrs := range byDevice {
-			for _, a := range addrs {
-				owner[a] = name
-			}
-		}
-		for _, a := range failed[:min(len(failed), maxNamed)] {
-			res.First.Failed = append(res.First.Failed, owner[a]+" "+a)
-		}
-		res.First.Retried, _, _ = lab.Sweep(ctx, target, failed, 4*o.Concurrency)
+		res.First.Failed = name(owner, failed)
+		res.First.Retried, _, _ = lab.Sweep(ctx, target, lab.FailedAddrs(failed), 4*o.Concurrency)
 		p.Note(fmt.Sprintf("%d devices did not answer the first request (%s); %d answered the second", len(failed), firstErr, res.First.Retried))
 	}
 
@@ -347,7 +346,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 		return res, err
 	}
 	rec.Served = served(ctx, centre, res.Full.Sessions, o.Timeout, listening)
-	rec.answer(ctx, target, g0addrs, 4*o.Concurrency, o.Timeout, listening)
+	rec.answer(ctx, target, g0addrs, 4*o.Concurrency, o.Timeout, listening, owner)
 	rec.Moved = moved(ctx, centre, byDevice, g0.opts.Prefix)
 	res.Recoveries = append(res.Recoveries, rec)
 
@@ -362,7 +361,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	rec = Recovery{What: "centre", Devices: behind, Stop: stopped.Sub(restart), HubStart: time.Since(stopped)}
 	listening = time.Now()
 	rec.Served = served(ctx, centre, o.Gateways+behind, o.Timeout, listening)
-	rec.answer(ctx, target, viaGW, 4*o.Concurrency, o.Timeout, listening)
+	rec.answer(ctx, target, viaGW, 4*o.Concurrency, o.Timeout, listening, owner)
 	rec.Moved = moved(ctx, centre, byDevice, "g")
 	res.Recoveries = append(res.Recoveries, rec)
 	p.Done()
@@ -445,18 +444,29 @@ func startFleets(ctx context.Context, b *lab.Bench, gws []*gateway, appAddr stri
 // answer asks every device once, then the ones that failed until they answer or the
 // timeout; Back is from since to the last answer. FirstErr is why a first ask failed,
 // or why a device never answered.
-func (rec *Recovery) answer(ctx context.Context, t lab.Target, addrs []string, conc int, timeout time.Duration, since time.Time) {
-	ok, pending, firstErr := lab.Sweep(ctx, t, addrs, conc)
+func (rec *Recovery) answer(ctx context.Context, t lab.Target, addrs []string, conc int, timeout time.Duration, since time.Time, owner map[string]string) {
+	ok, failed, firstErr := lab.Sweep(ctx, t, addrs, conc)
 	rec.AtFirstAsk, rec.Answered, rec.Back, rec.FirstErr = ok, ok, time.Since(since), firstErr
-	if len(pending) > 0 {
+	if len(failed) > 0 {
+		rec.Failed = name(owner, failed)
 		var more int
 		var lastErr string
-		rec.Back, more, lastErr = lab.UntilAll(ctx, t, pending, conc, timeout, since)
+		rec.Back, more, lastErr = lab.UntilAll(ctx, t, lab.FailedAddrs(failed), conc, timeout, since)
 		rec.Answered += more
 		if lastErr != "" {
 			rec.FirstErr = lastErr // why some never answered
 		}
 	}
+}
+
+// name lists the first maxNamed failures with their devices' names (owner: socket
+// address -> device).
+func name(owner map[string]string, failed []lab.Failure) []string {
+	var out []string
+	for _, f := range failed[:min(len(failed), maxNamed)] {
+		out = append(out, owner[f.Addr]+" "+f.String())
+	}
+	return out
 }
 
 // waitSessions waits until the centre holds n sessions (gateways, their devices and
