@@ -63,13 +63,18 @@ type Server struct {
 	violGate   *throttle.LogGate // one violation event per device, detail and minute
 	budget     *forwardBudget    // forwarded connections open hub-wide
 
-	mu       sync.Mutex
-	devices  map[string]*deviceState // live state per device name
-	pending  map[string]*session     // reserved at auth (by connKey), attached after the handshake
-	ln       net.Listener
-	closed   bool
-	peers    map[*ssh.ServerConn]bool // peer hubs' connections (servePeer); guarded by mu
-	conns    sync.WaitGroup
+	mu      sync.Mutex
+	devices map[string]*deviceState // live state per device name
+	pending map[string]*session     // reserved at auth (by connKey), attached after the handshake
+	ln      net.Listener
+	closed  bool
+	peers   map[*ssh.ServerConn]bool // peer hubs' connections (servePeer); guarded by mu
+	conns   sync.WaitGroup
+	// writes are registry writes that run after their session (the end of sessions
+	// behind a gateway): Close waits for them, so none races the registry's close.
+	writes   sync.WaitGroup
+	writesMu sync.Mutex // orders writes.Add against Close's Wait
+	noWrites bool       // Close is waiting: run the write at once instead; under writesMu
 	shutdown chan struct{}
 	life     context.Context // ends at Close: waits for a handshake turn end with it
 	endLife  context.CancelFunc
@@ -274,6 +279,10 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.conns.Wait()
+	s.writesMu.Lock()
+	s.noWrites = true
+	s.writesMu.Unlock()
+	s.writes.Wait()
 	// Every session's end in one transaction: one write each took seconds for a
 	// thousand devices, longer than a supervisor waits for a clean stop.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -285,6 +294,23 @@ func (s *Server) Close() error {
 }
 
 // shuttingDown reports whether Close has begun.
+// afterSession runs a registry write in the background, one Close waits for; once
+// Close waits it runs at once.
+func (s *Server) afterSession(write func()) {
+	s.writesMu.Lock()
+	if s.noWrites {
+		s.writesMu.Unlock()
+		write()
+		return
+	}
+	s.writes.Add(1)
+	s.writesMu.Unlock()
+	go func() {
+		defer s.writes.Done()
+		write()
+	}()
+}
+
 func (s *Server) shuttingDown() bool {
 	select {
 	case <-s.shutdown:

@@ -6,11 +6,13 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshext"
 )
@@ -148,5 +150,47 @@ func announceN(b *testing.B, conn ssh.Conn, n int) {
 				b.Fatal(r.Refused)
 			}
 		}
+	}
+}
+
+// The end of a session behind a gateway is written after the session, in the
+// background; a hub stopped right then must still have written it before Close
+// returns (the hub closes the registry next: the writes failed with "unable to open
+// database file" when every gateway left just before a stop).
+func TestChildSessionEndsAreRecordedBeforeClose(t *testing.T) {
+	f := newFixture(t, testProfile(gatewayProfile), nil)
+	conn, _, reqs := f.dial(t)
+	go ssh.DiscardRequests(reqs)
+	const n = 200 // one background write each: many still running when Close starts
+	var as []sshext.Announce
+	for i := range n {
+		as = append(as, sshext.Announce{Device: fmt.Sprintf("cam-%d", i), Aliases: []string{"http"}})
+	}
+	for b := range slices.Chunk(as, sshext.MaxAnnounceBatch) {
+		for _, r := range announce(t, conn, b...) {
+			if r.Refused != "" {
+				t.Fatalf("announce: %+v", r)
+			}
+		}
+	}
+	for i := range n {
+		// Requests are served in order: the last reply comes after every withdrawal.
+		if _, _, err := conn.SendRequest(sshext.WithdrawRequest, i == n-1, ssh.Marshal(sshext.Withdraw{Device: fmt.Sprintf("cam-%d", i)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.srv.Close()
+	ev, err := f.reg.Events(context.Background(), registry.EventFilter{Kind: registry.EventSessionClose, Limit: 10 * n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := 0
+	for _, e := range ev {
+		if strings.HasPrefix(e.Device, "cam-") {
+			ended++
+		}
+	}
+	if ended != n {
+		t.Fatalf("%d of %d sessions behind the gateway recorded as ended when Close returned", ended, n)
 	}
 }

@@ -212,14 +212,14 @@ func (ss *session) close(why string) {
 			if s.shuttingDown() {
 				s.childrenEnded(names, "hub shutting down") // before the process exits
 			} else {
-				go s.childrenEnded(names, "gateway "+ss.device.Name+" gone")
+				s.afterSession(func() { s.childrenEnded(names, "gateway "+ss.device.Name+" gone") })
 			}
 		}
 		if gw := ss.gw; gw != nil {
 			select {
 			case <-gw.done: // the gateway's close records its children's ends at once
 			default:
-				go s.childrenEnded([]string{ss.device.Name}, ss.remote)
+				s.afterSession(func() { s.childrenEnded([]string{ss.device.Name}, ss.remote) })
 			}
 		}
 		if len(fwds) > 0 {
