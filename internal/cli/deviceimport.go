@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,12 +91,57 @@ type imported struct {
 	Key     string            `json:"key_fingerprint"`
 	Sockets map[string]string `json:"sockets"`          // alias -> address:port
 	Secret  string            `json:"secret,omitempty"` // with --secrets; shown once
+	// Skipped says why a device was left as it was (--skip-existing): it was enrolled
+	// before, with this key.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// alreadyEnrolled is what --skip-existing says of a device enrolled before.
+const alreadyEnrolled = "already enrolled with this key"
+
+// maxConflicts bounds the conflicts an import lists before giving up.
+const maxConflicts = 10
+
+// splitEnrolled sorts a list into the devices still to enroll and those enrolled before
+// under the same name with the same key (revoked or not: a re-run import changes
+// neither). A name enrolled with another key, or a key enrolled under another name, is
+// a conflict for the operator to settle: the error lists them and nothing is enrolled.
+func splitEnrolled(ctx context.Context, reg *registry.Registry, list []importLine) (todo []importLine, done []*registry.Device, err error) {
+	var conflicts []string
+	for _, d := range list {
+		owner, _, err := reg.DeviceByKey(ctx, d.Key)
+		switch {
+		case err == nil && owner.Name == d.Name:
+			done = append(done, owner)
+			continue
+		case err == nil:
+			conflicts = append(conflicts, fmt.Sprintf("device %s: its key is enrolled as device %s", d.Name, owner.Name))
+			continue
+		case !errors.Is(err, registry.ErrNotFound):
+			return nil, nil, err
+		}
+		if _, err := reg.Device(ctx, d.Name); err == nil {
+			conflicts = append(conflicts, fmt.Sprintf("device %s: enrolled with another key ('iotsafe device key add' adds one)", d.Name))
+		} else if !errors.Is(err, registry.ErrNotFound) {
+			return nil, nil, err
+		} else {
+			todo = append(todo, d)
+		}
+	}
+	if n := len(conflicts); n > 0 {
+		more := ""
+		if n > maxConflicts {
+			conflicts, more = conflicts[:maxConflicts], fmt.Sprintf("\n  and %d more", n-maxConflicts)
+		}
+		return nil, nil, fmt.Errorf("%d device(s) of the list conflict with the registry; nothing was enrolled:\n  %s%s", n, strings.Join(conflicts, "\n  "), more)
+	}
+	return todo, done, nil
 }
 
 func deviceImportCmd(g *globals) *cobra.Command {
 	var prof string
 	var groups []string
-	var secrets, asJSON bool
+	var secrets, asJSON, skipExisting bool
 	c := &cobra.Command{
 		Use:   "import FILE",
 		Short: "Enroll many devices from a list of names and public keys ('-' reads stdin)",
@@ -108,11 +154,17 @@ registry is written directly (a hub picks the devices up from its change feed). 
 that cannot be enrolled (a name or key already enrolled, a full data folder) stops the
 import there; the devices before it stay enrolled, and the error names how many.
 
+--skip-existing re-runs a list that was partly imported: a device already enrolled
+under its name with its key is left as it is (not re-enrolled, no new secret, a revoked
+one stays revoked) and the rest are enrolled. A name enrolled with another key, or a key
+enrolled under another name, is a conflict: all are listed and nothing is enrolled.
+
 --secrets also gives every device a telemetry secret for REST and MQTT logins, printed
 once. --json prints one JSON object per device and line: name, profile, address, key
 fingerprint, protected sockets, secret.`,
 		Example: `  iotsafe device import fleet.txt --profile sensor --group building-a
-  iotsafe device import - --secrets --json < fleet.txt > enrolled.jsonl   # keep enrolled.jsonl private`,
+  iotsafe device import - --secrets --json < fleet.txt > enrolled.jsonl   # keep enrolled.jsonl private
+  iotsafe device import fleet.txt --profile sensor --skip-existing        # after an import stopped half-way`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := cmd.InOrStdin()
@@ -137,6 +189,10 @@ fingerprint, protected sockets, secret.`,
 			if err == nil {
 				err = hub.CheckFreeSpace(g.data, cfg.Audit.MinFreeMiB)
 			}
+			var skipped []*registry.Device
+			if err == nil && skipExisting {
+				list, skipped, err = splitEnrolled(ctx, reg, list)
+			}
 			reg.Close()
 			if err != nil {
 				return err
@@ -146,6 +202,13 @@ fingerprint, protected sockets, secret.`,
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			defer w.Flush()
 			enc := json.NewEncoder(w)
+			if asJSON {
+				for _, d := range skipped {
+					out := importedFrom(d)
+					out.Skipped = alreadyEnrolled
+					enc.Encode(out)
+				}
+			}
 			for i, d := range list {
 				out, err := importOne(b, d, profName, groups, secrets)
 				if err != nil {
@@ -160,6 +223,9 @@ fingerprint, protected sockets, secret.`,
 			}
 			if !asJSON {
 				fmt.Fprintf(cmd.ErrOrStderr(), "enrolled %d device(s) with profile %s\n", len(list), profName)
+				if len(skipped) > 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "skipped %d device(s) %s\n", len(skipped), alreadyEnrolled)
+				}
 				if secrets {
 					fmt.Fprintln(cmd.ErrOrStderr(), "the secrets above are not shown again: keep them now (a new 'iotsafe device secret NAME' replaces one)")
 				}
@@ -174,6 +240,7 @@ fingerprint, protected sockets, secret.`,
 	c.Flags().StringArrayVar(&groups, "group", nil, "device group of every device (repeatable)")
 	c.Flags().BoolVar(&secrets, "secrets", false, "also give every device a telemetry secret (printed once)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per device")
+	c.Flags().BoolVar(&skipExisting, "skip-existing", false, "leave devices already enrolled with the same name and key as they are; enroll the rest")
 	return c
 }
 

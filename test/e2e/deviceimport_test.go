@@ -97,4 +97,42 @@ func TestDeviceImport(t *testing.T) {
 	if out, err := h.cli("device", "show", "dev9"); err == nil {
 		t.Fatalf("dev9 after the failed line enrolled:\n%s", out)
 	}
+
+	// Re-running a list with --skip-existing: devices enrolled with the same key are left
+	// as they are (dev6 keeps its secret), the rest are enrolled.
+	key6 := h.device("dev6").Keys[0].Fingerprint
+	rerun := list("dev10 " + importKey(t) + "\n")
+	out, err = h.cli("device", "import", rerun, "--skip-existing")
+	if err != nil || !strings.Contains(out, "enrolled 1 device(s)") {
+		t.Fatalf("--skip-existing with nothing enrolled yet: %v\n%s", err, out)
+	}
+	again := filepath.Join(t.TempDir(), "again.txt")
+	b, _ := os.ReadFile(rerun)
+	os.WriteFile(again, append(b, "dev11 "+importKey(t)+"\n"...), 0o600)
+	cmd = h.cliCommand("device", "import", again, "--skip-existing", "--json", "--data", h.data)
+	stdout, err = cmd.Output()
+	if err != nil {
+		t.Fatalf("re-run import: %v", err)
+	}
+	if !strings.Contains(string(stdout), `"name":"dev10"`) || !strings.Contains(string(stdout), `"skipped":"already enrolled with this key"`) ||
+		!strings.Contains(string(stdout), `"name":"dev11"`) || strings.Count(string(stdout), "skipped") != 1 {
+		t.Fatalf("re-run import as JSON:\n%s", stdout)
+	}
+	h.device("dev11")
+
+	// A name enrolled with another key, or a key under another name, is a conflict:
+	// every one is listed and nothing of the list is enrolled.
+	d6 := h.device("dev6")
+	if d6.Keys[0].Fingerprint != key6 {
+		t.Fatalf("dev6's key changed: %+v", d6)
+	}
+	k12 := importKey(t)
+	out, err = h.cli("device", "import", list("dev12 "+k12+"\ndev6 "+importKey(t)+"\ndev13 "+strings.SplitN(string(b), " ", 2)[1]), "--skip-existing")
+	if err == nil || !strings.Contains(out, "2 device(s) of the list conflict") || !strings.Contains(out, "device dev6: enrolled with another key") ||
+		!strings.Contains(out, "device dev13: its key is enrolled as device dev10") || !strings.Contains(out, "nothing was enrolled") {
+		t.Fatalf("conflicting re-run: %v\n%s", err, out)
+	}
+	if out, err := h.cli("device", "show", "dev12"); err == nil {
+		t.Fatalf("dev12 of a conflicting list enrolled:\n%s", out)
+	}
 }
