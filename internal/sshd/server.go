@@ -293,7 +293,6 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// shuttingDown reports whether Close has begun.
 // afterSession runs a registry write in the background, one Close waits for; once
 // Close waits it runs at once.
 func (s *Server) afterSession(write func()) {
@@ -311,6 +310,7 @@ func (s *Server) afterSession(write func()) {
 	}()
 }
 
+// shuttingDown reports whether Close has begun.
 func (s *Server) shuttingDown() bool {
 	select {
 	case <-s.shutdown:
