@@ -36,10 +36,11 @@ func openRegistry(t *testing.T) *registry.Registry {
 // calls so a test can wait for it. It is our own interface's test double (the hub's real
 // one is exercised by the e2e tests, with OpenSSH sessions and MQTT clients).
 type recorder struct {
-	mu     sync.Mutex
-	open   map[string]int // device -> sessions it has here
-	calls  chan string
-	reload int
+	mu          sync.Mutex
+	open        map[string]int // device -> sessions it has here
+	calls       chan string
+	reload      int
+	failReloads int // the next reloads that fail (a policy that cannot be built yet)
 }
 
 func newRecorder() *recorder {
@@ -57,8 +58,17 @@ func (r *recorder) Close(device, fp, why string) int {
 func (r *recorder) Refresh() {}
 func (r *recorder) Reload(upTo int64) error {
 	r.mu.Lock()
-	r.reload++
+	fail := r.failReloads > 0
+	if fail {
+		r.failReloads--
+	} else {
+		r.reload++
+	}
 	r.mu.Unlock()
+	if fail {
+		r.calls <- "reload failed"
+		return errors.New("the policy cannot be built now")
+	}
 	r.calls <- "reload"
 	return nil
 }
@@ -162,6 +172,29 @@ func TestFollowAppliesChangesMadeElsewhere(t *testing.T) {
 	rec.await(t, "close dev1  device removed")
 	rec.await(t, "forget dev1")
 	rec.await(t, "reload") // its sockets leave the policy
+}
+
+// A change whose reload fails (the policy cannot be built: a full disk, a kernel
+// refusing the rules) is tried again at the next poll, not only when another change
+// comes: with no change after it, it would never apply.
+func TestFailedReloadIsRetriedWithoutANewChange(t *testing.T) {
+	reg := openRegistry(t)
+	ctx := context.Background()
+	from, err := reg.LastEventID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	rec.failReloads = 2
+	hub := control.New(reg, rec)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go hub.Follow(fctx, reg, 10*time.Millisecond, from, slog.New(slog.DiscardHandler))
+	_, line := newKey(t)
+	apply(t, control.New(reg, nil), control.AddDevice{Name: "dev1", Profile: "default", Key: line})
+	if seen := rec.await(t, "reload"); len(seen) != 2 || seen[0] != "reload failed" || seen[1] != "reload failed" {
+		t.Fatalf("before the reload that worked: %q", seen)
+	}
 }
 
 // Refused changes leave the registry as it was and ask nothing of the live side.

@@ -32,6 +32,7 @@ func (c *Control) Follow(ctx context.Context, feed Feed, poll time.Duration, aft
 	}
 	t := time.NewTicker(poll)
 	defer t.Stop()
+	var failed int64 // a reload that failed (up to this event): tried again every poll
 	wake := make(chan struct{}, 1)
 	go feed.WatchChanges(ctx, func() {
 		select {
@@ -56,15 +57,17 @@ func (c *Control) Follow(ctx context.Context, feed Feed, poll time.Duration, aft
 			continue
 		}
 		after = next
-		c.applyEvents(evs, log)
+		failed = c.applyEvents(evs, failed, log)
 	}
 }
 
 // applyEvents is each event's consequence: what revoked or removed devices and keys hold
 // closes, a moved session is let go, anything else (grants, groups, accounts, enrolments,
-// removals) rebuilds the policy and every view once.
-func (c *Control) applyEvents(evs []registry.Event, log *slog.Logger) {
-	var reloadUpTo int64
+// removals) rebuilds the policy and every view once. failed is an earlier reload that
+// failed, tried again with these events (or alone); the reload that fails now is
+// returned, 0 when none did.
+func (c *Control) applyEvents(evs []registry.Event, failed int64, log *slog.Logger) int64 {
+	reloadUpTo := failed
 	closed := false
 	for _, e := range evs {
 		var why, fp string
@@ -99,10 +102,19 @@ func (c *Control) applyEvents(evs []registry.Event, log *slog.Logger) {
 	// read past these changes already did); revocations alone need the views only.
 	switch {
 	case reloadUpTo > 0:
-		if err := c.live.Reload(reloadUpTo); err != nil {
-			log.Error("applying a registry change failed; retrying at the next change", "err", err)
+		err := c.live.Reload(reloadUpTo)
+		switch {
+		case err != nil && failed == 0:
+			// Said once; retried every poll (a change made meanwhile is folded in).
+			log.Error("applying a registry change failed; retrying every poll until it works", "event_id", reloadUpTo, "err", err)
+			return reloadUpTo
+		case err != nil:
+			return reloadUpTo
+		case failed > 0:
+			log.Info("applied the registry change that failed before", "event", "change_applied", "event_id", reloadUpTo)
 		}
 	case closed:
 		c.live.Refresh()
 	}
+	return 0
 }
