@@ -133,7 +133,7 @@ func (h *Hub) startMetrics(ctx context.Context) error {
 	if h.cfg.Metrics.Listen == "" {
 		return nil
 	}
-	h.metrics = metrics.New()
+	h.metrics = metrics.New(h.cfg.Metrics)
 	addr, err := h.metrics.Serve(ctx, h.cfg.Metrics.Listen)
 	if err != nil {
 		return err
