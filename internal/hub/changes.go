@@ -25,7 +25,12 @@ func (l live) Reload(upTo int64) error {
 	return l.h.reloadAccess()
 }
 
-func (l live) Forget(device string) { l.h.forgetNotifications(device) }
+func (l live) Forget(device string) {
+	l.h.forgetNotifications(device)
+	if m := l.h.metrics; m != nil {
+		m.Forget(device)
+	}
+}
 
 // Moved lets go of a session the device now has on another hub of the registry (it
 // reconnected elsewhere), unless the device is back here.

@@ -96,6 +96,16 @@ func (m *Metrics) SessionClosed(d string) {
 	}
 }
 
+// Forget drops a removed device's series: without it a hub with device churn would
+// keep every device it ever served in each scrape.
+func (m *Metrics) Forget(d string) {
+	if m.perDevice {
+		m.online.DeleteLabelValues(d)
+		m.lastSeen.DeleteLabelValues(d)
+		m.violations.DeleteLabelValues(d)
+	}
+}
+
 func (m *Metrics) ForwardOpened() { m.forwards.Inc() }
 func (m *Metrics) ForwardClosed() { m.forwards.Dec() }
 

@@ -59,3 +59,18 @@ func TestSeriesPerDevice(t *testing.T) {
 		}
 	}
 }
+
+// A removed device's series leave the scrape; another device's stay.
+func TestForgetDropsARemovedDevicesSeries(t *testing.T) {
+	m := New(Config{})
+	for _, d := range []string{"dev1", "dev2"} {
+		m.SessionOpened(d)
+		m.Violation(d)
+		m.SessionClosed(d)
+	}
+	m.Forget("dev1")
+	got := scrape(t, m)
+	if strings.Contains(got, `device="dev1"`) || strings.Count(got, `device="dev2"`) != 3 {
+		t.Fatalf("after removing dev1:\n%s", got)
+	}
+}
