@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,11 +45,17 @@ type Metrics struct {
 	// counted here, and the vectors above are not used.
 	perDevice     bool
 	violationsAll prometheus.Counter
+
+	// seen counts each device's live sessions, for the devices that opened one and were
+	// not forgotten since: a session's close noted after its device was removed (the
+	// close comes from the session's own goroutine) must not bring its series back.
+	mu   sync.Mutex
+	seen map[string]int
 }
 
 // New registers the collectors.
 func New(cfg Config) *Metrics {
-	m := &Metrics{perDevice: cfg.perDevice(),
+	m := &Metrics{perDevice: cfg.perDevice(), seen: map[string]int{},
 		reg:        prometheus.NewRegistry(),
 		sessions:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "iotsafe_sessions", Help: "Live device SSH sessions."}),
 		forwards:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "iotsafe_forwards", Help: "Reverse forwards (protected sockets) being served."}),
@@ -82,28 +89,44 @@ func (m *Metrics) Handshake(ok bool) {
 
 func (m *Metrics) SessionOpened(d string) {
 	m.sessions.Inc()
-	if m.perDevice {
-		m.online.WithLabelValues(d).Inc()
-		m.lastSeen.WithLabelValues(d).SetToCurrentTime()
+	if !m.perDevice {
+		return
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen[d]++
+	m.online.WithLabelValues(d).Set(float64(m.seen[d]))
+	m.lastSeen.WithLabelValues(d).SetToCurrentTime()
 }
 
 func (m *Metrics) SessionClosed(d string) {
 	m.sessions.Dec()
-	if m.perDevice {
-		m.online.WithLabelValues(d).Dec()
-		m.lastSeen.WithLabelValues(d).SetToCurrentTime()
+	if !m.perDevice {
+		return
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.seen[d]
+	if !ok {
+		return // forgotten: removed while this session was ending
+	}
+	m.seen[d] = max(0, n-1)
+	m.online.WithLabelValues(d).Set(float64(m.seen[d]))
+	m.lastSeen.WithLabelValues(d).SetToCurrentTime()
 }
 
 // Forget drops a removed device's series: without it a hub with device churn would
 // keep every device it ever served in each scrape.
 func (m *Metrics) Forget(d string) {
-	if m.perDevice {
-		m.online.DeleteLabelValues(d)
-		m.lastSeen.DeleteLabelValues(d)
-		m.violations.DeleteLabelValues(d)
+	if !m.perDevice {
+		return
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.seen, d)
+	m.online.DeleteLabelValues(d)
+	m.lastSeen.DeleteLabelValues(d)
+	m.violations.DeleteLabelValues(d)
 }
 
 func (m *Metrics) ForwardOpened() { m.forwards.Inc() }

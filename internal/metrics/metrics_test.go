@@ -60,7 +60,8 @@ func TestSeriesPerDevice(t *testing.T) {
 	}
 }
 
-// A removed device's series leave the scrape; another device's stay.
+// A removed device's series leave the scrape, even when its session's end is noted
+// after the removal; another device's stay.
 func TestForgetDropsARemovedDevicesSeries(t *testing.T) {
 	m := New(Config{})
 	for _, d := range []string{"dev1", "dev2"} {
@@ -68,7 +69,9 @@ func TestForgetDropsARemovedDevicesSeries(t *testing.T) {
 		m.Violation(d)
 		m.SessionClosed(d)
 	}
+	m.SessionOpened("dev1")
 	m.Forget("dev1")
+	m.SessionClosed("dev1") // its session's end, noted after the removal
 	got := scrape(t, m)
 	if strings.Contains(got, `device="dev1"`) || strings.Count(got, `device="dev2"`) != 3 {
 		t.Fatalf("after removing dev1:\n%s", got)
