@@ -20,6 +20,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/firewall"
 	"github.com/iotsafe/iotsafe/internal/mqttbridge"
+	"github.com/iotsafe/iotsafe/internal/profile"
 )
 
 // SocketName is the admin socket inside the data folder.
@@ -149,8 +150,9 @@ type Handler interface {
 // ErrHubNotRunning means no hub listens on the admin socket.
 var ErrHubNotRunning = errors.New("admin: hub not running")
 
-// maxRequest bounds what a client may send.
-const maxRequest = 64 << 10
+// maxRequest bounds what a client may send: a profile (up to profile.MaxSize of YAML,
+// which JSON may escape to twice that) is the largest change.
+const maxRequest = 2*profile.MaxSize + 64<<10
 
 // Deadlines of one call: a change may wait for the registry's writer (SQLite waits up to a
 // minute for a busy database), the other operations only read the hub's memory.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -35,9 +36,17 @@ func profileCmd(g *globals) *cobra.Command {
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var restart bool
 	add := &cobra.Command{
 		Use: "add FILE", Short: "Store (or replace) a profile from a YAML file", Args: cobra.ExactArgs(1),
-		Example: "  iotsafe profile add docs/examples/camera-profile.yaml",
+		Long: `Store a profile, or replace the one of that name. Live sessions keep the version they
+logged in with and new sessions take the new one, unless --restart-sessions: then every
+hub closes the sessions that use the profile at once, and they come back under the new
+version (an agent reconnects within seconds; a device behind a gateway is announced again
+by its gateway). Use it when a profile is tightened (an alias withdrawn, a limit lowered).
+The change is recorded in the audit log (profile_stored, or profile_applied).`,
+		Example: `  iotsafe profile add docs/examples/camera-profile.yaml
+  iotsafe profile add camera-profile.yaml --restart-sessions   # tightened: apply it now`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(args[0])
 			if err != nil {
@@ -47,15 +56,26 @@ func profileCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			return g.withRegistry(cmd, func(reg *registry.Registry) error {
-				if err := reg.PutProfile(cmd.Context(), p); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "stored profile %s (applies to new sessions)\n", p.Name)
-				return nil
-			})
+			a, err := g.change(cmd, control.PutProfile{Spec: string(b), Restart: restart})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			switch {
+			case !restart:
+				fmt.Fprintf(out, "stored profile %s (applies to new sessions; --restart-sessions applies it to live ones now)\n", p.Name)
+			case a.HubRunning:
+				fmt.Fprintf(out, "stored profile %s; closed %d live session(s) that used it: they come back under it\n", p.Name, a.Closed)
+			default:
+				fmt.Fprintf(out, "stored profile %s\n", p.Name)
+			}
+			if !a.HubRunning && restart {
+				fmt.Fprintln(cmd.ErrOrStderr(), noHubNote)
+			}
+			return nil
 		},
 	}
+	add.Flags().BoolVar(&restart, "restart-sessions", false, "also close the live sessions that use the profile, on every hub, so they come back under the new version")
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Print a profile as YAML", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -27,6 +28,9 @@ const (
 	WhyRevoked = "key revoked"
 	WhyRemoved = "device removed"
 )
+
+// WhyProfileChanged is why a session ends when its profile is applied to live sessions.
+func WhyProfileChanged(name string) string { return "profile " + name + " changed" }
 
 func need(op string, fields ...string) error {
 	for i := 0; i+1 < len(fields); i += 2 {
@@ -375,4 +379,45 @@ func (ch RevokeToken) apply(ctx context.Context, c *Control) (Outcome, error) {
 		return Outcome{}, err
 	}
 	return Outcome{}, c.reload()
+}
+
+// PutProfile stores (or replaces) a profile from its YAML. Live sessions keep the
+// version they logged in with unless Restart is set: then every session that uses the
+// profile, on every hub, is closed at once and comes back under the new version (an
+// agent reconnects within seconds; a device behind a gateway is announced again).
+type PutProfile struct {
+	Spec    string `json:"spec"`
+	Restart bool   `json:"restart,omitempty"`
+}
+
+func (PutProfile) Op() string { return "profile.put" }
+func (ch PutProfile) Subject() string {
+	if p, err := profile.Parse([]byte(ch.Spec)); err == nil {
+		return p.Name
+	}
+	return ""
+}
+func (ch PutProfile) check() error {
+	if err := need(ch.Op(), "a profile", ch.Spec); err != nil {
+		return err
+	}
+	if _, err := profile.Parse([]byte(ch.Spec)); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return nil
+}
+func (ch PutProfile) apply(ctx context.Context, c *Control) (Outcome, error) {
+	p, err := profile.Parse([]byte(ch.Spec))
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	c.mu.Lock() // the write and the close are one step against Follow's (closeAfter)
+	defer c.mu.Unlock()
+	if err := c.store.StoreProfile(ctx, p, ch.Restart); err != nil {
+		return Outcome{}, err
+	}
+	if !ch.Restart || c.live == nil {
+		return Outcome{}, nil
+	}
+	return Outcome{Closed: c.live.CloseProfile(p.Name, WhyProfileChanged(p.Name))}, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -26,6 +27,7 @@ type Store interface {
 	SetDeviceSecret(ctx context.Context, device, hash string) error
 	SetDeviceCert(ctx context.Context, device, serial string, notAfter time.Time) error
 	SetSOAPKey(ctx context.Context, k registry.SOAPKey) error
+	StoreProfile(ctx context.Context, p *profile.Profile, applyNow bool) error
 
 	AddGrant(ctx context.Context, g registry.Grant) error
 	RemoveGrant(ctx context.Context, g registry.Grant) error
@@ -56,6 +58,9 @@ type Live interface {
 	Forget(device string)
 	// Moved says that another hub of a shared registry now holds the device's session.
 	Moved(device, hub string)
+	// CloseProfile ends the SSH sessions on this hub that use the profile (they come
+	// back under its new version) and returns how many.
+	CloseProfile(profile, why string) int
 }
 
 // Control applies changes: the registry first, then the live consequences.

@@ -74,6 +74,10 @@ func (r *recorder) Reload(upTo int64) error {
 }
 func (r *recorder) Forget(device string)     { r.calls <- "forget " + device }
 func (r *recorder) Moved(device, hub string) { r.calls <- "moved " + device + " " + hub }
+func (r *recorder) CloseProfile(name, why string) int {
+	r.calls <- "closeprofile " + name + " " + why
+	return 0
+}
 
 // await reads calls until want arrives; what came before it is returned.
 func (r *recorder) await(t *testing.T, want string) []string {
@@ -194,6 +198,43 @@ func TestFailedReloadIsRetriedWithoutANewChange(t *testing.T) {
 	apply(t, control.New(reg, nil), control.AddDevice{Name: "dev1", Profile: "default", Key: line})
 	if seen := rec.await(t, "reload"); len(seen) != 2 || seen[0] != "reload failed" || seen[1] != "reload failed" {
 		t.Fatalf("before the reload that worked: %q", seen)
+	}
+}
+
+// A profile stored for new sessions asks nothing of live ones; applied now, it closes
+// them here through Apply and on every other hub through the change feed.
+func TestPutProfile(t *testing.T) {
+	reg := openRegistry(t)
+	ctx := context.Background()
+	from, err := reg.LastEventID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	hub := control.New(reg, rec)
+	spec := "name: cam\nreverse: {http: 0}\n"
+	apply(t, hub, control.PutProfile{Spec: spec})
+	if p, err := reg.Profile(ctx, "cam"); err != nil || p.Name != "cam" {
+		t.Fatalf("stored: %+v %v", p, err)
+	}
+	apply(t, hub, control.PutProfile{Spec: spec, Restart: true})
+	rec.await(t, "closeprofile cam profile cam changed")
+
+	// Another hub of the registry learns it from the feed: only the applied one.
+	other := newRecorder()
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go control.New(reg, other).Follow(fctx, reg, 10*time.Millisecond, from, slog.New(slog.DiscardHandler))
+	if seen := other.await(t, "closeprofile cam profile cam changed"); len(seen) != 0 {
+		t.Fatalf("before it: %q", seen)
+	}
+	for _, kind := range []string{registry.EventProfileStored, registry.EventProfileApplied} {
+		if ev, _ := reg.Events(ctx, registry.EventFilter{Kind: kind}); len(ev) != 1 || ev[0].Detail != "cam" {
+			t.Fatalf("%s events: %+v", kind, ev)
+		}
+	}
+	if _, err := hub.Apply(ctx, control.PutProfile{Spec: "name: cam\nreverse: {http: 0}\nmax_channels: -1\n"}); err == nil {
+		t.Fatal("an invalid profile was stored")
 	}
 }
 

@@ -81,6 +81,15 @@ func (c *Control) applyEvents(evs []registry.Event, failed int64, log *slog.Logg
 		case registry.EventSessionMoved:
 			c.live.Moved(e.Device, e.Hub)
 			continue
+		case registry.EventProfileApplied:
+			c.mu.Lock()
+			n := c.live.CloseProfile(e.Detail, WhyProfileChanged(e.Detail))
+			c.mu.Unlock()
+			if n > 0 {
+				log.Info("closed sessions after a profile was applied elsewhere; they come back under its new version",
+					"event", "change_applied", "profile", e.Detail, "closed", n)
+			}
+			continue
 		default:
 			reloadUpTo = max(reloadUpTo, e.ID)
 			continue

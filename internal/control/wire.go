@@ -38,6 +38,7 @@ func init() {
 		{EndLoginSessions{}.Op(), decodeAs[EndLoginSessions]},
 		{AddToken{}.Op(), decodeAs[AddToken]},
 		{RevokeToken{}.Op(), decodeAs[RevokeToken]},
+		{PutProfile{}.Op(), decodeAs[PutProfile]},
 	} {
 		decoders[d.op] = d.dec
 	}

@@ -21,6 +21,7 @@ func samples() []control.Change {
 		control.AddDevice{Name: "dev1", Profile: "camera", Key: "ssh-ed25519 AAAA dev1", Groups: []string{"a", "b"}},
 		control.RevokeDevice{Device: "dev1", Reason: "stolen"},
 		control.RemoveDevice{Device: "dev1"},
+		control.PutProfile{Spec: "name: camera\nreverse: {http: 0}\n", Restart: true},
 		control.AddKey{Device: "dev1", Key: "ssh-ed25519 AAAA new"},
 		control.RevokeKey{Device: "dev1", Fingerprint: "SHA256:abc"},
 		control.SetGroups{Device: "dev1", Groups: []string{"floor-2"}},
@@ -82,6 +83,7 @@ func TestWireRefusals(t *testing.T) {
 		{control.Envelope{Op: "device.revoke", Change: json.RawMessage(`{"device":"d"} {}`)}, "trailing data"},
 		{control.Envelope{Op: "device.revoke", Change: json.RawMessage(`{"device":42}`)}, "device.revoke"},
 		{control.Envelope{Op: "device.revoke", Change: json.RawMessage(`{}`)}, "needs a device"},
+		{control.Envelope{Op: "profile.put", Change: json.RawMessage(`{"spec":"name: x\nreverse: {http: 0}\ncolour: red\n"}`)}, "colour"},
 	} {
 		_, err := control.Unwrap(tc.env)
 		if err == nil || !errors.Is(err, control.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {

@@ -32,6 +32,8 @@ func (l live) Forget(device string) {
 	}
 }
 
+func (l live) CloseProfile(name, why string) int { return l.h.ssh.KickProfile(name, why) }
+
 // Moved lets go of a session the device now has on another hub of the registry (it
 // reconnected elsewhere), unless the device is back here.
 func (l live) Moved(device, hub string) {

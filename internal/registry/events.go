@@ -27,6 +27,11 @@ const (
 	EventTakeover     = "takeover"
 	EventViolation    = "violation"
 	EventPoolMoved    = "pool_moved"
+	// EventProfileStored: a profile was stored or replaced for new sessions;
+	// EventProfileApplied: also applied to live ones (each hub closes the sessions that
+	// use it, so they come back under it). Detail is the profile's name.
+	EventProfileStored  = "profile_stored"
+	EventProfileApplied = "profile_applied"
 )
 
 // Event is one audit record.
@@ -123,6 +128,7 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 // changeKinds are the events that change what a running hub must enforce: its sessions
 // (revocations, removals) or its access policy (grants, device groups, accounts).
 var changeKinds = []string{EventRevoked, EventDeviceRemoved, EventKeyRevoked, "granted", "ungranted", "groups_set",
+	EventProfileApplied,
 	// A new device is new addresses for the access policy of every hub (and new sockets
 	// for hubs that relay to their peers).
 	EventDeviceAdded,

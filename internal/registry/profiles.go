@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // PutProfile stores (or replaces) a profile.
@@ -21,6 +22,27 @@ func (r *Registry) PutProfile(ctx context.Context, p *profile.Profile) error {
 		return fmt.Errorf("registry: put profile %s: %w", p.Name, err)
 	}
 	return nil
+}
+
+// StoreProfile stores (or replaces) a profile as an operator's change, recorded in
+// the audit log: EventProfileApplied when the live sessions that use it are to take it
+// now (every hub closes them), EventProfileStored otherwise.
+func (r *Registry) StoreProfile(ctx context.Context, p *profile.Profile, applyNow bool) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	kind := EventProfileStored
+	if applyNow {
+		kind = EventProfileApplied
+	}
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO profiles(name, spec, updated_at) VALUES(?,?,?)
+		ON CONFLICT(name) DO UPDATE SET spec=excluded.spec, updated_at=excluded.updated_at`,
+			p.Name, string(p.Marshal()), now()); err != nil {
+			return fmt.Errorf("registry: put profile %s: %w", p.Name, err)
+		}
+		return r.addEvent(ctx, tx, Event{Kind: kind, Detail: p.Name})
+	})
 }
 
 // Profile returns the named profile. "default" is built in unless the operator stored one.

@@ -44,6 +44,9 @@ func (sessionsOnly) Refresh()             {}
 func (sessionsOnly) Reload(int64) error   { return nil }
 func (sessionsOnly) Forget(string)        {}
 func (sessionsOnly) Moved(string, string) {}
+func (l sessionsOnly) CloseProfile(name, why string) int {
+	return l.s.KickProfile(name, why)
+}
 
 // ErrClosed is returned by Serve after Close.
 var ErrClosed = errors.New("sshd: server closed")

@@ -265,6 +265,16 @@ func (s *Server) childrenEnded(names []string, remote string) {
 	}
 }
 
+// announceAgain tells the gateway that the centre closed one of its devices without
+// revoking it: the gateway announces it again, and it comes back under what the centre
+// holds now (its profile).
+func (ss *session) announceAgain(device, why string) {
+	if ss.conn == nil {
+		return
+	}
+	go ss.conn.SendRequest(sshext.CloseDeviceRequest, false, ssh.Marshal(sshext.CloseDevice{Device: device, Reason: why}))
+}
+
 // tellGateway asks the gateway to close a device revoked or removed here.
 func (ss *session) tellGateway(device, why string) {
 	if ss.conn == nil {

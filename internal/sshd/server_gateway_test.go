@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -192,5 +193,51 @@ func TestChildSessionEndsAreRecordedBeforeClose(t *testing.T) {
 	}
 	if ended != n {
 		t.Fatalf("%d of %d sessions behind the gateway recorded as ended when Close returned", ended, n)
+	}
+}
+
+// A profile applied to live sessions reaches devices behind a gateway: the centre
+// closes the device under the old version and asks its gateway (without revoking it)
+// to announce it again, so it comes back under the new one.
+func TestKickProfileAsksTheGatewayToAnnounceAgain(t *testing.T) {
+	f := newFixture(t, testProfile(gatewayProfile), nil)
+	conn, _, reqs := f.dial(t)
+	if rs := announce(t, conn, sshext.Announce{Device: "cam-1", Aliases: []string{"http"}}); rs[0].Refused != "" {
+		t.Fatalf("announce: %+v", rs)
+	}
+	tightened := testProfile("name: default\nreverse: {http: 0}\nmax_channels: 2\n")
+	if err := f.reg.PutProfile(context.Background(), tightened); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.srv.KickProfile("default", "profile default changed"); n != 1 {
+		t.Fatalf("closed %d sessions, want cam-1's", n)
+	}
+	if f.srv.Online("cam-1") {
+		t.Fatal("cam-1 still online under the old version")
+	}
+	told := false
+	for !told {
+		select {
+		case req, ok := <-reqs:
+			if !ok {
+				t.Fatal("the gateway's session ended before it was told")
+			}
+			var c sshext.CloseDevice
+			if req.Type != sshext.CloseDeviceRequest || ssh.Unmarshal(req.Payload, &c) != nil {
+				if req.WantReply {
+					req.Reply(false, nil)
+				}
+				continue
+			}
+			if c.Device != "cam-1" || c.Revoked || c.Reason != "profile default changed" {
+				t.Fatalf("the gateway was told %+v", c)
+			}
+			told = true
+		case <-time.After(30 * time.Second): // a guard, not a measurement
+			t.Fatal("the gateway was never asked to announce cam-1 again")
+		}
+	}
+	if d, err := f.reg.Device(context.Background(), "cam-1"); err != nil || d.Revoked() {
+		t.Fatalf("cam-1 after the profile change: %+v %v", d, err)
 	}
 }

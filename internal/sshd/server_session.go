@@ -1,6 +1,7 @@
 package sshd
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -361,6 +362,40 @@ func (s *Server) KickKey(device, fingerprint, why string) int {
 		if ss.gw != nil {
 			// Revoked or removed here: the gateway closes the device and keeps it out.
 			ss.gw.tellGateway(ss.device.Name, why)
+		}
+	}
+	return len(victims)
+}
+
+// KickProfile closes the sessions that logged in with another version of the named
+// profile than the registry holds now (an operator applied a new one to live
+// sessions): each comes back under it. A device behind a gateway is closed here and its
+// gateway asked to announce it again (not revoked). Sessions already under the current
+// version are left alone, so the same change arriving again through the change feed
+// closes nothing twice.
+func (s *Server) KickProfile(name, why string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
+	current, err := s.store.Profile(ctx, name)
+	cancel()
+	if err != nil {
+		s.log.Error("applying a changed profile to live sessions: reading it failed", "profile", name, "err", err)
+		return 0
+	}
+	want := current.Marshal()
+	s.mu.Lock()
+	var victims []*session
+	for _, ds := range s.devices {
+		for _, ss := range ds.sessions {
+			if ss.prof != nil && ss.prof.Name == current.Name && !bytes.Equal(ss.prof.Marshal(), want) {
+				victims = append(victims, ss)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, ss := range victims {
+		ss.close(why)
+		if ss.gw != nil {
+			ss.gw.announceAgain(ss.device.Name, why)
 		}
 	}
 	return len(victims)

@@ -292,3 +292,44 @@ func TestZeroConfigIsSafe(t *testing.T) {
 		t.Fatalf("forward on a zero-Config server: %v %v", ok, err)
 	}
 }
+
+// A profile applied to live sessions closes those that logged in with another version;
+// the device comes back under the new one (here: a lowered max_channels holds), and
+// applying the same version again closes nothing.
+func TestKickProfileAppliesTheNewVersion(t *testing.T) {
+	target := echoServer(t)
+	spec := func(max int) *profile.Profile {
+		return testProfile(fmt.Sprintf("name: p\ndirect: {echo: %q}\nmax_channels: %d\n", target, max))
+	}
+	f := newFixture(t, spec(2), nil)
+	old, _, reqs := f.dial(t)
+	go ssh.DiscardRequests(reqs)
+	if n := f.srv.KickProfile("p", "profile p changed"); n != 0 {
+		t.Fatalf("closed %d sessions already under the stored version", n)
+	}
+	if err := f.reg.PutProfile(context.Background(), spec(1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.srv.KickProfile("p", "profile p changed"); n != 1 {
+		t.Fatalf("closed %d sessions, want the one under the old version", n)
+	}
+	if err := old.Wait(); err == nil {
+		t.Fatal("the old session ended cleanly?")
+	}
+	conn, chans, reqs := f.dial(t)
+	go ssh.DiscardRequests(reqs)
+	go func() {
+		for range chans {
+		}
+	}()
+	if _, _, err := openDirect(conn, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	var oce *ssh.OpenChannelError
+	if _, _, err := openDirect(conn, "echo"); !errors.As(err, &oce) || oce.Reason != ssh.ResourceShortage {
+		t.Fatalf("second channel under max_channels 1: %v", err)
+	}
+	if n := f.srv.KickProfile("p", "profile p changed"); n != 0 {
+		t.Fatalf("the same version applied again closed %d sessions", n)
+	}
+}

@@ -413,9 +413,13 @@ func (u *Uplink) serveRequests(reqs <-chan *ssh.Request) {
 		if req.Type == sshext.CloseDeviceRequest {
 			var c sshext.CloseDevice
 			if ssh.Unmarshal(req.Payload, &c) == nil && c.Device != "" {
-				u.log.Warn("the centre closed a device; closing it here", "device", c.Device, "why", c.Reason, "revoked", c.Revoked)
 				if c.Revoked {
+					u.log.Warn("the centre revoked a device; closing it here", "device", c.Device, "why", c.Reason)
 					u.revoked(c.Device, "at the centre: "+c.Reason)
+				} else {
+					// Closed there without a revocation (its profile changed): announced
+					// again, it comes back as the centre holds it now.
+					u.log.Info("the centre closed a device; announcing it again", "device", c.Device, "why", c.Reason)
 				}
 				u.Changed(c.Device)
 			}

@@ -311,3 +311,33 @@ func TestAgentPicksUpRotatedKey(t *testing.T) {
 		t.Fatalf("the hub did not record the new key for the last session: %+v", d.LastAlgos)
 	}
 }
+
+// A tightened profile stored with --restart-sessions closes the live sessions that use
+// it at once, so the device comes back under it; without the flag it waits for new
+// sessions, and says so.
+func TestProfileAppliedToLiveSessions(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1", "--profile", writeProfile(t, t.TempDir(), "name: cam\nreverse: {http: 0, rtsp: 0}\n"))
+	app := deviceApp(t, "ok")
+	p := startProc(t, "ssh", append(sshArgs(h, key), "-R", "http:80:"+hostPortOf(app), "-R", "rtsp:80:"+hostPortOf(app), "dev1@127.0.0.1")...)
+	h.log.wait(t, "reverse forward open", "device", "dev1", "alias", "rtsp")
+
+	tightened := writeProfile(t, t.TempDir(), "name: cam\nreverse: {http: 0}\n")
+	if out := h.mustCLI("profile", "add", tightened); !strings.Contains(out, "applies to new sessions") {
+		t.Fatalf("profile add without --restart-sessions:\n%s", out)
+	}
+	if out := h.mustCLI("profile", "add", tightened, "--restart-sessions"); !strings.Contains(out, "closed 1 live session(s)") {
+		t.Fatalf("profile add --restart-sessions:\n%s", out)
+	}
+	h.log.wait(t, "session closed", "device", "dev1", "why", "profile cam changed")
+	p.waitExit(t) // the stock client sees its session end
+
+	// Back under the new version: rtsp is refused now.
+	again := exec.Command("ssh", append(sshArgs(h, key), "-R", "rtsp:80:"+hostPortOf(app), "dev1@127.0.0.1")...)
+	if msg, err := again.CombinedOutput(); err == nil || !strings.Contains(string(msg), "remote port forwarding failed") {
+		t.Fatalf("rtsp under the tightened profile: err=%v, client saw:\n%s", err, msg)
+	}
+	if ev := h.events("", "profile_applied"); len(ev) != 1 {
+		t.Fatalf("profile_applied events: %+v", ev)
+	}
+}
