@@ -26,6 +26,25 @@ var (
 type Principal struct {
 	ID   int64
 	Name string
+	// Stamp, for a password login, changes whenever the account's password does (a
+	// digest of its hash): a connection that logged in with the old one can be told.
+	Stamp string
+}
+
+// stamp is the digest of an account's password hash (never the hash itself).
+func stamp(acct *registry.Account) string {
+	sum := sha256.Sum256([]byte(acct.Password))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Stamp is the account's current password stamp (Principal.Stamp); ok is false when
+// the account is gone.
+func (a *Accounts) Stamp(id int64) (s string, ok bool) {
+	acct := a.dir.Load().byID[id]
+	if acct == nil {
+		return "", false
+	}
+	return stamp(acct), true
 }
 
 // AccountStore is what Accounts reads and writes in the registry.
@@ -233,7 +252,7 @@ func (c *passwordChecker) check(ctx context.Context, dir *directory, ip, name, p
 	exp, cached := c.ok[k]
 	c.mu.Unlock()
 	if cached && time.Now().Before(exp) && acct != nil {
-		return Principal{ID: acct.ID, Name: acct.Name}, nil
+		return Principal{ID: acct.ID, Name: acct.Name, Stamp: stamp(acct)}, nil
 	}
 	select {
 	case c.sem <- struct{}{}:
@@ -253,5 +272,5 @@ func (c *passwordChecker) check(ctx context.Context, dir *directory, ip, name, p
 	}
 	c.ok[k] = time.Now().Add(passwordCacheTTL)
 	c.mu.Unlock()
-	return Principal{ID: acct.ID, Name: acct.Name}, nil
+	return Principal{ID: acct.ID, Name: acct.Name, Stamp: stamp(acct)}, nil
 }

@@ -3,6 +3,7 @@ package authn
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,6 +127,24 @@ func TestAccountChangesStopAtReload(t *testing.T) {
 	if _, ok := a.Session(cookie); ok {
 		t.Fatal("session alive after logout elsewhere and a reload")
 	}
+	// A new password changes the account's stamp at the next reload (what MQTT compares
+	// to disconnect a client that logged in with the old one); the stamp is not the hash.
+	if st, ok := a.Stamp(p.ID); !ok || st != p.Stamp || st == "" {
+		t.Fatalf("stamp %q %v, login said %q", st, ok, p.Stamp)
+	}
+	hash, err := credential.HashPassword("a new password entirely")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.SetPassword(ctx, "alice", hash); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := a.Stamp(p.ID); !ok || st == p.Stamp || strings.Contains(hash, st) {
+		t.Fatalf("stamp after a new password: %q %v", st, ok)
+	}
 	// A removed account: its token and name stop at the next reload.
 	if err := reg.RemoveAccount(ctx, "alice"); err != nil {
 		t.Fatal(err)
@@ -138,6 +157,9 @@ func TestAccountChangesStopAtReload(t *testing.T) {
 	}
 	if _, ok := a.Name(p.ID); ok {
 		t.Fatal("removed account still named")
+	}
+	if _, ok := a.Stamp(p.ID); ok {
+		t.Fatal("removed account still stamped")
 	}
 }
 

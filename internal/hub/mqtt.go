@@ -80,16 +80,13 @@ func (h *Hub) MQTTAddr(id string) net.Addr {
 // same failed-login limits as the front door and the hub's current grants.
 type platform struct{ h *Hub }
 
-func (p platform) CheckPassword(ctx context.Context, ip, name, password string) (int64, string, error) {
+func (p platform) CheckPassword(ctx context.Context, ip, name, password string) (int64, string, string, error) {
 	a, err := p.h.accounts.Password(ctx, ip, name, password)
-	return a.ID, a.Name, err
+	return a.ID, a.Name, a.Stamp, err
 }
 
 func (p platform) AllowedAccount(id int64, device, right string) bool {
 	return p.h.access.Policy().AllowedAccount(id, device, right)
 }
 
-func (p platform) AccountExists(id int64) bool {
-	_, ok := p.h.accounts.Name(id)
-	return ok
-}
+func (p platform) AccountStamp(id int64) (string, bool) { return p.h.accounts.Stamp(id) }

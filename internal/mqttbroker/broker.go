@@ -83,11 +83,13 @@ type Broker struct {
 type Platform interface {
 	// CheckPassword verifies an account's password under the front door's failed-login
 	// limits.
-	CheckPassword(ctx context.Context, ip, name, password string) (id int64, account string, err error)
+	// stamp changes whenever the account's password does.
+	CheckPassword(ctx context.Context, ip, name, password string) (id int64, account, stamp string, err error)
 	// AllowedAccount reports whether account id holds right on device.
 	AllowedAccount(id int64, device, right string) bool
-	// AccountExists reports whether account id is still there (not removed).
-	AccountExists(id int64) bool
+	// AccountStamp is account id's current password stamp; ok is false when the account
+	// is removed.
+	AccountStamp(id int64) (stamp string, ok bool)
 }
 
 // AccountClientPrefix starts a platform app's client identifier (app:NAME or
@@ -98,6 +100,7 @@ const AccountClientPrefix = "app:"
 type identity struct {
 	device    string
 	account   string // set for a platform app; device is then ""
+	stamp     string // the platform app's password stamp at login
 	accountID int64
 	gen       int64     // the device's incarnation: a removed and re-added name is another device
 	since     time.Time // when it logged in
@@ -237,9 +240,20 @@ func (b *Broker) Revalidate() int {
 		}
 		id := v.(identity)
 		if id.account != "" {
-			// Its grants are checked message by message; a removed account goes.
-			if b.Platform != nil && !b.Platform.AccountExists(id.accountID) {
-				b.log.Info("disconnecting a platform app's MQTT client", "account", id.account, "client", cl.ID, "why", "account removed")
+			// Its grants are checked message by message; a removed account goes, and so
+			// does a client that logged in with a password changed since.
+			if b.Platform == nil {
+				continue
+			}
+			why := ""
+			switch cur, ok := b.Platform.AccountStamp(id.accountID); {
+			case !ok:
+				why = "account removed"
+			case cur != id.stamp:
+				why = "password changed"
+			}
+			if why != "" {
+				b.log.Info("disconnecting a platform app's MQTT client", "account", id.account, "client", cl.ID, "why", why)
 				b.srv.DisconnectClient(cl, packets.ErrNotAuthorized)
 				n++
 			}
@@ -401,7 +415,7 @@ func (b *Broker) authenticateAccount(cl *mqtt.Client, pk packets.Packet) (identi
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ip, _, _ := net.SplitHostPort(cl.Net.Remote)
-	id, name, err := b.Platform.CheckPassword(ctx, ip, string(pk.Connect.Username), string(pk.Connect.Password))
+	id, name, stamp, err := b.Platform.CheckPassword(ctx, ip, string(pk.Connect.Username), string(pk.Connect.Password))
 	if err != nil {
 		return identity{}, "wrong user name or password", false
 	}
@@ -414,7 +428,7 @@ func (b *Broker) authenticateAccount(cl *mqtt.Client, pk packets.Packet) (identi
 	if pk.Connect.WillFlag {
 		return identity{}, fmt.Sprintf("account %s: a platform app has no will", name), false
 	}
-	return identity{account: name, accountID: id, refused: new(atomic.Int32)}, "", false
+	return identity{account: name, accountID: id, stamp: stamp, refused: new(atomic.Int32)}, "", false
 }
 
 // accountMay reports whether a platform app may use topic (a name or a filter): under

@@ -374,6 +374,25 @@ func TestMQTTPlatformApp(t *testing.T) {
 		}
 	}
 
+	// A new password disconnects the app that logged in with the old one (a leaked
+	// password is changed to cut its user off); the old one no longer logs in, the new one does.
+	passwd := exec.Command(iotsafeBin, "account", "passwd", "app", "--password-stdin", "--data", h.data)
+	passwd.Stdin = strings.NewReader("app-password-2\n")
+	if out, err := passwd.CombinedOutput(); err != nil {
+		t.Fatalf("account passwd: %v\n%s", err, out)
+	}
+	select {
+	case <-appExited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the app is still connected with the old password:\n%s", app.text())
+	}
+	h.log.wait(t, "disconnecting a platform app's MQTT client", "account", "app", "why", "password changed")
+	if out, err := mosq(t, "mosquitto_pub", conn("app", "app-password-1", "mqttv311", "-t", "devices/dev1/x", "-m", "x")...); err == nil || !strings.Contains(out, "not authorised") {
+		t.Errorf("the old password logged in: %v\n%s", err, out)
+	}
+	app, appExited = startSub(t, conn("app", "app-password-2", "mqttv5", "-i", "app:app", "-t", "devices/+/notifications/#", "-v", "-d")...)
+	app.waitText(t, "received SUBACK")
+
 	// Removing the account disconnects its app at once; its password no longer logs in.
 	h.mustCLI("account", "remove", "app")
 	select {
@@ -382,7 +401,7 @@ func TestMQTTPlatformApp(t *testing.T) {
 		t.Fatalf("the removed account's app is still connected:\n%s", app.text())
 	}
 	h.log.wait(t, "disconnecting a platform app's MQTT client", "account", "app", "why", "account removed")
-	if out, err := mosq(t, "mosquitto_pub", conn("app", "app-password-1", "mqttv311", "-t", "devices/dev1/x", "-m", "x")...); err == nil || !strings.Contains(out, "not authorised") {
+	if out, err := mosq(t, "mosquitto_pub", conn("app", "app-password-2", "mqttv311", "-t", "devices/dev1/x", "-m", "x")...); err == nil || !strings.Contains(out, "not authorised") {
 		t.Errorf("a removed account logged in: %v\n%s", err, out)
 	}
 }
