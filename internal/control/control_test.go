@@ -32,6 +32,24 @@ func openRegistry(t *testing.T) *registry.Registry {
 	return reg
 }
 
+// feedStart opens a registry and returns it with the event its change feed starts after.
+func feedStart(t *testing.T) (*registry.Registry, int64) {
+	t.Helper()
+	reg := openRegistry(t)
+	from, err := reg.LastEventID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, from
+}
+
+// follow runs c's change feed over reg from `from` on until the test ends.
+func follow(t *testing.T, c *control.Control, reg *registry.Registry, from int64, poll time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go c.Follow(ctx, reg, poll, from, slog.New(slog.DiscardHandler))
+}
+
 // recorder is a hub's live side: what the changes asked of it, each call also sent on
 // calls so a test can wait for it. It is our own interface's test double (the hub's real
 // one is exercised by the e2e tests, with OpenSSH sessions and MQTT clients).
@@ -146,17 +164,10 @@ func TestApplyClosesAtOnce(t *testing.T) {
 // What another process writes (the CLI with no hub answering, another hub of a shared
 // registry) reaches this hub's live subsystems through the change feed.
 func TestFollowAppliesChangesMadeElsewhere(t *testing.T) {
-	reg := openRegistry(t)
-	ctx := context.Background()
-	from, err := reg.LastEventID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, from := feedStart(t)
 	rec := newRecorder()
 	hub := control.New(reg, rec)
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go hub.Follow(fctx, reg, 20*time.Millisecond, from, slog.New(slog.DiscardHandler))
+	follow(t, hub, reg, from, 20*time.Millisecond)
 
 	elsewhere := control.New(reg, nil) // the offline mode: the registry write alone
 	if elsewhere.Online() || !hub.Online() {
@@ -182,18 +193,10 @@ func TestFollowAppliesChangesMadeElsewhere(t *testing.T) {
 // refusing the rules) is tried again at the next poll, not only when another change
 // comes: with no change after it, it would never apply.
 func TestFailedReloadIsRetriedWithoutANewChange(t *testing.T) {
-	reg := openRegistry(t)
-	ctx := context.Background()
-	from, err := reg.LastEventID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, from := feedStart(t)
 	rec := newRecorder()
 	rec.failReloads = 2
-	hub := control.New(reg, rec)
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go hub.Follow(fctx, reg, 10*time.Millisecond, from, slog.New(slog.DiscardHandler))
+	follow(t, control.New(reg, rec), reg, from, 10*time.Millisecond)
 	_, line := newKey(t)
 	apply(t, control.New(reg, nil), control.AddDevice{Name: "dev1", Profile: "default", Key: line})
 	if seen := rec.await(t, "reload"); len(seen) != 2 || seen[0] != "reload failed" || seen[1] != "reload failed" {
@@ -204,12 +207,8 @@ func TestFailedReloadIsRetriedWithoutANewChange(t *testing.T) {
 // A profile stored for new sessions asks nothing of live ones; applied now, it closes
 // them here through Apply and on every other hub through the change feed.
 func TestPutProfile(t *testing.T) {
-	reg := openRegistry(t)
+	reg, from := feedStart(t)
 	ctx := context.Background()
-	from, err := reg.LastEventID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder()
 	hub := control.New(reg, rec)
 	spec := "name: cam\nreverse: {http: 0}\n"
@@ -222,9 +221,7 @@ func TestPutProfile(t *testing.T) {
 
 	// Another hub of the registry learns it from the feed: only the applied one.
 	other := newRecorder()
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go control.New(reg, other).Follow(fctx, reg, 10*time.Millisecond, from, slog.New(slog.DiscardHandler))
+	follow(t, control.New(reg, other), reg, from, 10*time.Millisecond)
 	if seen := other.await(t, "closeprofile cam profile cam changed"); len(seen) != 0 {
 		t.Fatalf("before it: %q", seen)
 	}
