@@ -357,14 +357,8 @@ func (s *Server) KickKey(device, fingerprint, why string) int {
 		}
 	}
 	s.mu.Unlock()
-	for _, ss := range victims {
-		ss.close(why)
-		if ss.gw != nil {
-			// Revoked or removed here: the gateway closes the device and keeps it out.
-			ss.gw.tellGateway(ss.device.Name, why)
-		}
-	}
-	return len(victims)
+	// Revoked or removed here: the gateway closes the device and keeps it out.
+	return closeSessions(victims, why, (*session).tellGateway)
 }
 
 // KickProfile closes the sessions that logged in with another version of the named
@@ -381,21 +375,41 @@ func (s *Server) KickProfile(name, why string) int {
 		s.log.Error("applying a changed profile to live sessions: reading it failed", "profile", name, "err", err)
 		return 0
 	}
-	want := current.Marshal()
 	s.mu.Lock()
-	var victims []*session
+	var named []*session
 	for _, ds := range s.devices {
 		for _, ss := range ds.sessions {
-			if ss.prof != nil && ss.prof.Name == current.Name && !bytes.Equal(ss.prof.Marshal(), want) {
-				victims = append(victims, ss)
+			if ss.prof != nil && ss.prof.Name == name {
+				named = append(named, ss)
 			}
 		}
 	}
 	s.mu.Unlock()
+	// Compared outside the lock, each loaded version once: a centre may hold 100,000
+	// sessions of one profile.
+	want := current.Marshal()
+	same := map[*profile.Profile]bool{}
+	var victims []*session
+	for _, ss := range named {
+		eq, seen := same[ss.prof]
+		if !seen {
+			eq = bytes.Equal(ss.prof.Marshal(), want)
+			same[ss.prof] = eq
+		}
+		if !eq {
+			victims = append(victims, ss)
+		}
+	}
+	return closeSessions(victims, why, (*session).announceAgain)
+}
+
+// closeSessions closes each session and, for one behind a gateway, tells its gateway
+// (gw is the gateway's session).
+func closeSessions(victims []*session, why string, tell func(gw *session, device, why string)) int {
 	for _, ss := range victims {
 		ss.close(why)
 		if ss.gw != nil {
-			ss.gw.announceAgain(ss.device.Name, why)
+			tell(ss.gw, ss.device.Name, why)
 		}
 	}
 	return len(victims)
