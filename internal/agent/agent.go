@@ -131,9 +131,10 @@ type Agent struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	conn    ssh.Conn      // current session, nil while disconnected
-	mux     *zmux.Session // its multiplexed channel, nil if not negotiated
-	up      chan struct{} // closed when conn becomes non-nil
+	conn    ssh.Conn        // current session, nil while disconnected
+	mux     *zmux.Session   // its multiplexed channel, nil if not negotiated
+	ended   <-chan struct{} // closed once conn has ended (sshext.OpenChannel)
+	up      chan struct{}   // closed when conn becomes non-nil
 	exposed map[string]Expose
 	key     *keySource  // used by Run's goroutine only
 	hubs    []string    // cfg.Hub's addresses
@@ -316,6 +317,7 @@ func (a *Agent) session(ctx context.Context) error {
 	}
 	a.wasUp.Store(true)
 	defer conn.Close()
+	ended := sshext.Ended(conn)
 	go replyFalse(reqs)
 	done := make(chan struct{})
 	defer close(done)
@@ -324,7 +326,7 @@ func (a *Agent) session(ctx context.Context) error {
 		// Ask the hub to coalesce its side too (an iotsafe hub does; others ignore it).
 		conn.SendRequest(sshext.CoalesceRequest, false, nil)
 	}
-	mux := a.negotiateMux(conn)
+	mux := a.negotiateMux(conn, ended)
 	if mux != nil {
 		defer mux.Close()
 	}
@@ -342,21 +344,19 @@ func (a *Agent) session(ctx context.Context) error {
 		}
 		a.log.Info("exposed", "alias", e.Alias, "target", e.Target)
 	}
-	a.setConn(conn, mux)
-	defer a.setConn(nil, nil)
+	a.setConn(conn, mux, ended)
+	defer a.setConn(nil, nil, nil)
 	a.log.Info("session up", "hub", hub)
 	if a.cfg.OnReady != nil {
 		a.cfg.OnReady()
 	}
 
-	wait := make(chan error, 1)
-	go func() { wait <- conn.Wait() }()
 	go a.keepalive(conn, done)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case err := <-wait:
-		return fmt.Errorf("agent: session closed: %w", err)
+	case <-ended:
+		return fmt.Errorf("agent: session closed: %w", conn.Wait())
 	}
 }
 
@@ -434,7 +434,7 @@ func KeepAlive(conn ssh.Conn, done <-chan struct{}, interval, timeout time.Durat
 // declines compression, plain unless ChannelPerConnection is set). Before any reverse
 // forward is registered, so the hub's connections to exposed aliases use it from the
 // first one. A refusal leaves the session with plain channels.
-func (a *Agent) negotiateMux(conn ssh.Conn) *zmux.Session {
+func (a *Agent) negotiateMux(conn ssh.Conn, ended <-chan struct{}) *zmux.Session {
 	var modes []string
 	if a.cfg.Compress {
 		modes = append(modes, sshext.MuxDeflate)
@@ -445,10 +445,10 @@ func (a *Agent) negotiateMux(conn ssh.Conn) *zmux.Session {
 	for _, mode := range modes {
 		// Version 2 first; a hub that predates it refuses the mode as unknown.
 		v2 := true
-		ch, reqs, err := conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: mode + sshext.MuxV2, Coalesce: a.cfg.Coalesce}))
+		ch, reqs, err := sshext.OpenChannel(conn, ended, sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: mode + sshext.MuxV2, Coalesce: a.cfg.Coalesce}))
 		if oe := (*ssh.OpenChannelError)(nil); errors.As(err, &oe) && oe.Reason == ssh.UnknownChannelType {
 			v2 = false
-			ch, reqs, err = conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: mode, Coalesce: a.cfg.Coalesce}))
+			ch, reqs, err = sshext.OpenChannel(conn, ended, sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: mode, Coalesce: a.cfg.Coalesce}))
 		}
 		if err != nil {
 			if mode == sshext.MuxDeflate {
@@ -523,10 +523,10 @@ func (a *Agent) dialExposed(e Expose) (net.Conn, error) {
 	return c, err
 }
 
-func (a *Agent) setConn(c ssh.Conn, m *zmux.Session) {
+func (a *Agent) setConn(c ssh.Conn, m *zmux.Session, ended <-chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.conn, a.mux = c, m
+	a.conn, a.mux, a.ended = c, m, ended
 	if c != nil {
 		close(a.up)
 	} else {
@@ -534,24 +534,24 @@ func (a *Agent) setConn(c ssh.Conn, m *zmux.Session) {
 	}
 }
 
-// current returns the live session and its multiplexed channel (nil if none), waiting
-// up to ConnectWait for a session.
-func (a *Agent) current(ctx context.Context) (ssh.Conn, *zmux.Session) {
+// current returns the live session, its multiplexed channel (nil if none) and the
+// channel closed at its end, waiting up to ConnectWait for a session.
+func (a *Agent) current(ctx context.Context) (ssh.Conn, *zmux.Session, <-chan struct{}) {
 	a.mu.Lock()
-	c, m, up := a.conn, a.mux, a.up
+	c, m, ended, up := a.conn, a.mux, a.ended, a.up
 	a.mu.Unlock()
 	if c != nil {
-		return c, m
+		return c, m, ended
 	}
 	select {
 	case <-up:
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		return a.conn, a.mux
+		return a.conn, a.mux, a.ended
 	case <-ctx.Done():
 	case <-time.After(a.cfg.ConnectWait):
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // serveForwarded connects each forwarded-tcpip channel from the hub to the exposed service.
@@ -595,7 +595,7 @@ func (a *Agent) acceptDirect(ctx context.Context, ln net.Listener, f Forward) {
 			return
 		}
 		go func() {
-			conn, mux := a.current(ctx)
+			conn, mux, ended := a.current(ctx)
 			if conn == nil {
 				a.log.Warn("no session to the hub; dropping local connection", "alias", f.Alias)
 				c.Close()
@@ -614,7 +614,7 @@ func (a *Agent) acceptDirect(ctx context.Context, ln net.Listener, f Forward) {
 					return
 				}
 			}
-			ch, reqs, err := conn.OpenChannel("direct-tcpip", ssh.Marshal(sshwire.DirectTCPIP{Host: f.Alias, Port: uint32(lport), OriginAddr: host, OriginPort: uint32(oport)}))
+			ch, reqs, err := sshext.OpenChannel(conn, ended, "direct-tcpip", ssh.Marshal(sshwire.DirectTCPIP{Host: f.Alias, Port: uint32(lport), OriginAddr: host, OriginPort: uint32(oport)}))
 			if err != nil {
 				a.log.Warn("hub refused direct forward", "alias", f.Alias, "err", err)
 				c.Close()

@@ -87,7 +87,7 @@ func TestMuxNegotiatesTheFramingVersion(t *testing.T) {
 	for _, v1Only := range []bool{false, true} {
 		a := &Agent{log: slog.New(slog.DiscardHandler), exposed: map[string]Expose{}}
 		conn, accepted := muxHub(t, v1Only)
-		m := a.negotiateMux(conn)
+		m := a.negotiateMux(conn, sshext.Ended(conn))
 		if m == nil {
 			t.Fatalf("v1Only=%v: no multiplexed channel", v1Only)
 		}

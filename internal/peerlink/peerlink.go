@@ -56,7 +56,7 @@ func (l *Links) Open(peer registry.HubInfo, device, alias, originAddr string, or
 		if err != nil {
 			return nil, err
 		}
-		ch, reqs, err := lk.conn.OpenChannel(sshext.PeerChannel, extra)
+		ch, reqs, err := sshext.OpenChannel(lk.conn, lk.ch, sshext.PeerChannel, extra)
 		var oce *ssh.OpenChannelError
 		if err == nil {
 			go ssh.DiscardRequests(reqs)

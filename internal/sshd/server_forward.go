@@ -261,7 +261,7 @@ func (f *forward) open(originAddr string, originPort uint32, from string) (st tu
 				return st, "via-gateway", release, nil
 			}
 		}
-		ch, reqs, err := gw.conn.OpenChannel(sshext.DeviceChannel, ssh.Marshal(sshext.DeviceOpen{
+		ch, reqs, err := sshext.OpenChannel(gw.conn, gw.done, sshext.DeviceChannel, ssh.Marshal(sshext.DeviceOpen{
 			Device: ss.device.Name, Alias: f.alias, OriginAddr: originAddr, OriginPort: originPort}))
 		if err != nil {
 			ss.log.Info("gateway refused the connection to its device", "alias", f.alias, "gateway", gw.device.Name, "err", err)
@@ -280,7 +280,7 @@ func (f *forward) open(originAddr string, originPort uint32, from string) (st tu
 			return st, "forwarded-tcpip", release, nil
 		}
 	}
-	ch, reqs, err := ss.conn.OpenChannel("forwarded-tcpip", ssh.Marshal(p))
+	ch, reqs, err := sshext.OpenChannel(ss.conn, ss.done, "forwarded-tcpip", ssh.Marshal(p))
 	if err != nil {
 		ss.log.Info("device refused forwarded connection", "alias", f.alias, "err", err)
 		return nil, "", nil, err

@@ -207,6 +207,7 @@ func (u *Uplink) session(ctx context.Context) error {
 		return fmt.Errorf("uplink: handshake: %w", err)
 	}
 	defer conn.Close()
+	ended := sshext.Ended(conn)
 	u.wasUp.Store(true)
 	u.log.Info("connected to the centre")
 
@@ -227,19 +228,17 @@ func (u *Uplink) session(ctx context.Context) error {
 	defer close(done)
 	go u.serveChannels(chans)
 	go u.serveRequests(reqs)
-	if m := u.openMux(conn); m != nil {
+	if m := u.openMux(conn, ended); m != nil {
 		defer m.Close()
 		go u.serveMux(m)
 	}
 	go u.keepalive(conn, done)
-	wait := make(chan error, 1)
-	go func() { wait <- conn.Wait() }()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-wait:
-			return fmt.Errorf("uplink: session closed: %w", err)
+		case <-ended:
+			return fmt.Errorf("uplink: session closed: %w", conn.Wait())
 		case <-u.kick:
 			if err := u.sync(conn); err != nil {
 				return err
@@ -368,8 +367,8 @@ func (u *Uplink) serveChannels(chans <-chan ssh.NewChannel) {
 // openMux opens the session's multiplexed channel, on which the centre opens a stream
 // per connection to a device instead of an SSH channel (no round trip, less work on
 // both hubs). Without it (a centre that refuses it) device channels are used.
-func (u *Uplink) openMux(conn ssh.Conn) *zmux.Session {
-	ch, reqs, err := conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: sshext.MuxPlain + sshext.MuxV2}))
+func (u *Uplink) openMux(conn ssh.Conn, ended <-chan struct{}) *zmux.Session {
+	ch, reqs, err := sshext.OpenChannel(conn, ended, sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: sshext.MuxPlain + sshext.MuxV2}))
 	if err != nil {
 		u.log.Info("the centre does not multiplex; one SSH channel per connection", "err", err)
 		return nil
