@@ -122,23 +122,18 @@ func (c FleetConfig) session(i int) (ssh.Conn, []string, error) {
 		tc.Close()
 		return nil, nil, err
 	}
-	var mreqs <-chan *ssh.Request
-	if c.Multiplex {
-		// The agent's default: version 2 of the framing (the lab's hub is this binary).
-		var ch ssh.Channel
-		var err error
-		if ch, mreqs, err = conn.OpenChannel(sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: sshext.MuxPlain + sshext.MuxV2})); err != nil {
-			conn.Close()
-			return nil, nil, fmt.Errorf("multiplexed channel: %w", err)
-		}
-		zmux.New(ch, zmux.Options{Device: true, Version2: true, Handle: c.serveStream})
-	}
 	// One goroutine answers the hub's keepalives, the multiplexed channel's requests and
 	// channel opens: a fleet holds up to a gateway's worth of sessions per process, and
-	// goroutines are most of a simulated device's memory.
+	// goroutines are most of a simulated device's memory. It also says when the
+	// connection has ended (its requests and channels close), for the mux's open.
+	ended := make(chan struct{})
+	muxReqs := make(chan (<-chan *ssh.Request), 1)
 	go func() {
+		defer close(ended)
+		var mreqs <-chan *ssh.Request
 		for reqs != nil || chans != nil {
 			select {
+			case mreqs = <-muxReqs:
 			case r, ok := <-reqs:
 				if !ok {
 					reqs = nil
@@ -160,6 +155,17 @@ func (c FleetConfig) session(i int) (ssh.Conn, []string, error) {
 			}
 		}
 	}()
+	if c.Multiplex {
+		// The agent's default: version 2 of the framing (the lab's hub is this binary).
+		// sshext.OpenChannel: an open racing the hub's close would otherwise wait for ever.
+		ch, mreqs, err := sshext.OpenChannel(conn, ended, sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: sshext.MuxPlain + sshext.MuxV2}))
+		if err != nil {
+			conn.Close()
+			return nil, nil, fmt.Errorf("multiplexed channel: %w", err)
+		}
+		muxReqs <- mreqs
+		zmux.New(ch, zmux.Options{Device: true, Version2: true, Handle: c.serveStream})
+	}
 	var addrs []string
 	for p := range c.Forwards {
 		host := "127.0.0.1"
