@@ -15,13 +15,7 @@ func (r *Registry) PutProfile(ctx context.Context, p *profile.Profile) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	_, err := r.db.ExecContext(ctx, `INSERT INTO profiles(name, spec, updated_at) VALUES(?,?,?)
-		ON CONFLICT(name) DO UPDATE SET spec=excluded.spec, updated_at=excluded.updated_at`,
-		p.Name, string(p.Marshal()), now())
-	if err != nil {
-		return fmt.Errorf("registry: put profile %s: %w", p.Name, err)
-	}
-	return nil
+	return upsertProfile(ctx, r.db, p)
 }
 
 // StoreProfile stores (or replaces) a profile as an operator's change, recorded in
@@ -36,13 +30,24 @@ func (r *Registry) StoreProfile(ctx context.Context, p *profile.Profile, applyNo
 		kind = EventProfileApplied
 	}
 	return r.withTx(ctx, func(tx *sqldb.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO profiles(name, spec, updated_at) VALUES(?,?,?)
-		ON CONFLICT(name) DO UPDATE SET spec=excluded.spec, updated_at=excluded.updated_at`,
-			p.Name, string(p.Marshal()), now()); err != nil {
-			return fmt.Errorf("registry: put profile %s: %w", p.Name, err)
+		if err := upsertProfile(ctx, tx, p); err != nil {
+			return err
 		}
 		return r.addEvent(ctx, tx, Event{Kind: kind, Detail: p.Name})
 	})
+}
+
+// upsertProfile writes p over any profile of its name, in a transaction or not.
+func upsertProfile(ctx context.Context, db interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}, p *profile.Profile) error {
+	_, err := db.ExecContext(ctx, `INSERT INTO profiles(name, spec, updated_at) VALUES(?,?,?)
+		ON CONFLICT(name) DO UPDATE SET spec=excluded.spec, updated_at=excluded.updated_at`,
+		p.Name, string(p.Marshal()), now())
+	if err != nil {
+		return fmt.Errorf("registry: put profile %s: %w", p.Name, err)
+	}
+	return nil
 }
 
 // Profile returns the named profile. "default" is built in unless the operator stored one.

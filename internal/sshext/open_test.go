@@ -1,13 +1,13 @@
 package sshext
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"net"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/sshtest"
 )
 
 // sshPair is a real x/crypto SSH connection over loopback TCP; server is the server's
@@ -19,10 +19,8 @@ func sshPair(t *testing.T) (client ssh.Conn, server ssh.Conn) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	_, hk, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromSigner(hk)
 	cfg := &ssh.ServerConfig{NoClientAuth: true}
-	cfg.AddHostKey(signer)
+	cfg.AddHostKey(sshtest.Signer(t))
 	got := make(chan ssh.Conn, 1)
 	go func() {
 		c, err := ln.Accept()
