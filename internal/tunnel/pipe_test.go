@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -130,5 +131,55 @@ func TestPipeCarriesResetReasonAcrossStreams(t *testing.T) {
 	}
 	if r := <-done; !errors.As(r.Aborted, &re) || re.Reason != why {
 		t.Fatalf("the gateway's pipe reported %v", r.Aborted)
+	}
+}
+
+// maxWrite records the largest write to a connection.
+type maxWrite struct {
+	net.Conn
+	max atomic.Int64
+}
+
+func (w *maxWrite) Write(p []byte) (int, error) {
+	for {
+		m := w.max.Load()
+		if int64(len(p)) <= m || w.max.CompareAndSwap(m, int64(len(p))) {
+			break
+		}
+	}
+	return w.Conn.Write(p)
+}
+
+// A bulk transfer from a local client into a multiplexed stream fills SSH packets
+// rather than splitting each read into a full packet and one of a few bytes: no write
+// of the session to its channel is over 32 KiB, frame headers included.
+func TestPipeFillsPacketsOfAMultiplexedStream(t *testing.T) {
+	a, b := pair()
+	rec := &maxWrite{Conn: b}
+	hub, device := zmux.New(a, zmux.Options{Version2: true}), zmux.New(rec, zmux.Options{Device: true, Version2: true})
+	t.Cleanup(func() { hub.Close(); device.Close() })
+	client, local := pair()
+	go func() { // the device: its service sends a large answer
+		st, err := device.Accept()
+		if err != nil {
+			return
+		}
+		Pipe(st, local, nil)
+	}()
+	st, err := hub.Open(zmux.Target{Kind: zmux.Forwarded, Host: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 4 << 20
+	go func() {
+		client.Write(make([]byte, size))
+		client.(*net.TCPConn).CloseWrite()
+	}()
+	n, err := io.Copy(io.Discard, st)
+	if err != nil || n != size {
+		t.Fatalf("read %d bytes (%v), want %d", n, err, size)
+	}
+	if m := rec.max.Load(); m > 32<<10 {
+		t.Fatalf("the device's session wrote %d bytes at once to its channel: more than one SSH packet", m)
 	}
 }

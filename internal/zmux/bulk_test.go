@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -126,4 +127,69 @@ func BenchmarkBulkStream(b *testing.B) {
 	sendBulk(b, st, &writes)
 	st.CloseWrite()
 	<-done
+}
+
+// writeSizes records the size of every write to a connection.
+type writeSizes struct {
+	net.Conn
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (w *writeSizes) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.sizes = append(w.sizes, len(p))
+	w.mu.Unlock()
+	return w.Conn.Write(p)
+}
+
+func (w *writeSizes) snapshot() []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]int(nil), w.sizes...)
+}
+
+// A bulk Write of PacketWrite bytes reaches the channel as one write that fits one SSH
+// packet of 32 KiB, frame headers included, and Write returns once it is there: the
+// writing goroutine sent it itself rather than starting a writer for it.
+func TestBulkWriteIsOnePacketSentByTheWriter(t *testing.T) {
+	a, b := tcpPair(t)
+	rec := &writeSizes{Conn: a}
+	dev, hub := New(rec, Options{Device: true}), New(b, Options{})
+	t.Cleanup(func() { dev.Close(); hub.Close() })
+	accepted := make(chan *Stream, 1)
+	go func() {
+		st, _ := dev.Accept()
+		accepted <- st
+	}()
+	// The hub opens the stream, as for a forwarded connection: the device has queued
+	// nothing of its own when it writes.
+	hs, err := hub.Open(Target{Kind: Forwarded, Host: "http", Port: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan int64, 1)
+	go func() { n, _ := io.Copy(io.Discard, hs); read <- n }()
+	st := <-accepted
+	if st == nil {
+		t.Fatal("the device accepted no stream")
+	}
+	data := random(PacketWrite)
+	const writes = Window / PacketWrite // within the stream's window: no wait for credit
+	for i := range writes {
+		if _, err := st.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		sizes := rec.snapshot()
+		if len(sizes) != i+1 {
+			t.Fatalf("after write %d the channel had %d writes, want %d", i+1, len(sizes), i+1)
+		}
+		if sizes[i] > 32<<10 {
+			t.Fatalf("write %d reached the channel as %d bytes: more than one SSH packet", i+1, sizes[i])
+		}
+	}
+	st.CloseWrite()
+	if n := <-read; n != int64(writes*PacketWrite) {
+		t.Fatalf("the hub read %d bytes, want %d", n, writes*PacketWrite)
+	}
 }

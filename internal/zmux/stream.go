@@ -66,6 +66,7 @@ func (st *Stream) Write(p []byte) (int, error) {
 	s := st.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.flush() // s.mu is still held
 	written := 0
 	for len(p) > 0 {
 		switch {
@@ -76,17 +77,23 @@ func (st *Stream) Write(p []byte) (int, error) {
 		case s.err != nil:
 			return written, s.streamErr()
 		case len(s.out) >= maxQueued:
-			s.outSpace.Wait()
+			if !s.flush() {
+				s.outSpace.Wait()
+			}
 			continue
 		case st.window == 0:
-			st.cond.Wait()
+			// What this call queued must leave before the peer can grant more.
+			if !s.flush() {
+				st.cond.Wait()
+			}
 			continue
 		}
 		n := min(len(p), MaxData, int(st.window))
 		if s.out == nil && n > idleBuffer {
 			s.out = getWriteBuf() // a bulk transfer: a pooled buffer, not a growing one
 		}
-		s.queue(appendData(s.out, st.id, p[:n]))
+		// Queued without starting a writer: flush sends it when Write returns or waits.
+		s.out = appendData(s.out, st.id, p[:n])
 		st.window -= uint64(n)
 		written += n
 		p = p[n:]
