@@ -101,14 +101,12 @@ func reason(why error) string {
 }
 
 func copyBuf(dst io.Writer, src io.Reader) (int64, error) {
+	if st, ok := dst.(*zmux.Stream); ok {
+		// The stream reads into its own frames, each read filling one SSH packet.
+		return st.ReadFrom(src)
+	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	buf := *bp
-	if _, ok := dst.(*zmux.Stream); ok {
-		// A full read then leaves as one SSH packet with its frame headers, not as a
-		// full packet and one of a few bytes.
-		buf = buf[:zmux.PacketWrite]
-	}
 	// Hide ReaderFrom/WriterTo so the pooled buffer is always the one used.
-	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, *bp)
 }

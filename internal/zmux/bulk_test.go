@@ -75,14 +75,12 @@ func sshChannelPair(tb testing.TB, writes *atomic.Int64) (client, server ssh.Cha
 	return ch, server
 }
 
-const bulkChunk = 32 << 10
-
-// sendBulk writes b.N chunks to w and reports the sender's TCP writes per MiB (each one
-// a system call and at least one SSH packet).
-func sendBulk(b *testing.B, w io.Writer, writes *atomic.Int64) {
+// sendBulk writes b.N chunks of the given size to w and reports the sender's TCP writes
+// per MiB (each one a system call and at least one SSH packet).
+func sendBulk(b *testing.B, w io.Writer, writes *atomic.Int64, bulkChunk int) {
 	buf := make([]byte, bulkChunk)
 	rand.Read(buf)
-	b.SetBytes(bulkChunk)
+	b.SetBytes(int64(bulkChunk))
 	b.ResetTimer()
 	before := writes.Load()
 	for range b.N {
@@ -90,7 +88,7 @@ func sendBulk(b *testing.B, w io.Writer, writes *atomic.Int64) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(writes.Load()-before)/(float64(b.N)*bulkChunk/(1<<20)), "writes/MiB")
+	b.ReportMetric(float64(writes.Load()-before)/(float64(b.N)*float64(bulkChunk)/(1<<20)), "writes/MiB")
 }
 
 // Bulk throughput of one forwarded connection: a plain SSH channel against a zmux stream
@@ -100,7 +98,7 @@ func BenchmarkBulkPlainChannel(b *testing.B) {
 	c, s := sshChannelPair(b, &writes)
 	done := make(chan struct{})
 	go func() { io.Copy(io.Discard, s); close(done) }()
-	sendBulk(b, c, &writes)
+	sendBulk(b, c, &writes, 32<<10) // io.Copy's buffer
 	c.CloseWrite()
 	<-done
 }
@@ -124,7 +122,7 @@ func BenchmarkBulkStream(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sendBulk(b, st, &writes)
+	sendBulk(b, st, &writes, packetWrite) // what tunnel.Pipe writes
 	st.CloseWrite()
 	<-done
 }
@@ -149,7 +147,7 @@ func (w *writeSizes) snapshot() []int {
 	return append([]int(nil), w.sizes...)
 }
 
-// A bulk Write of PacketWrite bytes reaches the channel as one write that fits one SSH
+// A bulk Write of packetWrite bytes reaches the channel as one write that fits one SSH
 // packet of 32 KiB, frame headers included, and Write returns once it is there: the
 // writing goroutine sent it itself rather than starting a writer for it.
 func TestBulkWriteIsOnePacketSentByTheWriter(t *testing.T) {
@@ -174,8 +172,8 @@ func TestBulkWriteIsOnePacketSentByTheWriter(t *testing.T) {
 	if st == nil {
 		t.Fatal("the device accepted no stream")
 	}
-	data := random(PacketWrite)
-	const writes = Window / PacketWrite // within the stream's window: no wait for credit
+	data := random(packetWrite)
+	const writes = Window / packetWrite // within the stream's window: no wait for credit
 	for i := range writes {
 		if _, err := st.Write(data); err != nil {
 			t.Fatal(err)
@@ -189,7 +187,7 @@ func TestBulkWriteIsOnePacketSentByTheWriter(t *testing.T) {
 		}
 	}
 	st.CloseWrite()
-	if n := <-read; n != int64(writes*PacketWrite) {
-		t.Fatalf("the hub read %d bytes, want %d", n, writes*PacketWrite)
+	if n := <-read; n != int64(writes*packetWrite) {
+		t.Fatalf("the hub read %d bytes, want %d", n, writes*packetWrite)
 	}
 }

@@ -23,6 +23,9 @@ type burstReader struct {
 	wpos  int
 	last  int // bytes the last fill read
 	err   error
+	// beforeRead, if set, runs before each read of r, which may wait: what was
+	// decoded so far is handed on first.
+	beforeRead func()
 }
 
 const (
@@ -37,8 +40,16 @@ var (
 	burstBufs = sync.Pool{New: func() any { b := make([]byte, burstSize); return &b }}
 )
 
-func newBurstReader(r io.Reader) *burstReader {
-	return &burstReader{r: r}
+func newBurstReader(r io.Reader, beforeRead func()) *burstReader {
+	return &burstReader{r: r, beforeRead: beforeRead}
+}
+
+// readSource reads r once.
+func (b *burstReader) readSource(p []byte) (int, error) {
+	if b.beforeRead != nil {
+		b.beforeRead()
+	}
+	return b.r.Read(p)
 }
 
 // fill reads once into an empty buffer: the large one if the last read filled the small
@@ -69,7 +80,7 @@ func (b *burstReader) fill() error {
 
 // read reads once into b.buf, which is empty.
 func (b *burstReader) read() error {
-	n, err := b.r.Read(b.buf)
+	n, err := b.readSource(b.buf)
 	b.rpos, b.wpos, b.last = 0, n, n
 	if n == 0 && err == nil {
 		err = io.ErrNoProgress
@@ -137,7 +148,7 @@ func (b *burstReader) Read(p []byte) (int, error) {
 	if b.rpos == b.wpos {
 		if b.big == nil && b.last < smallSize && len(p) >= smallSize {
 			// Quiet and a large read: straight into p, as bufio does.
-			n, err := b.r.Read(p)
+			n, err := b.readSource(p)
 			b.last = n
 			if n == 0 && err == nil {
 				err = io.ErrNoProgress

@@ -25,7 +25,7 @@ func (c *chunks) Read(p []byte) (int, error) {
 func TestBurstReaderQuietHoldsNoBuffer(t *testing.T) {
 	frames := []string{"first frame", "second"}
 	src := chunks{[]byte(frames[0]), []byte(frames[1])}
-	b := newBurstReader(&src)
+	b := newBurstReader(&src, nil)
 	for _, frame := range frames {
 		if err := b.wait(); err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func TestBurstReaderStreams(t *testing.T) {
 	for rest := data; len(rest) > 0; rest = rest[min(len(rest), burstSize):] {
 		src = append(src, rest[:min(len(rest), burstSize)])
 	}
-	b := newBurstReader(&src)
+	b := newBurstReader(&src, nil)
 	var got bytes.Buffer
 	reads := 0
 	for {

@@ -44,13 +44,6 @@ const (
 	MaxWindow = 16 << 20
 	// MaxData bounds one data frame.
 	MaxData = 16 << 10
-	// PacketWrite is the largest stream Write whose frames, headers included, fit one
-	// SSH packet of 32 KiB (the channel payload x/crypto/ssh and OpenSSH accept): two
-	// frames, each header at most 14 bytes. Bulk copies write this much at a time; a
-	// 32 KiB write took a second packet of a few bytes every time.
-	PacketWrite = 32<<10 - 2*maxDataHeader
-	// maxDataHeader bounds a data frame's header: type, stream id and length varints.
-	maxDataHeader = 1 + binary.MaxVarintLen64 + 3
 	// maxHost bounds host names in open frames; maxReason bounds reset reasons.
 	maxHost   = 255
 	maxReason = 1024

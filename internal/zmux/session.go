@@ -119,6 +119,9 @@ type Session struct {
 	send    func([]byte) error // the writer's output (deflate state included)
 	spare   []byte             // the writer's second buffer, swapped with out
 
+	// toWake are the streams given frames since they were last woken (read loop only).
+	toWake []*Stream
+
 	accept chan *Stream // streams for Accept (nil with Options.Handle)
 	handle func(*Stream)
 	ended  func(*Session)
@@ -381,6 +384,14 @@ func (s *Session) sendInline() {
 	batch := s.out
 	s.out = s.spare[:0]
 	s.outSpace.Broadcast()
+	err := s.sendUnlocked(batch)
+	s.spare = batch
+	s.endInline(err)
+}
+
+// sendUnlocked sends batch with s.mu released; the caller is the writer. A failed send
+// ends the session. s.mu is held before and after.
+func (s *Session) sendUnlocked(batch []byte) error {
 	s.mu.Unlock()
 	s.rawOut.Add(int64(len(batch)))
 	err := s.send(batch)
@@ -388,7 +399,12 @@ func (s *Session) sendInline() {
 		s.shutdown(fmt.Errorf("zmux: write: %w", err), true)
 	}
 	s.mu.Lock()
-	s.spare = batch
+	return err
+}
+
+// endInline ends an inline writer's turn: a writer goroutine takes what was queued
+// meanwhile. s.mu is held.
+func (s *Session) endInline(err error) {
 	switch {
 	case err != nil:
 		// The session is over and its channel closed; writing stays set so no writer
@@ -427,13 +443,16 @@ func (s *Session) readLoop() {
 	cr := &countReader{r: s.rw, n: &s.wireIn}
 	// The channel is read by a burstReader (small buffer when quiet, large while data
 	// streams); without compression frames are decoded from it directly.
+	// Streams given frames are woken before the channel is read again, which may wait,
+	// rather than at each frame: a packet's two data frames then reach a bulk reader in
+	// one Read, and its connection in one write, rather than one each.
 	var br frameReader
 	var wait func() error
 	if s.compress {
-		fr := bufio.NewReaderSize(&countReader{r: flate.NewReader(newBurstReader(cr)), n: &s.rawIn}, 4<<10)
+		fr := bufio.NewReaderSize(&countReader{r: flate.NewReader(newBurstReader(cr, s.wakeStreams)), n: &s.rawIn}, 4<<10)
 		br, wait = fr, func() error { _, err := fr.Peek(1); return err }
 	} else {
-		bu := newBurstReader(&countReader{r: cr, n: &s.rawIn})
+		bu := newBurstReader(&countReader{r: cr, n: &s.rawIn}, s.wakeStreams)
 		br, wait = bu, bu.wait
 		defer bu.release()
 	}
@@ -495,6 +514,9 @@ func (s *Session) open(f frame) error {
 		s.handle(st)
 		return nil
 	}
+	// The send below may wait for Accept, whose caller may be waiting for data
+	// already dispatched.
+	s.wakeStreams()
 	select {
 	case s.accept <- st:
 	case <-s.done:
@@ -502,8 +524,8 @@ func (s *Session) open(f frame) error {
 	return nil
 }
 
-// dispatch hands f to its stream. bp holds a data frame's payload; kept reports that the
-// stream took it.
+// dispatch hands f to its stream, to be woken by wakeStreams. bp holds a data frame's
+// payload; kept reports that the stream took it.
 func (s *Session) dispatch(f frame, bp *[]byte) (kept bool, err error) {
 	if f.typ == frameOpen {
 		return false, s.open(f)
@@ -544,8 +566,23 @@ func (s *Session) dispatch(f frame, bp *[]byte) (kept bool, err error) {
 		st.reset = &ResetError{Reason: f.reason}
 		delete(s.streams, st.id)
 	}
-	st.cond.Broadcast()
+	if !st.toWake {
+		st.toWake = true
+		s.toWake = append(s.toWake, st)
+	}
 	return kept, nil
+}
+
+// wakeStreams wakes the streams dispatch gave frames to since the last wake. Like
+// dispatch it runs on the read loop only, the one user of toWake; the frames' effects
+// were made under s.mu, so waking after it is released loses no wake-up.
+func (s *Session) wakeStreams() {
+	for i, st := range s.toWake {
+		st.toWake = false
+		st.cond.Broadcast()
+		s.toWake[i] = nil
+	}
+	s.toWake = s.toWake[:0]
 }
 
 // settings applies the peer's announced receive window: every stream's send window

@@ -192,6 +192,34 @@ func TestBurstBeyondBacklogIsServed(t *testing.T) {
 	})
 }
 
+// An acceptor that reads each stream to its end before taking the next is served while
+// the backlog is full: streams are woken for the data already decoded before the read
+// loop waits for Accept.
+func TestSerialAcceptorBeyondBacklog(t *testing.T) {
+	bothModes(t, func(t *testing.T, dev, hub *Session) {
+		const n = 3 * acceptBacklog
+		for i := range n {
+			st, err := dev.Open(Target{Kind: Direct, Host: "broker", Port: 1883})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(st, "ping %d\n", i)
+			st.CloseWrite()
+		}
+		for i := range n {
+			st, err := hub.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(st)
+			if want := fmt.Sprintf("ping %d\n", i); err != nil || string(b) != want {
+				t.Fatalf("stream %d: %q %v, want %q", i, b, err, want)
+			}
+			st.Close()
+		}
+	})
+}
+
 func TestHalfCloseThenReply(t *testing.T) {
 	bothModes(t, func(t *testing.T, dev, hub *Session) {
 		go func() {
