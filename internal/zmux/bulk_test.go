@@ -155,23 +155,10 @@ func TestBulkWriteIsOnePacketSentByTheWriter(t *testing.T) {
 	rec := &writeSizes{Conn: a}
 	dev, hub := New(rec, Options{Device: true}), New(b, Options{})
 	t.Cleanup(func() { dev.Close(); hub.Close() })
-	accepted := make(chan *Stream, 1)
-	go func() {
-		st, _ := dev.Accept()
-		accepted <- st
-	}()
-	// The hub opens the stream, as for a forwarded connection: the device has queued
-	// nothing of its own when it writes.
-	hs, err := hub.Open(Target{Kind: Forwarded, Host: "http", Port: 80})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The hub opens the stream: the device has queued nothing of its own when it writes.
+	st, hs := hubOpens(t, dev, hub)
 	read := make(chan int64, 1)
 	go func() { n, _ := io.Copy(io.Discard, hs); read <- n }()
-	st := <-accepted
-	if st == nil {
-		t.Fatal("the device accepted no stream")
-	}
 	data := random(packetWrite)
 	const writes = Window / packetWrite // within the stream's window: no wait for credit
 	for i := range writes {

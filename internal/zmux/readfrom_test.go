@@ -24,19 +24,7 @@ func readFromSessions(t *testing.T, o Options) (feed *net.TCPConn, dev *Session,
 	t.Helper()
 	dev, hub := pairMode(t, o)
 	go echo(hub) // streams the device opens, after the one below
-	accepted := make(chan *Stream, 1)
-	go func() {
-		st, _ := dev.Accept()
-		accepted <- st
-	}()
-	hubEnd, err := hub.Open(Target{Kind: Forwarded, Host: "http", Port: 80})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := <-accepted
-	if st == nil {
-		t.Fatal("the device accepted no stream")
-	}
+	st, hubEnd := hubOpens(t, dev, hub)
 	a, b := tcpPair(t)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	copied = make(chan error, 1)
@@ -46,6 +34,25 @@ func readFromSessions(t *testing.T, o Options) (feed *net.TCPConn, dev *Session,
 		copied <- err
 	}()
 	return a.(*net.TCPConn), dev, hubEnd, copied
+}
+
+// hubOpens opens a stream from the hub, as for a forwarded connection, and returns the
+// device's end and the hub's.
+func hubOpens(t *testing.T, dev, hub *Session) (devEnd, hubEnd *Stream) {
+	t.Helper()
+	accepted := make(chan *Stream, 1)
+	go func() {
+		st, _ := dev.Accept()
+		accepted <- st
+	}()
+	hubEnd, err := hub.Open(Target{Kind: Forwarded, Host: "http", Port: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if devEnd = <-accepted; devEnd == nil {
+		t.Fatal("the device accepted no stream")
+	}
+	return devEnd, hubEnd
 }
 
 // Every byte read from a TCP connection with readv reaches the peer in order, whatever
