@@ -57,14 +57,17 @@ func (st *Stream) ReadFrom(r io.Reader) (int64, error) {
 	gap := 1 + idLen + 2     // the second header, for a payload of 128 bytes or more
 	p2 := p1 + MaxData + gap // the second payload
 	var total int64
+	var iovs [2][]byte
 	for {
 		limit, err := st.reserve(packetWrite)
 		if err != nil {
 			return total, err
 		}
-		iov := [][]byte{buf[p1 : p1+min(limit, MaxData)]}
+		iovs[0] = buf[p1 : p1+min(limit, MaxData)]
+		iov := iovs[:1]
 		if limit > MaxData {
-			iov = append(iov, buf[p2:p2+limit-MaxData])
+			iovs[1] = buf[p2 : p2+limit-MaxData]
+			iov = iovs[:2]
 		}
 		n, rerr := readv(rc, iov)
 		var frames []byte

@@ -54,9 +54,9 @@ func (st *Stream) Read(p []byte) (int, error) {
 	n := st.rq.read(p)
 	// Return credit once an eighth of the window is used: small exchanges need no
 	// window frames, and a bulk sender still has most of its window when the credit
-	// arrives. At half the window, a reader held up 2 ms (a scheduler's slice on a busy
-	// device) stopped a sender at 600 MB/s; x/crypto/ssh returns a channel's credit
-	// after 96 KiB of its 2 MiB.
+	// arrives. At half of 2 MiB, a sender at 600 MB/s ran dry whenever the credit took
+	// more than about 1.7 ms (a scheduler's slice on a busy machine); x/crypto/ssh
+	// returns a channel's credit after 96 KiB of its 2 MiB.
 	st.unacked += uint64(n)
 	if st.unacked >= s.recvWindow/8 && !st.recvEOF && s.err == nil {
 		s.queue(appendWindow(s.out, st.id, st.unacked))
