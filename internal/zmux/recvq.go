@@ -8,9 +8,15 @@ package zmux
 // within the hub's memory budget per connection.
 // Drained buffers go back to the pool at once: an idle stream holds none.
 type recvQueue struct {
-	bufs []recvBuf
+	bufs []recvBuf // bufs[head:] hold data
+	head int
 	n    int // bytes held
 }
+
+// keptQueue is the most entries a drained queue keeps its array for: a stream whose
+// reader keeps up reuses it rather than allocating one per burst; the array of a long
+// backlog goes.
+const keptQueue = 8
 
 type recvBuf struct {
 	bp   *[]byte // from dataBufs; len(*bp) == MaxData
@@ -22,12 +28,12 @@ type recvBuf struct {
 func (q *recvQueue) push(bp *[]byte, data []byte) (kept bool) {
 	q.n += len(data)
 	if len(data) == MaxData && q.tailFull() {
-		q.bufs = append(q.bufs, recvBuf{bp: bp, w: len(data)})
+		q.add(recvBuf{bp: bp, w: len(data)})
 		return true
 	}
 	for len(data) > 0 {
 		if q.tailFull() {
-			q.bufs = append(q.bufs, recvBuf{bp: dataBufs.Get().(*[]byte)})
+			q.add(recvBuf{bp: dataBufs.Get().(*[]byte)})
 		}
 		last := &q.bufs[len(q.bufs)-1]
 		n := copy((*last.bp)[last.w:], data)
@@ -37,28 +43,43 @@ func (q *recvQueue) push(bp *[]byte, data []byte) (kept bool) {
 	return false
 }
 
+// add appends b, first moving the entries up over those already read when the array
+// is full.
+func (q *recvQueue) add(b recvBuf) {
+	if len(q.bufs) == cap(q.bufs) && q.head > 0 {
+		k := copy(q.bufs, q.bufs[q.head:])
+		clear(q.bufs[k:])
+		q.bufs, q.head = q.bufs[:k], 0
+	}
+	q.bufs = append(q.bufs, b)
+}
+
 // tailFull reports whether the last buffer has no free space (or there is none).
 func (q *recvQueue) tailFull() bool {
-	return len(q.bufs) == 0 || q.bufs[len(q.bufs)-1].w == MaxData
+	return len(q.bufs) == q.head || q.bufs[len(q.bufs)-1].w == MaxData
 }
 
 // read copies unread bytes into p.
 func (q *recvQueue) read(p []byte) int {
 	total := 0
-	for len(p) > 0 && len(q.bufs) > 0 {
-		b := &q.bufs[0]
+	for len(p) > 0 && q.head < len(q.bufs) {
+		b := &q.bufs[q.head]
 		n := copy(p, (*b.bp)[b.r:b.w])
 		b.r += n
 		p = p[n:]
 		total += n
 		if b.r == b.w {
 			dataBufs.Put(b.bp)
-			q.bufs[0] = recvBuf{}
-			q.bufs = q.bufs[1:]
+			*b = recvBuf{}
+			q.head++
 		}
 	}
-	if len(q.bufs) == 0 {
-		q.bufs = nil // the backing array of a long burst goes too
+	if q.head == len(q.bufs) {
+		q.head = 0
+		q.bufs = q.bufs[:0]
+		if cap(q.bufs) > keptQueue {
+			q.bufs = nil
+		}
 	}
 	q.n -= total
 	return total
@@ -66,8 +87,8 @@ func (q *recvQueue) read(p []byte) int {
 
 // release returns every buffer to the pool (the stream is closed).
 func (q *recvQueue) release() {
-	for _, b := range q.bufs {
+	for _, b := range q.bufs[q.head:] {
 		dataBufs.Put(b.bp)
 	}
-	q.bufs, q.n = nil, 0
+	q.bufs, q.head, q.n = nil, 0, 0
 }

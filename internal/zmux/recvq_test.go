@@ -31,8 +31,8 @@ func TestRecvQueueBoundAndOrder(t *testing.T) {
 			if !q.push(bp, data) {
 				dataBufs.Put(bp)
 			}
-			if held := len(q.bufs) * MaxData; held > q.n+2*MaxData { // a partly read head, a partly filled tail
-				t.Fatalf("%d bytes queued in %d buffers (%d bytes)", q.n, len(q.bufs), held)
+			if held := (len(q.bufs) - q.head) * MaxData; held > q.n+2*MaxData { // a partly read head, a partly filled tail
+				t.Fatalf("%d bytes queued in %d buffers (%d bytes)", q.n, len(q.bufs)-q.head, held)
 			}
 			if rng.IntN(4) == 0 { // the reader takes some now and then
 				p := make([]byte, rng.IntN(2*MaxData))
@@ -43,8 +43,32 @@ func TestRecvQueueBoundAndOrder(t *testing.T) {
 			}
 		}
 		rest := make([]byte, q.n)
-		if got := q.read(rest); got != len(rest) || !bytes.Equal(rest, sent.Bytes()) || q.n != 0 || q.bufs != nil {
-			t.Fatalf("drain: %d of %d bytes, %d left, %d buffers", got, len(rest), q.n, len(q.bufs))
+		if got := q.read(rest); got != len(rest) || !bytes.Equal(rest, sent.Bytes()) || q.n != 0 || len(q.bufs) != 0 || cap(q.bufs) > keptQueue {
+			t.Fatalf("drain: %d of %d bytes, %d left, %d buffers, an array of %d kept", got, len(rest), q.n, len(q.bufs), cap(q.bufs))
+		}
+	}
+}
+
+// A stream whose reader keeps up reuses its queue: bursts of frames pushed and read
+// use one array, not a new one per burst.
+func TestRecvQueueReusesItsArray(t *testing.T) {
+	var q recvQueue
+	p := make([]byte, 4*MaxData)
+	var array *recvBuf
+	for i := range 10 {
+		for range 4 {
+			bp := dataBufs.Get().(*[]byte)
+			if !q.push(bp, (*bp)[:MaxData]) {
+				dataBufs.Put(bp)
+			}
+		}
+		if i == 0 {
+			array = &q.bufs[0]
+		} else if &q.bufs[0] != array {
+			t.Fatalf("burst %d went into a new array", i+1)
+		}
+		if q.read(p) != len(p) || q.n != 0 {
+			t.Fatalf("burst %d was not read whole", i+1)
 		}
 	}
 }
