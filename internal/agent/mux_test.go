@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +10,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/sshext"
+	"github.com/iotsafe/iotsafe/internal/sshtest"
 	"github.com/iotsafe/iotsafe/internal/zmux"
 )
 
@@ -25,10 +24,8 @@ func muxHub(t *testing.T, v1Only bool) (ssh.Conn, <-chan string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	_, hk, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromSigner(hk)
 	cfg := &ssh.ServerConfig{NoClientAuth: true}
-	cfg.AddHostKey(signer)
+	cfg.AddHostKey(sshtest.Signer(t))
 	accepted := make(chan string, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -67,18 +64,7 @@ func muxHub(t *testing.T, v1Only bool) (ssh.Conn, <-chan string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, chans, reqs, err := ssh.NewClientConn(c, "dev1", &ssh.ClientConfig{User: "dev1", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ssh.DiscardRequests(reqs)
-	go func() {
-		for nc := range chans {
-			nc.Reject(ssh.Prohibited, "")
-		}
-	}()
-	t.Cleanup(func() { cc.Close() })
-	return cc, accepted
+	return sshtest.ClientConn(t, c, "dev1"), accepted
 }
 
 // The agent asks for framing version 2 and falls back to version 1 with a hub that

@@ -45,21 +45,12 @@ func sshPair(t *testing.T) (client ssh.Conn, server ssh.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, chans, reqs, err := ssh.NewClientConn(c, "x", &ssh.ClientConfig{User: "x", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ssh.DiscardRequests(reqs)
-	go func() {
-		for nc := range chans {
-			nc.Reject(ssh.Prohibited, "no")
-		}
-	}()
+	cc := sshtest.ClientConn(t, c, "x")
 	sc := <-got
 	if sc == nil {
 		t.Fatal("server handshake failed")
 	}
-	t.Cleanup(func() { cc.Close(); sc.Close() })
+	t.Cleanup(func() { sc.Close() })
 	return cc, sc
 }
 

@@ -1,7 +1,6 @@
 package zmux
 
 import (
-	"crypto/ed25519"
 	"crypto/rand"
 	"io"
 	"net"
@@ -10,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/sshtest"
 )
 
 // writeCounter counts the writes to a connection: a system call and an SSH packet each.
@@ -30,10 +31,8 @@ func sshChannelPair(tb testing.TB, writes *atomic.Int64) (client, server ssh.Cha
 	tb.Helper()
 	a0, b := tcpPair(tb)
 	a := writeCounter{Conn: a0, n: writes}
-	_, hk, _ := ed25519.GenerateKey(rand.Reader)
-	signer, _ := ssh.NewSignerFromSigner(hk)
 	scfg := &ssh.ServerConfig{NoClientAuth: true}
-	scfg.AddHostKey(signer)
+	scfg.AddHostKey(sshtest.Signer(tb))
 	got := make(chan ssh.Channel, 1)
 	go func() {
 		_, chans, reqs, err := ssh.NewServerConn(b, scfg)
@@ -51,19 +50,7 @@ func sshChannelPair(tb testing.TB, writes *atomic.Int64) (client, server ssh.Cha
 		go ssh.DiscardRequests(r)
 		got <- ch
 	}()
-	cc, chans, reqs, err := ssh.NewClientConn(a, "x", &ssh.ClientConfig{User: "x", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	go ssh.DiscardRequests(reqs)
-	go func() {
-		for nc := range chans {
-			nc.Reject(ssh.Prohibited, "")
-		}
-	}()
-	c := ssh.NewClient(cc, nil, nil)
-	tb.Cleanup(func() { c.Close() })
-	ch, r, err := c.OpenChannel("bulk", nil)
+	ch, r, err := sshtest.ClientConn(tb, a, "x").OpenChannel("bulk", nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -381,29 +381,26 @@ func TestMQTTPlatformApp(t *testing.T) {
 	if out, err := passwd.CombinedOutput(); err != nil {
 		t.Fatalf("account passwd: %v\n%s", err, out)
 	}
-	select {
-	case <-appExited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the app is still connected with the old password:\n%s", app.text())
+	// cutOff: the app was disconnected for why, and password no longer logs in.
+	cutOff := func(why, password string) {
+		t.Helper()
+		select {
+		case <-appExited:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the app is still connected (want it cut off: %s):\n%s", why, app.text())
+		}
+		h.log.wait(t, "disconnecting a platform app's MQTT client", "account", "app", "why", why)
+		if out, err := mosq(t, "mosquitto_pub", conn("app", password, "mqttv311", "-t", "devices/dev1/x", "-m", "x")...); err == nil || !strings.Contains(out, "not authorised") {
+			t.Errorf("%s, and its password still logged in: %v\n%s", why, err, out)
+		}
 	}
-	h.log.wait(t, "disconnecting a platform app's MQTT client", "account", "app", "why", "password changed")
-	if out, err := mosq(t, "mosquitto_pub", conn("app", "app-password-1", "mqttv311", "-t", "devices/dev1/x", "-m", "x")...); err == nil || !strings.Contains(out, "not authorised") {
-		t.Errorf("the old password logged in: %v\n%s", err, out)
-	}
+	cutOff("password changed", "app-password-1")
 	app, appExited = startSub(t, conn("app", "app-password-2", "mqttv5", "-i", "app:app", "-t", "devices/+/notifications/#", "-v", "-d")...)
 	app.waitText(t, "received SUBACK")
 
 	// Removing the account disconnects its app at once; its password no longer logs in.
 	h.mustCLI("account", "remove", "app")
-	select {
-	case <-appExited:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the removed account's app is still connected:\n%s", app.text())
-	}
-	h.log.wait(t, "disconnecting a platform app's MQTT client", "account", "app", "why", "account removed")
-	if out, err := mosq(t, "mosquitto_pub", conn("app", "app-password-2", "mqttv311", "-t", "devices/dev1/x", "-m", "x")...); err == nil || !strings.Contains(out, "not authorised") {
-		t.Errorf("a removed account logged in: %v\n%s", err, out)
-	}
+	cutOff("account removed", "app-password-2")
 }
 
 // A device logs in with a client certificate from 'iotsafe device cert' instead of a
