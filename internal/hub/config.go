@@ -272,6 +272,9 @@ func (c *Config) Validate() ([]string, error) {
 	if err := c.REST.Validate(); err != nil {
 		return nil, err
 	}
+	if err := c.Telemetry.Validate(); err != nil {
+		return nil, err
+	}
 	weakMQTT, err := c.MQTT.Validate(c.Frontdoor.Enabled())
 	if err != nil {
 		return nil, err

@@ -44,6 +44,8 @@ func TestConfigFields(t *testing.T) {
 		{"ssh:\n  keepalive_interval: 5\n", "keepalive_interval"},
 		{"pool: {port_base: 80}\n", "pool.port_base"},
 		{"metrics: {listen: x, extra: 1}\n", "extra"},
+		{"telemetry: {commit_interval: -1ms}\n", "telemetry.commit_interval"},
+		{"telemetry: {commit_interval: 2s}\n", "telemetry.commit_interval"},
 	} {
 		_, err := ParseConfig([]byte(tc.in))
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {

@@ -31,7 +31,22 @@ type Config struct {
 	// MaxPerDevice keeps at most this many notifications per device (the newest); 0
 	// means 100000.
 	MaxPerDevice int `yaml:"max_per_device"`
+	// CommitInterval is the shortest time between the starts of two commits; 0 means
+	// DefaultCommitInterval. A notification that finds the writer idle for longer is
+	// committed at once; under a steady stream each batch gathers what arrived in the
+	// interval, so the store pays one commit (and fsync) per interval rather than one
+	// per notification or two.
+	CommitInterval time.Duration `yaml:"commit_interval"`
 }
+
+// DefaultCommitInterval bounds commits to 500 a second. Measured with 12,800 devices
+// posting once a second (the jwt lab's rate mode): the store's CPU per notification is
+// 56 µs committing at once (3 a batch, one fsync each), 18 µs at 2 ms (31 a batch), 15 µs
+// at 5 ms, for 2 ms more latency at most.
+const DefaultCommitInterval = 2 * time.Millisecond
+
+// MaxCommitInterval bounds CommitInterval: a notification waits for it before its answer.
+const MaxCommitInterval = time.Second
 
 // ApplyDefaults fills zero fields.
 func (c *Config) ApplyDefaults() {
@@ -47,6 +62,17 @@ func (c *Config) ApplyDefaults() {
 	if c.MaxPerDevice <= 0 {
 		c.MaxPerDevice = 100000
 	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = DefaultCommitInterval
+	}
+}
+
+// Validate checks the bounds a hub.yaml may set.
+func (c *Config) Validate() error {
+	if c.CommitInterval < 0 || c.CommitInterval > MaxCommitInterval {
+		return fmt.Errorf("telemetry.commit_interval: %s is not between 0 (the default, %s) and %s", c.CommitInterval, DefaultCommitInterval, MaxCommitInterval)
+	}
+	return nil
 }
 
 // Observer is told about each committed batch (metrics): how many notifications it held,
@@ -64,6 +90,9 @@ type Options struct {
 	// in order, as this hub learns of them (the hub hands them to its MQTT subscribers,
 	// as it does its own REST and SOAP ones). It runs on the follower: keep it short.
 	Others func([]Notification)
+
+	// linger, in tests, replaces the writer's wait for the commit interval.
+	linger func(wait time.Duration, stop <-chan struct{})
 }
 
 // Store is the notification store: an SQLite file of one hub, or a table in the
@@ -83,6 +112,7 @@ type Store struct {
 	lastTS  int64 // µs; the writer's alone
 	obs     Observer
 	log     *slog.Logger
+	linger  func(wait time.Duration, stop <-chan struct{})
 
 	// shared is set on PostgreSQL, where other hubs append to the same table. Then
 	// the feed is not fed by this hub's writer but by follow, which reads every row
@@ -148,7 +178,10 @@ func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, 
 	}
 	s := &Store{cfg: cfg, db: db, where: where, feed: newFeed(), queue: make(chan *appendReq, cfg.QueueDepth),
 		stop: make(chan struct{}), stopped: make(chan struct{}), obs: o.Observer, log: o.Log,
-		others: o.Others, own: map[int64]struct{}{}}
+		others: o.Others, own: map[int64]struct{}{}, linger: o.linger}
+	if s.linger == nil {
+		s.linger = linger
+	}
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(ts), 0) FROM notifications`).Scan(&s.lastTS); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("telemetry: %s: %w", where, err)
@@ -280,6 +313,7 @@ func (s *Store) Queued() int {
 func (s *Store) writer() {
 	defer close(s.stopped)
 	var next *appendReq // a maintenance request gather met: it goes right after its batch
+	var last time.Time  // when the last commit of notifications started
 	for {
 		first := next
 		next = nil
@@ -302,9 +336,25 @@ func (s *Store) writer() {
 				}
 			}
 		}
+		if first.fn == nil {
+			if wait := s.cfg.CommitInterval - time.Since(last); wait > 0 && s.Queued() < s.cfg.MaxBatch {
+				s.linger(wait, s.stop)
+			}
+			last = time.Now()
+		}
 		var batch []*appendReq
 		batch, next = s.gather(first)
 		s.commit(batch)
+	}
+}
+
+// linger waits for the commit interval to pass, or for Close, which commits at once.
+func linger(wait time.Duration, stop <-chan struct{}) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-stop:
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -444,5 +445,93 @@ func TestMetricsCountEveryCommittedNotification(t *testing.T) {
 	if got["iotsafe_telemetry_committed_total"] != 40 || got["batched"] != 40 || batches < 1 || batches > 20 ||
 		got["iotsafe_telemetry_queue_wait_seconds"] != batches || got["iotsafe_telemetry_queue"] != 0 {
 		t.Fatalf("metrics after 40 notifications in 20 calls: %v", got)
+	}
+}
+
+// batchSizes records the size of each committed batch.
+type batchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (b *batchSizes) Committed(batch, _ int, _, _ time.Duration) {
+	b.mu.Lock()
+	b.sizes = append(b.sizes, batch)
+	b.mu.Unlock()
+}
+
+func (b *batchSizes) get() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.sizes)
+}
+
+// Group commit: a notification that finds the writer idle is committed at once; what
+// arrives while the interval since the last commit runs waits for it and is committed
+// together, in one transaction.
+func TestCommitIntervalGathersWhatArrivesMeanwhile(t *testing.T) {
+	obs := &batchSizes{}
+	waits := make(chan time.Duration, 1)
+	release := make(chan struct{})
+	hook := func(wait time.Duration, _ <-chan struct{}) { waits <- wait; <-release }
+	s, err := Open(context.Background(), location(t, t.TempDir()), Config{CommitInterval: time.Hour},
+		Options{Observer: obs, linger: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Append(ctx, note("dev1", "first")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-waits:
+		t.Fatalf("the first notification waited %s for an idle writer", w)
+	default:
+	}
+	results := make(chan error, 10)
+	for i := range 10 {
+		go func() { _, err := s.Append(ctx, note(fmt.Sprintf("dev%d", i), "later")); results <- err }()
+	}
+	if w := <-waits; w <= 0 || w > time.Hour {
+		t.Fatalf("the writer waited %s, want the rest of the hour", w)
+	}
+	for s.Queued() < 10 {
+		runtime.Gosched() // until all ten are queued behind the waiting writer
+	}
+	close(release)
+	for range 10 {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := obs.get(); !slices.Equal(got, []int{1, 10}) {
+		t.Fatalf("batches %v, want [1 10]: the ten that came within the interval in one commit", got)
+	}
+}
+
+// Close does not wait for the interval: what is queued is committed and acknowledged.
+func TestCloseCutsTheCommitInterval(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(context.Background(), location(t, dir), Config{CommitInterval: time.Hour}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.Append(ctx, note("dev1", "first")); err != nil {
+		t.Fatal(err)
+	}
+	result := make(chan error, 1)
+	go func() { _, err := s.Append(ctx, note("dev1", "second")); result <- err }()
+	for s.Queued() < 1 {
+		runtime.Gosched()
+	}
+	s.Close()
+	if err := <-result; err != nil {
+		t.Fatalf("the notification queued when Close came: %v", err)
+	}
+	s = open(t, dir, Config{})
+	if got, _ := s.List(ctx, Filter{}); len(got) != 2 {
+		t.Fatalf("stored %d, want 2", len(got))
 	}
 }
