@@ -30,6 +30,12 @@ type compactKey struct {
 	macs sync.Pool // hash.Hash keyed with the secret, reset after use
 }
 
+// scratch is verifyCompact's buffers; maxScratch bounds those kept (a token is at most a
+// request header, but a long one need not stay).
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxScratch = 8 << 10
+
 // compactIndex maps header segments to keys; built once per key set.
 type compactIndex map[string]*compactKey
 
@@ -111,15 +117,32 @@ func (t *Tokens) verifyCompact(token string, ks *KeySet, now time.Time, tm *Timi
 	}
 	k := ck.key
 	tm.Alg = k.Alg
+	// One pooled buffer holds the token, its decoded signature and payload, and the MAC:
+	// a check allocates only the claims it returns (their strings are copies).
+	bp := scratch.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxScratch {
+			scratch.Put(bp)
+		}
+	}()
+	enc := base64.RawURLEncoding
+	need := len(token) + enc.DecodedLen(len(sig)) + enc.DecodedLen(len(payload)) + sha512.Size
+	if cap(*bp) < need {
+		*bp = make([]byte, 0, need)
+	}
+	b := append((*bp)[:0], token...) // fits: nothing below moves b's array
+	signed := b[:len(head)+1+len(payload)]
 	// The library's order: decoding, then the key's rules, the signature, the claims.
-	want, err := base64.RawURLEncoding.DecodeString(sig)
+	b, err = enc.AppendDecode(b, b[len(signed)+1:])
 	if err != nil {
 		return nil, false, nil
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	want := b[len(token):]
+	b, err = enc.AppendDecode(b, signed[len(head)+1:])
 	if err != nil {
 		return nil, false, nil
 	}
+	raw := b[len(token)+len(want):]
 	f, ok := canonicalClaims(raw)
 	if !ok && (json.Unmarshal(raw, &f) != nil || f.Audience != nil) {
 		return nil, false, nil
@@ -139,9 +162,8 @@ func (t *Tokens) verifyCompact(token string, ks *KeySet, now time.Time, tm *Timi
 	} else {
 		start := time.Now()
 		mac := ck.macs.Get().(hash.Hash)
-		mac.Write([]byte(token[:len(head)+1+len(payload)]))
-		var buf [64]byte
-		good := hmac.Equal(mac.Sum(buf[:0]), want)
+		mac.Write(signed)
+		good := hmac.Equal(mac.Sum(b[len(b):]), want)
 		mac.Reset()
 		ck.macs.Put(mac)
 		tm.Signature = time.Since(start)

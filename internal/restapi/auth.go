@@ -1,13 +1,16 @@
 package restapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/accessnote"
@@ -326,18 +329,32 @@ func (a *API) createToken(w http.ResponseWriter, r *http.Request, c caller) {
 	a.issuePair(w, authn.KindDevice, dev, st.Gen(), ttl)
 }
 
-// decodeJSON decodes exactly one JSON value.
-func decodeJSON(body interface{ Read([]byte) (int, error) }, v any) error {
-	dec := json.NewDecoder(body)
-	if err := dec.Decode(v); err != nil {
+// bodies are the buffers request bodies are read into: a notification's decoder would
+// otherwise allocate its own state and buffer on every request.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody bounds the buffers kept for the next request.
+const maxPooledBody = 64 << 10
+
+// decodeJSON decodes exactly one JSON value. What v receives never refers to the buffer
+// (json.Unmarshal copies strings and raw messages).
+func decodeJSON(body io.Reader, v any) error {
+	buf := bodies.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			buf.Reset()
+			bodies.Put(buf)
+		}
+	}()
+	if _, err := buf.ReadFrom(body); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return err
 		}
-		return fmt.Errorf("malformed JSON body: %v", err)
+		return fmt.Errorf("reading the body: %v", err)
 	}
-	if dec.More() {
-		return errors.New("malformed JSON body: more than one value")
+	if err := json.Unmarshal(buf.Bytes(), v); err != nil {
+		return fmt.Errorf("malformed JSON body: %v", err)
 	}
 	return nil
 }
