@@ -466,9 +466,31 @@ func (b *batchSizes) get() []int {
 	return slices.Clone(b.sizes)
 }
 
-// Group commit: a notification that finds the writer idle is committed at once; what
-// arrives while the interval since the last commit runs waits for it and is committed
-// together, in one transaction.
+// concurrentBatch commits n appends as one batch: the writer is held in a maintenance
+// transaction until all n are queued. It returns when they are committed.
+func concurrentBatch(t *testing.T, s *Store, n int) {
+	t.Helper()
+	ctx := context.Background()
+	hold, held := make(chan struct{}), make(chan struct{})
+	go s.maintain(ctx, func(*sqldb.Tx) error { close(held); <-hold; return nil })
+	<-held
+	results := make(chan error, n)
+	for i := range n {
+		go func() { _, err := s.Append(ctx, note(fmt.Sprintf("dev%d", i), "together")); results <- err }()
+	}
+	for s.Queued() < n {
+		runtime.Gosched() // until all are queued behind the held writer
+	}
+	close(hold)
+	for range n {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Group commit: after a batch of several clients, what arrives while the interval since
+// that commit runs waits for it and is committed together, in one transaction.
 func TestCommitIntervalGathersWhatArrivesMeanwhile(t *testing.T) {
 	obs := &batchSizes{}
 	waits := make(chan time.Duration, 1)
@@ -480,18 +502,13 @@ func TestCommitIntervalGathersWhatArrivesMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ctx := context.Background()
-	if _, err := s.Append(ctx, note("dev1", "first")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case w := <-waits:
-		t.Fatalf("the first notification waited %s for an idle writer", w)
-	default:
-	}
+	concurrentBatch(t, s, commitSiblings)
 	results := make(chan error, 10)
 	for i := range 10 {
-		go func() { _, err := s.Append(ctx, note(fmt.Sprintf("dev%d", i), "later")); results <- err }()
+		go func() {
+			_, err := s.Append(context.Background(), note(fmt.Sprintf("dev%d", i), "later"))
+			results <- err
+		}()
 	}
 	if w := <-waits; w <= 0 || w > time.Hour {
 		t.Fatalf("the writer waited %s, want the rest of the hour", w)
@@ -505,8 +522,29 @@ func TestCommitIntervalGathersWhatArrivesMeanwhile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := obs.get(); !slices.Equal(got, []int{1, 10}) {
-		t.Fatalf("batches %v, want [1 10]: the ten that came within the interval in one commit", got)
+	if got := obs.get(); !slices.Equal(got, []int{commitSiblings, 10}) {
+		t.Fatalf("batches %v, want [%d 10]: the ten that came within the interval in one commit", got, commitSiblings)
+	}
+}
+
+// One client sending one notification after the other is never made to wait: each
+// waits for its answer, so nothing would join its batch.
+func TestCommitIntervalDoesNotSlowOneClient(t *testing.T) {
+	obs := &batchSizes{}
+	hook := func(wait time.Duration, _ <-chan struct{}) { t.Errorf("a lone client waited %s", wait) }
+	s, err := Open(context.Background(), location(t, t.TempDir()), Config{CommitInterval: time.Hour},
+		Options{Observer: obs, linger: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 5 {
+		if _, err := s.Append(context.Background(), note("dev1", "next")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := obs.get(); !slices.Equal(got, []int{1, 1, 1, 1, 1}) {
+		t.Fatalf("batches %v", got)
 	}
 }
 
@@ -518,11 +556,9 @@ func TestCloseCutsTheCommitInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := s.Append(ctx, note("dev1", "first")); err != nil {
-		t.Fatal(err)
-	}
+	concurrentBatch(t, s, commitSiblings)
 	result := make(chan error, 1)
-	go func() { _, err := s.Append(ctx, note("dev1", "second")); result <- err }()
+	go func() { _, err := s.Append(ctx, note("dev1", "last")); result <- err }()
 	for s.Queued() < 1 {
 		runtime.Gosched()
 	}
@@ -531,7 +567,7 @@ func TestCloseCutsTheCommitInterval(t *testing.T) {
 		t.Fatalf("the notification queued when Close came: %v", err)
 	}
 	s = open(t, dir, Config{})
-	if got, _ := s.List(ctx, Filter{}); len(got) != 2 {
-		t.Fatalf("stored %d, want 2", len(got))
+	if got, _ := s.List(ctx, Filter{}); len(got) != commitSiblings+1 {
+		t.Fatalf("stored %d, want %d", len(got), commitSiblings+1)
 	}
 }
