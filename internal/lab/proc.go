@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -243,6 +244,36 @@ func FreePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StablePort returns a free loopback port for a server the lab restarts on the same
+// address (the port is written into enrolled profiles). FreePort's ports come from the
+// ephemeral range, where, between two starts, an outgoing connection of the lab (a
+// client that has not yet closed its side) may take the port and the restart fails
+// with "address already in use". These come from below that range.
+func StablePort() (int, error) {
+	lo := 32768 // Linux's default start of ip_local_port_range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lo = v
+			}
+		}
+	}
+	const floor = 10000 // above the well-known and common service ports
+	if lo <= floor+1000 {
+		return FreePort() // no room below the range
+	}
+	for range 100 {
+		port := floor + rand.IntN(lo-floor)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("lab: no free loopback port between %d and %d", floor, lo)
 }
 
 // Memory of a process tree, in KiB.

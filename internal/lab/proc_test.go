@@ -3,8 +3,10 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,4 +104,29 @@ func TestKeepLogs(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(cfgDir, "hub.yaml")); !strings.Contains(string(b), "level: debug") {
 		t.Fatalf("a lab hub's configuration with logs kept:\n%s", b)
 	}
+}
+
+// A port a restarted server keeps is below the ephemeral range, where no outgoing
+// connection can take it between two starts.
+func TestStablePortIsBelowTheEphemeralRange(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		t.Skip("no ip_local_port_range here:", err)
+	}
+	lo, err := strconv.Atoi(strings.Fields(string(b))[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := StablePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo > 11000 && (port < 10000 || port >= lo) {
+		t.Fatalf("port %d is not between 10000 and the ephemeral range's start %d", port, lo)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatalf("port %d is not free: %v", port, err)
+	}
+	ln.Close()
 }

@@ -233,7 +233,7 @@ func pastKnee(rows []Row, tr string, rate float64) bool {
 // (written to a 0600 file the simulator reads), a profile with a direct alias to the
 // hub's plain REST listener.
 func (r *runner) enroll(ctx context.Context, maxN int) error {
-	port, err := lab.FreePort()
+	port, err := lab.StablePort() // every start of the hub listens on it
 	if err != nil {
 		return err
 	}

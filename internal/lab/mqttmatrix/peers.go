@@ -65,7 +65,7 @@ func newPeers(ctx context.Context, b *lab.Bench, o Options) (*peers, error) {
 		}
 		e.certs[rsa] = certFiles{c, k, trust}
 	}
-	if e.plain, err = lab.FreePort(); err != nil {
+	if e.plain, err = lab.StablePort(); err != nil { // every start of the hub listens on it
 		return nil, err
 	}
 	// One registry for every start of the hub: devices dev0..devN-1 with secrets, and

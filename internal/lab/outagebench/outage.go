@@ -167,7 +167,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	p := o.Progress
 	lab.RaiseFileLimit(p)
 	p.Start(1 + 2*o.Reps)
-	port, err := lab.FreePort()
+	port, err := lab.StablePort() // the hub comes back on the same address
 	if err != nil {
 		return res, err
 	}
