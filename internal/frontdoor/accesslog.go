@@ -26,6 +26,14 @@ func (s *Server) logAccess(e *accessEntry, w *statusWriter) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	switch s.limits.Load().AccessLog {
+	case AccessLogOff:
+		return
+	case AccessLogErrors:
+		if status < http.StatusBadRequest && e.reason == "" {
+			return
+		}
+	}
 	if e.note != nil {
 		if e.user == "" {
 			e.user = e.note.User

@@ -60,7 +60,7 @@ type Server struct {
 	log      *slog.Logger
 	ca       *pki.CA // nil with an operator's certificate
 	getCert  func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	limits   atomic.Pointer[Config] // body limits, response timeouts, routes: Reconfigure changes them
+	limits   atomic.Pointer[Config] // body limits, response timeouts, routes, access log: Reconfigure changes them
 	routes   routeCache
 	proxy    *httputil.ReverseProxy
 	srv      *http.Server
@@ -141,7 +141,7 @@ func AccountLimits(cfg Config) authn.AccountLimits {
 func (s *Server) DevicesChanged() { s.routes.reset() }
 
 // Reconfigure applies what a running front door can change, the request limits
-// (max_body, response_timeout, routes), and returns the settings that differ from the
+// (max_body, response_timeout, routes) and access_log, and returns the settings that differ from the
 // running ones but take effect only at a restart.
 func (s *Server) Reconfigure(cfg Config) (needRestart []string, err error) {
 	cfg.ApplyDefaults()
