@@ -52,8 +52,8 @@ type Config struct {
 	// further attempts get 429; 0 means 10 and 5m.
 	MaxFailedLogins int           `yaml:"max_failed_logins"`
 	LoginWindow     time.Duration `yaml:"login_window"`
-	// AccessLog is which requests get an access-log line: AccessLogAll (""), AccessLog
-	// Errors (refusals and answers of 400 or more) or AccessLogOff.
+	// AccessLog is which requests get an access-log line: AccessLogAll (also ""),
+	// AccessLogErrors (refusals and answers of 400 or more) or AccessLogOff.
 	AccessLog string `yaml:"access_log"`
 }
 

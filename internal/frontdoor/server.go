@@ -141,8 +141,8 @@ func AccountLimits(cfg Config) authn.AccountLimits {
 func (s *Server) DevicesChanged() { s.routes.reset() }
 
 // Reconfigure applies what a running front door can change, the request limits
-// (max_body, response_timeout, routes) and access_log, and returns the settings that differ from the
-// running ones but take effect only at a restart.
+// (max_body, response_timeout, routes) and access_log, and returns the settings that
+// differ from the running ones but take effect only at a restart.
 func (s *Server) Reconfigure(cfg Config) (needRestart []string, err error) {
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
