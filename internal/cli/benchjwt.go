@@ -60,6 +60,9 @@ its figures are not measurements.`,
 			if o.Rate < 0 {
 				return fmt.Errorf("--rate: %v is negative", o.Rate)
 			}
+			if o.Prefill < 0 {
+				return fmt.Errorf("--prefill: %d is negative", o.Prefill)
+			}
 			if o.DisconnectMax < o.DisconnectMin {
 				return fmt.Errorf("--disconnect-max %v is below --disconnect-min %v", o.DisconnectMax, o.DisconnectMin)
 			}
@@ -82,6 +85,7 @@ its figures are not measurements.`,
 	fl.DurationVar(&o.Timeout, "timeout", 0, "per request: longer is incomplete (default 10s)")
 	fl.DurationVar(&o.DisconnectMin, "disconnect-min", 0, "a device drops its connection after U(min,max) (default 10s)")
 	fl.DurationVar(&o.DisconnectMax, "disconnect-max", 0, "(default 1440s, the paper's)")
+	fl.IntVar(&o.Prefill, "prefill", 0, "notifications per device stored before each start of the hub: a store of a size in service (default 0: empty)")
 	fl.StringVar(&profile, "profile", "", "write CPU profiles into DIR (go tool pprof): each hub start and each simulator run")
 	return c
 }

@@ -12,7 +12,8 @@ import (
 // hub's JWT histograms read over each window, every output file, and no process left.
 // Its figures are not measurements: only counts are checked.
 func TestBenchJWTQuick(t *testing.T) {
-	r := runBench(t, []string{"runs.csv", "points.csv", "environment.json", "summary.json", "report.html"}, "jwt", "--quick", "--algs", "none,HS512")
+	// --prefill: each start of the hub finds a store that already holds readings.
+	r := runBench(t, []string{"runs.csv", "points.csv", "environment.json", "summary.json", "report.html"}, "jwt", "--quick", "--algs", "none,HS512", "--prefill", "3")
 	out := r.out
 	var s struct {
 		Points []struct {
@@ -26,8 +27,14 @@ func TestBenchJWTQuick(t *testing.T) {
 		Table2 []struct {
 			Alg string `json:"alg"`
 		} `json:"table2"`
+		Options struct {
+			Prefill int `json:"prefill_per_device"`
+		} `json:"options"`
 	}
 	b := r.summary(t, &s)
+	if s.Options.Prefill != 3 {
+		t.Errorf("summary options: prefill %d, want 3", s.Options.Prefill)
+	}
 	seen := map[string]bool{}
 	for _, p := range s.Points {
 		key := p.Transport + "/" + p.Alg

@@ -16,6 +16,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
 
 // Algorithms of the experiment, in report order (none is the paper's reference).
@@ -36,7 +37,10 @@ type Options struct {
 	Timeout          time.Duration // per request (incomplete beyond it); 0 means 10s
 	// Disconnects after U(DisconnectMin, DisconnectMax); 0 means the paper's 10s..1440s.
 	DisconnectMin, DisconnectMax time.Duration
-	Progress                     *lab.Progress
+	// Prefill stores this many notifications per device before each start of the hub,
+	// so the store is the size of one in service rather than empty (it slows as it grows).
+	Prefill  int
+	Progress *lab.Progress
 }
 
 func (o *Options) defaults() {
@@ -112,6 +116,7 @@ type runner struct {
 	restPort int
 	hub      *lab.SSHServer
 	hubAlg   string
+	devices  int // enrolled: dev0 .. dev(devices-1)
 }
 
 // Measure runs the sweep.
@@ -122,6 +127,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	lab.RaiseFileLimit(o.Progress)
 	r := &runner{b: b, o: o}
 	maxN := slices.Max(ns)
+	r.devices = maxN
 	o.Progress.Note(fmt.Sprintf("enrolling %d devices (keys, secrets)...", maxN))
 	if err := r.enroll(ctx, maxN); err != nil {
 		return nil, err
@@ -287,7 +293,10 @@ func (r *runner) startHub(ctx context.Context, alg string) error {
 	}
 	r.stopHub()
 	for _, suffix := range []string{"", "-wal", "-shm"} {
-		os.Remove(filepath.Join(r.data.Dir, "telemetry.db"+suffix))
+		os.Remove(filepath.Join(r.data.Dir, telemetry.FileName+suffix))
+	}
+	if err := r.prefill(ctx); err != nil {
+		return err
 	}
 	h, err := r.b.StartEnrolled(ctx, r.data, r.hubOpts(alg))
 	if err != nil {
@@ -304,6 +313,34 @@ func (r *runner) startHub(ctx context.Context, alg string) error {
 	}
 	r.hub, r.hubAlg = h, alg
 	return nil
+}
+
+// prefill writes Options.Prefill notifications per enrolled device into the (stopped)
+// hub's empty store, in the store's own batches, oldest first and devices interleaved
+// as a fleet sends them.
+func (r *runner) prefill(ctx context.Context) error {
+	if r.o.Prefill <= 0 {
+		return nil
+	}
+	total := r.o.Prefill * r.devices
+	r.o.Progress.Note(fmt.Sprintf("storing %d notifications (%d per device) before the hub starts...", total, r.o.Prefill))
+	st, err := telemetry.Open(ctx, r.data.Dir, telemetry.Config{}, telemetry.Options{})
+	if err != nil {
+		return err
+	}
+	params := []byte(`{"uuid":"00000000-0000-4000-8000-000000000000"}`)
+	batch := make([]telemetry.Notification, 0, 4096)
+	for i := 0; i < total; i++ {
+		batch = append(batch, telemetry.Notification{Device: fmt.Sprintf("dev%d", i%r.devices), Name: "uuid", Parameters: params})
+		if len(batch) == cap(batch) || i == total-1 {
+			if _, err := st.Append(ctx, batch...); err != nil {
+				st.Close()
+				return fmt.Errorf("prefilling the store: %w", err)
+			}
+			batch = batch[:0]
+		}
+	}
+	return st.Close()
 }
 
 func (r *runner) stopHub() {

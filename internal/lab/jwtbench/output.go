@@ -61,6 +61,7 @@ type optionsJSON struct {
 	Timeout       float64  `json:"timeout_s"`
 	DisconnectMin float64  `json:"disconnect_min_s"`
 	DisconnectMax float64  `json:"disconnect_max_s"`
+	Prefill       int      `json:"prefill_per_device"`
 	Algs          []string `json:"algs"`
 	Transports    []string `json:"transports"`
 }
@@ -124,7 +125,7 @@ type Targets struct {
 func Summarize(r *Results, o Options) Summary {
 	s := Summary{Schema: "iotsafe.bench.jwt/1", Points: Points(r.Rows), Knees: map[string]Knee{},
 		Options: optionsJSON{Quick: o.Quick, Rate: o.Rate, Reps: o.Reps, Warmup: o.Warmup.Seconds(), Duration: o.Duration.Seconds(),
-			Timeout: o.Timeout.Seconds(), DisconnectMin: o.DisconnectMin.Seconds(), DisconnectMax: o.DisconnectMax.Seconds(),
+			Timeout: o.Timeout.Seconds(), DisconnectMin: o.DisconnectMin.Seconds(), DisconnectMax: o.DisconnectMax.Seconds(), Prefill: o.Prefill,
 			Algs: o.Algs, Transports: o.Transports},
 		Targets: Targets{RateP99: math.NaN(), KneeThroughput: math.NaN(), JWTShareMax: math.NaN(), HS512VsNone: math.NaN()}}
 	for _, tr := range Transports {
