@@ -74,13 +74,10 @@ func (st *Stream) Write(p []byte) (int, error) {
 	defer s.flush() // s.mu is still held
 	written := 0
 	for len(p) > 0 {
+		if err := st.writeErr(); err != nil {
+			return written, err
+		}
 		switch {
-		case st.reset != nil:
-			return written, st.reset
-		case st.sentEOF || st.closed:
-			return written, ErrClosed
-		case s.err != nil:
-			return written, s.streamErr()
 		case len(s.out) >= maxQueued:
 			if !s.flush() {
 				s.outSpace.Wait()

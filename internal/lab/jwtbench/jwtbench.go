@@ -116,7 +116,7 @@ type runner struct {
 	restPort int
 	hub      *lab.SSHServer
 	hubAlg   string
-	devices  int // enrolled: dev0 .. dev(devices-1)
+	devices  int // enrolled: lab.DeviceName("", 0 .. devices-1)
 }
 
 // Measure runs the sweep.
@@ -331,7 +331,7 @@ func (r *runner) prefill(ctx context.Context) error {
 	params := []byte(`{"uuid":"00000000-0000-4000-8000-000000000000"}`)
 	batch := make([]telemetry.Notification, 0, 4096)
 	for i := 0; i < total; i++ {
-		batch = append(batch, telemetry.Notification{Device: fmt.Sprintf("dev%d", i%r.devices), Name: "uuid", Parameters: params})
+		batch = append(batch, telemetry.Notification{Device: lab.DeviceName("", i%r.devices), Name: "uuid", Parameters: params})
 		if len(batch) == cap(batch) || i == total-1 {
 			if _, err := st.Append(ctx, batch...); err != nil {
 				st.Close()
