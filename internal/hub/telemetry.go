@@ -48,7 +48,9 @@ func (h *Hub) openStore(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	go h.pruneTelemetry(ctx, time.Hour)
+	// By age often, so each run deletes about a minute of notifications; by count
+	// hourly, as finding the devices over the limit reads the whole device index.
+	go h.pruneTelemetry(ctx, time.Minute, time.Hour)
 	return nil
 }
 
@@ -201,9 +203,19 @@ func (h *Hub) reloadTelemetry() {
 	}
 }
 
-func (h *Hub) pruneTelemetry(ctx context.Context, every time.Duration) {
+// pruneTelemetry applies the store's retention until ctx ends: by age every ageEvery, by
+// count per device every countEvery.
+func (h *Hub) pruneTelemetry(ctx context.Context, ageEvery, countEvery time.Duration) {
+	lastCount := time.Time{}
 	for {
-		n, err := h.store.Prune(ctx, time.Now())
+		now := time.Now()
+		n, err := h.store.PruneAge(ctx, now)
+		if err == nil && now.Sub(lastCount) >= countEvery {
+			var m int64
+			m, err = h.store.PruneCount(ctx)
+			n += m
+			lastCount = now
+		}
 		switch {
 		case errors.Is(err, telemetry.ErrClosed) || ctx.Err() != nil:
 			return
@@ -215,7 +227,7 @@ func (h *Hub) pruneTelemetry(ctx context.Context, every time.Duration) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(every):
+		case <-time.After(ageEvery):
 		}
 	}
 }

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -100,6 +101,9 @@ type Options struct {
 
 	// linger, in tests, replaces the writer's wait for the commit interval.
 	linger func(wait time.Duration, stop <-chan struct{})
+	// deleteChunk, in tests, replaces deleteChunk; chunkDone is called between chunks.
+	deleteChunk int
+	chunkDone   func()
 }
 
 // Store is the notification store: an SQLite file of one hub, or a table in the
@@ -120,6 +124,9 @@ type Store struct {
 	obs     Observer
 	log     *slog.Logger
 	linger  func(wait time.Duration, stop <-chan struct{})
+
+	deleteChunk int    // 0: the const deleteChunk
+	chunkDone   func() // tests: called between deleting chunks
 
 	// shared is set on PostgreSQL, where other hubs append to the same table. Then
 	// the feed is not fed by this hub's writer but by follow, which reads every row
@@ -185,7 +192,8 @@ func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, 
 	}
 	s := &Store{cfg: cfg, db: db, where: where, feed: newFeed(), queue: make(chan *appendReq, cfg.QueueDepth),
 		stop: make(chan struct{}), stopped: make(chan struct{}), obs: o.Observer, log: o.Log,
-		others: o.Others, own: map[int64]struct{}{}, linger: o.linger}
+		others: o.Others, own: map[int64]struct{}{}, linger: o.linger,
+		deleteChunk: o.deleteChunk, chunkDone: o.chunkDone}
 	if s.linger == nil {
 		s.linger = linger
 	}
@@ -812,19 +820,20 @@ func (s *Store) Stream(ctx context.Context, f Filter, fn func([]Notification) er
 	}
 }
 
-// RemoveDevice deletes every notification of device (it was removed from the registry:
-// a new device of the same name must not inherit them).
+// RemoveDevice deletes every notification device has stored (it was removed from the
+// registry: a new device of the same name must not inherit them). It deletes in
+// chunks, as Prune does, and only what was stored before it began.
 func (s *Store) RemoveDevice(ctx context.Context, device string) (int64, error) {
-	var n int64
-	err := s.maintain(ctx, func(tx *sqldb.Tx) error {
-		res, err := tx.Exec(`DELETE FROM notifications WHERE device=?`, device)
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
-		return err
-	})
-	if err != nil {
+	var edge sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT MAX(ts) FROM notifications WHERE device=?`, device).Scan(&edge); err != nil {
 		return 0, fmt.Errorf("telemetry: remove %s: %w", device, err)
+	}
+	if !edge.Valid {
+		return 0, nil
+	}
+	n, err := s.deleteChunks(ctx, device, edge.Int64)
+	if err != nil {
+		return n, fmt.Errorf("telemetry: remove %s: %w", device, err)
 	}
 	return n, nil
 }
@@ -832,41 +841,117 @@ func (s *Store) RemoveDevice(ctx context.Context, device string) (int64, error) 
 // Prune applies retention: by age, then by count per device. It returns how many
 // notifications it deleted.
 func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
-	var total int64
-	err := s.maintain(ctx, func(tx *sqldb.Tx) error {
-		res, err := tx.Exec(`DELETE FROM notifications WHERE ts < ?`, now.Add(-s.cfg.Retention).UnixMicro())
-		if err != nil {
-			return err
-		}
-		n, _ := res.RowsAffected()
-		total += n
-		rows, err := tx.Query(`SELECT device FROM notifications GROUP BY device HAVING COUNT(*) > ?`, s.cfg.MaxPerDevice)
-		if err != nil {
-			return err
-		}
-		var over []string
-		for rows.Next() {
-			var d string
-			if err := rows.Scan(&d); err != nil {
-				rows.Close()
-				return err
-			}
-			over = append(over, d)
-		}
-		rows.Close()
-		for _, d := range over {
-			res, err := tx.Exec(`DELETE FROM notifications WHERE device=? AND ts <=
-				(SELECT ts FROM notifications WHERE device=? ORDER BY ts DESC LIMIT 1 OFFSET ?)`, d, d, s.cfg.MaxPerDevice)
-			if err != nil {
-				return err
-			}
-			n, _ := res.RowsAffected()
-			total += n
-		}
-		return nil
-	})
+	n, err := s.PruneAge(ctx, now)
 	if err != nil {
-		return 0, fmt.Errorf("telemetry: prune: %w", err)
+		return n, err
+	}
+	m, err := s.PruneCount(ctx)
+	return n + m, err
+}
+
+// PruneAge deletes the notifications older than the retention, oldest first.
+func (s *Store) PruneAge(ctx context.Context, now time.Time) (int64, error) {
+	n, err := s.deleteChunks(ctx, "", now.Add(-s.cfg.Retention).UnixMicro()-1)
+	if err != nil {
+		return n, fmt.Errorf("telemetry: prune by age: %w", err)
+	}
+	return n, nil
+}
+
+// PruneCount deletes, for each device over the per-device limit, its oldest
+// notifications past it. Finding those devices reads the whole device index; it is
+// done as a reader, so the writer goes on committing meanwhile.
+func (s *Store) PruneCount(ctx context.Context) (int64, error) {
+	over, err := s.devicesOver(ctx, s.cfg.MaxPerDevice)
+	if err != nil {
+		return 0, fmt.Errorf("telemetry: prune by count: %w", err)
+	}
+	var total int64
+	for _, d := range over {
+		// The newest notification past the limit; what arrives meanwhile is newer.
+		var edge int64
+		err := s.db.QueryRowContext(ctx, `SELECT ts FROM notifications WHERE device=? ORDER BY ts DESC LIMIT 1 OFFSET ?`,
+			d, s.cfg.MaxPerDevice).Scan(&edge)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return total, fmt.Errorf("telemetry: prune by count: %w", err)
+		}
+		n, err := s.deleteChunks(ctx, d, edge)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("telemetry: prune by count: %w", err)
+		}
 	}
 	return total, nil
+}
+
+func (s *Store) devicesOver(ctx context.Context, limit int) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT device FROM notifications GROUP BY device HAVING COUNT(*) > ?`, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var over []string
+	for rows.Next() {
+		var d string
+		if err := rows.Scan(&d); err != nil {
+			return nil, err
+		}
+		over = append(over, d)
+	}
+	return over, rows.Err()
+}
+
+// deleteChunk bounds the notifications one deleting transaction removes: the writer
+// commits no notification while it deletes. Measured on 400,000 expired notifications:
+// one transaction took 1.0-1.3 s, all of it a wait for every device sending meanwhile;
+// chunks of 1,000 took 3 s in all (a commit each), and a notification sent meanwhile
+// waited 25 ms at most. Between chunks the writer commits what queued.
+const deleteChunk = 1000
+
+// deleteChunks deletes the notifications of device ("": of every device) with a
+// timestamp up to upto, oldest first, deleteChunk per transaction of the writer, and
+// returns how many it deleted. A chunk is a range of the timestamp (unique in a store)
+// with a single bound, so it is deleted along an index: SQLite searches an index with
+// one bound per column and would check a second one row by row from the index's start.
+func (s *Store) deleteChunks(ctx context.Context, device string, upto int64) (int64, error) {
+	chunk := s.deleteChunk
+	if chunk <= 0 {
+		chunk = deleteChunk
+	}
+	where, args := `ts <= ?`, []any{}
+	if device != "" {
+		where, args = `device=? AND ts <= ?`, []any{device}
+	}
+	var total int64
+	for {
+		var n int64
+		last := false
+		err := s.maintain(ctx, func(tx *sqldb.Tx) error {
+			// The chunk's newest notification: the chunk-th oldest.
+			var edge int64
+			err := tx.QueryRowContext(ctx, `SELECT ts FROM notifications WHERE `+where+` ORDER BY ts LIMIT 1 OFFSET ?`,
+				append(args, upto, chunk-1)...).Scan(&edge)
+			switch {
+			case errors.Is(err, sql.ErrNoRows): // fewer than a chunk left
+				last, edge = true, upto
+			case err != nil:
+				return err
+			}
+			res, err := tx.Exec(`DELETE FROM notifications WHERE `+where, append(args, edge)...)
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			return err
+		})
+		total += n
+		if err != nil || last {
+			return total, err
+		}
+		if s.chunkDone != nil {
+			s.chunkDone()
+		}
+	}
 }

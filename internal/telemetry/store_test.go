@@ -311,6 +311,110 @@ func TestRemoveDevice(t *testing.T) {
 	}
 }
 
+// openChunked opens a store that deletes chunk notifications per transaction and runs
+// between(i) after the i-th chunk (from 1), while the writer is free.
+func openChunked(t *testing.T, cfg Config, chunk int, between func(i int)) *Store {
+	t.Helper()
+	i := 0
+	s, err := Open(context.Background(), location(t, t.TempDir()), cfg, Options{deleteChunk: chunk, chunkDone: func() {
+		i++
+		between(i)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// appendN stores n notifications of dev, one per request.
+func appendN(t *testing.T, s *Store, dev string, n int) {
+	t.Helper()
+	for range n {
+		if _, err := s.Append(context.Background(), note(dev, "old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A notification sent while retention deletes is committed between two chunks, not
+// after the last: a large deletion does not hold every device's answer.
+func TestRetentionByAgeDeletesInChunks(t *testing.T) {
+	ctx := context.Background()
+	var s *Store
+	var chunks int
+	s = openChunked(t, Config{Retention: time.Nanosecond}, 10, func(i int) {
+		chunks = i
+		if i == 1 {
+			if _, err := s.Append(ctx, note("dev2", "new")); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	appendN(t, s, "dev1", 35)
+	n, err := s.PruneAge(ctx, time.Now())
+	if err != nil || n != 35 {
+		t.Fatalf("pruned %d, %v; want the 35 older ones", n, err)
+	}
+	if chunks != 3 {
+		t.Fatalf("%d full chunks of 10, want 3 (then one of 5)", chunks)
+	}
+	if got, _ := s.List(ctx, Filter{}); len(got) != 1 || got[0].Name != "new" {
+		t.Fatalf("left %+v; want the one sent during the deletion", got)
+	}
+}
+
+// By count, the oldest past the limit go, in chunks; one sent meanwhile is kept.
+func TestRetentionByCountDeletesInChunks(t *testing.T) {
+	ctx := context.Background()
+	var s *Store
+	s = openChunked(t, Config{MaxPerDevice: 3}, 10, func(i int) {
+		if i == 1 {
+			if _, err := s.Append(ctx, note("dev1", "new")); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	appendN(t, s, "dev1", 25)
+	appendN(t, s, "dev2", 3)
+	all, _ := s.List(ctx, Filter{Devices: []string{"dev1"}})
+	n, err := s.PruneCount(ctx)
+	if err != nil || n != 22 {
+		t.Fatalf("pruned %d, %v; want dev1's 22 oldest", n, err)
+	}
+	got, _ := s.List(ctx, Filter{Devices: []string{"dev1"}})
+	if len(got) != 4 || got[0].ID != all[22].ID || got[3].Name != "new" {
+		t.Fatalf("dev1 keeps %+v; want its 3 newest and the one sent during the deletion", got)
+	}
+	if got, _ := s.List(ctx, Filter{Devices: []string{"dev2"}}); len(got) != 3 {
+		t.Fatalf("dev2 at the limit keeps %d", len(got))
+	}
+}
+
+// A device removed and added again under the same name while its notifications are
+// being deleted keeps what the new one sends.
+func TestRemoveDeviceKeepsWhatANewDeviceOfTheNameSends(t *testing.T) {
+	ctx := context.Background()
+	var s *Store
+	s = openChunked(t, Config{}, 10, func(i int) {
+		if i == 1 {
+			if _, err := s.Append(ctx, note("dev1", "new")); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	appendN(t, s, "dev1", 25)
+	if n, err := s.RemoveDevice(ctx, "dev1"); err != nil || n != 25 {
+		t.Fatalf("removed %d, %v", n, err)
+	}
+	if got, _ := s.List(ctx, Filter{}); len(got) != 1 || got[0].Name != "new" {
+		t.Fatalf("left %+v", got)
+	}
+	if n, err := s.RemoveDevice(ctx, "nobody"); err != nil || n != 0 {
+		t.Fatalf("removing a device with nothing stored: %d, %v", n, err)
+	}
+}
+
 func TestCloseCommitsWhatIsQueued(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(context.Background(), location(t, dir), Config{}, Options{})
