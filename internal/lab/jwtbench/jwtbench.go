@@ -451,7 +451,10 @@ type Point struct {
 	WaitMillis    float64 `json:"store_wait_ms"`
 	CommitMillis  float64 `json:"commit_ms"`
 	BatchSize     float64 `json:"batch_notifications"`
-	Reps          int     `json:"reps"`
+	// StoreBusyPct is the share of the window the store's single writer spent in its
+	// transactions: as it nears 100% the store's queue, and the client time, grow.
+	StoreBusyPct float64 `json:"store_busy_pct"`
+	Reps         int     `json:"reps"`
 }
 
 // Points takes the median of each measure over repetitions.
@@ -501,6 +504,7 @@ func Points(rows []Row) []Point {
 			WaitMillis:      med(func(r Row) float64 { return r.Hub.WaitMillis() }),
 			CommitMillis:    med(func(r Row) float64 { return r.Hub.CommitMillis() }),
 			BatchSize:       med(func(r Row) float64 { return r.Hub.BatchSize() }),
+			StoreBusyPct:    med(func(r Row) float64 { return pct(r.Hub.CommitSum, r.Sim.Window) }),
 		}
 		if total := p.Complete + p.Incomplete; total > 0 {
 			p.IncompletePct = 100 * p.Incomplete / total

@@ -321,13 +321,13 @@ func Write(dir string, env lab.Environment, r *Results, s Summary) error {
 	if err := lab.WriteCSV(filepath.Join(dir, "points.csv"), []string{"transport", "alg", "devices", "reps", "complete_per_s", "incomplete_pct",
 		"client_mean_ms", "client_p99_ms", "scheduled_p99_ms", "jwt_us", "signature_us", "jwt_share_handler_pct", "signature_share_handler_pct",
 		"jwt_share_cpu_pct", "hub_cpu_us_per_request", "sim_cpu_us_per_request", "hub_rss_mib", "hub_handler_ms", "store_wait_ms", "commit_ms",
-		"batch_notifications"}, func(w func(...string)) {
+		"batch_notifications", "store_busy_pct"}, func(w func(...string)) {
 		for _, p := range s.Points {
 			w(p.Transport, p.Alg, fmt.Sprint(p.Devices), fmt.Sprint(p.Reps), f2(p.Throughput), fmt.Sprintf("%.3f", p.IncompletePct),
 				fmt.Sprintf("%.3f", p.Mean), fmt.Sprintf("%.3f", p.P99), fmt.Sprintf("%.3f", p.ScheduledP99), f2(p.JWTMicros), f2(p.SigMicros),
 				fmt.Sprintf("%.3f", p.JWTShareHandler), fmt.Sprintf("%.3f", p.SigShareHandler), fmt.Sprintf("%.3f", p.JWTShareCPU),
 				f2(p.HubCPUPerReq), f2(p.SimCPUPerReq), f2(p.HubRSSMiB), fmt.Sprintf("%.3f", p.HandlerMillis), fmt.Sprintf("%.3f", p.WaitMillis),
-				fmt.Sprintf("%.3f", p.CommitMillis), f2(p.BatchSize))
+				fmt.Sprintf("%.3f", p.CommitMillis), f2(p.BatchSize), f2(p.StoreBusyPct))
 		}
 	}); err != nil {
 		return err
@@ -375,11 +375,11 @@ func jsonSafe(s Summary) any {
 // Print prints the points and the targets as tables.
 func Print(w io.Writer, s Summary) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "transport\talg\tN\tcomplete/s\tincomplete %\tclient mean ms\tp99 ms\tJWT µs\tsignature µs\tJWT % of handling\thub ms\tstore wait ms\tcommit ms\thub CPU µs/req\t")
+	fmt.Fprintln(tw, "transport\talg\tN\tcomplete/s\tincomplete %\tclient mean ms\tp99 ms\tJWT µs\tsignature µs\tJWT % of handling\thub ms\tstore wait ms\tcommit ms\tstore busy %\thub CPU µs/req\t")
 	for _, p := range s.Points {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.0f\t\n", p.Transport, dash(p.Alg), p.Devices, p.Throughput,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t\n", p.Transport, dash(p.Alg), p.Devices, p.Throughput,
 			p.IncompletePct, p.Mean, p.P99, opt(p.JWTMicros, "%.1f"), opt(p.SigMicros, "%.2f"), opt(p.JWTShareHandler, "%.2f"), p.HandlerMillis, p.WaitMillis,
-			p.CommitMillis, p.HubCPUPerReq)
+			p.CommitMillis, p.StoreBusyPct, p.HubCPUPerReq)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

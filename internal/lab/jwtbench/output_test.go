@@ -70,3 +70,17 @@ func TestRateModeNothingMet(t *testing.T) {
 		t.Fatalf("targets %+v, table 1 %+v", s.Targets, s.Table1)
 	}
 }
+
+// The store's busy share is its writer's transaction time over the measured window,
+// the median over repetitions.
+func TestStoreBusyShare(t *testing.T) {
+	var rows []Row
+	for i, commit := range []float64{15, 24, 21} {
+		r := row(HTTPS, "HS256", 12800, 384000, 0, 5, 50)
+		r.Rep, r.Sim.Window, r.Hub.CommitSum = i+1, 30, commit
+		rows = append(rows, r)
+	}
+	if p := Points(rows); len(p) != 1 || math.Abs(p[0].StoreBusyPct-70) > 1e-9 {
+		t.Fatalf("points %+v: want the store busy 70%% of the window (21 s of 30, the median)", p)
+	}
+}
