@@ -236,7 +236,10 @@ func openDB(ctx context.Context, location string) (*sqldb.DB, string, error) {
 	// fsync per batch, and the REST API acknowledges only what is durable.
 	// temp_store MEMORY: a multi-row INSERT keeps a statement journal of the pages it
 	// changes (to undo itself alone); in a file that is a write per page per batch.
-	db, err := sqldb.OpenSQLite(path, "busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "temp_store(MEMORY)")
+	// journal_size_limit: the WAL file keeps the size it once reached (a reader that
+	// held it back, a burst) unless this truncates it when it restarts.
+	db, err := sqldb.OpenSQLite(path, "busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "temp_store(MEMORY)",
+		fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	if err != nil {
 		return nil, "", fmt.Errorf("telemetry: open %s: %w", path, err)
 	}
@@ -249,6 +252,9 @@ func openDB(ctx context.Context, location string) (*sqldb.DB, string, error) {
 	}
 	return db, path, nil
 }
+
+// walSizeLimit is the size the store's WAL file is cut back to when it restarts.
+const walSizeLimit = 64 << 20
 
 // Where is the store's file, or its database's DSN without a password.
 func (s *Store) Where() string { return s.where }
@@ -887,21 +893,48 @@ func (s *Store) PruneCount(ctx context.Context) (int64, error) {
 	return total, nil
 }
 
+// countSlice is how many devices one read of devicesOver counts on SQLite.
+const countSlice = 64
+
+// devicesOver lists the devices with more than limit notifications. On SQLite it reads
+// the device index countSlice devices at a time, each read a transaction of its own: the
+// writer cannot restart the WAL while a reader uses it, and under a large fleet's load
+// the WAL grows by tens of MB a second (a page per notification), so one read of the
+// whole index of a large store would leave a WAL of gigabytes. PostgreSQL's readers do
+// not hold its log back; there it is one query.
 func (s *Store) devicesOver(ctx context.Context, limit int) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT device FROM notifications GROUP BY device HAVING COUNT(*) > ?`, limit)
-	if err != nil {
-		return nil, err
+	q, slice := `SELECT device, COUNT(*) FROM notifications WHERE device > ? GROUP BY device ORDER BY device LIMIT ?`, countSlice
+	if s.db.Dialect() == sqldb.Postgres {
+		q, slice = `SELECT device, COUNT(*) FROM notifications WHERE device > ? GROUP BY device HAVING COUNT(*) > ?`, limit
 	}
-	defer rows.Close()
 	var over []string
-	for rows.Next() {
-		var d string
-		if err := rows.Scan(&d); err != nil {
+	after := ""
+	for {
+		rows, err := s.db.QueryContext(ctx, q, after, slice)
+		if err != nil {
 			return nil, err
 		}
-		over = append(over, d)
+		seen := 0
+		for rows.Next() {
+			var d string
+			var n int
+			if err := rows.Scan(&d, &n); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			seen, after = seen+1, d
+			if n > limit {
+				over = append(over, d)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if s.db.Dialect() == sqldb.Postgres || seen < slice {
+			return over, nil
+		}
 	}
-	return over, rows.Err()
 }
 
 // deleteChunk bounds the notifications one deleting transaction removes: the writer

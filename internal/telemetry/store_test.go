@@ -391,6 +391,42 @@ func TestRetentionByCountDeletesInChunks(t *testing.T) {
 	}
 }
 
+// The devices over the limit are found however many devices there are: on SQLite the
+// index is read a slice of devices at a time, and the last slice counts too.
+func TestRetentionByCountFindsDevicesInEverySlice(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir(), Config{MaxPerDevice: 1})
+	var batch []Notification
+	for i := range countSlice + 6 {
+		batch = append(batch, note(fmt.Sprintf("d%03d", i), "n"))
+	}
+	for _, d := range []string{"d003", fmt.Sprintf("d%03d", countSlice+4)} {
+		batch = append(batch, note(d, "n"), note(d, "n"))
+	}
+	if _, err := s.Append(ctx, batch...); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PruneCount(ctx); err != nil || n != 4 {
+		t.Fatalf("pruned %d, %v; want 2 of each of the two devices over the limit", n, err)
+	}
+	if got, _ := s.List(ctx, Filter{Take: 1000}); len(got) != countSlice+6 {
+		t.Fatalf("%d left, want one per device", len(got))
+	}
+}
+
+// The WAL file is cut back when it restarts, whatever size a held-back checkpoint let
+// it reach (the limit is in the DSN, so every connection of the pool has it).
+func TestWALSizeIsLimited(t *testing.T) {
+	if pgscratch.OnPostgres() {
+		t.Skip("SQLite's WAL")
+	}
+	s := open(t, t.TempDir(), Config{})
+	var limit int64
+	if err := s.db.QueryRowContext(context.Background(), `PRAGMA journal_size_limit`).Scan(&limit); err != nil || limit != walSizeLimit {
+		t.Fatalf("journal_size_limit %d, %v; want %d", limit, err, walSizeLimit)
+	}
+}
+
 // A device removed and added again under the same name while its notifications are
 // being deleted keeps what the new one sends.
 func TestRemoveDeviceKeepsWhatANewDeviceOfTheNameSends(t *testing.T) {
