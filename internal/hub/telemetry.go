@@ -94,7 +94,7 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 	if err := h.devices.Reload(ctx); err != nil {
 		return err
 	}
-	h.api = restapi.New(h.cfg.REST, h.guard, h.devices, h.store, h, tokens, m, log)
+	h.api = restapi.New(h.cfg.REST, h.guard, h.devices, bridgedStore{h.store, h}, h, tokens, m, log)
 	h.api.Stored = h.toMQTT
 	return h.buildSOAP()
 }
@@ -128,7 +128,7 @@ func (h *Hub) buildSOAP() error {
 		return nil
 	}
 	log := h.log.With("component", "soap")
-	ep, err := soap.New(h.cfg.SOAP, h.devices, h.store, h.guard, log)
+	ep, err := soap.New(h.cfg.SOAP, h.devices, bridgedStore{h.store, h}, h.guard, log)
 	if err != nil {
 		return fmt.Errorf("hub: soap: %w", err)
 	}
@@ -140,6 +140,45 @@ func (h *Hub) buildSOAP() error {
 	h.soap = ep
 	h.api.MountPlain(soap.Path, ep) // served when rest.listen is set
 	return nil
+}
+
+// bridgedStore is the store as the REST API and the SOAP endpoint write to it: with an
+// MQTT bridge, a notification an out rule matches is put in the bridge's queue at the
+// same time as it is stored, and Append succeeds only when both took it, as for a
+// device's MQTT message; so what a device was answered reaches the central broker too.
+// When only the bridge refused (its queue is full), the error is ErrOverloaded: the
+// device is told to retry, and the store will hold that notification twice.
+type bridgedStore struct {
+	*telemetry.Store
+	h *Hub
+}
+
+func (s bridgedStore) Append(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error) {
+	b := s.h.mqtt.Load()
+	if b == nil || b.Bridge() == nil {
+		return s.Store.Append(ctx, items...)
+	}
+	for i := range items {
+		// What the store refuses is not bridged either.
+		if err := items[i].Validate(); err != nil {
+			return nil, err
+		}
+	}
+	forwarded := make(chan error, 1)
+	go func() {
+		var err error
+		for _, n := range items {
+			if err = b.ForwardNotification(ctx, n); err != nil {
+				break
+			}
+		}
+		forwarded <- err
+	}()
+	got, err := s.Store.Append(ctx, items...)
+	if ferr := <-forwarded; ferr != nil && err == nil {
+		return nil, fmt.Errorf("%w: stored, but the MQTT bridge's queue did not take it: %v", telemetry.ErrOverloaded, ferr)
+	}
+	return got, err
 }
 
 // toMQTT hands a notification stored over REST or SOAP to the broker's subscribers (when

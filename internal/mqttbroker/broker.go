@@ -492,16 +492,45 @@ func notification(device, topic string, payload []byte) telemetry.Notification {
 // SOAP) to the broker's subscribers, as a device's MQTT message would be: on
 // devices/DEVICE/notifications/NAME with the parameters as the payload, at QoS 0, not
 // retained. Subscribers' grants are checked on delivery as for any message; it is not
-// stored again (it is stored) and not bridged. A name no topic can carry (+, #, NUL) is
-// only stored.
+// stored again (it is stored). A name no topic can carry (+, #, NUL) is only stored.
 func (b *Broker) PublishNotification(n telemetry.Notification) {
-	if n.Name == "" || strings.ContainsAny(n.Name, "+#\x00") || strings.ContainsAny(n.Device, "/+#\x00") {
+	topic, ok := notificationTopic(n)
+	if !ok {
 		return
 	}
-	topic := "devices/" + n.Device + "/notifications/" + n.Name
 	if err := b.srv.Publish(topic, n.Parameters, false, 0); err != nil {
 		b.log.Debug("publishing a notification to MQTT subscribers failed", "topic", topic, "err", err)
 	}
+}
+
+// ForwardNotification hands a notification that arrives another way (the REST API,
+// SOAP) to the bridge, on PublishNotification's topic, at QoS 1 as far as the rule
+// allows: when it returns nil, a notification an out rule matches is on disk in the
+// bridge's queue. The hub calls it beside the store's Append and answers the device
+// only when both took the notification, as for a device's MQTT message. Without a
+// bridge, or with no rule for the topic, it does nothing.
+func (b *Broker) ForwardNotification(ctx context.Context, n telemetry.Notification) error {
+	topic, ok := notificationTopic(n)
+	if b.bridge == nil || !ok {
+		return nil
+	}
+	err := b.bridge.Forward(ctx, topic, n.Parameters, 1, false)
+	if err != nil {
+		b.counts.notBridged.Add(1)
+		if ok, more := b.gate.Allow("bridge|" + err.Error()); ok {
+			b.log.Warn("the bridge's queue did not take a REST or SOAP notification; the device is told to send it again", "device", n.Device, "topic", topic, "err", err, "more_not_logged", more)
+		}
+	}
+	return err
+}
+
+// notificationTopic is where a notification stored another way is published, if a
+// topic can carry its device and name.
+func notificationTopic(n telemetry.Notification) (string, bool) {
+	if n.Name == "" || strings.ContainsAny(n.Name, "+#\x00") || strings.ContainsAny(n.Device, "/+#\x00") {
+		return "", false
+	}
+	return "devices/" + n.Device + "/notifications/" + n.Name, true
 }
 
 // errorsOnly passes a handler's ERROR records only.

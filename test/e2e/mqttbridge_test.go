@@ -61,6 +61,7 @@ func TestMQTTBridge(t *testing.T) {
 	pw := filepath.Join(dir, "bridge.pw")
 	os.WriteFile(pw, []byte("site1-secret\n"), 0o600)
 	h := startHub(t, "", fmt.Sprintf(`frontdoor: {listen: '127.0.0.1:0', domain: %s}
+rest: {listen: '127.0.0.1:0'}
 mqtt:
   tls_listen: '127.0.0.1:0'
   bridge:
@@ -100,6 +101,9 @@ mqtt:
 		t.Fatalf("publish: %v\n%s", err, out)
 	}
 	reader.waitText(t, `site1/devices/dev1/notifications/temperature {"c":21.5}`)
+	// So does a notification the device sends over the REST API.
+	postNotification(t, h, "dev1", secret, "humidity")
+	reader.waitText(t, "site1/devices/dev1/notifications/humidity")
 	// In: the centre's command reaches the device, once.
 	if out, err := mosq(t, "mosquitto_pub", centre("-q", "1", "-t", "site1/devices/dev1/commands/reboot", "-m", "now")...); err != nil {
 		t.Fatalf("publish at the centre: %v\n%s", err, out)
@@ -120,12 +124,14 @@ mqtt:
 			t.Fatalf("publish %d while the centre is down: %v\n%s", i, err, out)
 		}
 	}
+	// A REST notification answered while the centre is down waits with them.
+	postNotification(t, h, "dev1", secret, "rest-while-down")
 	st, err := mqttStatus(t, h)
-	if err == nil || st.Bridge == nil || st.Bridge.Queued != n || st.Bridge.State == "connected" {
+	if err == nil || st.Bridge == nil || st.Bridge.Queued != n+1 || st.Bridge.State == "connected" {
 		t.Fatalf("while the centre is down: exit %v, %+v", err, st.Bridge)
 	}
 	text, _ := h.cli("mqtt", "status")
-	if !strings.Contains(text, fmt.Sprintf("%d messages", n)) || !strings.Contains(text, "waiting for the central broker") {
+	if !strings.Contains(text, fmt.Sprintf("%d messages", n+1)) || !strings.Contains(text, "waiting for the central broker") {
 		t.Fatalf("iotsafe mqtt status:\n%s", text)
 	}
 	if fi, err := os.Stat(filepath.Join(h.data, "mqtt-bridge.db")); err != nil || fi.Mode().Perm() != 0o600 {
@@ -137,6 +143,7 @@ mqtt:
 	if err := central.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	reader.waitText(t, "site1/devices/dev1/notifications/rest-while-down")
 	reader.waitText(t, fmt.Sprintf("site1/devices/dev1/notifications/q%02d %d", n-1, n-1))
 	last := -1
 	for _, l := range strings.Split(reader.text(), "\n") {
@@ -152,6 +159,47 @@ mqtt:
 		st, err := mqttStatus(t, h)
 		return err == nil && st.Bridge != nil && st.Bridge.Queued == 0
 	})
+}
+
+// A REST notification the bridge's full queue refuses (overflow: refuse) is not
+// acknowledged: the device gets 503 and sends it again; what the queue took is answered.
+// The centre is unreachable (nothing listens on its port), so the queue only fills.
+func TestRESTNotificationRefusedByAFullBridgeQueue(t *testing.T) {
+	dir := t.TempDir()
+	cert, _, _, err := lab.WriteCert(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := lab.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := filepath.Join(dir, "bridge.pw")
+	os.WriteFile(pw, []byte("site1-secret\n"), 0o600)
+	h := startHub(t, "", fmt.Sprintf(`rest: {listen: '127.0.0.1:0'}
+mqtt:
+  listen: '127.0.0.1:0'
+  bridge:
+    address: 127.0.0.1:%d
+    ca: %q
+    username: site1
+    password_file: %q
+    topics:
+      - {pattern: "+/notifications/#", local: "devices/", remote: "site1/devices/"}
+    queue: {max_messages: 1, overflow: refuse}
+`, port, cert, pw))
+	h.addDevice("dev1")
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	postNotification(t, h, "dev1", secret, "first") // queued
+	url := "http://" + h.rest + "/api/rest/device/dev1/notification"
+	code, got, _ := restCall(t, plainClient, "POST", url, deviceBearer(t, h, "dev1", secret), map[string]any{"notification": "second"})
+	if code != 503 || got["error"] != float64(503) {
+		t.Fatalf("a notification the full queue refused: %d %v; want 503, to be sent again", code, got)
+	}
+	h.log.wait(t, "the bridge's queue did not take a REST or SOAP notification; the device is told to send it again")
+	if st, _ := mqttStatus(t, h); st.Bridge == nil || st.Bridge.Queued != 1 {
+		t.Fatalf("bridge %+v: want the first notification queued", st.Bridge)
+	}
 }
 
 // Mosquitto as a site broker bridging into the hub, as one device: what a sensor
