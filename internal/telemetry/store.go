@@ -979,9 +979,14 @@ func (s *Store) deleteChunks(ctx context.Context, device string, upto int64) (in
 			}
 			return err
 		})
-		total += n
-		if err != nil || last {
+		if err != nil {
+			// maintain gave up waiting (ctx ended): the writer may yet run fn, so n is
+			// not read.
 			return total, err
+		}
+		total += n
+		if last {
+			return total, nil
 		}
 		if s.chunkDone != nil {
 			s.chunkDone()
