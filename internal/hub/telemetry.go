@@ -155,7 +155,15 @@ type bridgedStore struct {
 
 func (s bridgedStore) Append(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error) {
 	b := s.h.mqtt.Load()
-	if b == nil || b.Bridge() == nil {
+	var out []telemetry.Notification // what an out rule sends to the centre
+	if b != nil {
+		for _, n := range items {
+			if b.Bridges(n) {
+				out = append(out, n)
+			}
+		}
+	}
+	if len(out) == 0 {
 		return s.Store.Append(ctx, items...)
 	}
 	for i := range items {
@@ -167,7 +175,7 @@ func (s bridgedStore) Append(ctx context.Context, items ...telemetry.Notificatio
 	forwarded := make(chan error, 1)
 	go func() {
 		var err error
-		for _, n := range items {
+		for _, n := range out {
 			if err = b.ForwardNotification(ctx, n); err != nil {
 				break
 			}

@@ -145,6 +145,12 @@ func (b *Bridge) Close() error {
 // rule sends out is on disk when Forward returns (the site broker acknowledges it only
 // then); a QoS 0 one is sent if the bridge is up, else dropped and counted. It returns
 // ErrFull when the queue is full and refuses.
+// Sends reports whether an out rule carries topic to the centre.
+func (b *Bridge) Sends(topic string) bool {
+	_, _, ok := route(b.cfg.Topics, Out, topic)
+	return ok
+}
+
 func (b *Bridge) Forward(ctx context.Context, topic string, payload []byte, qos byte, retain bool) error {
 	to, maxQoS, ok := route(b.cfg.Topics, Out, topic)
 	if !ok {

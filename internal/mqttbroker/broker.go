@@ -503,6 +503,13 @@ func (b *Broker) PublishNotification(n telemetry.Notification) {
 	}
 }
 
+// Bridges reports whether ForwardNotification would queue n: a bridge runs and an out
+// rule matches n's topic.
+func (b *Broker) Bridges(n telemetry.Notification) bool {
+	topic, ok := notificationTopic(n)
+	return ok && b.bridge != nil && b.bridge.Sends(topic)
+}
+
 // ForwardNotification hands a notification that arrives another way (the REST API,
 // SOAP) to the bridge, on PublishNotification's topic, at QoS 1 as far as the rule
 // allows: when it returns nil, a notification an out rule matches is on disk in the
@@ -516,12 +523,18 @@ func (b *Broker) ForwardNotification(ctx context.Context, n telemetry.Notificati
 	}
 	err := b.bridge.Forward(ctx, topic, n.Parameters, 1, false)
 	if err != nil {
-		b.counts.notBridged.Add(1)
-		if ok, more := b.gate.Allow("bridge|" + err.Error()); ok {
-			b.log.Warn("the bridge's queue did not take a REST or SOAP notification; the device is told to send it again", "device", n.Device, "topic", topic, "err", err, "more_not_logged", more)
-		}
+		b.notBridged(err, "the bridge's queue did not take a REST or SOAP notification; the device is told to send it again", "device", n.Device, "topic", topic)
 	}
 	return err
+}
+
+// notBridged counts a message the bridge's queue refused and says so, once a minute
+// per kind of error.
+func (b *Broker) notBridged(err error, msg string, attrs ...any) {
+	b.counts.notBridged.Add(1)
+	if ok, more := b.gate.Allow("bridge|" + err.Error()); ok {
+		b.log.Warn(msg, append(attrs, "err", err, "more_not_logged", more)...)
+	}
 }
 
 // notificationTopic is where a notification stored another way is published, if a

@@ -166,10 +166,7 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		serr = h.storeMessage(ctx, cl, device, pk)
 	}
 	if err := ferr; err != nil {
-		h.b.counts.notBridged.Add(1)
-		if ok, n := h.b.gate.Allow("bridge|" + err.Error()); ok {
-			h.b.log.Warn("the bridge's queue did not take a message; not acknowledged, the client will send it again", "device", device, "topic", pk.TopicName, "err", err, "more_not_logged", n)
-		}
+		h.b.notBridged(err, "the bridge's queue did not take a message; not acknowledged, the client will send it again", "device", device, "topic", pk.TopicName)
 		return pk, packets.ErrRejectPacket
 	}
 	return pk, serr
