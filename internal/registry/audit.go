@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -16,28 +17,86 @@ const (
 )
 
 // PruneEvents deletes audit events older than before, and all but the newest keep
-// (keep 0: no count bound). It returns how many it deleted.
+// (keep 0: no count bound). It returns how many it deleted. It deletes eventChunk
+// events per transaction, oldest first: every registry write (a session opening, an
+// admin command, an audit event) waits for the transaction in progress, and a lowered
+// audit.max_events or a long outage of pruning can leave millions to delete.
 func (r *Registry) PruneEvents(ctx context.Context, keep int, before time.Time) (int64, error) {
+	// By age. There is no index on the time: the newest expired event is found by a
+	// reader, which holds up no writer, and the chunks go by id up to it.
+	cut := before.UTC().Format(timeLayout)
 	var total int64
-	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE at < ?`, before.UTC().Format(timeLayout))
-		if err != nil {
-			return fmt.Errorf("registry: prune events: %w", err)
+	var expired sql.NullInt64
+	if err := r.db.QueryRowContext(ctx, `SELECT max(id) FROM events WHERE at < ?`, cut).Scan(&expired); err != nil {
+		return 0, fmt.Errorf("registry: prune events: %w", err)
+	}
+	if expired.Valid {
+		n, err := r.deleteEvents(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE id <= ? AND at < ? ORDER BY id LIMIT ?)`,
+			expired.Int64, cut)
+		if total += n; err != nil {
+			return total, err
 		}
-		n, _ := res.RowsAffected()
-		total += n
-		if keep > 0 {
-			res, err = tx.ExecContext(ctx, `DELETE FROM events WHERE id <= (SELECT max(id) FROM events) - ?`, keep)
+	}
+	if keep <= 0 {
+		return total, nil
+	}
+	// By count: the bound is read once, so what is recorded meanwhile stays.
+	var newest sql.NullInt64
+	if err := r.db.QueryRowContext(ctx, `SELECT max(id) FROM events`).Scan(&newest); err != nil {
+		return total, fmt.Errorf("registry: prune events: %w", err)
+	}
+	if !newest.Valid || newest.Int64 <= int64(keep) {
+		return total, nil
+	}
+	n, err := r.deleteEvents(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE id <= ? ORDER BY id LIMIT ?)`,
+		newest.Int64-int64(keep))
+	return total + n, err
+}
+
+// deleteEvents runs stmt (its arguments: args, then the chunk size) in transactions of
+// its own until one deletes less than a chunk.
+func (r *Registry) deleteEvents(ctx context.Context, stmt string, args ...any) (int64, error) {
+	chunk := r.eventChunk
+	if chunk <= 0 {
+		chunk = eventChunk
+	}
+	args = append(args, chunk)
+	var total int64
+	for {
+		var n int64
+		began := time.Now()
+		err := r.withTx(ctx, func(tx *sqldb.Tx) error {
+			res, err := tx.ExecContext(ctx, stmt, args...)
 			if err != nil {
 				return fmt.Errorf("registry: prune events: %w", err)
 			}
-			n, _ = res.RowsAffected()
-			total += n
+			n, err = res.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, err
 		}
-		return nil
-	})
-	return total, err
+		total += n
+		if r.eventChunkDone != nil {
+			r.eventChunkDone()
+		}
+		if n < int64(chunk) {
+			return total, nil
+		}
+		// Rest as long as the chunk took. On SQLite a writer waiting for the lock
+		// sleeps between tries (up to 100 ms); without a rest, the next chunk would
+		// take the lock first almost every time (a registry write waited over a second
+		// behind a million events deleted back to back).
+		select {
+		case <-ctx.Done():
+			return total, ctx.Err()
+		case <-time.After(time.Since(began)):
+		}
+	}
 }
+
+// eventChunk is how many audit events one transaction of PruneEvents deletes.
+const eventChunk = 1000
 
 // RecordStart records a hub start and closes, in the audit log, the sessions a previous
 // run left open (it ended without a session_close for them). It returns those devices

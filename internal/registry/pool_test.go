@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -263,6 +264,56 @@ func TestPruneEvents(t *testing.T) {
 	}
 	if n, _ := r.PruneEvents(ctx, 0, time.Now().Add(time.Hour)); n != 10 {
 		t.Fatalf("by age: pruned %d, want 10", n)
+	}
+}
+
+// Pruning commits chunk by chunk, so registry writes get in between; what is recorded
+// while it runs is kept, by age and by count.
+func TestPruneEventsDeletesInChunks(t *testing.T) {
+	ctx := context.Background()
+	r, err := openWith(t, t.TempDir(), sockets.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		r.AddEvent(ctx, Event{Kind: "test", Detail: fmt.Sprint(i)})
+	}
+	r.eventChunk = 10
+	var left []int
+	addAfter := 1 // after the first chunk
+	r.eventChunkDone = func() {
+		evs, err := r.Events(ctx, EventFilter{Kind: "test"})
+		if err != nil {
+			t.Error(err)
+		}
+		left = append(left, len(evs))
+		if len(left) == addAfter {
+			// A write between two chunks: it needs the transaction the prune does not hold.
+			if err := r.AddEvent(ctx, Event{Kind: "test", Detail: "during"}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	// By count: the newest 10 at the start (ids 41-50) and the one recorded during.
+	n, err := r.PruneEvents(ctx, 10, time.Now().Add(-time.Hour))
+	if err != nil || n != 40 {
+		t.Fatalf("pruned %d, %v; want 40", n, err)
+	}
+	if want := []int{40, 31, 21, 11, 11}; !slices.Equal(left, want) {
+		t.Errorf("events left after each transaction: %v, want %v (one chunk per transaction)", left, want)
+	}
+	evs, _ := r.Events(ctx, EventFilter{Kind: "test"})
+	if len(evs) != 11 || evs[0].Detail != "40" || evs[10].Detail != "during" {
+		t.Fatalf("kept %d events: %+v", len(evs), evs)
+	}
+	// By age: everything recorded before now goes; one recorded during the pass stays.
+	left, addAfter = nil, 1
+	n, err = r.PruneEvents(ctx, 0, time.Now())
+	if err != nil || n != 11 {
+		t.Fatalf("by age: pruned %d, %v; want 11", n, err)
+	}
+	if evs, _ := r.Events(ctx, EventFilter{Kind: "test"}); len(evs) != 1 || evs[0].Detail != "during" {
+		t.Fatalf("by age: kept %+v, want the event recorded during the pass", evs)
 	}
 }
 

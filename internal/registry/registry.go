@@ -35,6 +35,10 @@ type Registry struct {
 	// hub names the hub using this registry (SetHub); "" for admin commands.
 	hub  string
 	pool atomic.Pointer[sockets.Pool]
+	// Tests: events deleted per transaction of PruneEvents (0: eventChunk), and a
+	// function called after each of its transactions.
+	eventChunk     int
+	eventChunkDone func()
 }
 
 // writerLock is the PostgreSQL advisory lock every registry transaction takes: writers
