@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/lab/jwtbench"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 func benchJWTCmd() *cobra.Command {
@@ -36,13 +38,20 @@ the client time from the planned send time. The hub's own histograms split each 
 processing from its signature check (iotsafe_jwt_verify_seconds and
 iotsafe_jwt_signature_seconds); the bench reads them over each measured window.
 
+The hub keeps its registry and notifications in its data folder (SQLite) by default;
+--store postgres puts both in a PostgreSQL database: a scratch server the lab starts on
+this machine (PostgreSQL's own durability settings), or --registry DSN, an empty database
+of yours (the lab enrolls its devices there and empties its notifications before each
+start of the hub). With the scratch server the server's CPU time is measured too.
+
 Results go to --out (default ./bench-results/jwt-TIMESTAMP/): runs.csv, points.csv,
 environment.json, summary.json (schema: docs/bench.md) and report.html with figs. 2-6
 and tables 1-3 beside the paper's values. --quick checks the harness in under a minute;
 its figures are not measurements.`,
 		Example: `  iotsafe bench jwt --quick
   iotsafe bench jwt --transports https --algs none,HS512 --devices 640,1280,2560 --reps 3
-  iotsafe bench jwt --rate 1 --transports https --algs HS256 --devices 12800`,
+  iotsafe bench jwt --rate 1 --transports https --algs HS256 --devices 12800
+  iotsafe bench jwt --rate 1 --transports https --algs HS256 --devices 12800 --prefill 100 --store postgres`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -62,6 +71,17 @@ its figures are not measurements.`,
 			}
 			if o.Prefill < 0 {
 				return fmt.Errorf("--prefill: %d is negative", o.Prefill)
+			}
+			if o.Store != "" && !slices.Contains(jwtbench.Stores, o.Store) {
+				return fmt.Errorf("--store: %q is not one of %s", o.Store, strings.Join(jwtbench.Stores, ", "))
+			}
+			if o.DSN != "" {
+				if !sqldb.IsDSN(o.DSN) {
+					return fmt.Errorf("--registry: %q is not a postgres:// URL", o.DSN)
+				}
+				if o.Store == jwtbench.StoreSQLite {
+					return fmt.Errorf("--registry is a PostgreSQL database: it goes with --store postgres, not sqlite")
+				}
 			}
 			if o.DisconnectMax < o.DisconnectMin {
 				return fmt.Errorf("--disconnect-max %v is below --disconnect-min %v", o.DisconnectMax, o.DisconnectMin)
@@ -86,6 +106,8 @@ its figures are not measurements.`,
 	fl.DurationVar(&o.DisconnectMin, "disconnect-min", 0, "a device drops its connection after U(min,max) (default 10s)")
 	fl.DurationVar(&o.DisconnectMax, "disconnect-max", 0, "(default 1440s, the paper's)")
 	fl.IntVar(&o.Prefill, "prefill", 0, "notifications per device stored before each start of the hub: a store of a size in service (default 0: empty)")
+	fl.StringVar(&o.Store, "store", "", "where the hub keeps registry and notifications: "+strings.Join(jwtbench.Stores, ", ")+" (default sqlite; postgres with --registry)")
+	fl.StringVar(&o.DSN, "registry", "", "with --store postgres: an EMPTY PostgreSQL database (postgres://...) instead of a scratch server; the lab fills it")
 	fl.StringVar(&profile, "profile", "", "write CPU profiles into DIR (go tool pprof): each hub start and each simulator run")
 	return c
 }

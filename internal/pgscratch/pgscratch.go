@@ -59,8 +59,9 @@ func major(binDir string) int {
 
 // Options tune a scratch server.
 type Options struct {
-	// Durable keeps PostgreSQL's own defaults (fsync, full-page writes) for
-	// measurements; tests leave it off: a scratch cluster needs no durability.
+	// Durable keeps PostgreSQL's own defaults (fsync, full-page writes, 128 MB of
+	// shared buffers) for measurements; tests leave it off: a scratch cluster needs no
+	// durability, and tests start several servers at once.
 	Durable bool
 }
 
@@ -176,9 +177,10 @@ func (s *Server) Start() error {
 		return errors.New("pgscratch: already running")
 	}
 	args := []string{"-D", s.data(), "-k", s.dir, "-c", "listen_addresses=", "-c", "max_connections=300",
-		"-c", "shared_buffers=32MB", "-c", "logging_collector=off"}
+		"-c", "logging_collector=off"}
 	if !s.durable {
-		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off")
+		// Tests start many servers at once: small buffers, no durability.
+		args = append(args, "-c", "shared_buffers=32MB", "-c", "fsync=off", "-c", "full_page_writes=off")
 	}
 	cmd := exec.Command(filepath.Join(s.bin, "postgres"), args...)
 	cmd.Dir = s.dir
@@ -226,6 +228,17 @@ func (s *Server) Start() error {
 	}
 	s.proc, s.exited = cmd, exited
 	return nil
+}
+
+// PID is the postmaster's process id (its backends are its children), 0 when the
+// server is stopped: the lab measures the server's CPU time from it.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.Process.Pid
 }
 
 // Stop stops the server (fast shutdown: sessions are cut, as when an operator

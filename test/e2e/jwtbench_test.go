@@ -1,10 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 // 'iotsafe bench jwt --quick' checks the harness of paper 004's lab: a real hub with its
@@ -69,4 +74,79 @@ func TestBenchJWTQuick(t *testing.T) {
 		t.Error("report.html lacks the paper's figures")
 	}
 	r.nothingLeft(t)
+}
+
+// 'bench jwt --store postgres' runs the hub on a PostgreSQL registry and store: on a
+// scratch server the lab starts (whose CPU time it measures), or on an operator's empty
+// database, which is refused once it holds something. Figures are not looked at.
+func TestBenchJWTOnPostgreSQL(t *testing.T) {
+	args := []string{"jwt", "--quick", "--algs", "HS256", "--transports", "https", "--prefill", "2"}
+	type point struct {
+		Complete   float64 `json:"complete"`
+		Incomplete float64 `json:"incomplete"`
+		StoreCPU   float64 `json:"store_cpu_us_per_request"`
+	}
+	var s struct {
+		Points  []point `json:"points"`
+		Options struct {
+			Store string `json:"store"`
+		} `json:"options"`
+	}
+	check := func(r benchRun, wantStore string, wantCPU bool) {
+		t.Helper()
+		b := r.summary(t, &s)
+		if !strings.Contains(s.Options.Store, wantStore) || len(s.Points) != 1 {
+			t.Fatalf("summary: want the store %q and one point:\n%s", wantStore, b)
+		}
+		if p := s.Points[0]; p.Complete == 0 || p.Incomplete != 0 || (p.StoreCPU > 0) != wantCPU {
+			t.Errorf("point %+v: want notifications complete, PostgreSQL CPU measured: %v", p, wantCPU)
+		}
+		r.nothingLeft(t) // the scratch server too: it carries the run's tag
+	}
+
+	t.Run("scratch server", func(t *testing.T) {
+		r := runBench(t, []string{"runs.csv", "points.csv", "summary.json", "report.html"}, append(args, "--store", "postgres")...)
+		check(r, "scratch server", true)
+		if !strings.Contains(string(r.text), "PostgreSQL CPU µs/req") {
+			t.Errorf("the table has no PostgreSQL CPU column:\n%s", r.text)
+		}
+	})
+
+	t.Run("operator's database", func(t *testing.T) {
+		dsn := pgscratch.Start(t).Database(t)
+		r := runBench(t, []string{"summary.json"}, append(args, "--registry", dsn)...)
+		check(r, "PostgreSQL postgres://", false)
+		// The hub's notifications are in the operator's database: the prefill stored 10
+		// (5 devices x 2), so more are the hub's own.
+		db, err := sqldb.OpenPostgres(context.Background(), dsn, sqldb.PostgresOptions{MaxConns: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.QueryRowContext(context.Background(), `SELECT count(*) FROM notifications`).Scan(&n); err != nil || n <= 10 {
+			t.Errorf("notifications in the operator's database: %d, %v; want the run's", n, err)
+		}
+		// Now it holds a registry: a second run must not fill it again.
+		out, err := exec.Command(iotsafeBin, append([]string{"bench"}, append(args, "--registry", dsn, "--out", t.TempDir())...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "must be an empty database") {
+			t.Errorf("a second run on the same database: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("bad flags", func(t *testing.T) {
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--store", "mysql"}, `--store: "mysql" is not one of sqlite, postgres`},
+			{[]string{"--store", "sqlite", "--registry", "postgres://x@/db"}, "goes with --store postgres"},
+			{[]string{"--registry", "/var/lib/db"}, "is not a postgres:// URL"},
+		} {
+			out, err := exec.Command(iotsafeBin, append([]string{"bench", "jwt", "--quick", "--out", t.TempDir()}, c.args...)...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), c.want) {
+				t.Errorf("%v: %v, want an error saying %q:\n%s", c.args, err, c.want, out)
+			}
+		}
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
 
@@ -39,9 +40,22 @@ type Options struct {
 	DisconnectMin, DisconnectMax time.Duration
 	// Prefill stores this many notifications per device before each start of the hub,
 	// so the store is the size of one in service rather than empty (it slows as it grows).
-	Prefill  int
-	Progress *lab.Progress
+	Prefill int
+	// Store is where the hub keeps its registry and notifications: StoreSQLite (its
+	// data folder, the default) or StorePostgres. With PostgreSQL, DSN is an empty
+	// database of the operator's (the lab fills it); "" starts a scratch server here.
+	Store, DSN string
+	Progress   *lab.Progress
 }
+
+// The stores the lab runs the hub on.
+const (
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// Stores are the values of Options.Store.
+var Stores = []string{StoreSQLite, StorePostgres}
 
 func (o *Options) defaults() {
 	if o.Algs == nil {
@@ -52,6 +66,12 @@ func (o *Options) defaults() {
 	}
 	if o.Reps == 0 {
 		o.Reps = 1
+	}
+	if o.Store == "" {
+		o.Store = StoreSQLite
+		if o.DSN != "" {
+			o.Store = StorePostgres
+		}
 	}
 	def := func(d *time.Duration, full, quick time.Duration) {
 		if *d == 0 {
@@ -105,6 +125,9 @@ type Results struct {
 	Rows    []Row
 	Rate    float64
 	Skipped []string
+	// Store says where the notifications were: the SQLite file, or the PostgreSQL
+	// database (its DSN without password, or the scratch server).
+	Store string
 }
 
 // runner holds a run's hub data and the hub currently started.
@@ -117,6 +140,10 @@ type runner struct {
 	hub      *lab.SSHServer
 	hubAlg   string
 	devices  int // enrolled: lab.DeviceName("", 0 .. devices-1)
+	// dsn is the PostgreSQL database of the registry and store ("": the data folder);
+	// pg the scratch server holding it, if the lab started one.
+	dsn string
+	pg  *pgscratch.Server
 }
 
 // Measure runs the sweep.
@@ -126,6 +153,11 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	ns, knee := o.sweep()
 	lab.RaiseFileLimit(o.Progress)
 	r := &runner{b: b, o: o}
+	var err error
+	if res.Store, err = r.openStore(ctx); err != nil {
+		return nil, err
+	}
+	defer r.closeStore()
 	maxN := slices.Max(ns)
 	r.devices = maxN
 	o.Progress.Note(fmt.Sprintf("enrolling %d devices (keys, secrets)...", maxN))
@@ -275,7 +307,7 @@ func (r *runner) hubOpts(alg string) lab.IoTsafeOpts {
 			c.JWT.Algorithm, c.JWT.AllowUnsigned = alg, unsigned
 		}
 	}
-	return lab.IoTsafeOpts{Frontdoor: true, FrontdoorConns: conns, Configure: cfg,
+	return lab.IoTsafeOpts{Frontdoor: true, FrontdoorConns: conns, Configure: cfg, Registry: r.dsn,
 		Direct: map[string]string{restAlias: fmt.Sprintf("127.0.0.1:%d", r.restPort)}}
 }
 
@@ -292,8 +324,8 @@ func (r *runner) startHub(ctx context.Context, alg string) error {
 		return nil
 	}
 	r.stopHub()
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		os.Remove(filepath.Join(r.data.Dir, telemetry.FileName+suffix))
+	if err := r.emptyStore(ctx); err != nil {
+		return err
 	}
 	if err := r.prefill(ctx); err != nil {
 		return err
@@ -324,7 +356,7 @@ func (r *runner) prefill(ctx context.Context) error {
 	}
 	total := r.o.Prefill * r.devices
 	r.o.Progress.Note(fmt.Sprintf("storing %d notifications (%d per device) before the hub starts...", total, r.o.Prefill))
-	st, err := telemetry.Open(ctx, r.data.Dir, telemetry.Config{}, telemetry.Options{})
+	st, err := telemetry.Open(ctx, r.storeLocation(), telemetry.Config{}, telemetry.Options{})
 	if err != nil {
 		return err
 	}
@@ -405,7 +437,8 @@ func (r *runner) run(ctx context.Context, tr, alg string, n, rep int) (Row, erro
 	return row, nil
 }
 
-// sample reads the hub's counters, CPU time and memory.
+// sample reads the hub's counters, CPU time and memory, and the CPU time of the
+// PostgreSQL server the lab started.
 func (r *runner) sample(ctx context.Context) (HubWindow, error) {
 	h, err := scrape(ctx, r.hub.MetricsURL)
 	if err != nil {
@@ -416,6 +449,13 @@ func (r *runner) sample(ctx context.Context) (HubWindow, error) {
 		return h, fmt.Errorf("hub: %w", err)
 	}
 	h.CPU = cpu.Seconds()
+	if r.pg != nil {
+		cpu, err := lab.TreeCPU(r.pg.PID())
+		if err != nil {
+			return h, fmt.Errorf("PostgreSQL server: %w", err)
+		}
+		h.StoreCPU = cpu.Seconds()
+	}
 	if m, err := lab.TreeMemory(r.hub.Proc.PID()); err == nil {
 		h.RSSMiB = float64(m.RSS) / 1024
 	}
@@ -443,8 +483,11 @@ type Point struct {
 	SigShareHandler float64 `json:"signature_share_handler_pct"`
 	JWTShareCPU     float64 `json:"jwt_share_cpu_pct"`
 	HubCPUPerReq    float64 `json:"hub_cpu_us_per_request"`
-	SimCPUPerReq    float64 `json:"sim_cpu_us_per_request"`
-	HubRSSMiB       float64 `json:"hub_rss_mib"`
+	// StoreCPUPerReq is the PostgreSQL server's CPU time per notification, when the
+	// lab started it (0 on SQLite, whose work is in HubCPUPerReq).
+	StoreCPUPerReq float64 `json:"store_cpu_us_per_request"`
+	SimCPUPerReq   float64 `json:"sim_cpu_us_per_request"`
+	HubRSSMiB      float64 `json:"hub_rss_mib"`
 	// Where a notification's time at the hub goes: the whole answer, the store's queue
 	// (oldest of a batch) and its batch's commit, with the batch's mean size.
 	HandlerMillis float64 `json:"hub_handler_ms"`
@@ -498,6 +541,7 @@ func Points(rows []Row) []Point {
 			SigShareHandler: med(func(r Row) float64 { return pct(r.Hub.SigSum, r.Hub.InsertSum) }),
 			JWTShareCPU:     med(func(r Row) float64 { return pct(r.Hub.JWTSum, r.Hub.CPU) }),
 			HubCPUPerReq:    med(func(r Row) float64 { return perReq(r.Hub.CPU, r.Sim.Complete) }),
+			StoreCPUPerReq:  med(func(r Row) float64 { return perReq(r.Hub.StoreCPU, r.Sim.Complete) }),
 			SimCPUPerReq:    med(func(r Row) float64 { return perReq(r.Sim.CPU, r.Sim.Complete) }),
 			HubRSSMiB:       med(func(r Row) float64 { return r.Hub.RSSMiB }),
 			HandlerMillis:   med(func(r Row) float64 { return r.Hub.HandlerMillis() }),

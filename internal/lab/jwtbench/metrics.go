@@ -31,13 +31,16 @@ type HubWindow struct {
 	CommitSum float64 `json:"commit_s"`
 	CPU       float64 `json:"cpu_s"`   // the hub's CPU time (user + system)
 	RSSMiB    float64 `json:"rss_mib"` // at the end of the window
+	// StoreCPU is the CPU time of the PostgreSQL server the lab started (0 otherwise:
+	// SQLite's work is in the hub's own CPU time).
+	StoreCPU float64 `json:"store_cpu_s"`
 }
 
 func (h HubWindow) minus(o HubWindow) HubWindow {
 	return HubWindow{Inserts: h.Inserts - o.Inserts, InsertSum: h.InsertSum - o.InsertSum, JWTCount: h.JWTCount - o.JWTCount,
 		JWTSum: h.JWTSum - o.JWTSum, SigSum: h.SigSum - o.SigSum, SigCount: h.SigCount - o.SigCount,
 		Stored: h.Stored - o.Stored, Batches: h.Batches - o.Batches, WaitSum: h.WaitSum - o.WaitSum, CommitSum: h.CommitSum - o.CommitSum,
-		CPU: h.CPU - o.CPU}
+		CPU: h.CPU - o.CPU, StoreCPU: h.StoreCPU - o.StoreCPU}
 }
 
 // HandlerMillis is the mean time the hub took to answer a notification.

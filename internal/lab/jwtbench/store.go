@@ -1,0 +1,99 @@
+package jwtbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
+	"github.com/iotsafe/iotsafe/internal/sqldb"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
+)
+
+// openStore readies the PostgreSQL database the hub will keep its registry and
+// notifications in, if Options asks for one, and says where the store is.
+func (r *runner) openStore(ctx context.Context) (string, error) {
+	switch r.o.Store {
+	case StoreSQLite:
+		return "SQLite (the hub's data folder)", nil
+	case StorePostgres:
+	default:
+		return "", fmt.Errorf("store %q: not one of %v", r.o.Store, Stores)
+	}
+	if r.o.DSN != "" {
+		if err := mustBeEmpty(ctx, r.o.DSN); err != nil {
+			return "", err
+		}
+		r.dsn = r.o.DSN
+		return "PostgreSQL " + sqldb.Redact(r.o.DSN), nil
+	}
+	r.o.Progress.Note("starting a scratch PostgreSQL server (durable: PostgreSQL's own fsync settings)...")
+	pg, err := pgscratch.NewWith(pgscratch.Options{Durable: true})
+	if err != nil {
+		return "", err
+	}
+	dsn, err := pg.CreateDatabase()
+	if err != nil {
+		pg.Close()
+		return "", err
+	}
+	r.pg, r.dsn = pg, dsn
+	return "PostgreSQL (a scratch server on this machine, started by the lab)", nil
+}
+
+func (r *runner) closeStore() {
+	if r.pg != nil {
+		r.pg.Close()
+	}
+}
+
+// storeLocation is where telemetry.Open finds the store: the data folder or the DSN.
+func (r *runner) storeLocation() string {
+	if r.dsn != "" {
+		return r.dsn
+	}
+	return r.data.Dir
+}
+
+// emptyStore removes every notification before a start of the hub, so every start
+// begins alike (the registry and its devices stay).
+func (r *runner) emptyStore(ctx context.Context) error {
+	if r.dsn == "" {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(filepath.Join(r.data.Dir, telemetry.FileName+suffix)); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+		return nil
+	}
+	db, err := sqldb.OpenPostgres(ctx, r.dsn, sqldb.PostgresOptions{MaxConns: 1})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// The hub creates the table at its first start; before it there is nothing to empty.
+	if _, err := db.ExecContext(ctx, `DO $$ BEGIN
+		IF to_regclass('notifications') IS NOT NULL THEN TRUNCATE notifications; END IF; END $$`); err != nil {
+		return fmt.Errorf("emptying the notification store: %w", err)
+	}
+	return nil
+}
+
+// mustBeEmpty refuses an operator's database that already holds tables: the lab
+// enrolls its own devices there and empties the notifications between runs.
+func mustBeEmpty(ctx context.Context, dsn string) error {
+	db, err := sqldb.OpenPostgres(ctx, dsn, sqldb.PostgresOptions{MaxConns: 1})
+	if err != nil {
+		return fmt.Errorf("--registry: %w", err)
+	}
+	defer db.Close()
+	var tables int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&tables); err != nil {
+		return fmt.Errorf("--registry %s: %w", sqldb.Redact(dsn), err)
+	}
+	if tables > 0 {
+		return fmt.Errorf("--registry %s must be an empty database (it has %d tables): the lab enrolls devices into it and deletes its notifications", sqldb.Redact(dsn), tables)
+	}
+	return nil
+}
