@@ -37,7 +37,8 @@ type Config struct {
 	// 0 means DefaultCommitInterval. Each batch then gathers what arrived in the
 	// interval, and the store pays one commit (and fsync) per interval rather than one
 	// per notification or two. A notification that finds the writer idle for longer
-	// is committed at once.
+	// is committed at once, and a few steady senders (steadySenders) are waited for
+	// only until each has sent again.
 	CommitInterval time.Duration `yaml:"commit_interval"`
 }
 
@@ -99,8 +100,9 @@ type Options struct {
 	// as it does its own REST and SOAP ones). It runs on the follower: keep it short.
 	Others func([]Notification)
 
-	// linger, in tests, replaces the writer's wait for the commit interval.
-	linger func(wait time.Duration, stop <-chan struct{})
+	// linger, in tests, replaces the writer's wait for the commit interval, or for
+	// senders requests (steadySenders; 0: none); it may call the store's waitFor.
+	linger func(wait time.Duration, senders int, stop <-chan struct{})
 	// deleteChunk, in tests, replaces deleteChunk; chunkDone is called between chunks.
 	deleteChunk int
 	chunkDone   func()
@@ -123,7 +125,10 @@ type Store struct {
 	lastTS  int64 // µs; the writer's alone
 	obs     Observer
 	log     *slog.Logger
-	linger  func(wait time.Duration, stop <-chan struct{})
+	linger  func(wait time.Duration, senders int, stop <-chan struct{}) // tests; nil: waitFor
+	// arrived is signalled (if empty) at each enqueue, for a writer waiting for a
+	// number of requests.
+	arrived chan struct{}
 
 	deleteChunk int    // 0: the const deleteChunk
 	chunkDone   func() // tests: called between deleting chunks
@@ -192,11 +197,8 @@ func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, 
 	}
 	s := &Store{cfg: cfg, db: db, where: where, feed: newFeed(), queue: make(chan *appendReq, cfg.QueueDepth),
 		stop: make(chan struct{}), stopped: make(chan struct{}), obs: o.Observer, log: o.Log,
-		others: o.Others, own: map[int64]struct{}{}, linger: o.linger,
+		others: o.Others, own: map[int64]struct{}{}, linger: o.linger, arrived: make(chan struct{}, 1),
 		deleteChunk: o.deleteChunk, chunkDone: o.chunkDone}
-	if s.linger == nil {
-		s.linger = linger
-	}
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(ts), 0) FROM notifications`).Scan(&s.lastTS); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("telemetry: %s: %w", where, err)
@@ -317,10 +319,14 @@ func (s *Store) enqueue(req *appendReq, n int) error {
 	select {
 	case s.queue <- req:
 		s.queued += n
-		return nil
 	default:
 		return ErrOverloaded
 	}
+	select {
+	case s.arrived <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // Queued is the number of notifications waiting for the writer.
@@ -333,9 +339,10 @@ func (s *Store) Queued() int {
 // writer commits queued requests in batches until Close.
 func (s *Store) writer() {
 	defer close(s.stopped)
-	var next *appendReq // a maintenance request gather met: it goes right after its batch
-	var last time.Time  // when the last commit of notifications started
-	var lastBatch int   // the requests it held
+	var next *appendReq           // a maintenance request gather met: it goes right after its batch
+	var last time.Time            // when the last commit of notifications started
+	var lastBatch int             // the requests it held
+	var recent [steadyBatches]int // the requests of the last batches, newest first
 	for {
 		first := next
 		next = nil
@@ -361,7 +368,7 @@ func (s *Store) writer() {
 		if first.fn == nil {
 			wait := s.cfg.CommitInterval - time.Since(last)
 			if wait > 0 && lastBatch >= commitSiblings && s.Queued() < s.cfg.MaxBatch {
-				s.linger(wait, s.stop)
+				s.wait(wait, steadySenders(recent))
 			}
 			last = time.Now()
 		}
@@ -370,18 +377,62 @@ func (s *Store) writer() {
 		s.commit(batch)
 		if batch[0].fn == nil {
 			lastBatch = len(batch)
+			copy(recent[1:], recent[:])
+			recent[0] = lastBatch
 		}
 	}
 }
 
-// linger waits for the commit interval to pass, or for Close, which commits at once.
-func linger(wait time.Duration, stop <-chan struct{}) {
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-stop:
+// wait is the writer's wait before a batch: waitFor, or the tests' linger.
+func (s *Store) wait(d time.Duration, senders int) {
+	if s.linger != nil {
+		s.linger(d, senders, s.stop)
+		return
 	}
+	s.waitFor(d, senders)
+}
+
+// waitFor waits for d to pass, for Close (which commits at once), or, with senders > 0,
+// for that many requests to be waiting (the one the writer took included): all of the
+// steady senders have sent again, and nobody else is expected.
+func (s *Store) waitFor(d time.Duration, senders int) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		if senders > 0 && len(s.queue)+1 >= senders {
+			return
+		}
+		select {
+		case <-t.C:
+			return
+		case <-s.stop:
+			return
+		case <-s.arrived:
+		}
+	}
+}
+
+// steadyBatches is how many batches in a row must hold the same number of requests for
+// the writer to take that number as its senders (steadySenders).
+const steadyBatches = 4
+
+// steadySenders is the number of clients sending one request after the other, each
+// waiting for its answer (a few bridges or gateways relaying their devices), when the
+// last batches say so: they all held that many requests. Then the writer waits for
+// those clients only, not the whole interval: nobody else would join the batch, and
+// each round would otherwise take an interval. Many devices sending on their own
+// clocks make batches of varying sizes: 0, the whole interval. A run of equal batches
+// among them ends a wait early at a batch as large as the last: no smaller batches.
+func steadySenders(recent [steadyBatches]int) int {
+	for _, n := range recent[1:] {
+		if n != recent[0] {
+			return 0
+		}
+	}
+	if recent[0] < commitSiblings {
+		return 0
+	}
+	return recent[0]
 }
 
 // gather takes first and whatever else is queued, up to MaxBatch notifications. A

@@ -635,7 +635,13 @@ func TestCommitIntervalGathersWhatArrivesMeanwhile(t *testing.T) {
 	obs := &batchSizes{}
 	waits := make(chan time.Duration, 1)
 	release := make(chan struct{})
-	hook := func(wait time.Duration, _ <-chan struct{}) { waits <- wait; <-release }
+	hook := func(wait time.Duration, senders int, _ <-chan struct{}) {
+		if senders != 0 {
+			t.Errorf("the writer waited for %d steady senders after one batch", senders)
+		}
+		waits <- wait
+		<-release
+	}
 	s, err := Open(context.Background(), location(t, t.TempDir()), Config{CommitInterval: time.Hour},
 		Options{Observer: obs, linger: hook})
 	if err != nil {
@@ -667,11 +673,70 @@ func TestCommitIntervalGathersWhatArrivesMeanwhile(t *testing.T) {
 	}
 }
 
+// A few clients sending one notification after the other, each waiting for its answer
+// (bridges, gateways relaying their devices), are not held to one round per interval:
+// once steadyBatches batches in a row held the same number of requests, the writer waits
+// for that many only. With an interval of an hour each round would otherwise take one.
+func TestCommitIntervalLetsSteadySendersThrough(t *testing.T) {
+	const clients, rounds = 4, 12
+	obs := &batchSizes{}
+	var s *Store
+	var mu sync.Mutex
+	var steady []int
+	hook := func(wait time.Duration, senders int, _ <-chan struct{}) {
+		if senders == 0 {
+			// As if the interval passed once every client had sent: the batches
+			// become steady.
+			for len(s.queue)+1 < clients {
+				runtime.Gosched()
+			}
+			return
+		}
+		mu.Lock()
+		steady = append(steady, senders)
+		mu.Unlock()
+		s.waitFor(wait, senders) // the real wait: an hour, unless the senders end it
+	}
+	var err error
+	s, err = Open(context.Background(), location(t, t.TempDir()), Config{CommitInterval: time.Hour},
+		Options{Observer: obs, linger: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	concurrentBatch(t, s, clients) // the first batch of several: the writer waits from now on
+	// The clients move in step, as behind a shared commit: each round starts when
+	// every answer of the last one came.
+	for round := range rounds {
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := s.Append(context.Background(), note(fmt.Sprintf("gw%d", c), fmt.Sprint(round))); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The first batch and three rounds make four equal batches; the nine rounds after
+	// them wait for the four clients.
+	if want := slices.Repeat([]int{clients}, rounds+1-steadyBatches); !slices.Equal(steady, want) {
+		t.Errorf("waits for steady senders: %v, want %v", steady, want)
+	}
+	if got, want := obs.get(), slices.Repeat([]int{clients}, rounds+1); !slices.Equal(got, want) {
+		t.Errorf("batches %v, want %v", got, want)
+	}
+}
+
 // One client sending one notification after the other is never made to wait: each
 // waits for its answer, so nothing would join its batch.
 func TestCommitIntervalDoesNotSlowOneClient(t *testing.T) {
 	obs := &batchSizes{}
-	hook := func(wait time.Duration, _ <-chan struct{}) { t.Errorf("a lone client waited %s", wait) }
+	hook := func(wait time.Duration, _ int, _ <-chan struct{}) { t.Errorf("a lone client waited %s", wait) }
 	s, err := Open(context.Background(), location(t, t.TempDir()), Config{CommitInterval: time.Hour},
 		Options{Observer: obs, linger: hook})
 	if err != nil {
