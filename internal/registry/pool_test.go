@@ -245,15 +245,24 @@ func TestRecordStartClosesWhatACrashLeftOpen(t *testing.T) {
 	}
 }
 
-func TestPruneEvents(t *testing.T) {
-	ctx := context.Background()
+// withTestEvents is a new registry holding n events of kind "test", details "0", "1", ...
+func withTestEvents(t *testing.T, n int) *Registry {
+	t.Helper()
 	r, err := openWith(t, t.TempDir(), sockets.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 50; i++ {
-		r.AddEvent(ctx, Event{Kind: "test", Detail: fmt.Sprint(i)})
+	for i := range n {
+		if err := r.AddEvent(context.Background(), Event{Kind: "test", Detail: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	return r
+}
+
+func TestPruneEvents(t *testing.T) {
+	ctx := context.Background()
+	r := withTestEvents(t, 50)
 	n, err := r.PruneEvents(ctx, 10, time.Now().Add(-time.Hour))
 	if err != nil || n != 40 {
 		t.Fatalf("pruned %d, %v; want 40", n, err)
@@ -271,13 +280,7 @@ func TestPruneEvents(t *testing.T) {
 // while it runs is kept, by age and by count.
 func TestPruneEventsDeletesInChunks(t *testing.T) {
 	ctx := context.Background()
-	r, err := openWith(t, t.TempDir(), sockets.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 50; i++ {
-		r.AddEvent(ctx, Event{Kind: "test", Detail: fmt.Sprint(i)})
-	}
+	r := withTestEvents(t, 50)
 	r.eventChunk = 10
 	var left []int
 	addAfter := 1 // after the first chunk
