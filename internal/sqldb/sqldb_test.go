@@ -3,7 +3,11 @@ package sqldb
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,4 +222,92 @@ func TestServerRestartIsTransparent(t *testing.T) {
 	if err := db.QueryRowContext(ctx, `SELECT v FROM kv WHERE k=?`, "a").Scan(&v); err != nil || v != "2" {
 		t.Fatalf("read back %q %v", v, err)
 	}
+}
+
+// SQLite writers of one handle take turns in the order they came: a writer that waits is
+// not overtaken by later ones (SQLite's own lock lets whoever polls first in).
+func TestSQLiteWritersTakeTurnsInOrder(t *testing.T) {
+	ctx := context.Background()
+	db, err := OpenSQLite(filepath.Join(t.TempDir(), "db"), "busy_timeout(60000)", "journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE turns (who TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	held, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers = 5
+	done := make(chan error, writers)
+	for i := range writers {
+		go func() {
+			tx, err := db.BeginTx(ctx, nil)
+			if err == nil {
+				_, err = tx.ExecContext(ctx, `INSERT INTO turns VALUES (?)`, fmt.Sprint(i))
+			}
+			if err == nil {
+				err = tx.Commit()
+			}
+			done <- err
+		}()
+		for db.writer.waiting() != i+1 {
+			runtime.Gosched() // until writer i waits, so the next comes after it
+		}
+	}
+	if err := held.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for range writers {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := db.QueryContext(ctx, `SELECT who FROM turns ORDER BY rowid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var order []string
+	for rows.Next() {
+		var who string
+		rows.Scan(&who)
+		order = append(order, who)
+	}
+	if want := []string{"0", "1", "2", "3", "4"}; !slices.Equal(order, want) {
+		t.Fatalf("writers committed in the order %v, want %v", order, want)
+	}
+}
+
+// A writer of a handle whose transaction is held longer than the busy timeout gets
+// SQLite's answer, "database is locked", not an endless wait; a cancelled one its
+// context's error; and the turn is not lost either way.
+func TestSQLiteWriterWaitIsBounded(t *testing.T) {
+	ctx := context.Background()
+	db, err := OpenSQLite(filepath.Join(t.TempDir(), "db"), "busy_timeout(50)", "journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	held, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.BeginTx(ctx, nil); err == nil || !strings.Contains(err.Error(), "database is locked") {
+		t.Fatalf("a writer behind a held transaction: %v, want database is locked", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := db.BeginTx(cctx, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled writer: %v", err)
+	}
+	held.Rollback()
+	held.Rollback() // twice: the turn is given back once
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatalf("after the rollback: %v", err)
+	}
+	tx.Commit()
 }
