@@ -60,11 +60,12 @@ type DB struct {
 	// process sharing the database, as SQLite's immediate transactions do.
 	writerLock int64
 	// writer, on SQLite, is held by the transaction in progress of this handle (every
-	// one is a writer: they begin immediate). Others of this process queue on it in
-	// order, for at most writerWait (the busy timeout), instead of polling SQLite's
-	// lock: its busy handler sleeps up to 100 ms between tries, so a writer could lose
-	// the lock to newcomers for a long time (a registry write in a crowd of 32 waited
-	// 200 ms while most took 20 µs). Other processes still meet on SQLite's lock.
+	// one is a writer: they begin immediate) or by a statement run outside one. The
+	// others of this process queue on it in order, for at most writerWait (the busy
+	// timeout), instead of polling SQLite's lock: its busy handler sleeps up to 100 ms
+	// between tries, so a writer could lose the lock to newcomers for a long time (a
+	// registry write in a crowd of 32 waited 200 ms while most took 20 µs). Other
+	// processes still meet on SQLite's lock.
 	writer     *turns
 	writerWait time.Duration
 	maxConns   int             // of the pool (dropIdle restores it)
@@ -171,6 +172,12 @@ func (db *DB) q(query string) string {
 // the server had dropped (a restart) before any of it was sent is sent again once, on a
 // new connection.
 func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	// On SQLite a statement outside a transaction is a writer too: it takes its turn.
+	release, err := db.takeWriter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	res, err := db.raw.ExecContext(ctx, db.q(query), args...)
 	if db.dialect == Postgres && pgconn.SafeToRetry(err) {
 		db.dropIdle()

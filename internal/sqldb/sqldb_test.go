@@ -224,8 +224,9 @@ func TestServerRestartIsTransparent(t *testing.T) {
 	}
 }
 
-// SQLite writers of one handle take turns in the order they came: a writer that waits is
-// not overtaken by later ones (SQLite's own lock lets whoever polls first in).
+// SQLite writers of one handle, in transactions or single statements, take turns in the
+// order they came: a writer that waits is not overtaken by later ones (SQLite's own lock
+// lets whoever polls first in).
 func TestSQLiteWritersTakeTurnsInOrder(t *testing.T) {
 	ctx := context.Background()
 	db, err := OpenSQLite(filepath.Join(t.TempDir(), "db"), "busy_timeout(60000)", "journal_mode(WAL)")
@@ -244,6 +245,11 @@ func TestSQLiteWritersTakeTurnsInOrder(t *testing.T) {
 	done := make(chan error, writers)
 	for i := range writers {
 		go func() {
+			if i%2 == 1 {
+				_, err := db.ExecContext(ctx, `INSERT INTO turns VALUES (?)`, fmt.Sprint(i))
+				done <- err
+				return
+			}
 			tx, err := db.BeginTx(ctx, nil)
 			if err == nil {
 				_, err = tx.ExecContext(ctx, `INSERT INTO turns VALUES (?)`, fmt.Sprint(i))
