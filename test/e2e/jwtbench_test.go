@@ -85,6 +85,7 @@ func TestBenchJWTOnPostgreSQL(t *testing.T) {
 		Complete   float64 `json:"complete"`
 		Incomplete float64 `json:"incomplete"`
 		StoreCPU   float64 `json:"store_cpu_us_per_request"`
+		StoreMiB   float64 `json:"store_pss_mib"`
 	}
 	var s struct {
 		Points  []point `json:"points"`
@@ -99,8 +100,8 @@ func TestBenchJWTOnPostgreSQL(t *testing.T) {
 			t.Fatalf("summary: want the store %q and %d points:\n%s", wantStore, points, b)
 		}
 		for _, p := range s.Points {
-			if p.Complete == 0 || p.Incomplete != 0 || (p.StoreCPU > 0) != wantCPU {
-				t.Errorf("point %+v: want notifications complete, PostgreSQL CPU measured: %v", p, wantCPU)
+			if p.Complete == 0 || p.Incomplete != 0 || (p.StoreCPU > 0) != wantCPU || (p.StoreMiB > 0) != wantCPU {
+				t.Errorf("point %+v: want notifications complete, PostgreSQL CPU and memory measured: %v", p, wantCPU)
 			}
 		}
 		r.nothingLeft(t) // the scratch server too: it carries the run's tag
@@ -109,8 +110,8 @@ func TestBenchJWTOnPostgreSQL(t *testing.T) {
 	t.Run("scratch server", func(t *testing.T) {
 		r := runBench(t, []string{"runs.csv", "points.csv", "summary.json", "report.html"}, append(args, "--store", "postgres")...)
 		check(r, "scratch server", true, 1)
-		if !strings.Contains(string(r.text), "PostgreSQL CPU µs/req") {
-			t.Errorf("the table has no PostgreSQL CPU column:\n%s", r.text)
+		if !strings.Contains(string(r.text), "PostgreSQL CPU µs/req") || !strings.Contains(string(r.text), "PostgreSQL MiB") {
+			t.Errorf("the table has no PostgreSQL CPU or memory column:\n%s", r.text)
 		}
 	})
 

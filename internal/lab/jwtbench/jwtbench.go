@@ -433,7 +433,7 @@ func (r *runner) run(ctx context.Context, tr, alg string, n, rep int) (Row, erro
 		return row, fmt.Errorf("simulator result: %w", err)
 	}
 	row.Hub = after.minus(before)
-	row.Hub.RSSMiB = after.RSSMiB
+	row.Hub.RSSMiB, row.Hub.StorePSSMiB = after.RSSMiB, after.StorePSSMiB
 	return row, nil
 }
 
@@ -455,6 +455,9 @@ func (r *runner) sample(ctx context.Context) (HubWindow, error) {
 			return h, fmt.Errorf("PostgreSQL server: %w", err)
 		}
 		h.StoreCPU = cpu.Seconds()
+		if m, err := lab.TreeMemory(r.pg.PID()); err == nil {
+			h.StorePSSMiB = float64(m.PSS) / 1024
+		}
 	}
 	if m, err := lab.TreeMemory(r.hub.Proc.PID()); err == nil {
 		h.RSSMiB = float64(m.RSS) / 1024
@@ -486,6 +489,7 @@ type Point struct {
 	// StoreCPUPerReq is the PostgreSQL server's CPU time per notification, when the
 	// lab started it (0 on SQLite, whose work is in HubCPUPerReq).
 	StoreCPUPerReq float64 `json:"store_cpu_us_per_request"`
+	StorePSSMiB    float64 `json:"store_pss_mib"`
 	SimCPUPerReq   float64 `json:"sim_cpu_us_per_request"`
 	HubRSSMiB      float64 `json:"hub_rss_mib"`
 	// Where a notification's time at the hub goes: the whole answer, the store's queue
@@ -542,6 +546,7 @@ func Points(rows []Row) []Point {
 			JWTShareCPU:     med(func(r Row) float64 { return pct(r.Hub.JWTSum, r.Hub.CPU) }),
 			HubCPUPerReq:    med(func(r Row) float64 { return perReq(r.Hub.CPU, r.Sim.Complete) }),
 			StoreCPUPerReq:  med(func(r Row) float64 { return perReq(r.Hub.StoreCPU, r.Sim.Complete) }),
+			StorePSSMiB:     med(func(r Row) float64 { return r.Hub.StorePSSMiB }),
 			SimCPUPerReq:    med(func(r Row) float64 { return perReq(r.Sim.CPU, r.Sim.Complete) }),
 			HubRSSMiB:       med(func(r Row) float64 { return r.Hub.RSSMiB }),
 			HandlerMillis:   med(func(r Row) float64 { return r.Hub.HandlerMillis() }),

@@ -32,8 +32,10 @@ type HubWindow struct {
 	CPU       float64 `json:"cpu_s"`   // the hub's CPU time (user + system)
 	RSSMiB    float64 `json:"rss_mib"` // at the end of the window
 	// StoreCPU is the CPU time of the PostgreSQL server the lab started (0 otherwise:
-	// SQLite's work is in the hub's own CPU time).
-	StoreCPU float64 `json:"store_cpu_s"`
+	// SQLite's work is in the hub's own CPU time), StorePSSMiB its memory at the end of
+	// the window (PSS: its processes share their buffers, which RSS would count in each).
+	StoreCPU    float64 `json:"store_cpu_s"`
+	StorePSSMiB float64 `json:"store_pss_mib"`
 }
 
 func (h HubWindow) minus(o HubWindow) HubWindow {
