@@ -64,7 +64,6 @@ func (r *Registry) deleteEvents(ctx context.Context, stmt string, args ...any) (
 	var total int64
 	for {
 		var n int64
-		began := time.Now()
 		err := r.withTx(ctx, func(tx *sqldb.Tx) error {
 			res, err := tx.ExecContext(ctx, stmt, args...)
 			if err != nil {
@@ -82,16 +81,6 @@ func (r *Registry) deleteEvents(ctx context.Context, stmt string, args ...any) (
 		}
 		if n < int64(chunk) {
 			return total, nil
-		}
-		// Rest as long as the chunk took. Writers of this process queue for their turn
-		// (sqldb), but an admin command's meets the chunks on SQLite's lock, and its
-		// busy handler sleeps up to 100 ms between tries: without a rest, the next
-		// chunk would take the lock first almost every time (a write waited over a
-		// second behind a million events deleted back to back).
-		select {
-		case <-ctx.Done():
-			return total, ctx.Err()
-		case <-time.After(time.Since(began)):
 		}
 	}
 }
