@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/pgscratch"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
@@ -22,7 +23,7 @@ func (r *runner) openStore(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("store %q: not one of %v", r.o.Store, Stores)
 	}
 	if r.o.DSN != "" {
-		if err := mustBeEmpty(ctx, r.o.DSN); err != nil {
+		if err := lab.MustBeEmptyDatabase(ctx, r.o.DSN); err != nil {
 			return "", err
 		}
 		r.dsn = r.o.DSN
@@ -76,24 +77,6 @@ func (r *runner) emptyStore(ctx context.Context) error {
 	if _, err := db.ExecContext(ctx, `DO $$ BEGIN
 		IF to_regclass('notifications') IS NOT NULL THEN TRUNCATE notifications; END IF; END $$`); err != nil {
 		return fmt.Errorf("emptying the notification store: %w", err)
-	}
-	return nil
-}
-
-// mustBeEmpty refuses an operator's database that already holds tables: the lab
-// enrolls its own devices there and empties the notifications between runs.
-func mustBeEmpty(ctx context.Context, dsn string) error {
-	db, err := sqldb.OpenPostgres(ctx, dsn, sqldb.PostgresOptions{MaxConns: 1})
-	if err != nil {
-		return fmt.Errorf("--registry: %w", err)
-	}
-	defer db.Close()
-	var tables int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()`).Scan(&tables); err != nil {
-		return fmt.Errorf("--registry %s: %w", sqldb.Redact(dsn), err)
-	}
-	if tables > 0 {
-		return fmt.Errorf("--registry %s must be an empty database (it has %d tables): the lab enrolls devices into it and deletes its notifications", sqldb.Redact(dsn), tables)
 	}
 	return nil
 }

@@ -103,7 +103,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 		}
 	} else {
 		res.Postgres = sqldb.Redact(dsn)
-		if err := mustBeEmpty(ctx, dsn); err != nil {
+		if err := lab.MustBeEmptyDatabase(ctx, dsn); err != nil {
 			return res, err
 		}
 	}
@@ -143,20 +143,6 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	}
 	p.Done()
 	return res, nil
-}
-
-// mustBeEmpty refuses an operator's database that holds a registry with devices: the
-// lab fills the database it is given.
-func mustBeEmpty(ctx context.Context, dsn string) error {
-	reg, err := registry.Open(ctx, dsn, benchPool)
-	if err != nil {
-		return err
-	}
-	defer reg.Close()
-	if n, err := reg.Devices(ctx); err != nil || len(n) > 0 {
-		return fmt.Errorf("--registry %s must be an empty database (it holds %d devices; %v): the lab fills it", reg.Where(), len(n), err)
-	}
-	return nil
 }
 
 // adminOps times each admin operation through the registry's API, on one handle, then
