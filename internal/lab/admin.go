@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 )
 
@@ -30,6 +31,19 @@ func (a Admin) Run(ctx context.Context, stdin io.Reader, args ...string) ([]byte
 		return out, fmt.Errorf("lab: iotsafe %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
+}
+
+// EventCount counts the audit log's events of kind, up to atMost ('iotsafe events').
+func (a Admin) EventCount(ctx context.Context, kind string, atMost int) (int, error) {
+	out, err := a.Run(ctx, nil, "events", "--kind", kind, "--limit", strconv.Itoa(atMost), "--json")
+	if err != nil {
+		return 0, err
+	}
+	var evs []json.RawMessage
+	if err := json.Unmarshal(out, &evs); err != nil {
+		return 0, fmt.Errorf("lab: events: %w", err)
+	}
+	return len(evs), nil
 }
 
 // Enrolled is one device 'iotsafe device import --json' enrolled.

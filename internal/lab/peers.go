@@ -66,6 +66,11 @@ func (s *SSHServer) NetnsDial() func(ctx context.Context, addr string) (net.Conn
 	return func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 }
 
+// EventCount counts an iotsafe hub's audit events of kind, up to atMost.
+func (s *SSHServer) EventCount(ctx context.Context, kind string, atMost int) (int, error) {
+	return s.admin().EventCount(ctx, kind, atMost)
+}
+
 // OnlineDevices asks an iotsafe hub which devices have a live session there.
 func (s *SSHServer) OnlineDevices() (map[string]bool, error) {
 	rep, err := admin.Call(filepath.Join(s.dataDir, admin.SocketName), admin.Request{Op: admin.OpStatus})

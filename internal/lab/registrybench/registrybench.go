@@ -269,7 +269,7 @@ func sessionSetup(ctx context.Context, b *lab.Bench, backend, dsn string, o Opti
 		}
 		rows = append(rows, Row{Backend: backend, Part: "sessions", Op: "setup", Writers: 1, Rep: rep, N: o.Devices, Seconds: secs})
 		o.Progress.Step(fmt.Sprintf("%s: %d sessions in %.2f s (pass %d)", backend, o.Devices, secs, rep))
-		if err := waitOffline(ctx, srv); err != nil {
+		if err := waitSessionsEnded(ctx, srv, rep*o.Devices); err != nil {
 			return rows, err
 		}
 	}
@@ -314,19 +314,27 @@ func timeFleet(ctx context.Context, fc lab.FleetConfig) (float64, error) {
 	return secs, nil
 }
 
-// waitOffline waits until the hub has seen every session of the last pass end.
-func waitOffline(ctx context.Context, srv *lab.SSHServer) error {
+// waitSessionsEnded waits until the hub has seen every session of the last pass end and
+// has recorded the ends (closes of them in all), so the next pass times its own sessions
+// alone.
+func waitSessionsEnded(ctx context.Context, srv *lab.SSHServer, closes int) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		info, err := srv.Status()
 		if err != nil {
 			return err
 		}
+		recorded := 0
 		if info.Online == 0 {
-			return nil
+			if recorded, err = srv.EventCount(ctx, registry.EventSessionClose, closes); err != nil {
+				return err
+			}
+			if recorded == closes {
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d sessions still open a minute after the fleet closed", info.Online)
+			return fmt.Errorf("a minute after the fleet closed: %d sessions still open, %d of %d session ends recorded", info.Online, recorded, closes)
 		}
 		select {
 		case <-ctx.Done():
