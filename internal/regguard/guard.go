@@ -183,7 +183,26 @@ func (g *Guard) AddEvent(ctx context.Context, e registry.Event) error {
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
-	err := g.Registry.AddEvent(ctx, e)
+	return g.holdOnFailure(g.Registry.AddEvent(ctx, e), e)
+}
+
+// OpenSession records a session's start in the registry or, when it cannot write, its
+// session_open event in the backlog (the device's last seen and algorithms wait for the
+// next session).
+func (g *Guard) OpenSession(ctx context.Context, device, remote string, algos registry.Algorithms, detail string) error {
+	e := registry.Event{At: time.Now(), Device: device, Kind: registry.EventSessionOpen, Detail: detail, Remote: remote}
+	return g.holdOnFailure(g.Registry.OpenSession(ctx, device, remote, algos, detail), e)
+}
+
+// CloseSession records a session's end in the registry or, when it cannot write, its
+// session_close event in the backlog.
+func (g *Guard) CloseSession(ctx context.Context, device, remote string) error {
+	e := registry.Event{At: time.Now(), Device: device, Kind: registry.EventSessionClose, Remote: remote}
+	return g.holdOnFailure(g.Registry.CloseSession(ctx, device, remote), e)
+}
+
+// holdOnFailure keeps e in the backlog when err says the registry did not write it.
+func (g *Guard) holdOnFailure(err error, e registry.Event) error {
 	if err == nil {
 		return nil
 	}

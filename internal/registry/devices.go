@@ -159,6 +159,17 @@ func (r *Registry) freeAddress(ctx context.Context, tx *sqldb.Tx) (netip.Addr, e
 // profile gained the alias after enrolment (created is then true). Allocations never
 // move once made.
 func (r *Registry) EnsureSocket(ctx context.Context, device, alias string) (s Socket, created bool, err error) {
+	// Nearly always the socket exists: a read alone, which on PostgreSQL waits for no
+	// writer lock and on SQLite for no writer's turn.
+	var addrS string
+	var port int
+	switch err := r.db.QueryRowContext(ctx, `SELECT address, port FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&addrS, &port); {
+	case err == nil:
+		s, err := r.checkedSocket(device, alias, addrS, port)
+		return s, false, err
+	case !errors.Is(err, sql.ErrNoRows):
+		return Socket{}, false, fmt.Errorf("registry: socket %s/%s: %w", device, alias, err)
+	}
 	err = r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var n int
 		tx.QueryRowContext(ctx, `SELECT count(*) FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&n)
@@ -168,6 +179,17 @@ func (r *Registry) EnsureSocket(ctx context.Context, device, alias string) (s So
 		return err
 	})
 	return s, created, err
+}
+
+// checkedSocket is a stored socket, refused outside the pool: one written before the
+// registry recorded its pool, or by an older binary, is never served (the kernel layer
+// protects the pool only). The hub re-homes such devices at start.
+func (r *Registry) checkedSocket(device, alias, addr string, port int) (Socket, error) {
+	s, err := socketFrom(alias, addr, port)
+	if err == nil && !r.Pool().Contains(s.Addr.Addr()) {
+		return Socket{}, fmt.Errorf("%w: socket %s/%s at %s is outside the pool %s", ErrOutsidePool, device, alias, s.Addr, r.Pool().Prefix())
+	}
+	return s, err
 }
 
 // portSet is the ports taken on one device address while many aliases are allocated in
@@ -185,14 +207,7 @@ func (r *Registry) ensureSocket(ctx context.Context, tx *sqldb.Tx, device, alias
 	var port int
 	err := tx.QueryRowContext(ctx, `SELECT address, port FROM sockets WHERE device=? AND alias=?`, device, alias).Scan(&addrS, &port)
 	if err == nil {
-		s, err := socketFrom(alias, addrS, port)
-		if err == nil && !r.Pool().Contains(s.Addr.Addr()) {
-			// Written before the registry recorded its pool, or by an older binary: never
-			// serve it (the kernel layer protects the pool only). The hub re-homes such
-			// devices at start.
-			return Socket{}, fmt.Errorf("%w: socket %s/%s at %s is outside the pool %s", ErrOutsidePool, device, alias, s.Addr, r.Pool().Prefix())
-		}
-		return s, err
+		return r.checkedSocket(device, alias, addrS, port)
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return Socket{}, fmt.Errorf("registry: socket %s/%s: %w", device, alias, err)
@@ -238,11 +253,16 @@ func socketFrom(alias, addr string, port int) (Socket, error) {
 
 const deviceCols = `name, profile, address, created_at, revoked_at, revoke_why, violations, last_seen, last_remote, last_algos, via, hub`
 
-func scanDevice(sc interface{ Scan(...any) error }) (*Device, error) {
+// deviceColsOfD are deviceCols in a query that names the devices table d.
+var deviceColsOfD = "d." + strings.ReplaceAll(deviceCols, ", ", ", d.")
+
+// scanDevice reads the deviceCols of a row, then the columns after them into extra.
+func scanDevice(sc interface{ Scan(...any) error }, extra ...any) (*Device, error) {
 	var d Device
 	var addr, created, algos string
 	var revoked, seen sql.NullString
-	if err := sc.Scan(&d.Name, &d.Profile, &addr, &created, &revoked, &d.RevokeWhy, &d.Violations, &seen, &d.LastRemote, &algos, &d.Via, &d.Hub); err != nil {
+	dest := append([]any{&d.Name, &d.Profile, &addr, &created, &revoked, &d.RevokeWhy, &d.Violations, &seen, &d.LastRemote, &algos, &d.Via, &d.Hub}, extra...)
+	if err := sc.Scan(dest...); err != nil {
 		return nil, err
 	}
 	d.Address, _ = netip.ParseAddr(addr)
@@ -343,23 +363,20 @@ func (r *Registry) Devices(ctx context.Context) ([]*Device, error) {
 	return out, nil
 }
 
-// DeviceByKey finds the device a public key belongs to. keyRevoked is true when the
-// key itself (or its device) is revoked.
-func (r *Registry) DeviceByKey(ctx context.Context, key ssh.PublicKey) (d *Device, keyRevoked bool, err error) {
-	var name string
-	var revoked sql.NullString
-	err = r.db.QueryRowContext(ctx, `SELECT device, revoked_at FROM keys WHERE fingerprint=?`, ssh.FingerprintSHA256(key)).Scan(&name, &revoked)
+// DeviceByKey returns the device that enrolled key (its own row: no keys, sockets or
+// groups, which Device adds) and whether the key or the device is revoked. It is one
+// query: the hub asks it twice in every SSH handshake.
+func (r *Registry) DeviceByKey(ctx context.Context, key ssh.PublicKey) (d *Device, revoked bool, err error) {
+	fp := ssh.FingerprintSHA256(key)
+	var keyRevoked sql.NullString
+	d, err = scanDevice(r.db.QueryRowContext(ctx, `SELECT `+deviceColsOfD+`, k.revoked_at FROM keys k JOIN devices d ON d.name=k.device WHERE k.fingerprint=?`, fp), &keyRevoked)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, fmt.Errorf("%w: key %s", ErrNotFound, ssh.FingerprintSHA256(key))
+		return nil, false, fmt.Errorf("%w: key %s", ErrNotFound, fp)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("registry: key lookup: %w", err)
 	}
-	d, err = r.Device(ctx, name)
-	if err != nil {
-		return nil, false, err
-	}
-	return d, revoked.Valid || d.Revoked(), nil
+	return d, keyRevoked.Valid || d.Revoked(), nil
 }
 
 // RemoveDevice deletes a device, its keys and its sockets (their addresses become free).
@@ -408,42 +425,71 @@ func (r *Registry) AddViolations(ctx context.Context, device string, n int) (int
 	return total, err
 }
 
-// RecordSession notes a successful handshake: when, from where, with which algorithms.
-func (r *Registry) RecordSession(ctx context.Context, device, remote string, algos Algorithms) error {
+// OpenSession records a session that began: when, from where, with which algorithms,
+// which hub holds it, and a session_open event with detail, in one transaction. It is
+// the hub's most frequent registry write (with CloseSession): one commit, one writer
+// turn (SQLite) or writer lock (PostgreSQL) per session.
+func (r *Registry) OpenSession(ctx context.Context, device, remote string, algos Algorithms, detail string) error {
 	b, _ := json.Marshal(algos)
 	t := now()
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
+		if err := r.recordSession(ctx, tx, device, remote, string(b), t); err != nil {
+			return fmt.Errorf("registry: record session %s: %w", device, err)
+		}
+		return r.addEvent(ctx, tx, Event{Device: device, Kind: EventSessionOpen, Detail: detail, Remote: remote})
+	})
+}
+
+// recordSession notes the session on the device's row, and a session_moved event when
+// another hub of a shared registry held the device's session.
+func (r *Registry) recordSession(ctx context.Context, tx *sqldb.Tx, device, remote, algos, t string) error {
 	// The usual case in one statement: no other hub had the device's session.
-	res, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=?, hub=? WHERE name=? AND (hub='' OR hub=?)`,
-		t, remote, string(b), r.hub, device, r.hub)
+	res, err := tx.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=?, hub=? WHERE name=? AND (hub='' OR hub=?)`,
+		t, remote, algos, r.hub, device, r.hub)
 	if err != nil {
-		return fmt.Errorf("registry: record session %s: %w", device, err)
+		return err
 	}
 	if n, _ := res.RowsAffected(); n > 0 {
 		return nil
 	}
 	var before string
-	if err := r.db.QueryRowContext(ctx, `SELECT hub FROM devices WHERE name=?`, device).Scan(&before); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT hub FROM devices WHERE name=?`, device).Scan(&before); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil // removed meanwhile: nothing to record
+			return nil // removed meanwhile: its row is gone, the session's event stays
 		}
-		return fmt.Errorf("registry: record session %s: %w", device, err)
+		return err
 	}
-	if _, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=?, hub=? WHERE name=?`, t, remote, string(b), r.hub, device); err != nil {
-		return fmt.Errorf("registry: record session %s: %w", device, err)
+	if _, err := tx.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=?, hub=? WHERE name=?`, t, remote, algos, r.hub, device); err != nil {
+		return err
 	}
 	if before == "" || before == r.hub || r.hub == "" {
 		return nil // a race with this hub's own session end, or no hub names at all
 	}
 	// The device came to this hub while another holds (or held) its session: that hub
 	// closes its old one when it reads this (the change feed).
-	return r.AddEvent(ctx, Event{Device: device, Kind: EventSessionMoved, Detail: "from hub " + before, Remote: remote})
+	return r.addEvent(ctx, tx, Event{Device: device, Kind: EventSessionMoved, Detail: "from hub " + before, Remote: remote})
 }
 
-// TouchDevice updates last_seen at session end, so "offline since" is exact, and says
-// the device's session is no longer on this hub (unless another hub has it by now).
-func (r *Registry) TouchDevice(ctx context.Context, device string) error {
-	_, err := r.db.ExecContext(ctx, `UPDATE devices SET last_seen=?, hub=CASE WHEN hub=? THEN '' ELSE hub END WHERE name=?`, now(), r.hub, device)
-	return err
+// RecordAlgorithms replaces the algorithms OpenSession recorded for the device's session
+// on this hub (a multiplexed channel opened later), for 'iotsafe device show'.
+func (r *Registry) RecordAlgorithms(ctx context.Context, device string, algos Algorithms) error {
+	b, _ := json.Marshal(algos)
+	if _, err := r.db.ExecContext(ctx, `UPDATE devices SET last_algos=? WHERE name=? AND hub=?`, string(b), device, r.hub); err != nil {
+		return fmt.Errorf("registry: record session %s: %w", device, err)
+	}
+	return nil
+}
+
+// CloseSession records a session's end: last_seen, so "offline since" is exact, the
+// device's session no longer on this hub (unless another hub has it by now), and a
+// session_close event, in one transaction.
+func (r *Registry) CloseSession(ctx context.Context, device, remote string) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE devices SET last_seen=?, hub=CASE WHEN hub=? THEN '' ELSE hub END WHERE name=?`, now(), r.hub, device); err != nil {
+			return fmt.Errorf("registry: session end %s: %w", device, err)
+		}
+		return r.addEvent(ctx, tx, Event{Device: device, Kind: EventSessionClose, Remote: remote})
+	})
 }
 
 // AddViolation records a violation event and returns the device's new violation count.

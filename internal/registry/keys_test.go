@@ -64,6 +64,12 @@ func TestKeyRotation(t *testing.T) {
 	if err := r.RevokeDevice(ctx, "dev2", "test"); err != nil {
 		t.Fatal(err)
 	}
+	if d, revoked, err := r.DeviceByKey(ctx, other); err != nil || d.Name != "dev2" || !revoked || d.RevokeWhy != "test" {
+		t.Fatalf("the active key of a revoked device: %+v revoked %v, %v", d, revoked, err)
+	}
+	if _, _, err := r.DeviceByKey(ctx, newKey(t)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an unknown key: %v", err)
+	}
 	if err := r.AddKey(ctx, "dev2", newKey(t)); err == nil {
 		t.Fatal("a revoked device took a new key")
 	}

@@ -156,10 +156,7 @@ func TestSessionLocation(t *testing.T) {
 	}
 	open1 := func(r *Registry, d string) {
 		t.Helper()
-		if err := r.RecordSession(ctx, d, "10.0.0.1:1", Algorithms{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.AddEvent(ctx, Event{Device: d, Kind: EventSessionOpen}); err != nil {
+		if err := r.OpenSession(ctx, d, "10.0.0.1:1", Algorithms{}, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -178,7 +175,7 @@ func TestSessionLocation(t *testing.T) {
 		t.Fatalf("change feed after the move: %+v %v", evs, err)
 	}
 	// edge-a's old session ends: dev1 stays at edge-b.
-	if err := a.TouchDevice(ctx, "dev1"); err != nil || hubOf("dev1") != "edge-b" {
+	if err := a.CloseSession(ctx, "dev1", ""); err != nil || hubOf("dev1") != "edge-b" {
 		t.Fatalf("after edge-a's session end: %q %v", hubOf("dev1"), err)
 	}
 	// edge-a crashes and starts again: dev2's session (its own) is closed in the log, not
@@ -190,7 +187,7 @@ func TestSessionLocation(t *testing.T) {
 	if hubOf("dev2") != "" || hubOf("dev1") != "edge-b" {
 		t.Fatalf("after edge-a's restart: dev1 %q dev2 %q", hubOf("dev1"), hubOf("dev2"))
 	}
-	if err := b.TouchDevice(ctx, "dev1"); err != nil || hubOf("dev1") != "" {
+	if err := b.CloseSession(ctx, "dev1", ""); err != nil || hubOf("dev1") != "" {
 		t.Fatalf("after edge-b's session end: %q %v", hubOf("dev1"), err)
 	}
 }

@@ -24,8 +24,11 @@ type Store interface {
 	Device(ctx context.Context, name string) (*registry.Device, error)
 	Profile(ctx context.Context, name string) (*profile.Profile, error)
 	EnsureSocket(ctx context.Context, device, alias string) (registry.Socket, bool, error)
-	RecordSession(ctx context.Context, device, remote string, algos registry.Algorithms) error
-	TouchDevice(ctx context.Context, device string) error
+	// OpenSession and CloseSession record a session's start and end, each with its audit
+	// event, in one write; RecordAlgorithms updates what the start recorded.
+	OpenSession(ctx context.Context, device, remote string, algos registry.Algorithms, detail string) error
+	RecordAlgorithms(ctx context.Context, device string, algos registry.Algorithms) error
+	CloseSession(ctx context.Context, device, remote string) error
 	AddViolation(ctx context.Context, device, detail, remote string, record bool) (int, error)
 	AddEvent(ctx context.Context, e registry.Event) error
 	// EndSessions records that the sessions of these devices ended (last seen and a

@@ -47,7 +47,7 @@ func (ss *session) openMux(nc ssh.NewChannel) {
 		return
 	}
 	ss.algos.Multiplexed = req.Mode
-	ss.record()
+	ss.recordAlgorithms()
 	ss.log.Info("multiplexed channel open", "mode", mode, "framing", o.FramingVersion(), "coalesce", req.Coalesce)
 }
 

@@ -230,11 +230,23 @@ func (ss *session) close(why string) {
 	})
 }
 
-// record stores what the session negotiated, for 'iotsafe device show'.
-func (ss *session) record() {
+// open records the session's start and what it negotiated, for 'iotsafe device show'
+// and the audit log.
+func (ss *session) open() {
 	ctx, cancel := context.WithTimeout(context.Background(), ss.srv.cfg.HandshakeTimeout)
 	defer cancel()
-	if err := ss.srv.store.RecordSession(ctx, ss.device.Name, ss.remote, ss.algos); err != nil {
+	a := ss.algos
+	detail := fmt.Sprintf("%s, %s, %s, key %s", a.Client, a.KeyExchange, a.Cipher, a.Key)
+	if err := ss.srv.store.OpenSession(ctx, ss.device.Name, ss.remote, a, detail); err != nil {
+		ss.log.Error("recording session failed", "err", err)
+	}
+}
+
+// recordAlgorithms records what the session negotiated since it opened.
+func (ss *session) recordAlgorithms() {
+	ctx, cancel := context.WithTimeout(context.Background(), ss.srv.cfg.HandshakeTimeout)
+	defer cancel()
+	if err := ss.srv.store.RecordAlgorithms(ctx, ss.device.Name, ss.algos); err != nil {
 		ss.log.Error("recording session failed", "err", err)
 	}
 }
@@ -248,9 +260,7 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 		KeyType: keyType(ss.conn.Permissions), Key: ss.keyFP, Client: string(ss.conn.ClientVersion()),
 	}
 	ss.algos = algos
-	ss.record()
-	s.event(registry.Event{Device: ss.device.Name, Kind: registry.EventSessionOpen, Remote: ss.remote,
-		Detail: fmt.Sprintf("%s, %s, %s, key %s", algos.Client, algos.KeyExchange, algos.Cipher, algos.Key)})
+	ss.open()
 	ss.log.Info("session open", "client", algos.Client, "kex", algos.KeyExchange, "cipher", algos.Cipher, "key", algos.Key)
 	s.metrics.SessionOpened(ss.device.Name)
 
@@ -300,9 +310,10 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 		return // Close records every session's end in one transaction
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
-	s.store.TouchDevice(ctx, ss.device.Name)
-	cancel()
-	s.event(registry.Event{Device: ss.device.Name, Kind: registry.EventSessionClose, Remote: ss.remote})
+	defer cancel()
+	if err := s.store.CloseSession(ctx, ss.device.Name, ss.remote); err != nil {
+		ss.log.Error("recording session end failed", "err", err)
+	}
 }
 
 func keyType(p *ssh.Permissions) string {

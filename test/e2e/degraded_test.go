@@ -141,6 +141,14 @@ func TestFullDiskKeepsRevocationAndViolations(t *testing.T) {
 	if ev := h.events("dev1", "auth_refused"); len(ev) == 0 {
 		t.Fatal("the refusal held in memory was not written to the audit log")
 	}
+	// Sessions that began or ended meanwhile are in the audit log too: dev1's end (its
+	// start was written before the disk filled) and dev2's three sessions.
+	if ev := h.events("dev1", "session_close"); len(ev) != 1 {
+		t.Fatalf("dev1's session end held in memory: %d session_close events written, want 1", len(ev))
+	}
+	if opened, closed := h.events("dev2", "session_open"), h.events("dev2", "session_close"); len(opened) != 3 || len(closed) != 3 {
+		t.Fatalf("dev2's sessions held in memory: %d opens and %d ends written, want 3 each", len(opened), len(closed))
+	}
 	if show := h.mustCLI("device", "show", "dev1"); strings.Contains(show, "degraded") || !strings.Contains(show, "stolen") {
 		t.Fatalf("device show after recovery:\n%s", show)
 	}
