@@ -35,7 +35,7 @@ type Layers struct {
 
 // Store is what the enforcer reads of the registry.
 type Store interface {
-	LastEventID(ctx context.Context) (int64, error)
+	LastChangeID(ctx context.Context) (int64, error)
 	Grants(ctx context.Context) ([]registry.Grant, error)
 	DeviceGroups(ctx context.Context) (map[string][]string, error)
 	Devices(ctx context.Context) ([]*registry.Device, error)
@@ -142,7 +142,7 @@ func (e *Enforcer) Reload(ctx context.Context) error {
 	defer cancel()
 	// Every change up to here is in what we read next: a change feed need not reload for
 	// them again (Current).
-	upTo, err := e.store.LastEventID(ctx)
+	upTo, err := e.store.LastChangeID(ctx)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func TestEnforcerDecidesAuditsAndReloads(t *testing.T) {
 	if err := reg.AddGrant(ctx, registry.Grant{Kind: registry.PrincipalUser, Name: "ops", XID: 4242, Target: "dev42", Alias: "http"}); err != nil {
 		t.Fatal(err)
 	}
-	last, err := reg.LastEventID(ctx)
+	last, err := reg.LastChangeID(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

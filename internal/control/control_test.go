@@ -36,7 +36,7 @@ func openRegistry(t *testing.T) *registry.Registry {
 func feedStart(t *testing.T) (*registry.Registry, int64) {
 	t.Helper()
 	reg := openRegistry(t)
-	from, err := reg.LastEventID(context.Background())
+	from, err := reg.LastChangeID(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

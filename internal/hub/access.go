@@ -47,7 +47,7 @@ func (c AccessConfig) layers(adminGroup string) access.Layers {
 // log) on the registry's grants. The change feed follows from before the policy's read,
 // so no change falls between the two.
 func (h *Hub) startAccess(ctx context.Context) (err error) {
-	if h.changesFrom, err = h.reg.LastEventID(ctx); err != nil {
+	if h.changesFrom, err = h.reg.LastChangeID(ctx); err != nil {
 		return err
 	}
 	if h.access, err = access.NewEnforcer(h.cfg.Access.layers(h.cfg.Admin.Group), h.reg, h.guard, h.ids, h.log); err != nil {

@@ -427,31 +427,44 @@ func (r *Registry) AddViolations(ctx context.Context, device string, n int) (int
 
 // OpenSession records a session that began: when, from where, with which algorithms,
 // which hub holds it, and a session_open event with detail, in one transaction. It is
-// the hub's most frequent registry write (with CloseSession): one commit, one writer
-// turn (SQLite) or writer lock (PostgreSQL) per session.
+// the hub's most frequent registry write (with CloseSession), so it is one commit and,
+// in the usual case, runs beside the writer lock (withUnorderedTx). When another hub of
+// a shared registry held the device's session it takes the lock: the session_moved event
+// it then writes is a change that hub must read (the change feed).
 func (r *Registry) OpenSession(ctx context.Context, device, remote string, algos Algorithms, detail string) error {
 	b, _ := json.Marshal(algos)
 	t := now()
-	return r.withTx(ctx, func(tx *sqldb.Tx) error {
-		if err := r.recordSession(ctx, tx, device, remote, string(b), t); err != nil {
+	open := Event{Device: device, Kind: EventSessionOpen, Detail: detail, Remote: remote}
+	// The usual case: no other hub had the device's session.
+	err := r.withUnorderedTx(ctx, func(tx *sqldb.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=?, hub=? WHERE name=? AND (hub='' OR hub=?)`,
+			t, remote, string(b), r.hub, device, r.hub)
+		if err != nil {
 			return fmt.Errorf("registry: record session %s: %w", device, err)
 		}
-		return r.addEvent(ctx, tx, Event{Device: device, Kind: EventSessionOpen, Detail: detail, Remote: remote})
+		if n, _ := res.RowsAffected(); n == 0 {
+			return errNotUsual
+		}
+		return r.addEvent(ctx, tx, open)
+	})
+	if !errors.Is(err, errNotUsual) {
+		return err
+	}
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
+		if err := r.takeSession(ctx, tx, device, remote, string(b), t); err != nil {
+			return fmt.Errorf("registry: record session %s: %w", device, err)
+		}
+		return r.addEvent(ctx, tx, open)
 	})
 }
 
-// recordSession notes the session on the device's row, and a session_moved event when
-// another hub of a shared registry held the device's session.
-func (r *Registry) recordSession(ctx context.Context, tx *sqldb.Tx, device, remote, algos, t string) error {
-	// The usual case in one statement: no other hub had the device's session.
-	res, err := tx.ExecContext(ctx, `UPDATE devices SET last_seen=?, last_remote=?, last_algos=?, hub=? WHERE name=? AND (hub='' OR hub=?)`,
-		t, remote, algos, r.hub, device, r.hub)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n > 0 {
-		return nil
-	}
+// errNotUsual ends OpenSession's transaction beside the lock: the device's session was
+// on another hub, or the device is gone.
+var errNotUsual = errors.New("registry: not the usual session start")
+
+// takeSession notes the session on the device's row when another hub of a shared
+// registry may hold it, and then a session_moved event naming that hub.
+func (r *Registry) takeSession(ctx context.Context, tx *sqldb.Tx, device, remote, algos, t string) error {
 	var before string
 	if err := tx.QueryRowContext(ctx, `SELECT hub FROM devices WHERE name=?`, device).Scan(&before); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -463,7 +476,7 @@ func (r *Registry) recordSession(ctx context.Context, tx *sqldb.Tx, device, remo
 		return err
 	}
 	if before == "" || before == r.hub || r.hub == "" {
-		return nil // a race with this hub's own session end, or no hub names at all
+		return nil // that hub's session ended meanwhile, or no hub names at all
 	}
 	// The device came to this hub while another holds (or held) its session: that hub
 	// closes its old one when it reads this (the change feed).
@@ -482,9 +495,9 @@ func (r *Registry) RecordAlgorithms(ctx context.Context, device string, algos Al
 
 // CloseSession records a session's end: last_seen, so "offline since" is exact, the
 // device's session no longer on this hub (unless another hub has it by now), and a
-// session_close event, in one transaction.
+// session_close event, in one transaction beside the writer lock (withUnorderedTx).
 func (r *Registry) CloseSession(ctx context.Context, device, remote string) error {
-	return r.withTx(ctx, func(tx *sqldb.Tx) error {
+	return r.withUnorderedTx(ctx, func(tx *sqldb.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE devices SET last_seen=?, hub=CASE WHEN hub=? THEN '' ELSE hub END WHERE name=?`, now(), r.hub, device); err != nil {
 			return fmt.Errorf("registry: session end %s: %w", device, err)
 		}

@@ -66,6 +66,10 @@ func (r *Registry) addEvent(ctx context.Context, tx *sqldb.Tx, e Event) error {
 		return fmt.Errorf("registry: add event: %w", err)
 	}
 	if slices.Contains(changeKinds, e.Kind) {
+		if tx.Unordered() {
+			// The change feed relies on every change committing in the order of its id.
+			return fmt.Errorf("registry: change event %s written outside the writer lock", e.Kind)
+		}
 		// Every hub on a shared registry reads its change feed at once (WatchChanges).
 		if err := tx.Notify(ctx, changesChannel); err != nil {
 			return fmt.Errorf("registry: notify: %w", err)
@@ -136,33 +140,51 @@ var changeKinds = []string{EventRevoked, EventDeviceRemoved, EventKeyRevoked, "g
 	// A new secret, client certificate or SOAP key retires the old one on every hub.
 	EventSecretSet, EventCertIssued, EventSOAPKeySet, EventSessionMoved}
 
-// LastEventID is the id of the newest audit event (0 for none): where a change feed starts.
-func (r *Registry) LastEventID(ctx context.Context) (int64, error) {
+// lastChangeQuery finds the newest change event with one index lookup per kind (the
+// events_kind index), however many other events came after it.
+var lastChangeQuery = func() string {
+	per := make([]string, len(changeKinds))
+	for i := range per {
+		per[i] = `SELECT max(id) AS id FROM events WHERE kind=?`
+	}
+	return `SELECT max(id) FROM (` + strings.Join(per, " UNION ALL ") + `) AS newest`
+}()
+
+// changesQuery reads the change events after an id (the events_kind index).
+var changesQuery = `SELECT id, at, device, kind, detail, remote, hub FROM events WHERE kind IN (?` +
+	strings.Repeat(",?", len(changeKinds)-1) + `) AND id > ? ORDER BY id`
+
+// LastChangeID is the id of the newest change event (0 for none): where a change feed
+// starts. Every change up to it is committed and visible (see Changes).
+func (r *Registry) LastChangeID(ctx context.Context) (int64, error) {
 	var id sql.NullInt64
-	if err := r.db.QueryRowContext(ctx, `SELECT max(id) FROM events`).Scan(&id); err != nil {
+	if err := r.db.QueryRowContext(ctx, lastChangeQuery, changeKindArgs()...).Scan(&id); err != nil {
 		return 0, fmt.Errorf("registry: events: %w", err)
 	}
 	return id.Int64, nil
+}
+
+func changeKindArgs() []any {
+	args := make([]any, len(changeKinds))
+	for i, k := range changeKinds {
+		args[i] = k
+	}
+	return args
 }
 
 // Changes returns, oldest first, the events after id that change what a hub enforces,
 // written by anyone (an admin command, another process) in the same transaction as the
 // change itself; and the id to continue from. It is the hub's change feed: a hub applies
 // them even when the admin socket did not tell it.
+//
+// Change events are written only under the writer lock (SQLite's immediate transactions;
+// PostgreSQL's advisory lock), so they commit one at a time in the order of their ids,
+// and what one query sees of them is every one up to its newest: the feed continues
+// from there. Other events, sessions' starts and ends, are written beside the lock
+// (OpenSession) and may commit out of id order; the feed never reads them, so their ids
+// are not a bound for it.
 func (r *Registry) Changes(ctx context.Context, after int64) ([]Event, int64, error) {
-	// The bound first: events are written one writer at a time (SQLite's immediate
-	// transactions; PostgreSQL's writer lock), so ids commit in order and every event up
-	// to it is visible to the query below.
-	last, err := r.LastEventID(ctx)
-	if err != nil || last <= after {
-		return nil, after, err
-	}
-	q := `SELECT id, at, device, kind, detail, remote, hub FROM events WHERE id > ? AND id <= ? AND kind IN (?` + strings.Repeat(",?", len(changeKinds)-1) + `) ORDER BY id`
-	args := []any{after, last}
-	for _, k := range changeKinds {
-		args = append(args, k)
-	}
-	rows, err := r.db.QueryContext(ctx, q, args...)
+	rows, err := r.db.QueryContext(ctx, changesQuery, append(changeKindArgs(), after)...)
 	if err != nil {
 		return nil, after, fmt.Errorf("registry: changes: %w", err)
 	}
@@ -182,5 +204,8 @@ func (r *Registry) Changes(ctx context.Context, after int64) ([]Event, int64, er
 	if err := rows.Err(); err != nil {
 		return nil, after, fmt.Errorf("registry: changes: %w", err)
 	}
-	return out, last, nil
+	if len(out) > 0 {
+		after = out[len(out)-1].ID
+	}
+	return out, after, nil
 }

@@ -165,7 +165,7 @@ func TestSessionLocation(t *testing.T) {
 	if hubOf("dev1") != "edge-a" {
 		t.Fatalf("dev1 at %q", hubOf("dev1"))
 	}
-	from, _ := a.LastEventID(ctx)
+	from, _ := a.LastChangeID(ctx)
 	open1(b, "dev1") // dev1 reconnects to edge-b
 	if hubOf("dev1") != "edge-b" {
 		t.Fatalf("dev1 at %q after moving", hubOf("dev1"))

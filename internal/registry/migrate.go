@@ -16,6 +16,7 @@ var migrations = []migrate.Step{
 	{Version: 6, Name: "serving lease", SQL: schemaV6},
 	{Version: 7, Name: "hubs of a shared registry", SQL: schemaV7},
 	{Version: 8, Name: "peer hubs", SQL: schemaV8},
+	{Version: 9, Name: "events by kind", SQL: schemaV9},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

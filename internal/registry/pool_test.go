@@ -202,7 +202,7 @@ func TestChangeFeed(t *testing.T) {
 	if _, err := r.AddDevice(ctx, "d1", "default", newKey(t)); err != nil {
 		t.Fatal(err)
 	}
-	from, err := r.LastEventID(ctx)
+	from, err := r.LastChangeID(ctx)
 	if err != nil || from == 0 {
 		t.Fatalf("last event id %d %v", from, err)
 	}

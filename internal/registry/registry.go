@@ -41,10 +41,11 @@ type Registry struct {
 	eventChunkDone func()
 }
 
-// writerLock is the PostgreSQL advisory lock every registry transaction takes: writers
-// of every hub and admin command run one at a time, as they do on SQLite, so the
-// read-then-write steps (a free address, a claim) need no retry loops. The registry is
-// written at human and session rates; high-rate telemetry has its own store.
+// writerLock is the PostgreSQL advisory lock every registry transaction takes (but
+// sessions' starts and ends: withUnorderedTx): writers of every hub and admin command run
+// one at a time, as they do on SQLite, so the read-then-write steps (a free address, a
+// claim) need no retry loops, and change events commit in the order of their ids. The
+// registry is written at human and session rates; high-rate telemetry has its own store.
 const writerLock = 0x696f7473616665 // "iotsafe"
 
 // Open opens the registry at location: a data folder (the SQLite file there, created
@@ -148,6 +149,21 @@ func parseTime(s sql.NullString) *time.Time {
 
 func (r *Registry) withTx(ctx context.Context, fn func(*sqldb.Tx) error) error {
 	tx, err := r.db.BeginTx(ctx, nil)
+	return finishTx(tx, err, fn)
+}
+
+// withUnorderedTx runs fn in a transaction beside the writer lock (sqldb.BeginUnordered),
+// for writes that no reader orders with the locked ones: sessions' starts and ends, which
+// the change feed does not read (addEvent refuses a change event there). Sessions are
+// the registry's most frequent writes; on a shared PostgreSQL registry they would
+// otherwise queue, hub after hub, for one lock.
+func (r *Registry) withUnorderedTx(ctx context.Context, fn func(*sqldb.Tx) error) error {
+	tx, err := r.db.BeginUnordered(ctx)
+	return finishTx(tx, err, fn)
+}
+
+// finishTx runs fn in tx, begun with err, and commits it, or rolls it back if fn fails.
+func finishTx(tx *sqldb.Tx, err error, fn func(*sqldb.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("registry: begin: %w", err)
 	}

@@ -177,3 +177,11 @@ const schemaV8 = `
 ALTER TABLE leases ADD COLUMN peer_addr TEXT NOT NULL DEFAULT '';
 ALTER TABLE leases ADD COLUMN host_key TEXT NOT NULL DEFAULT '';
 `
+
+// schemaV9 indexes events by kind: the change feed reads change kinds alone, since
+// sessions' events are written beside the writer lock and their ids bound nothing
+// (Registry.Changes). Hubs of an older build must not share the registry from here on:
+// their feed takes the newest id of any event as its bound, and the version refuses them.
+const schemaV9 = `
+CREATE INDEX IF NOT EXISTS events_kind ON events(kind, id);
+`

@@ -108,7 +108,7 @@ func TestSOAPKeys(t *testing.T) {
 	if err := r.SetSOAPKey(ctx, SOAPKey{Device: "nodev", KeyID: "k0", Secret: []byte("x")}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("key of an unknown device: %v", err)
 	}
-	from, _ := r.LastEventID(ctx)
+	from, _ := r.LastChangeID(ctx)
 	for _, id := range []string{"k1", "k2"} {
 		if err := r.SetSOAPKey(ctx, SOAPKey{Device: "dev1", KeyID: id, Secret: []byte("secret-" + id)}); err != nil {
 			t.Fatal(err)

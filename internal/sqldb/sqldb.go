@@ -265,15 +265,29 @@ func (db *DB) ExecSchema(ctx context.Context, tx *Tx, schema string) error {
 // A start that failed on a broken connection is tried once more on a new one; nothing
 // of the transaction had happened.
 func (db *DB) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) {
-	tx, err := db.begin(ctx, opts)
+	return db.beginRetried(ctx, opts, true)
+}
+
+// BeginUnordered starts a transaction that, on PostgreSQL, does not take the handle's
+// writer lock: it runs beside the locked transactions and its commits are not ordered
+// with theirs (an id it draws from a sequence may commit before a smaller one drawn by
+// a locked transaction). Use it only for writes that no reader orders with the locked
+// transactions' (Tx.Unordered lets the writer check). On SQLite it is BeginTx: every
+// writer takes its turn there.
+func (db *DB) BeginUnordered(ctx context.Context) (*Tx, error) {
+	return db.beginRetried(ctx, nil, false)
+}
+
+func (db *DB) beginRetried(ctx context.Context, opts *sql.TxOptions, ordered bool) (*Tx, error) {
+	tx, err := db.begin(ctx, opts, ordered)
 	if db.brokenConn(ctx, err) {
 		db.dropIdle()
-		tx, err = db.begin(ctx, opts)
+		tx, err = db.begin(ctx, opts, ordered)
 	}
 	return tx, err
 }
 
-func (db *DB) begin(ctx context.Context, opts *sql.TxOptions) (*Tx, error) {
+func (db *DB) begin(ctx context.Context, opts *sql.TxOptions, ordered bool) (*Tx, error) {
 	release, err := db.takeWriter(ctx)
 	if err != nil {
 		return nil, err
@@ -285,9 +299,12 @@ func (db *DB) begin(ctx context.Context, opts *sql.TxOptions) (*Tx, error) {
 	}
 	tx := &Tx{raw: raw, db: db, release: release}
 	if db.dialect == Postgres && db.writerLock != 0 {
-		if _, err := raw.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, db.writerLock); err != nil {
-			tx.Rollback()
-			return nil, fmt.Errorf("waiting for the writer lock: %w", err)
+		tx.unordered = !ordered
+		if ordered {
+			if _, err := raw.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, db.writerLock); err != nil {
+				tx.Rollback()
+				return nil, fmt.Errorf("waiting for the writer lock: %w", err)
+			}
 		}
 	}
 	return tx, nil
@@ -310,7 +327,13 @@ type Tx struct {
 	raw     *sql.Tx
 	db      *DB
 	release func() // the handle's writer turn (once)
+	// unordered: begun without the writer lock (BeginUnordered on PostgreSQL).
+	unordered bool
 }
+
+// Unordered reports whether the transaction runs outside the writer lock, its commit
+// not ordered with the locked transactions' (BeginUnordered).
+func (tx *Tx) Unordered() bool { return tx.unordered }
 
 // ExecContext runs a statement in the transaction.
 func (tx *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iotsafe/iotsafe/internal/pgscratch"
 )
@@ -160,6 +161,69 @@ func TestWriterLockSerialises(t *testing.T) {
 	var n int
 	if err := a.QueryRowContext(ctx, `SELECT n FROM c`).Scan(&n); err != nil || n != 2*each {
 		t.Fatalf("n = %d (%v), want %d", n, err, 2*each)
+	}
+}
+
+// An unordered transaction runs beside the writer lock: it commits while a transaction
+// of another handle holds the lock, and says it is unordered. On SQLite it is an ordinary
+// transaction.
+func TestUnorderedTransactionSkipsTheWriterLock(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgscratch.Shared(t).Database(t)
+	a, err := OpenPostgres(ctx, dsn, PostgresOptions{WriterLock: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenPostgres(ctx, dsn, PostgresOptions{WriterLock: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := a.ExecContext(ctx, `CREATE TABLE u (n BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	locked, err := a.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locked.Rollback()
+	if locked.Unordered() {
+		t.Fatal("a transaction under the writer lock says it is unordered")
+	}
+	// The bound only keeps a regression from hanging the test.
+	bctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	tx, err := b.BeginUnordered(bctx)
+	if err != nil {
+		t.Fatalf("an unordered transaction waited for the writer lock: %v", err)
+	}
+	if !tx.Unordered() {
+		t.Fatal("BeginUnordered's transaction says it is ordered")
+	}
+	if _, err := tx.ExecContext(bctx, `INSERT INTO u VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := locked.QueryRowContext(ctx, `SELECT count(*) FROM u`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the locked transaction sees %d rows (%v), want the unordered one's", n, err)
+	}
+
+	lite, err := OpenSQLite(filepath.Join(t.TempDir(), "u.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	ltx, err := lite.BeginUnordered(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ltx.Rollback()
+	if ltx.Unordered() {
+		t.Fatal("on SQLite every transaction takes its turn: none is unordered")
 	}
 }
 
