@@ -476,7 +476,7 @@ func (r *Registry) takeSession(ctx context.Context, tx *sqldb.Tx, device, remote
 		return err
 	}
 	if before == "" || before == r.hub || r.hub == "" {
-		return nil // that hub's session ended meanwhile, or no hub names at all
+		return nil // no other hub by now (its session ended, or ours took it), or no hub names
 	}
 	// The device came to this hub while another holds (or held) its session: that hub
 	// closes its old one when it reads this (the change feed).
