@@ -10,16 +10,23 @@ import (
 	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
+// openWithDevices is a new registry with these devices enrolled.
+func openWithDevices(t *testing.T, names ...string) *Registry {
+	t.Helper()
+	r := open(t, t.TempDir())
+	for _, d := range names {
+		if _, err := r.AddDevice(context.Background(), d, "default", newKey(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
 // Sessions' starts and ends are audit events, not changes: the change feed and its
 // starting point (LastChangeID) pass over them.
 func TestChangeFeedSkipsSessionEvents(t *testing.T) {
 	ctx := context.Background()
-	r := open(t, t.TempDir())
-	for _, d := range []string{"d1", "d2"} {
-		if _, err := r.AddDevice(ctx, d, "default", newKey(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := openWithDevices(t, "d1", "d2")
 	from, err := r.LastChangeID(ctx)
 	if err != nil || from == 0 {
 		t.Fatalf("last change %d %v", from, err)
@@ -64,12 +71,7 @@ func TestChangeFeedWaitsForChangesBehindSessions(t *testing.T) {
 		t.Skip("on SQLite every writer takes its turn: a session cannot start while a change is being written")
 	}
 	ctx := context.Background()
-	r := open(t, t.TempDir())
-	for _, d := range []string{"d1", "d2"} {
-		if _, err := r.AddDevice(ctx, d, "default", newKey(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := openWithDevices(t, "d1", "d2")
 	from, err := r.LastChangeID(ctx)
 	if err != nil {
 		t.Fatal(err)

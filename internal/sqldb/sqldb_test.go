@@ -104,21 +104,27 @@ func TestSameBehaviourOnBoth(t *testing.T) {
 	}
 }
 
+// twoHandles opens two handles (two processes, as far as PostgreSQL can tell) on one new
+// database, both with writer lock lock.
+func twoHandles(t *testing.T, lock int64) (a, b *DB) {
+	t.Helper()
+	dsn := pgscratch.Shared(t).Database(t)
+	for _, h := range []**DB{&a, &b} {
+		db, err := OpenPostgres(context.Background(), dsn, PostgresOptions{WriterLock: lock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		*h = db
+	}
+	return a, b
+}
+
 // PostgreSQL transactions of a handle with a writer lock run one at a time, across
 // handles (processes), as SQLite's immediate transactions do.
 func TestWriterLockSerialises(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgscratch.Shared(t).Database(t)
-	a, err := OpenPostgres(ctx, dsn, PostgresOptions{WriterLock: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := OpenPostgres(ctx, dsn, PostgresOptions{WriterLock: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := twoHandles(t, 7)
 	if _, err := a.ExecContext(ctx, `CREATE TABLE c (n BIGINT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -169,17 +175,7 @@ func TestWriterLockSerialises(t *testing.T) {
 // transaction.
 func TestUnorderedTransactionSkipsTheWriterLock(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgscratch.Shared(t).Database(t)
-	a, err := OpenPostgres(ctx, dsn, PostgresOptions{WriterLock: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := OpenPostgres(ctx, dsn, PostgresOptions{WriterLock: 9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := twoHandles(t, 9)
 	if _, err := a.ExecContext(ctx, `CREATE TABLE u (n BIGINT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
