@@ -409,7 +409,7 @@ func deviceRemoveCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "remove NAME",
-		Short: "Delete a device, its keys and its sockets, closing its live session",
+		Short: "Delete a device, its keys, sockets and notifications, closing its live session",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := g.change(cmd, control.RemoveDevice{Device: args[0]})

@@ -39,6 +39,10 @@ func (h *Hub) openStore(ctx context.Context) (err error) {
 		}}); err != nil {
 		return err
 	}
+	if err := h.applyMissedRemovals(ctx); err != nil {
+		// Not a reason to stay down (a full disk): the next start tries again.
+		h.log.Error("applying device removals the notification store had not seen failed; a removed device's notifications may show until the next start", "err", err)
+	}
 	if h.store.Shared() {
 		h.log.Info("notification store shared by the registry's hubs", "component", "rest", "database", h.store.Where())
 		h.warnLocalNotifications(ctx)
@@ -299,18 +303,60 @@ func (h *Hub) RemoveDevice(ctx context.Context, device string) error {
 	return err
 }
 
-// forgetNotifications deletes a removed device's notifications.
+// forgetNotifications hides a removed device's notifications from every reader at once;
+// the store deletes them in the background (and goes on after a restart).
 func (h *Hub) forgetNotifications(device string) {
 	if h.store == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if n, err := h.store.RemoveDevice(ctx, device); err != nil {
-		h.log.Error("deleting a removed device's notifications failed", "device", device, "err", err)
-	} else if n > 0 {
-		h.log.Info("deleted a removed device's notifications", "device", device, "notifications", n)
+	if err := h.store.RemoveDevice(ctx, device); err != nil {
+		// The next start applies it (applyMissedRemovals).
+		h.log.Error("forgetting a removed device's notifications failed; the hub's next start does it", "device", device, "err", err)
 	}
+}
+
+// applyMissedRemovals forgets the notifications of devices removed while the store did
+// not hear of it: by a command while no hub ran, or just before a crash. It reads the
+// registry's removals after the last one the store applied. A device enrolled again
+// since keeps what it stored after its removal.
+func (h *Hub) applyMissedRemovals(ctx context.Context) error {
+	after, err := h.store.RemovalsApplied(ctx)
+	if err != nil {
+		return err
+	}
+	applied := 0
+	for {
+		evs, err := h.reg.EventsAfter(ctx, registry.EventDeviceRemoved, after, 1000)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			_, err := h.reg.Device(ctx, e.Device)
+			switch {
+			case errors.Is(err, registry.ErrNotFound):
+				err = h.store.RemoveDevice(ctx, e.Device)
+			case err == nil:
+				err = h.store.RemoveDeviceBefore(ctx, e.Device, e.At)
+			}
+			if err != nil {
+				return err
+			}
+			applied++
+		}
+		after = evs[len(evs)-1].ID
+		if err := h.store.SetRemovalsApplied(ctx, after); err != nil {
+			return err
+		}
+	}
+	if applied > 0 {
+		h.log.Info("applied device removals the notification store had not seen", "removals", applied)
+	}
+	return nil
 }
 
 // warnLocalNotifications says so when the data folder still holds a telemetry.db of

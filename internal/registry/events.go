@@ -114,6 +114,11 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 		return nil, fmt.Errorf("registry: events: %w", err)
 	}
 	defer rows.Close()
+	return scanEvents(rows)
+}
+
+// scanEvents reads rows of id, at, device, kind, detail, remote, hub.
+func scanEvents(rows *sql.Rows) ([]Event, error) {
 	out := []Event{}
 	for rows.Next() {
 		var e Event
@@ -126,7 +131,10 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 		}
 		out = append(out, e)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("registry: events: %w", err)
+	}
+	return out, nil
 }
 
 // changeKinds are the events that change what a running hub must enforce: its sessions
@@ -153,6 +161,21 @@ var lastChangeQuery = func() string {
 // changesQuery reads the change events after an id (the events_kind index).
 var changesQuery = `SELECT id, at, device, kind, detail, remote, hub FROM events WHERE kind IN (?` +
 	strings.Repeat(",?", len(changeKinds)-1) + `) AND id > ? ORDER BY id`
+
+// EventsAfter returns up to limit events of a change kind with an id above after, oldest
+// first: a cursor over one kind of change (change events commit in id order).
+func (r *Registry) EventsAfter(ctx context.Context, kind string, after int64, limit int) ([]Event, error) {
+	if !slices.Contains(changeKinds, kind) {
+		return nil, fmt.Errorf("registry: %s is not a change event: its ids are no cursor", kind)
+	}
+	rows, err := r.db.QueryContext(ctx, `SELECT id, at, device, kind, detail, remote, hub FROM events WHERE kind=? AND id > ? ORDER BY id LIMIT ?`,
+		kind, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("registry: events: %w", err)
+	}
+	defer rows.Close()
+	return scanEvents(rows)
+}
 
 // LastChangeID is the id of the newest change event (0 for none): where a change feed
 // starts. Every change up to it is committed and visible (see Changes).
@@ -189,20 +212,9 @@ func (r *Registry) Changes(ctx context.Context, after int64) ([]Event, int64, er
 		return nil, after, fmt.Errorf("registry: changes: %w", err)
 	}
 	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		var e Event
-		var at string
-		if err := rows.Scan(&e.ID, &at, &e.Device, &e.Kind, &e.Detail, &e.Remote, &e.Hub); err != nil {
-			return nil, after, fmt.Errorf("registry: changes: %w", err)
-		}
-		if t := parseTime(sql.NullString{String: at, Valid: true}); t != nil {
-			e.At = *t
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, after, fmt.Errorf("registry: changes: %w", err)
+	out, err := scanEvents(rows)
+	if err != nil {
+		return nil, after, err
 	}
 	if len(out) > 0 {
 		after = out[len(out)-1].ID

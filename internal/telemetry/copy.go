@@ -105,6 +105,9 @@ func Copy(ctx context.Context, from, to string, progress func(int)) (CopyResult,
 	} else {
 		res.Rows, err = appendAll(ctx, rtx, wtx, progress)
 	}
+	if err == nil {
+		err = copyRemovals(ctx, rtx, wtx)
+	}
 	if err != nil {
 		return CopyResult{}, fmt.Errorf("telemetry: copying %s to %s: %w", srcWhere, dstWhere, err)
 	}
@@ -174,6 +177,27 @@ func appendAll(ctx context.Context, src, dst *sqldb.Tx, progress func(int)) (int
 		return n, err
 	}
 	return n, flush()
+}
+
+// copyRemovals carries the removals whose notifications src has not deleted yet: they
+// stay hidden in dst, and the remover of a hub on dst deletes them.
+func copyRemovals(ctx context.Context, src, dst *sqldb.Tx) error {
+	rows, err := src.QueryContext(ctx, `SELECT device, upto FROM notification_removals`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var device string
+		var upto int64
+		if err := rows.Scan(&device, &upto); err != nil {
+			return err
+		}
+		if _, err := dst.Exec(upsertRemoval, device, upto); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // RetireLocal renames a data folder's telemetry.db (and its side files) with

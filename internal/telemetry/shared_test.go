@@ -247,3 +247,30 @@ func TestCountLeavesAnUnusedDatabaseAlone(t *testing.T) {
 		t.Fatalf("count: %d %v", n, err)
 	}
 }
+
+// A removal whose notifications are not deleted yet travels with them: a copy never
+// shows a removed device's notifications again.
+func TestCopyCarriesPendingRemovals(t *testing.T) {
+	ctx := context.Background()
+	from := t.TempDir() // a hub's own file in both passes
+	s, err := Open(ctx, from, Config{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s, "dev1", 3)
+	appendN(t, s, "dev2", 1)
+	s.unremove() // as if the hub stopped before deleting them
+	<-s.removerDone
+	if err := s.RemoveDevice(ctx, "dev1"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	toDir := t.TempDir()
+	if got, err := Copy(ctx, from, location(t, toDir), nil); err != nil || got.Rows != 4 {
+		t.Fatalf("copy: %+v %v", got, err)
+	}
+	d := open(t, toDir, Config{})
+	if got, _ := d.List(ctx, Filter{}); len(got) != 1 || got[0].Device != "dev2" {
+		t.Fatalf("the copy shows %+v", got)
+	}
+}

@@ -106,6 +106,9 @@ type Options struct {
 	// deleteChunk, in tests, replaces deleteChunk; chunkDone is called between chunks.
 	deleteChunk int
 	chunkDone   func()
+	// removalsDone, in tests, is called when the remover has deleted every removal's
+	// notifications.
+	removalsDone func()
 }
 
 // Store is the notification store: an SQLite file of one hub, or a table in the
@@ -132,6 +135,13 @@ type Store struct {
 
 	deleteChunk int    // 0: the const deleteChunk
 	chunkDone   func() // tests: called between deleting chunks
+
+	// removing wakes the remover (buffered 1); unremove stops it, then removerDone
+	// is closed.
+	removing     chan struct{}
+	unremove     context.CancelFunc
+	removerDone  chan struct{}
+	removalsDone func() // tests
 
 	// shared is set on PostgreSQL, where other hubs append to the same table. Then
 	// the feed is not fed by this hub's writer but by follow, which reads every row
@@ -171,7 +181,7 @@ const Channel = "iotsafe_notifications"
 
 // migrations are the store's schema steps, oldest first (package migrate). The first
 // is idempotent: a store made before versions were kept takes it as is.
-var migrations = []migrate.Step{{Version: 1, Name: "notifications", SQL: schemaV1}}
+var migrations = []migrate.Step{{Version: 1, Name: "notifications", SQL: schemaV1}, {Version: 2, Name: "removals", SQL: schemaV2}}
 
 const schemaV1 = `
 CREATE TABLE IF NOT EXISTS notifications (
@@ -186,6 +196,19 @@ CREATE INDEX IF NOT EXISTS notifications_device_ts ON notifications(device, ts);
 CREATE INDEX IF NOT EXISTS notifications_ts ON notifications(ts);
 `
 
+// schemaV2 keeps device removals durable while their notifications are deleted (see
+// RemoveDevice), and where the store is in the registry's removals (RemovalsApplied).
+const schemaV2 = `
+CREATE TABLE notification_removals (
+	device TEXT PRIMARY KEY,
+	upto   INTEGER NOT NULL -- ts: the device's notifications up to it are gone
+);
+CREATE TABLE telemetry_state (
+	name  TEXT PRIMARY KEY,
+	value INTEGER NOT NULL
+);
+`
+
 // Open opens the store at location and starts its writer. location is a data folder
 // (the store is its telemetry.db, created mode 0600) or a postgres:// DSN (the
 // registry's database, which every hub using that registry shares: one store for all).
@@ -198,7 +221,8 @@ func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, 
 	s := &Store{cfg: cfg, db: db, where: where, feed: newFeed(), queue: make(chan *appendReq, cfg.QueueDepth),
 		stop: make(chan struct{}), stopped: make(chan struct{}), obs: o.Observer, log: o.Log,
 		others: o.Others, own: map[int64]struct{}{}, linger: o.linger, arrived: make(chan struct{}, 1),
-		deleteChunk: o.deleteChunk, chunkDone: o.chunkDone}
+		deleteChunk: o.deleteChunk, chunkDone: o.chunkDone, removing: make(chan struct{}, 1), removerDone: make(chan struct{}),
+		removalsDone: o.removalsDone}
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(ts), 0) FROM notifications`).Scan(&s.lastTS); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("telemetry: %s: %w", where, err)
@@ -210,6 +234,9 @@ func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, 
 		go s.follow(fctx, s.lastTS)
 	}
 	go s.writer()
+	rctx, cancel := context.WithCancel(context.Background())
+	s.unremove = cancel
+	go s.remover(rctx)
 	return s, nil
 }
 
@@ -273,6 +300,10 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	// The remover first: it waits on the writer. What it has not deleted stays hidden,
+	// and the next Open goes on.
+	s.unremove()
+	<-s.removerDone
 	close(s.stop)
 	<-s.stopped
 	if s.shared {
@@ -691,7 +722,7 @@ func scan(rows *sql.Rows) (Notification, error) {
 
 // Get returns device's notification id.
 func (s *Store) Get(ctx context.Context, device string, id int64) (Notification, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+columns+` FROM notifications WHERE id=? AND device=?`, id, device)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+columns+` FROM notifications WHERE id=? AND device=? AND `+notRemoved, id, device)
 	if err != nil {
 		return Notification{}, fmt.Errorf("telemetry: get: %w", err)
 	}
@@ -746,10 +777,8 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Notification, error) {
 	if !f.End.IsZero() {
 		where, args = append(where, "ts <= ?"), append(args, f.End.UnixMicro())
 	}
-	q := `SELECT ` + columns + ` FROM notifications`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
+	where = append(where, notRemoved)
+	q := `SELECT ` + columns + ` FROM notifications WHERE ` + strings.Join(where, " AND ")
 	col := map[string]string{"": "ts", SortByTimestamp: "ts", SortByID: "id", SortByNotification: "name", SortByDevice: "device"}[f.SortBy]
 	dir := "ASC"
 	if f.Desc {
@@ -875,24 +904,6 @@ func (s *Store) Stream(ctx context.Context, f Filter, fn func([]Notification) er
 		}
 		f.After = got[len(got)-1].Timestamp
 	}
-}
-
-// RemoveDevice deletes every notification device has stored (it was removed from the
-// registry: a new device of the same name must not inherit them). It deletes in
-// chunks, as Prune does, and only what was stored before it began.
-func (s *Store) RemoveDevice(ctx context.Context, device string) (int64, error) {
-	var edge sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, `SELECT MAX(ts) FROM notifications WHERE device=?`, device).Scan(&edge); err != nil {
-		return 0, fmt.Errorf("telemetry: remove %s: %w", device, err)
-	}
-	if !edge.Valid {
-		return 0, nil
-	}
-	n, err := s.deleteChunks(ctx, device, edge.Int64)
-	if err != nil {
-		return n, fmt.Errorf("telemetry: remove %s: %w", device, err)
-	}
-	return n, nil
 }
 
 // Prune applies retention: by age, then by count per device. It returns how many

@@ -299,15 +299,95 @@ func TestRetentionByCountAndAge(t *testing.T) {
 	}
 }
 
-func TestRemoveDevice(t *testing.T) {
-	s := open(t, t.TempDir(), Config{})
-	ctx := context.Background()
-	s.Append(ctx, note("dev1", "n"), note("dev1", "n"), note("dev2", "n"))
-	if n, err := s.RemoveDevice(ctx, "dev1"); err != nil || n != 2 {
-		t.Fatalf("removed %d, %v", n, err)
+// openRemoving opens the store at dir with a remover that reports each time it has
+// deleted every removal's notifications on done.
+func openRemoving(t *testing.T, dir string, o Options) (*Store, <-chan struct{}) {
+	t.Helper()
+	done := make(chan struct{}, 16)
+	o.removalsDone = func() { done <- struct{}{} }
+	s, err := Open(context.Background(), location(t, dir), Config{}, o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, _ := s.List(ctx, Filter{}); len(got) != 1 || got[0].Device != "dev2" {
-		t.Fatalf("left %+v", got)
+	t.Cleanup(func() { s.Close() })
+	<-done // the pass at start
+	return s, done
+}
+
+// stored counts what the table holds of device, removed or not.
+func stored(t *testing.T, s *Store, device string) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM notifications WHERE device=?`, device).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A removed device's notifications are gone for readers when RemoveDevice returns,
+// and from the table once the remover has run.
+func TestRemoveDevice(t *testing.T) {
+	s, removed := openRemoving(t, t.TempDir(), Options{})
+	ctx := context.Background()
+	got, err := s.Append(ctx, note("dev1", "n"), note("dev1", "n"), note("dev2", "n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveDevice(ctx, "dev1"); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := s.List(ctx, Filter{}); len(left) != 1 || left[0].Device != "dev2" {
+		t.Fatalf("readers see %+v", left)
+	}
+	if _, err := s.Get(ctx, "dev1", got[0].ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get of a removed device's notification: %v", err)
+	}
+	<-removed
+	if n := stored(t, s, "dev1"); n != 0 {
+		t.Fatalf("%d of dev1 left in the table", n)
+	}
+	if n, err := s.PendingRemovals(ctx); err != nil || n != 0 {
+		t.Fatalf("pending removals %d, %v", n, err)
+	}
+	// Nothing stored: nothing to do.
+	if err := s.RemoveDevice(ctx, "nobody"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.PendingRemovals(ctx); n != 0 {
+		t.Fatalf("a removal of a device without notifications: %d pending", n)
+	}
+}
+
+// A removal the hub could not finish (it stopped, or crashed, after the removal
+// committed) hides the notifications meanwhile and is finished by the next Open.
+func TestRemovalCutShortGoesOnAtTheNextOpen(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s1, err := Open(ctx, location(t, dir), Config{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s1, "dev1", 25)
+	// As after a crash: the removal is recorded, nothing is deleted yet.
+	s1.unremove()
+	<-s1.removerDone
+	if err := s1.RemoveDevice(ctx, "dev1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s1.List(ctx, Filter{Devices: []string{"dev1"}}); len(got) != 0 {
+		t.Fatalf("readers see %d of a removed device", len(got))
+	}
+	if n := stored(t, s1, "dev1"); n != 25 {
+		t.Fatalf("%d in the table before the remover ran; want 25", n)
+	}
+	s1.Close()
+
+	s2, _ := openRemoving(t, dir, Options{}) // its remover's first pass has run
+	if n := stored(t, s2, "dev1"); n != 0 {
+		t.Fatalf("%d of dev1 left after the next open", n)
+	}
+	if n, err := s2.PendingRemovals(ctx); err != nil || n != 0 {
+		t.Fatalf("pending removals %d, %v", n, err)
 	}
 }
 
@@ -432,22 +512,54 @@ func TestWALSizeIsLimited(t *testing.T) {
 func TestRemoveDeviceKeepsWhatANewDeviceOfTheNameSends(t *testing.T) {
 	ctx := context.Background()
 	var s *Store
-	s = openChunked(t, Config{}, 10, func(i int) {
-		if i == 1 {
+	i := 0
+	s, removed := openRemoving(t, t.TempDir(), Options{deleteChunk: 10, chunkDone: func() {
+		if i++; i == 1 {
 			if _, err := s.Append(ctx, note("dev1", "new")); err != nil {
 				t.Error(err)
 			}
 		}
-	})
+	}})
 	appendN(t, s, "dev1", 25)
-	if n, err := s.RemoveDevice(ctx, "dev1"); err != nil || n != 25 {
-		t.Fatalf("removed %d, %v", n, err)
+	if err := s.RemoveDevice(ctx, "dev1"); err != nil {
+		t.Fatal(err)
 	}
+	<-removed
 	if got, _ := s.List(ctx, Filter{}); len(got) != 1 || got[0].Name != "new" {
 		t.Fatalf("left %+v", got)
 	}
-	if n, err := s.RemoveDevice(ctx, "nobody"); err != nil || n != 0 {
-		t.Fatalf("removing a device with nothing stored: %d, %v", n, err)
+	if n := stored(t, s, "dev1"); n != 1 {
+		t.Fatalf("%d of dev1 in the table; want the new one", n)
+	}
+}
+
+// The registry removed a device at t and a device of the same name was enrolled since:
+// what it stored after t stays.
+func TestRemoveDeviceBefore(t *testing.T) {
+	s, removed := openRemoving(t, t.TempDir(), Options{})
+	ctx := context.Background()
+	appendN(t, s, "dev1", 3)
+	at := time.Now()
+	if _, err := s.Append(ctx, note("dev1", "new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveDeviceBefore(ctx, "dev1", at); err != nil {
+		t.Fatal(err)
+	}
+	<-removed
+	if got, _ := s.List(ctx, Filter{}); len(got) != 1 || got[0].Name != "new" {
+		t.Fatalf("left %+v", got)
+	}
+	if applied, err := s.RemovalsApplied(ctx); err != nil || applied != 0 {
+		t.Fatalf("removals applied %d, %v; want 0 on a new store", applied, err)
+	}
+	for _, id := range []int64{7, 5} { // never goes back
+		if err := s.SetRemovalsApplied(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if applied, err := s.RemovalsApplied(ctx); err != nil || applied != 7 {
+		t.Fatalf("removals applied %d, %v; want 7", applied, err)
 	}
 }
 
