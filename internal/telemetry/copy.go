@@ -52,6 +52,32 @@ func Count(ctx context.Context, location string) (int, error) {
 	return n, err
 }
 
+// Empty deletes every notification of the store at location, which no hub may be
+// using (the labs, between runs): a data folder's telemetry.db goes, a PostgreSQL
+// store's tables are truncated (pending removals with them: nothing is left to hide).
+// A database without the store is left alone.
+func Empty(ctx context.Context, location string) error {
+	if !sqldb.IsDSN(location) {
+		for _, side := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(filepath.Join(location, FileName+side)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("telemetry: %w", err)
+			}
+		}
+		return nil
+	}
+	db, err := sqldb.OpenPostgres(ctx, location, sqldb.PostgresOptions{MaxConns: 1})
+	if err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	defer db.Close()
+	for _, table := range []string{"notifications", "notification_removals"} {
+		if _, err := db.ExecContext(ctx, `DO $$ BEGIN IF to_regclass('`+table+`') IS NOT NULL THEN TRUNCATE `+table+`; END IF; END $$`); err != nil {
+			return fmt.Errorf("telemetry: emptying %s: %w", sqldb.Redact(location), err)
+		}
+	}
+	return nil
+}
+
 func hasFile(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, FileName))
 	return err == nil

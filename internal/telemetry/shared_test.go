@@ -274,3 +274,29 @@ func TestCopyCarriesPendingRemovals(t *testing.T) {
 		t.Fatalf("the copy shows %+v", got)
 	}
 }
+
+// Empty leaves a store with no notification (the labs empty the store between runs),
+// and leaves a place without a store as it is.
+func TestEmpty(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	loc := location(t, dir)
+	if err := Empty(ctx, loc); err != nil {
+		t.Fatalf("emptying where no store is: %v", err)
+	}
+	s := open(t, dir, Config{})
+	appendN(t, s, "dev1", 3)
+	appendN(t, s, "dev2", 2)
+	s.Close()
+	if err := Empty(ctx, loc); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, Config{})
+	got, err := s.List(ctx, Filter{})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("after Empty: %d notifications, %v", len(got), err)
+	}
+	if n, err := Count(ctx, loc); err != nil || n != 0 {
+		t.Fatalf("count after Empty: %d %v", n, err)
+	}
+}

@@ -3,8 +3,6 @@ package jwtbench
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/pgscratch"
@@ -60,22 +58,7 @@ func (r *runner) storeLocation() string {
 // emptyStore removes every notification before a start of the hub, so every start
 // begins alike (the registry and its devices stay).
 func (r *runner) emptyStore(ctx context.Context) error {
-	if r.dsn == "" {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			if err := os.Remove(filepath.Join(r.data.Dir, telemetry.FileName+suffix)); err != nil && !os.IsNotExist(err) {
-				return err
-			}
-		}
-		return nil
-	}
-	db, err := sqldb.OpenPostgres(ctx, r.dsn, sqldb.PostgresOptions{MaxConns: 1})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	// The hub creates the table at its first start; before it there is nothing to empty.
-	if _, err := db.ExecContext(ctx, `DO $$ BEGIN
-		IF to_regclass('notifications') IS NOT NULL THEN TRUNCATE notifications; END IF; END $$`); err != nil {
+	if err := telemetry.Empty(ctx, r.storeLocation()); err != nil {
 		return fmt.Errorf("emptying the notification store: %w", err)
 	}
 	return nil
