@@ -155,6 +155,13 @@ func (db *DB) Close() error { return db.raw.Close() }
 // SetMaxOpenConns bounds the handle's connections.
 func (db *DB) SetMaxOpenConns(n int) { db.raw.SetMaxOpenConns(n) }
 
+// maxCachedQuery bounds the text of a query q keeps rewritten. Longer ones are built per
+// call with a list of parameters (a platform app's poll names every device it may
+// see): each length of list is a new text, and a fleet growing by one device at a time
+// would have kept one of each, up to 30,000 parameters and 200 KB apiece, for the
+// life of the hub. Rewriting is linear and costs less than binding that many.
+const maxCachedQuery = 4096
+
 // q is query in db's dialect.
 func (db *DB) q(query string) string {
 	if db.dialect == SQLite {
@@ -164,7 +171,9 @@ func (db *DB) q(query string) string {
 		return v.(string)
 	}
 	out := rebind(query)
-	db.rebound.Store(query, out)
+	if len(query) <= maxCachedQuery {
+		db.rebound.Store(query, out)
+	}
 	return out
 }
 
