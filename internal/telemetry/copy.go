@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
@@ -134,6 +135,9 @@ func Copy(ctx context.Context, from, to string, progress func(int)) (CopyResult,
 	if err == nil {
 		err = copyRemovals(ctx, rtx, wtx)
 	}
+	if err == nil {
+		err = copyRelayState(ctx, rtx, wtx, res.KeptIDs)
+	}
 	if err != nil {
 		return CopyResult{}, fmt.Errorf("telemetry: copying %s to %s: %w", srcWhere, dstWhere, err)
 	}
@@ -224,6 +228,37 @@ func copyRemovals(ctx context.Context, src, dst *sqldb.Tx) error {
 		}
 	}
 	return rows.Err()
+}
+
+// copyRelayState carries the relay marks of the sources src took notifications from,
+// so a gateway's batch sent again is still known, and, when ids are kept, src's
+// identity, so a gateway relaying from the copy goes on where it was.
+func copyRelayState(ctx context.Context, src, dst *sqldb.Tx, keptIDs bool) error {
+	rows, err := src.QueryContext(ctx, `SELECT name, value FROM telemetry_state WHERE name = ? OR name LIKE ?`, identityState, relayState+"%")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	marks := map[string]int64{}
+	for rows.Next() {
+		var name string
+		var v int64
+		if err := rows.Scan(&name, &v); err != nil {
+			return err
+		}
+		switch {
+		case name == identityState && keptIDs:
+			if _, err := dst.ExecContext(ctx, `INSERT INTO telemetry_state(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`, name, v); err != nil {
+				return err
+			}
+		case strings.HasPrefix(name, relayState):
+			marks[strings.TrimPrefix(name, relayState)] = v
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return saveMarks(dst, marks)
 }
 
 // RetireLocal renames a data folder's telemetry.db (and its side files) with

@@ -159,9 +159,11 @@ type Store struct {
 type appendReq struct {
 	items []Notification
 	// fn, if set, runs in the writer's transaction instead (maintenance).
-	fn   func(*sqldb.Tx) error
-	done chan error
-	at   time.Time // when it was queued
+	fn func(*sqldb.Tx) error
+	// relay, if set, marks relayed items (AppendRelayed).
+	relay *relayTag
+	done  chan error
+	at    time.Time // when it was queued
 }
 
 // versionsTable is where the store records its schema versions on PostgreSQL: the
@@ -532,6 +534,17 @@ func (s *Store) commit(batch []*appendReq) {
 			}
 			lastTS = max(lastTS, committed)
 		}
+		var marks map[string]int64 // relay sources' marks, moved with the rows
+		for _, r := range batch {
+			if r.relay != nil {
+				if marks == nil {
+					marks = map[string]int64{}
+				}
+				if err := s.applyRelay(context.Background(), tx, r, marks); err != nil {
+					return err
+				}
+			}
+		}
 		var items []*Notification
 		for _, r := range batch {
 			for i := range r.items {
@@ -562,6 +575,9 @@ func (s *Store) commit(batch []*appendReq) {
 				return err
 			}
 		}
+		if err := saveMarks(tx, marks); err != nil {
+			return err
+		}
 		if s.shared {
 			// Before the commit: follow may read the rows the moment it is visible.
 			s.markOwn(batch, true)
@@ -578,6 +594,13 @@ func (s *Store) commit(batch []*appendReq) {
 	s.queued -= n
 	queued := s.queued
 	s.mu.Unlock()
+	if err == nil {
+		// What was stored: a relay's duplicates were not.
+		n = 0
+		for _, r := range batch {
+			n += len(r.items)
+		}
+	}
 	if s.shared && n > 0 {
 		if err != nil {
 			s.markOwn(batch, false)

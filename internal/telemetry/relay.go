@@ -1,0 +1,182 @@
+package telemetry
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/sqldb"
+)
+
+// Relaying (paper 000's three levels): a gateway hands the notifications its devices
+// stored there to its centre's store, in id order, over its SSH session. The centre
+// keeps, per source (a gateway's store), the highest id it has taken, and moves that
+// mark in the same transaction as the notifications it stores: a batch sent again after
+// a lost answer is recognised and not stored twice, whichever hub of a shared store
+// takes it. A source names the store as well as the gateway, because ids start again
+// at 1 in a new store.
+
+// identityState and relayState name the rows of telemetry_state the relay keeps.
+const (
+	identityState = "identity"
+	relayState    = "relay:" // + source: the highest id stored from it
+)
+
+// Relayed is a notification another store relays here, with its id there.
+type Relayed struct {
+	Origin int64
+	Notification
+}
+
+// relayTag marks an append of relayed notifications: its items are filtered against
+// the source's mark in the writer's transaction.
+type relayTag struct {
+	source  string
+	origins []int64 // of items, ascending
+	upto    int64   // the mark after this batch: the last id the source read
+	dups    int     // items at or under the mark (set by the writer)
+	mark    int64   // the mark after the commit (set by the writer)
+}
+
+// Identity names this store's notification ids for a relay: a random number made at
+// the first call and kept since. Copy carries it when it keeps the ids.
+func (s *Store) Identity(ctx context.Context) (string, error) {
+	if id, ok, err := s.state(ctx, s.db, identityState); err != nil || ok {
+		return formatIdentity(id), err
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	v := int64(binary.BigEndian.Uint64(b[:]) >> 1)
+	err := s.maintain(ctx, func(tx *sqldb.Tx) error {
+		// Another hub of a shared store may have made one meanwhile: the first stays.
+		_, err := tx.Exec(`INSERT INTO telemetry_state(name, value) VALUES(?, ?) ON CONFLICT(name) DO NOTHING`, identityState, v)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("telemetry: identity: %w", err)
+	}
+	id, _, err := s.state(ctx, s.db, identityState)
+	return formatIdentity(id), err
+}
+
+func formatIdentity(v int64) string { return strconv.FormatInt(v, 36) }
+
+// state reads one row of telemetry_state.
+func (s *Store) state(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sqldb.Row
+}, name string) (int64, bool, error) {
+	var v int64
+	err := q.QueryRowContext(ctx, `SELECT value FROM telemetry_state WHERE name=?`, name).Scan(&v)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("telemetry: state: %w", err)
+	}
+	return v, true, nil
+}
+
+// After returns up to limit notifications with ids above id, in id order (a relay's
+// reading of its own store). A removed device's notifications are left out.
+func (s *Store) After(ctx context.Context, id int64, limit int) ([]Notification, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+columns+` FROM notifications WHERE id > ? AND `+notRemoved+` ORDER BY id LIMIT ?`, id, limit)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: after: %w", err)
+	}
+	defer rows.Close()
+	var out []Notification
+	for rows.Next() {
+		n, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: after: %w", err)
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// NextCommit is closed when the store next commits notifications (any hub's, on a
+// shared store). Take it before reading, so nothing committed after the read is missed.
+func (s *Store) NextCommit() <-chan struct{} { return s.feed.current().done }
+
+// RelayMark is the highest id this store has taken from source (0: none yet).
+func (s *Store) RelayMark(ctx context.Context, source string) (int64, error) {
+	v, _, err := s.state(ctx, s.db, relayState+source)
+	return v, err
+}
+
+// AppendRelayed stores items relayed from source, ascending by Origin, and moves the
+// source's mark to upto (the last id the source read; at least the last Origin). Items
+// at or under the mark are duplicates of a batch stored before and are not stored again.
+// It returns the notifications stored, the duplicates and the mark; like Append it
+// fails at once with ErrOverloaded, and with ErrInvalid (nothing stored) for an item
+// the store refuses or origins out of order.
+func (s *Store) AppendRelayed(ctx context.Context, source string, upto int64, items []Relayed) (stored []Notification, dups int, mark int64, err error) {
+	tag := &relayTag{source: source, upto: upto}
+	ns := make([]Notification, len(items))
+	for i := range items {
+		if err := items[i].Validate(); err != nil {
+			return nil, 0, 0, err
+		}
+		if i > 0 && items[i].Origin <= items[i-1].Origin || items[i].Origin > upto {
+			return nil, 0, 0, fmt.Errorf("%w: relayed ids out of order", ErrInvalid)
+		}
+		ns[i], tag.origins = items[i].Notification, append(tag.origins, items[i].Origin)
+	}
+	req := &appendReq{items: ns, relay: tag, done: make(chan error, 1), at: time.Now()}
+	if err := s.enqueue(req, len(ns)); err != nil {
+		return nil, 0, 0, err
+	}
+	select {
+	case err := <-req.done:
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		return req.items, tag.dups, tag.mark, nil
+	case <-ctx.Done():
+		return nil, 0, 0, ctx.Err()
+	}
+}
+
+// applyRelay drops from a relayed request, in the writer's transaction, what its source
+// has already stored; marks holds the marks this transaction read or will write.
+func (s *Store) applyRelay(ctx context.Context, tx *sqldb.Tx, r *appendReq, marks map[string]int64) error {
+	t := r.relay
+	mark, ok := marks[t.source]
+	if !ok {
+		var err error
+		if mark, _, err = s.state(ctx, tx, relayState+t.source); err != nil {
+			return err
+		}
+	}
+	kept := r.items[:0:0]
+	for i, o := range t.origins {
+		if o > mark {
+			kept = append(kept, r.items[i])
+		}
+	}
+	t.dups = len(r.items) - len(kept)
+	r.items = kept
+	t.mark = max(mark, t.upto)
+	marks[t.source] = t.mark
+	return nil
+}
+
+// saveMarks writes the marks a transaction moved.
+func saveMarks(tx *sqldb.Tx, marks map[string]int64) error {
+	for source, v := range marks {
+		if _, err := tx.Exec(`INSERT INTO telemetry_state(name, value) VALUES(?, ?)
+			ON CONFLICT(name) DO UPDATE SET value = CASE WHEN excluded.value > telemetry_state.value THEN excluded.value ELSE telemetry_state.value END`,
+			relayState+source, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
