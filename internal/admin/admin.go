@@ -113,6 +113,21 @@ type UpstreamInfo struct {
 	Refused    int    `json:"refused"`
 	Reconnects int    `json:"reconnects"`
 	LastError  string `json:"last_error,omitempty"`
+	// Relay is the relay of the gateway's notifications to the centre's store; nil
+	// without a telemetry path here.
+	Relay *RelayInfo `json:"relay,omitempty"`
+}
+
+// RelayInfo is the state of a gateway's notification relay: what the centre stored of
+// it, the duplicates it recognised and the notifications it refused, and Mark, the
+// last id of the gateway's store the centre has.
+type RelayInfo struct {
+	State      string `json:"state"`
+	Relayed    int64  `json:"relayed"`
+	Duplicates int64  `json:"duplicates"`
+	Refused    int64  `json:"refused"`
+	Mark       int64  `json:"mark"`
+	LastError  string `json:"last_error,omitempty"`
 }
 
 // MQTTInfo is what `iotsafe mqtt status` shows of the hub's broker.

@@ -206,5 +206,13 @@ func printStatus(w io.Writer, data string, st hubStatus) {
 		}
 		row("upstream", "%s to %s as gateway %q: %d devices announced, %d refused, %d reconnections%s",
 			u.State, u.Hub, u.Name, u.Announced, u.Refused, u.Reconnects, last)
+		if r := u.Relay; r != nil {
+			last = ""
+			if r.LastError != "" && r.State != "relaying" {
+				last = "; last error: " + r.LastError
+			}
+			row("relay", "%s: %d notifications stored at the centre (its mark: id %d here), %d duplicates recognised, %d refused%s",
+				r.State, r.Relayed, r.Mark, r.Duplicates, r.Refused, last)
+		}
 	}
 }

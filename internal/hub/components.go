@@ -161,6 +161,10 @@ func (h *Hub) startSSH(ctx context.Context) (err error) {
 	if cfg.Upstream.Enabled() {
 		sc.Relay = h.relayChanged
 	}
+	if h.store != nil {
+		sc.Telemetry = relaySink{h} // gateways' notifications, when this hub is their centre
+		sc.DevicesAdded = h.reloadTelemetry
+	}
 	if cfg.Pool.SharedListeners {
 		h.shared = sockets.NewShared(h.log.With("component", "sockets"))
 		sc.Shared = h.shared

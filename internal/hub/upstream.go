@@ -96,10 +96,20 @@ func (h *Hub) startUplink(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("upstream.hub_key: %w", err)
 	}
-	up, err := uplink.New(uplink.Config{
+	uc := uplink.Config{
 		Hub: u.Hub, Name: u.Name, Signer: signer, HostKey: pin, Local: h.ssh,
 		Revoked: h.revokedUpstream, Logger: h.log,
-	})
+	}
+	if h.store != nil {
+		// Its devices' notifications go to the centre's store too; a device revoked here
+		// keeps its own here (the centre may have removed it).
+		uc.Telemetry = h.store
+		uc.RelayDevice = func(device string) bool {
+			d, ok := h.devices.Load().Device(device)
+			return ok && !d.Revoked
+		}
+	}
+	up, err := uplink.New(uc)
 	if err != nil {
 		return err
 	}
@@ -140,6 +150,10 @@ func (h *Hub) upstreamInfo() *admin.UpstreamInfo {
 		return nil
 	}
 	st := up.Status()
-	return &admin.UpstreamInfo{Hub: st.Hub, Name: h.cfg.Upstream.Name, State: st.State, Announced: st.Announced,
+	info := &admin.UpstreamInfo{Hub: st.Hub, Name: h.cfg.Upstream.Name, State: st.State, Announced: st.Announced,
 		Refused: st.Refused, Reconnects: st.Reconnects, LastError: st.LastError}
+	if r := st.Relay; r != nil {
+		info.Relay = &admin.RelayInfo{State: r.State, Relayed: r.Relayed, Duplicates: r.Duplicates, Refused: r.Refused, Mark: r.Mark, LastError: r.LastError}
+	}
+	return info
 }

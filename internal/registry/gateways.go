@@ -26,13 +26,19 @@ type Claim struct {
 	Aliases []string // the aliases it serves; a socket is allocated for any its profile allows and it lacks
 	Remote  string   // recorded as its last remote address
 	Algos   Algorithms
+	// Relayed: the gateway relays the device's notifications, which says nothing of a
+	// session (it may have none): the device is recorded as for an announcement, its
+	// session is not.
+	Relayed bool
 }
 
 // Claimed answers one Claim: the device (name, profile, address, revocation and
-// sockets; no keys or groups) or why it was refused.
+// sockets; no keys or groups) or why it was refused. Created says this claim recorded
+// the device (its first announcement or relayed notification).
 type Claimed struct {
-	Device *Device
-	Err    error
+	Device  *Device
+	Err     error
+	Created bool
 }
 
 // ClaimDevices records a batch of devices a gateway announces, in one transaction: a
@@ -71,8 +77,9 @@ func (r *Registry) ClaimDevices(ctx context.Context, gateway, devProfile string,
 		}
 		defer st.close()
 		for i, c := range claims {
+			before := bound
 			d, err := r.claimOne(ctx, tx, st, gateway, devProfile, maxDevices, &bound, c, profileOf, t)
-			out[i] = Claimed{Device: d, Err: err}
+			out[i] = Claimed{Device: d, Err: err, Created: bound > before}
 			var fatal *fatalErr
 			if errors.As(err, &fatal) {
 				return fatal.err
@@ -200,7 +207,7 @@ func (r *Registry) claimOne(ctx context.Context, tx *sqldb.Tx, st *claimStmts, g
 		}
 		d.Sockets, have[alias] = append(d.Sockets, s), true
 	}
-	if d.Revoked() {
+	if d.Revoked() || c.Relayed {
 		return d, nil
 	}
 	algos, _ := json.Marshal(c.Algos)

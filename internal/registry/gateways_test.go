@@ -81,3 +81,27 @@ func TestClaimDevice(t *testing.T) {
 		t.Fatalf("devices of gw1: %v %v", names, err)
 	}
 }
+
+// A device a gateway relays notifications of is recorded as an announcement would, but
+// no session is: relaying says nothing of one. Created tells the first claim.
+func TestClaimRelayedDeviceRecordsNoSession(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, t.TempDir())
+	if err := r.PutProfile(ctx, &profile.Profile{Name: "cam", Reverse: map[string]int{"http": 80}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, wantCreated := range []bool{true, false} {
+		out, err := r.ClaimDevices(ctx, "gw1", "cam", 5, []Claim{{Name: "cam1", Relayed: true}})
+		if err != nil || out[0].Err != nil || out[0].Created != wantCreated || out[0].Device.Via != "gw1" {
+			t.Fatalf("claim %d: %+v %v", i, out, err)
+		}
+	}
+	d, err := r.Device(ctx, "cam1")
+	if err != nil || d.LastSeen != nil || len(d.Sockets) != 1 {
+		t.Fatalf("a relayed device's record: %+v %v", d, err)
+	}
+	evs, err := r.Events(ctx, EventFilter{Device: "cam1", Kind: EventSessionOpen})
+	if err != nil || len(evs) != 0 {
+		t.Fatalf("session events of a relayed device: %+v %v", evs, err)
+	}
+}

@@ -66,6 +66,13 @@ type Config struct {
 	// its centre. It is called without locks held and must not block; it reads the
 	// current state back with Server.Serving.
 	Relay func(device string) `yaml:"-"`
+	// Telemetry, if set, stores the notifications gateways relay (server_telemetry.go);
+	// nil refuses them.
+	Telemetry TelemetrySink `yaml:"-"`
+	// DevicesAdded, if set, is called after a gateway's announcement or relayed batch
+	// recorded devices new to the registry, before the gateway is answered: the hub's
+	// telemetry paths learn of them (their REST tokens, MQTT logins).
+	DevicesAdded func() `yaml:"-"`
 
 	// PeerHub, if set, admits other hubs of a shared registry: a client logging in as
 	// sshext.PeerUserPrefix+NAME is the hub NAME if PeerHub accepts its key (the key it

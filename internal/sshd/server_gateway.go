@@ -29,7 +29,7 @@ type GatewayStore interface {
 // handleGatewayRequest answers the gateway requests; ok is false for other types.
 func (ss *session) handleGatewayRequest(req *ssh.Request) (ok bool) {
 	switch req.Type {
-	case sshext.AnnounceRequest, sshext.WithdrawRequest:
+	case sshext.AnnounceRequest, sshext.WithdrawRequest, sshext.TelemetryMarkRequest, sshext.TelemetryRequest:
 	default:
 		return false
 	}
@@ -38,6 +38,10 @@ func (ss *session) handleGatewayRequest(req *ssh.Request) (ok bool) {
 		if req.WantReply {
 			req.Reply(false, nil)
 		}
+		return true
+	}
+	if req.Type == sshext.TelemetryMarkRequest || req.Type == sshext.TelemetryRequest {
+		ss.handleTelemetryRequest(req)
 		return true
 	}
 	if req.Type == sshext.WithdrawRequest {
@@ -108,6 +112,7 @@ func (ss *session) announce(as []sshext.Announce) []sshext.AnnounceReply {
 		}
 		return replies
 	}
+	s.devicesAdded(claimed)
 	// One copy of each profile for the whole batch: children share it.
 	profiles := map[string]*profile.Profile{}
 	for k, c := range claimed {

@@ -359,6 +359,9 @@ func (s *Server) Kick(device, why string) int { return s.KickKey(device, "", why
 // fingerprint ("" closes all of them), e.g. after that key alone was revoked.
 func (s *Server) KickKey(device, fingerprint, why string) int {
 	s.mu.Lock()
+	if fingerprint == "" {
+		delete(s.relayAdmitted, device) // looked up again at its next relayed batch
+	}
 	var victims []*session
 	if ds := s.devices[device]; ds != nil {
 		for _, ss := range ds.sessions {

@@ -59,6 +59,13 @@ type Config struct {
 	// OnSynced, if set, is called each time every device serving here has been
 	// announced (tests wait for it).
 	OnSynced func()
+
+	// Telemetry, if set, is the gateway's notification store: on every session its
+	// notifications are relayed to the centre's store (relay.go), each stored there
+	// once. RelayDevice, if set, says whether a device's notifications go (false: it
+	// is revoked here; its notifications stay here).
+	Telemetry   Telemetry
+	RelayDevice func(device string) bool
 }
 
 // Status is the uplink's state for 'iotsafe status'.
@@ -69,6 +76,8 @@ type Status struct {
 	Refused    int    `json:"refused"`
 	Reconnects int    `json:"reconnects"`
 	LastError  string `json:"last_error,omitempty"`
+	// Relay is the notification relay's state; nil without a store to relay.
+	Relay *RelayStatus `json:"relay,omitempty"`
 }
 
 // Uplink keeps the gateway's session to the centre.
@@ -86,6 +95,8 @@ type Uplink struct {
 	state     string
 	reconn    int
 	lastErr   string
+
+	relayStatus RelayStatus
 }
 
 // New validates cfg.
@@ -108,7 +119,7 @@ func New(cfg Config) (*Uplink, error) {
 	}
 	return &Uplink{cfg: cfg, log: cfg.Logger.With("component", "uplink", "centre", cfg.Hub),
 		dirty: map[string]bool{}, kick: make(chan struct{}, 1), announced: map[string]bool{},
-		refused: map[string]string{}, state: "connecting"}, nil
+		refused: map[string]string{}, state: "connecting", relayStatus: RelayStatus{State: "off"}}, nil
 }
 
 // Changed notes that what a device serves here changed (sshd.Config.Relay). It never
@@ -127,8 +138,13 @@ func (u *Uplink) Changed(device string) {
 func (u *Uplink) Status() Status {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return Status{Hub: u.cfg.Hub, State: u.state, Announced: len(u.announced), Refused: len(u.refused),
+	st := Status{Hub: u.cfg.Hub, State: u.state, Announced: len(u.announced), Refused: len(u.refused),
 		Reconnects: u.reconn, LastError: u.lastErr}
+	if u.cfg.Telemetry != nil {
+		r := u.relayStatus
+		st.Relay = &r
+	}
+	return st
 }
 
 // Run keeps the session to the centre until ctx ends, reconnecting with backoff. It
@@ -233,6 +249,9 @@ func (u *Uplink) session(ctx context.Context) error {
 		go u.serveMux(m)
 	}
 	go u.keepalive(conn, done)
+	if u.cfg.Telemetry != nil {
+		go u.relay(ctx, conn, ended)
+	}
 	for {
 		select {
 		case <-ctx.Done():

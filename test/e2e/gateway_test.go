@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,13 @@ import (
 // server on the address it had (devices and gateways dial that address again).
 func (h *hubProc) restartOnSamePort() {
 	h.t.Helper()
+	h.stopKeepingPort()
+	h.start()
+}
+
+// stopKeepingPort stops the hub; its next start listens on the SSH address it had.
+func (h *hubProc) stopKeepingPort() {
+	h.t.Helper()
 	b, err := os.ReadFile(h.config)
 	if err != nil {
 		h.t.Fatal(err)
@@ -21,7 +29,6 @@ func (h *hubProc) restartOnSamePort() {
 		h.t.Fatal(err)
 	}
 	h.stop()
-	h.start()
 }
 
 // gatewayPair is a central hub and a gateway hub relaying to it (paper 000's three
@@ -32,15 +39,18 @@ type gatewayPair struct {
 
 // startGatewayPair enrols gateway gw1 at a fresh centre with a gateway profile whose
 // devices must be named cam-* (at most 3), and starts the gateway hub with the key.
-func startGatewayPair(t *testing.T) gatewayPair {
+func startGatewayPair(t *testing.T) gatewayPair { return startGatewayPairWith(t, "") }
+
+// startGatewayPairWith adds extra to both hubs' configurations.
+func startGatewayPairWith(t *testing.T, extra string) gatewayPair {
 	t.Helper()
-	centre := startHub(t, "", "")
+	centre := startHub(t, "", extra)
 	prof := filepath.Join(t.TempDir(), "site-gw.yaml")
 	if err := os.WriteFile(prof, []byte("name: site-gw\ngateway: {max_devices: 3, devices: ['cam-*']}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	key := centre.addDevice("gw1", "--profile", prof)
-	gw := startHub(t, "", fmt.Sprintf("upstream:\n  hub: %s\n  hub_key: %s\n  name: gw1\n  key: %s\n", centre.addr, centre.hostFP, key))
+	gw := startHub(t, "", fmt.Sprintf("%supstream:\n  hub: %s\n  hub_key: %s\n  name: gw1\n  key: %s\n", extra, centre.addr, centre.hostFP, key))
 	centre.log.wait(t, "session open", "device", "gw1")
 	return gatewayPair{centre: centre, gw: gw}
 }
@@ -165,4 +175,102 @@ func TestGatewaySurvivesRestarts(t *testing.T) {
 		t.Fatalf("after a gateway restart cam-1 is at %s, was %s", got, atCentre)
 	}
 	mustGet(t, atCentre, "cam-1")
+}
+
+// deviceREST logs a device in at a hub's plain REST listener with a credential the hub
+// issues (its secret, or a refresh token) and returns its access header.
+func deviceREST(t *testing.T, h *hubProc, device string) string {
+	t.Helper()
+	refresh := strings.TrimSpace(h.mustCLIStdout("device", "token", device, "--expires", "1h"))
+	code, toks, _ := restCall(t, http.DefaultClient, "POST", "http://"+h.rest+"/api/rest/token/refresh", "", map[string]string{"refreshToken": refresh})
+	if code != 201 && code != 200 || toks["accessToken"] == nil {
+		t.Fatalf("%s token at %s: %d %v\n%s", device, h.rest, code, toks, h.log.text())
+	}
+	return "Bearer " + toks["accessToken"].(string)
+}
+
+// notify posts one notification and returns its id.
+func notify(t *testing.T, h *hubProc, device, auth, name string, params any) int64 {
+	t.Helper()
+	code, got, _ := restCall(t, http.DefaultClient, "POST", "http://"+h.rest+"/api/rest/device/"+device+"/notification", auth,
+		map[string]any{"notification": name, "parameters": params})
+	if code != 201 {
+		t.Fatalf("%s's notification at %s: %d %v", device, h.rest, code, got)
+	}
+	return int64(got["id"].(float64))
+}
+
+// A device behind a gateway posts its notifications there (here over REST, with no
+// alias to serve: it is never announced); the gateway relays them to the centre's
+// store, where the device reads them back as from any hub. A centre restart loses
+// nothing and stores nothing twice; a device the gateway may not relay is refused as
+// the gateway's violation; a device revoked at the centre is revoked at its gateway at
+// its next relayed notification.
+func TestGatewayRelaysNotificationsToTheCentre(t *testing.T) {
+	p := startGatewayPairWith(t, "rest: {listen: '127.0.0.1:0'}\n")
+	p.gw.addDevice("cam-1")
+	cam := deviceREST(t, p.gw, "cam-1")
+	for i := range 2 {
+		notify(t, p.gw, "cam-1", cam, "temperature", map[string]any{"c": 20 + i})
+	}
+	last := notify(t, p.gw, "cam-1", cam, "door", nil)
+	p.gw.log.wait(t, "notifications relayed", "mark", fmt.Sprint(last))
+
+	if show := p.centre.mustCLI("device", "show", "cam-1"); !strings.Contains(show, "gw1") {
+		t.Fatalf("the centre's record of cam-1 does not name its gateway:\n%s", show)
+	}
+	atCentre := deviceREST(t, p.centre, "cam-1")
+	list := func() []any {
+		t.Helper()
+		code, _, got := restCall(t, http.DefaultClient, "GET", "http://"+p.centre.rest+"/api/rest/device/cam-1/notification?take=100", atCentre, nil)
+		if code != 200 {
+			t.Fatalf("list at the centre: %d", code)
+		}
+		return got
+	}
+	got := list()
+	if len(got) != 3 || got[0].(map[string]any)["notification"] != "temperature" || got[1].(map[string]any)["parameters"].(map[string]any)["c"] != float64(21) ||
+		got[2].(map[string]any)["notification"] != "door" {
+		t.Fatalf("cam-1's notifications at the centre: %v", got)
+	}
+
+	// The centre is down: the device goes on posting at its gateway; once the centre is
+	// back, what it missed arrives, once.
+	p.centre.stopKeepingPort()
+	notify(t, p.gw, "cam-1", cam, "temperature", map[string]any{"c": 30})
+	last = notify(t, p.gw, "cam-1", cam, "temperature", map[string]any{"c": 31})
+	p.centre.start()
+	p.gw.log.wait(t, "notifications relayed", "mark", fmt.Sprint(last))
+	if got := list(); len(got) != 5 || got[4].(map[string]any)["parameters"].(map[string]any)["c"] != float64(31) {
+		t.Fatalf("after the centre's restart, cam-1's notifications there: %v", got)
+	}
+	st := p.gw.mustCLI("status")
+	if !strings.Contains(st, "relaying: 5 notifications stored at the centre") || !strings.Contains(st, "0 duplicates") {
+		t.Errorf("gateway status:\n%s", st)
+	}
+
+	// A name the gateway's profile does not cover: refused, and the gateway's violation.
+	p.gw.addDevice("door-1")
+	notify(t, p.gw, "door-1", deviceREST(t, p.gw, "door-1"), "open", nil)
+	p.gw.log.wait(t, "the centre refused a device's notifications; they stay here", "device", "door-1")
+	var details []string
+	for _, e := range p.centre.events("gw1", "violation") {
+		details = append(details, e.Detail)
+	}
+	if all := strings.Join(details, "\n"); !strings.Contains(all, `"door-1" is not among the names gateway "gw1" may relay`) {
+		t.Fatalf("violations of gw1:\n%s", all)
+	}
+	if out, err := p.centre.cli("device", "show", "door-1"); err == nil {
+		t.Fatalf("a refused device was enrolled at the centre:\n%s", out)
+	}
+
+	// Revoked at the centre: its next notification is refused there, and the gateway
+	// revokes it too.
+	p.centre.mustCLI("device", "revoke", "cam-1")
+	notify(t, p.gw, "cam-1", cam, "temperature", map[string]any{"c": 40})
+	p.gw.log.wait(t, "device revoked by the centre", "device", "cam-1")
+	code, _, _ := restCall(t, http.DefaultClient, "POST", "http://"+p.gw.rest+"/api/rest/device/cam-1/notification", cam, map[string]any{"notification": "x"})
+	if code != 401 {
+		t.Fatalf("a device revoked by the centre still posts at its gateway: %d", code)
+	}
 }

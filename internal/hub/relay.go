@@ -1,0 +1,80 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/iotsafe/iotsafe/internal/sshext"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
+)
+
+// relaySink is the centre's side of a gateway's notification relay (sshd.TelemetrySink):
+// what gateways relay goes into the hub's store, once per gateway store and id, and on
+// to its MQTT subscribers and bridge as the hub's own REST notifications do.
+type relaySink struct{ h *Hub }
+
+func (r relaySink) RelayMark(ctx context.Context, source string) (uint64, error) {
+	m, err := r.h.store.RelayMark(ctx, source)
+	return uint64(m), err
+}
+
+func (r relaySink) StoreRelayed(ctx context.Context, source string, upto uint64, items []sshext.RelayedNotification) (sshext.TelemetryAck, error) {
+	var ack sshext.TelemetryAck
+	invalid := map[string]string{}
+	ns := make([]telemetry.Relayed, 0, len(items))
+	for _, it := range items {
+		n := telemetry.Relayed{Origin: int64(it.ID), Notification: telemetry.Notification{Device: it.Device, Name: it.Name}}
+		if it.Parameters != "" {
+			n.Parameters = []byte(it.Parameters)
+		}
+		// The device's own time, or else when its gateway stored it: the centre's
+		// timestamp is its own (the poll cursor), and a relay may run late.
+		dt := time.UnixMicro(int64(orElse(it.DeviceTime, it.Stored))).UTC()
+		if dt.UnixMicro() > 0 {
+			n.DeviceTime = &dt
+		}
+		if err := n.Validate(); err != nil {
+			if _, seen := invalid[it.Device]; !seen {
+				invalid[it.Device] = err.Error()
+			}
+			continue
+		}
+		ns = append(ns, n)
+	}
+	// An MQTT bridge takes what its out rules match before the batch is stored, as for a
+	// device's REST notification; a batch the bridge refuses is sent again.
+	if b := r.h.mqtt.Load(); b != nil {
+		mark, err := r.h.store.RelayMark(ctx, source)
+		if err != nil {
+			return ack, err
+		}
+		for _, n := range ns {
+			if n.Origin > mark && b.Bridges(n.Notification) {
+				if err := b.ForwardNotification(ctx, n.Notification); err != nil {
+					return ack, errors.Join(telemetry.ErrOverloaded, err)
+				}
+			}
+		}
+	}
+	stored, dups, mark, err := r.h.store.AppendRelayed(ctx, source, int64(upto), ns)
+	if err != nil {
+		return ack, err
+	}
+	for _, n := range stored {
+		r.h.toMQTT(n)
+	}
+	ack.Upto, ack.Stored, ack.Duplicates = uint64(mark), uint32(len(stored)), uint32(dups)
+	for device, why := range invalid {
+		ack.Refused = append(ack.Refused, sshext.TelemetryRefusal{Device: device, Why: why})
+	}
+	return ack, nil
+}
+
+// orElse is a if it is set, else b.
+func orElse(a, b uint64) uint64 {
+	if a != 0 {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,218 @@
+package uplink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/agent"
+	"github.com/iotsafe/iotsafe/internal/sshext"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
+)
+
+// Telemetry is the gateway's notification store as the relay reads it
+// (*telemetry.Store).
+type Telemetry interface {
+	Identity(ctx context.Context) (string, error)
+	After(ctx context.Context, id int64, limit int) ([]telemetry.Notification, error)
+	NextCommit() <-chan struct{}
+}
+
+// RelayStatus is the relay's part of Status.
+type RelayStatus struct {
+	State      string `json:"state"` // off, starting, relaying, retrying, refused
+	Relayed    int64  `json:"relayed"`
+	Duplicates int64  `json:"duplicates,omitempty"`
+	Refused    int64  `json:"refused,omitempty"` // notifications the centre did not take
+	Mark       int64  `json:"mark"`              // the last id of this store the centre has
+	LastError  string `json:"last_error,omitempty"`
+}
+
+// relayIdle bounds a wait for the next commit: a safety net, as NextCommit wakes it.
+const relayIdle = 30 * time.Second
+
+// errRelayRefused: the centre keeps no notifications, or not this gateway's; the relay
+// rests until the next session.
+var errRelayRefused = errors.New("the centre refused relayed notifications (does it run a telemetry path? is this a gateway profile?)")
+
+// relay hands the gateway's notifications to the centre in id order, one batch at a
+// time, from where the centre's store is, until the session ends.
+func (u *Uplink) relay(ctx context.Context, conn ssh.Conn, ended <-chan struct{}) {
+	store := u.cfg.Telemetry
+	u.setRelay(func(r *RelayStatus) { r.State, r.LastError = "starting", "" })
+	defer u.setRelay(func(r *RelayStatus) {
+		if r.State != "refused" {
+			r.State = "waiting for the centre"
+		}
+	})
+	var source string
+	var mark int64
+	for attempt := 0; ; attempt++ {
+		err := func() (err error) {
+			if source, err = store.Identity(ctx); err != nil {
+				return err
+			}
+			ok, body, err := conn.SendRequest(sshext.TelemetryMarkRequest, true, ssh.Marshal(sshext.TelemetryMark{Source: source}))
+			if err != nil {
+				return err
+			}
+			var m sshext.TelemetryMarkReply
+			if !ok || ssh.Unmarshal(body, &m) != nil {
+				return errRelayRefused
+			}
+			mark = int64(m.Upto)
+			return nil
+		}()
+		if err == nil {
+			break
+		}
+		if !u.relayWait(ctx, ended, err, attempt) {
+			return
+		}
+	}
+	u.setRelay(func(r *RelayStatus) { r.State, r.Mark = "relaying", mark })
+	u.log.Info("relaying notifications to the centre", "store", source, "from_id", mark)
+	attempt := 0
+	for {
+		next := store.NextCommit()
+		batch, err := u.nextBatch(ctx, source, mark)
+		if err != nil {
+			if !u.relayWait(ctx, ended, err, attempt) {
+				return
+			}
+			attempt++
+			continue
+		}
+		if batch.Upto == uint64(mark) {
+			t := time.NewTimer(relayIdle)
+			select {
+			case <-next:
+			case <-t.C:
+			case <-ended:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			if ctx.Err() != nil || isClosed(ended) {
+				return
+			}
+			continue
+		}
+		ack, err := u.sendBatch(conn, batch)
+		if err == nil && ack.Retry {
+			err = errors.New("the centre could not store the batch now")
+		}
+		if err != nil {
+			if !u.relayWait(ctx, ended, err, attempt) {
+				return
+			}
+			attempt++
+			continue
+		}
+		attempt = 0
+		mark = max(mark, int64(ack.Upto))
+		refused := int64(len(batch.Items)) - int64(ack.Stored) - int64(ack.Duplicates)
+		u.setRelay(func(r *RelayStatus) {
+			r.State, r.Mark, r.LastError = "relaying", mark, ""
+			r.Relayed += int64(ack.Stored)
+			r.Duplicates += int64(ack.Duplicates)
+			r.Refused += max(refused, 0)
+		})
+		u.log.Debug("notifications relayed", "stored", ack.Stored, "duplicates", ack.Duplicates, "mark", mark)
+		for _, r := range ack.Refused {
+			u.log.Warn("the centre refused a device's notifications; they stay here", "device", r.Device, "why", r.Why)
+			if r.Revoked {
+				u.revoked(r.Device, "at the centre: "+r.Why)
+			}
+		}
+	}
+}
+
+// nextBatch reads what follows mark: up to a batch of items and of bytes, leaving out
+// the devices the gateway keeps out (revoked here), whose ids the batch's Upto still
+// covers so the centre's mark moves past them.
+func (u *Uplink) nextBatch(ctx context.Context, source string, mark int64) (sshext.TelemetryBatch, error) {
+	b := sshext.TelemetryBatch{Source: source, Upto: uint64(mark)}
+	ns, err := u.cfg.Telemetry.After(ctx, mark, sshext.MaxTelemetryBatch)
+	if err != nil {
+		return b, err
+	}
+	size := 0
+	for _, n := range ns {
+		it := sshext.RelayedNotification{ID: uint64(n.ID), Device: n.Device, Name: n.Name, Parameters: string(n.Parameters),
+			Stored: uint64(n.Timestamp.UnixMicro())}
+		if n.DeviceTime != nil {
+			it.DeviceTime = uint64(n.DeviceTime.UnixMicro())
+		}
+		// A record's own size plus its framing; the head is small.
+		rec := 64 + len(it.Device) + len(it.Name) + len(it.Parameters)
+		if len(b.Items) > 0 && size+rec > sshext.MaxTelemetryBytes {
+			break
+		}
+		size += rec
+		b.Upto = it.ID
+		if u.cfg.RelayDevice != nil && !u.cfg.RelayDevice(n.Device) {
+			continue
+		}
+		b.Items = append(b.Items, it)
+	}
+	return b, nil
+}
+
+// sendBatch sends one batch and reads the centre's answer.
+func (u *Uplink) sendBatch(conn ssh.Conn, b sshext.TelemetryBatch) (sshext.TelemetryAck, error) {
+	ok, body, err := conn.SendRequest(sshext.TelemetryRequest, true, sshext.MarshalTelemetry(b))
+	if err != nil {
+		return sshext.TelemetryAck{}, err
+	}
+	if !ok {
+		return sshext.TelemetryAck{}, errRelayRefused
+	}
+	ack, err := sshext.ParseTelemetryAck(body)
+	if err != nil {
+		return ack, fmt.Errorf("the centre's answer to a batch: %w", err)
+	}
+	return ack, nil
+}
+
+// relayWait records err and waits before the next attempt; false means stop (the
+// session or ctx ended, or the centre refuses relays on this session).
+func (u *Uplink) relayWait(ctx context.Context, ended <-chan struct{}, err error, attempt int) bool {
+	if isClosed(ended) || ctx.Err() != nil {
+		return false
+	}
+	if errors.Is(err, errRelayRefused) {
+		u.setRelay(func(r *RelayStatus) { r.State, r.LastError = "refused", err.Error() })
+		u.log.Warn("notifications are not relayed to the centre this session", "why", err)
+		return false
+	}
+	delay := agent.Backoff(attempt, u.cfg.BackoffMin, u.cfg.BackoffMax)
+	u.setRelay(func(r *RelayStatus) { r.State, r.LastError = "retrying", err.Error() })
+	u.log.Warn("relaying notifications to the centre failed; retrying", "err", err, "in", delay.Round(time.Millisecond).String())
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ended:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+func (u *Uplink) setRelay(fn func(*RelayStatus)) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	fn(&u.relayStatus)
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
