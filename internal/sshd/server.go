@@ -71,14 +71,16 @@ type Server struct {
 
 	mu      sync.Mutex
 	devices map[string]*deviceState // live state per device name
+	pending map[string]*session     // reserved at auth (by connKey), attached after the handshake
+	ln      net.Listener
+	closed  bool
+	peers   map[*ssh.ServerConn]bool // peer hubs' connections (servePeer); guarded by mu
+	conns   sync.WaitGroup
+
 	// relayAdmitted: devices whose relayed notifications their gateway (the value) may
-	// send, looked up once (server_telemetry.go).
+	// send, looked up once (server_telemetry.go); guarded by mu.
 	relayAdmitted map[string]string
-	pending       map[string]*session // reserved at auth (by connKey), attached after the handshake
-	ln            net.Listener
-	closed        bool
-	peers         map[*ssh.ServerConn]bool // peer hubs' connections (servePeer); guarded by mu
-	conns         sync.WaitGroup
+
 	// writes are registry writes that run after their session (the end of sessions
 	// behind a gateway): Close waits for them, so none races the registry's close.
 	writes   sync.WaitGroup
@@ -113,10 +115,11 @@ func New(cfg Config, store Store, hostKeys []ssh.Signer) (*Server, error) {
 		auditGate:  throttle.NewLogGate(time.Minute),
 		violGate:   throttle.NewLogGate(time.Minute),
 		budget:     newForwardBudget(cfg.ForwardMemoryMiB),
-		devices:    map[string]*deviceState{}, relayAdmitted: map[string]string{},
-		pending:  map[string]*session{},
-		shutdown: make(chan struct{}),
+		devices:    map[string]*deviceState{},
+		pending:    map[string]*session{},
+		shutdown:   make(chan struct{}),
 	}
+	s.relayAdmitted = map[string]string{}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	if s.cfg.Revoker == nil {
 		if cs, ok := store.(control.Store); ok {

@@ -25,6 +25,9 @@ type session struct {
 	remote string
 	keyFP  string // fingerprint of the key the device authenticated with
 	log    *slog.Logger
+	// relayRefused: devices whose relayed notifications this gateway session was
+	// refused, counted as a violation once each (the request loop's alone).
+	relayRefused map[string]bool
 
 	conn     *ssh.ServerConn              // nil while pending
 	tcp      net.Conn                     // the connection under conn, set before run

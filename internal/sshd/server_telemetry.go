@@ -18,6 +18,10 @@ import (
 // notification, as an announcement would, without a session. What passes goes to
 // Config.Telemetry, which stores it once per gateway store and id.
 
+// maxRelayRefused bounds the refused devices a gateway session remembers; past it each
+// refusal counts again.
+const maxRelayRefused = 10000
+
 // TelemetrySink stores what gateways relay: the hub's telemetry store.
 type TelemetrySink interface {
 	// RelayMark is the highest id of source's store this hub's store holds.
@@ -100,8 +104,17 @@ func (ss *session) admitRelayed(ctx context.Context, items []sshext.RelayedNotif
 	s, g := ss.srv, ss.prof.Gateway
 	refusals := map[string]sshext.TelemetryRefusal{}
 	refuse := func(device, violation, why string, revoked bool) {
-		if violation != "" {
+		// Once per device and session: a device posting every second must not make its
+		// gateway's violations grow with its rate (the count still reaches on_violation
+		// for a gateway that relays many names it may not).
+		if violation != "" && !ss.relayRefused[device] {
 			ss.violate(violation)
+			if ss.relayRefused == nil {
+				ss.relayRefused = map[string]bool{}
+			}
+			if len(ss.relayRefused) < maxRelayRefused {
+				ss.relayRefused[device] = true
+			}
 		}
 		s.warnGated("relay "+ss.device.Name+" "+device, "relayed notifications refused", "device", ss.device.Name, "of", device, "why", why)
 		refusals[device] = sshext.TelemetryRefusal{Device: device, Why: why, Revoked: revoked}

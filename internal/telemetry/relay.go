@@ -90,16 +90,7 @@ func (s *Store) After(ctx context.Context, id int64, limit int) ([]Notification,
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: after: %w", err)
 	}
-	defer rows.Close()
-	var out []Notification
-	for rows.Next() {
-		n, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("telemetry: after: %w", err)
-		}
-		out = append(out, n)
-	}
-	return out, rows.Err()
+	return scanAll(rows, "after")
 }
 
 // NextCommit is closed when the store next commits notifications (any hub's, on a

@@ -817,12 +817,17 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Notification, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: list: %w", err)
 	}
+	return scanAll(rows, "list")
+}
+
+// scanAll reads and closes rows of notifications; what names the query in errors.
+func scanAll(rows *sql.Rows, what string) ([]Notification, error) {
 	defer rows.Close()
 	out := []Notification{}
 	for rows.Next() {
 		n, err := scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("telemetry: list: %w", err)
+			return nil, fmt.Errorf("telemetry: %s: %w", what, err)
 		}
 		out = append(out, n)
 	}

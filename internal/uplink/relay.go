@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -76,6 +77,7 @@ func (u *Uplink) relay(ctx context.Context, conn ssh.Conn, ended <-chan struct{}
 	u.setRelay(func(r *RelayStatus) { r.State, r.Mark = "relaying", mark })
 	u.log.Info("relaying notifications to the centre", "store", source, "from_id", mark)
 	attempt := 0
+	told := map[string]bool{} // devices whose refusal was logged this session
 	for {
 		next := store.NextCommit()
 		batch, err := u.nextBatch(ctx, source, mark)
@@ -122,7 +124,13 @@ func (u *Uplink) relay(ctx context.Context, conn ssh.Conn, ended <-chan struct{}
 		})
 		u.log.Debug("notifications relayed", "stored", ack.Stored, "duplicates", ack.Duplicates, "mark", mark)
 		for _, r := range ack.Refused {
-			u.log.Warn("the centre refused a device's notifications; they stay here", "device", r.Device, "why", r.Why)
+			level := slog.LevelWarn
+			if told[r.Device] {
+				level = slog.LevelDebug // a device sending every second would flood the log
+			} else if len(told) < 10000 {
+				told[r.Device] = true
+			}
+			u.log.Log(ctx, level, "the centre refused a device's notifications; they stay here", "device", r.Device, "why", r.Why)
 			if r.Revoked {
 				u.revoked(r.Device, "at the centre: "+r.Why)
 			}
