@@ -8,8 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/profile"
 )
 
 // Admin runs the iotsafe binary's admin commands on a lab hub's data folder: the lab
@@ -94,4 +99,31 @@ func (a Admin) Devices(ctx context.Context) ([]DeviceSockets, error) {
 		return nil, fmt.Errorf("lab: device list: %w", err)
 	}
 	return devs, nil
+}
+
+// GatewayProfile is the profile EnrollGateways gives the lab's gateways.
+const GatewayProfile = "lab-gw"
+
+// GatewayName is the name EnrollGateways gives gateway i.
+func GatewayName(i int) string { return fmt.Sprintf("gw%d", i) }
+
+// EnrollGateways enrols gateways GatewayName(0..n-1) at a centre with the lab's gateway
+// profile (up to maxDevices devices each, of the lab profile), each with a new key in
+// keys (keys/gwN, its .pub beside it) for its upstream.key.
+func EnrollGateways(ctx context.Context, adm Admin, keys string, n, maxDevices int) error {
+	gp := &profile.Profile{Name: GatewayProfile, Gateway: &profile.GatewayPolicy{MaxDevices: maxDevices, DeviceProfile: "lab"}}
+	if err := AddProfile(ctx, adm, gp); err != nil {
+		return err
+	}
+	var list strings.Builder
+	for g := range n {
+		name := GatewayName(g)
+		pub, err := NewKey(filepath.Join(keys, name), name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&list, "%s %s", name, ssh.MarshalAuthorizedKey(pub))
+	}
+	_, err := adm.Import(ctx, list.String(), "--profile", GatewayProfile)
+	return err
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
-	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 )
 
@@ -182,21 +181,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	co := lab.IoTsafeOpts{Sessions: o.Direct, Forwards: 1, Prefix: "direct", Netns: cns, SSHListen: centreAddr,
 		Pool: sockets.Config{CIDR: centrePool, SharedListeners: true},
 		Enroll: func(ctx context.Context, adm lab.Admin) error {
-			gp := &profile.Profile{Name: "lab-gw", Gateway: &profile.GatewayPolicy{MaxDevices: o.Devices, DeviceProfile: "lab"}}
-			if err := lab.AddProfile(ctx, adm, gp); err != nil {
-				return err
-			}
-			var list strings.Builder
-			for g := range o.Gateways {
-				name := fmt.Sprintf("gw%d", g)
-				pub, err := lab.NewKey(filepath.Join(gwKeys, name), name)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(&list, "%s %s", name, ssh.MarshalAuthorizedKey(pub))
-			}
-			_, err := adm.Import(ctx, list.String(), "--profile", "lab-gw")
-			return err
+			return lab.EnrollGateways(ctx, adm, gwKeys, o.Gateways, o.Devices)
 		}}
 	clh, err := b.EnrollIoTsafe(ctx, "centre", co)
 	if err != nil {
@@ -235,7 +220,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 		wg.Wait()
 	}()
 	for i := range gws {
-		g, err := startGateway(ctx, b, cns, i, o.Devices, centreAddr, hubKey, filepath.Join(gwKeys, fmt.Sprintf("gw%d", i)))
+		g, err := startGateway(ctx, b, cns, i, o.Devices, centreAddr, hubKey, filepath.Join(gwKeys, lab.GatewayName(i)))
 		if g != nil {
 			gws[i] = g
 		}
@@ -378,7 +363,7 @@ func startGateway(ctx context.Context, b *lab.Bench, cns *lab.Netns, i, devices 
 	if err != nil {
 		return nil, err
 	}
-	g := &gateway{name: fmt.Sprintf("gw%d", i), ns: ns}
+	g := &gateway{name: lab.GatewayName(i), ns: ns}
 	veth := fmt.Sprintf("vg%d", i)
 	host := i + 2
 	for _, step := range []struct {
