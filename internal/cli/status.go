@@ -211,7 +211,7 @@ func printStatus(w io.Writer, data string, st hubStatus) {
 			if r.LastError != "" && r.State != "relaying" {
 				last = "; last error: " + r.LastError
 			}
-			row("relay", "%s: %d notifications stored at the centre (its mark: id %d here), %d duplicates recognised, %d refused%s",
+			row("relay", "%s: %d notifications stored at the centre since this start (its mark: id %d here), %d duplicates recognised, %d refused%s",
 				r.State, r.Relayed, r.Mark, r.Duplicates, r.Refused, last)
 		}
 	}

@@ -100,7 +100,12 @@ func (h *Hub) startUplink(ctx context.Context) error {
 		Hub: u.Hub, Name: u.Name, Signer: signer, HostKey: pin, Local: h.ssh,
 		Revoked: h.revokedUpstream, Logger: h.log,
 	}
-	if h.store != nil {
+	switch {
+	case h.store != nil && h.store.Shared():
+		// Every hub of the registry would relay every hub's notifications, and the centre
+		// would refuse the other gateways' devices as this one's violations.
+		h.log.Warn("gateway: notifications are not relayed to the centre: this hub's store is shared by the registry's hubs (a gateway relays a store of its own)", "store", h.store.Where())
+	case h.store != nil:
 		// Its devices' notifications go to the centre's store too; a device revoked here
 		// keeps its own here (the centre may have removed it).
 		uc.Telemetry = h.store
