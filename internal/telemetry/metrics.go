@@ -10,6 +10,7 @@ import (
 // the hub answers it (the writer's queue, then its batch's transaction and fsync).
 type Metrics struct {
 	waited    prometheus.Histogram
+	appended  prometheus.Histogram
 	took      prometheus.Histogram
 	batch     prometheus.Histogram
 	committed prometheus.Counter
@@ -21,6 +22,8 @@ func NewMetrics() *Metrics {
 	return &Metrics{
 		waited: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "iotsafe_telemetry_queue_wait_seconds",
 			Help: "Time the oldest notification of a batch waited for the store's writer.", Buckets: lat}),
+		appended: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "iotsafe_telemetry_append_seconds",
+			Help: "Time from a request's queuing to its batch's commit: what each caller (a device's request, a relayed batch) waited for the store.", Buckets: lat}),
 		took: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "iotsafe_telemetry_commit_seconds",
 			Help: "Time to write and commit one batch (inserts and fsync).", Buckets: lat}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "iotsafe_telemetry_batch_notifications",
@@ -34,8 +37,11 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Collectors(s *Store) []prometheus.Collector {
 	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "iotsafe_telemetry_queue", Help: "Notifications waiting for the store's writer."},
 		func() float64 { return float64(s.Queued()) })
-	return []prometheus.Collector{m.waited, m.took, m.batch, m.committed, queue}
+	return []prometheus.Collector{m.waited, m.appended, m.took, m.batch, m.committed, queue}
 }
+
+// Appended implements the Observer's optional appendObserver.
+func (m *Metrics) Appended(d time.Duration) { m.appended.Observe(d.Seconds()) }
 
 // Committed implements Observer.
 func (m *Metrics) Committed(batch, _ int, waited, took time.Duration) {

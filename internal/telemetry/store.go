@@ -91,6 +91,13 @@ type Observer interface {
 	Committed(batch, queued int, waited, took time.Duration)
 }
 
+// appendObserver is an Observer that is also told, per request of a committed batch,
+// how long it waited from its queuing to the commit: a batch's oldest request
+// (Committed's waited) understates what the others waited when batches grow.
+type appendObserver interface {
+	Appended(time.Duration)
+}
+
 // Options are what a store tells its owner.
 type Options struct {
 	Observer Observer     // nil: no metrics
@@ -616,7 +623,13 @@ func (s *Store) commit(batch []*appendReq) {
 	}
 	// Metrics before the waiters hear: once an Append returns, its batch is counted.
 	if s.obs != nil && n > 0 && err == nil {
-		s.obs.Committed(n, queued, start.Sub(batch[0].at), time.Since(start))
+		end := time.Now()
+		s.obs.Committed(n, queued, start.Sub(batch[0].at), end.Sub(start))
+		if ao, ok := s.obs.(appendObserver); ok {
+			for _, r := range batch {
+				ao.Appended(end.Sub(r.at))
+			}
+		}
 	}
 	for _, r := range batch {
 		r.done <- err

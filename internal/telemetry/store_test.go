@@ -695,7 +695,8 @@ func TestMetricsCountEveryCommittedNotification(t *testing.T) {
 	}
 	batches := got["iotsafe_telemetry_commit_seconds"]
 	if got["iotsafe_telemetry_committed_total"] != 40 || got["batched"] != 40 || batches < 1 || batches > 20 ||
-		got["iotsafe_telemetry_queue_wait_seconds"] != batches || got["iotsafe_telemetry_queue"] != 0 {
+		got["iotsafe_telemetry_queue_wait_seconds"] != batches || got["iotsafe_telemetry_queue"] != 0 ||
+		got["iotsafe_telemetry_append_seconds"] != 20 { // one per call, whatever the batches
 		t.Fatalf("metrics after 40 notifications in 20 calls: %v", got)
 	}
 }

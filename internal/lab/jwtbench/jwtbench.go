@@ -493,9 +493,11 @@ type Point struct {
 	SimCPUPerReq   float64 `json:"sim_cpu_us_per_request"`
 	HubRSSMiB      float64 `json:"hub_rss_mib"`
 	// Where a notification's time at the hub goes: the whole answer, the store's queue
-	// (oldest of a batch) and its batch's commit, with the batch's mean size.
+	// (oldest of a batch) and its batch's commit, with the batch's mean size; and each
+	// request's whole wait for the store (queue and commit, request-weighted).
 	HandlerMillis float64 `json:"hub_handler_ms"`
 	WaitMillis    float64 `json:"store_wait_ms"`
+	AppendMillis  float64 `json:"store_append_ms"`
 	CommitMillis  float64 `json:"commit_ms"`
 	BatchSize     float64 `json:"batch_notifications"`
 	// StoreBusyPct is the share of the window the store's single writer spent in its
@@ -551,6 +553,7 @@ func Points(rows []Row) []Point {
 			HubRSSMiB:       med(func(r Row) float64 { return r.Hub.RSSMiB }),
 			HandlerMillis:   med(func(r Row) float64 { return r.Hub.HandlerMillis() }),
 			WaitMillis:      med(func(r Row) float64 { return r.Hub.WaitMillis() }),
+			AppendMillis:    med(func(r Row) float64 { return r.Hub.AppendMillis() }),
 			CommitMillis:    med(func(r Row) float64 { return r.Hub.CommitMillis() }),
 			BatchSize:       med(func(r Row) float64 { return r.Hub.BatchSize() }),
 			StoreBusyPct:    med(func(r Row) float64 { return pct(r.Hub.CommitSum, r.Sim.Window) }),

@@ -29,6 +29,10 @@ type HubWindow struct {
 	Batches   float64 `json:"batches"`
 	WaitSum   float64 `json:"store_wait_s"`
 	CommitSum float64 `json:"commit_s"`
+	// Every request's wait for the store, from its queuing to its batch's commit: what
+	// the batch-weighted WaitSum understates when batches grow in a stall.
+	Appends   float64 `json:"appends"`
+	AppendSum float64 `json:"append_s"`
 	CPU       float64 `json:"cpu_s"`   // the hub's CPU time (user + system)
 	RSSMiB    float64 `json:"rss_mib"` // at the end of the window
 	// StoreCPU is the CPU time of the PostgreSQL server the lab started (0 otherwise:
@@ -42,6 +46,7 @@ func (h HubWindow) minus(o HubWindow) HubWindow {
 	return HubWindow{Inserts: h.Inserts - o.Inserts, InsertSum: h.InsertSum - o.InsertSum, JWTCount: h.JWTCount - o.JWTCount,
 		JWTSum: h.JWTSum - o.JWTSum, SigSum: h.SigSum - o.SigSum, SigCount: h.SigCount - o.SigCount,
 		Stored: h.Stored - o.Stored, Batches: h.Batches - o.Batches, WaitSum: h.WaitSum - o.WaitSum, CommitSum: h.CommitSum - o.CommitSum,
+		Appends: h.Appends - o.Appends, AppendSum: h.AppendSum - o.AppendSum,
 		CPU: h.CPU - o.CPU, StoreCPU: h.StoreCPU - o.StoreCPU}
 }
 
@@ -50,6 +55,9 @@ func (h HubWindow) HandlerMillis() float64 { return mean(h.InsertSum, h.Inserts)
 
 // WaitMillis is the mean wait of a batch's oldest notification for the store's writer.
 func (h HubWindow) WaitMillis() float64 { return mean(h.WaitSum, h.Batches) / 1e3 }
+
+// AppendMillis is the mean time a request waited for the store: queue and commit.
+func (h HubWindow) AppendMillis() float64 { return mean(h.AppendSum, h.Appends) / 1e3 }
 
 // CommitMillis is the mean time of one batch's transaction.
 func (h HubWindow) CommitMillis() float64 { return mean(h.CommitSum, h.Batches) / 1e3 }
@@ -113,6 +121,10 @@ func scrape(ctx context.Context, url string) (HubWindow, error) {
 	}
 	for _, m := range metricsOf(fams, "iotsafe_telemetry_queue_wait_seconds") {
 		h.WaitSum += m.GetHistogram().GetSampleSum()
+	}
+	for _, m := range metricsOf(fams, "iotsafe_telemetry_append_seconds") {
+		h.Appends += float64(m.GetHistogram().GetSampleCount())
+		h.AppendSum += m.GetHistogram().GetSampleSum()
 	}
 	for _, m := range metricsOf(fams, "iotsafe_telemetry_commit_seconds") {
 		h.Batches += float64(m.GetHistogram().GetSampleCount())

@@ -306,7 +306,7 @@ func Write(dir string, env lab.Environment, r *Results, s Summary) error {
 	f2 := func(v float64) string { return fmt.Sprintf("%.2f", v) }
 	if err := lab.WriteCSV(filepath.Join(dir, "runs.csv"), []string{"transport", "alg", "devices", "rate", "rep", "window_s", "complete", "incomplete",
 		"complete_per_s", "client_mean_ms", "client_p50_ms", "client_p99_ms", "scheduled_p99_ms", "logins", "login_failures", "refreshes", "disconnects",
-		"hub_inserts", "hub_insert_s", "hub_jwt_count", "hub_jwt_s", "hub_signature_s", "hub_stored", "hub_batches", "hub_store_wait_s", "hub_commit_s", "hub_cpu_s", "hub_rss_mib", "sim_cpu_s", "store_cpu_s", "store_pss_mib", "first_error"},
+		"hub_inserts", "hub_insert_s", "hub_jwt_count", "hub_jwt_s", "hub_signature_s", "hub_stored", "hub_batches", "hub_store_wait_s", "hub_commit_s", "hub_appends", "hub_append_s", "hub_cpu_s", "hub_rss_mib", "sim_cpu_s", "store_cpu_s", "store_pss_mib", "first_error"},
 		func(w func(...string)) {
 			for _, x := range r.Rows {
 				w(x.Transport, x.Alg, fmt.Sprint(x.Devices), fmt.Sprint(x.Sim.Rate), fmt.Sprint(x.Rep), f2(x.Sim.Window), fmt.Sprint(x.Sim.Complete),
@@ -314,21 +314,21 @@ func Write(dir string, env lab.Environment, r *Results, s Summary) error {
 					fmt.Sprintf("%.3f", x.Sim.Client.P99), fmt.Sprintf("%.3f", x.Sim.Scheduled.P99), fmt.Sprint(x.Sim.Logins), fmt.Sprint(x.Sim.LoginFailures),
 					fmt.Sprint(x.Sim.Refreshes), fmt.Sprint(x.Sim.Disconnects), fmt.Sprint(x.Hub.Inserts), fmt.Sprintf("%.4f", x.Hub.InsertSum),
 					fmt.Sprint(x.Hub.JWTCount), fmt.Sprintf("%.6f", x.Hub.JWTSum), fmt.Sprintf("%.6f", x.Hub.SigSum), fmt.Sprint(x.Hub.Stored),
-					fmt.Sprint(x.Hub.Batches), fmt.Sprintf("%.4f", x.Hub.WaitSum), fmt.Sprintf("%.4f", x.Hub.CommitSum), fmt.Sprintf("%.3f", x.Hub.CPU), f2(x.Hub.RSSMiB), fmt.Sprintf("%.3f", x.Sim.CPU), fmt.Sprintf("%.3f", x.Hub.StoreCPU), f2(x.Hub.StorePSSMiB), x.Sim.FirstError)
+					fmt.Sprint(x.Hub.Batches), fmt.Sprintf("%.4f", x.Hub.WaitSum), fmt.Sprintf("%.4f", x.Hub.CommitSum), fmt.Sprint(x.Hub.Appends), fmt.Sprintf("%.4f", x.Hub.AppendSum), fmt.Sprintf("%.3f", x.Hub.CPU), f2(x.Hub.RSSMiB), fmt.Sprintf("%.3f", x.Sim.CPU), fmt.Sprintf("%.3f", x.Hub.StoreCPU), f2(x.Hub.StorePSSMiB), x.Sim.FirstError)
 			}
 		}); err != nil {
 		return err
 	}
 	if err := lab.WriteCSV(filepath.Join(dir, "points.csv"), []string{"transport", "alg", "devices", "reps", "complete_per_s", "incomplete_pct",
 		"client_mean_ms", "client_p99_ms", "scheduled_p99_ms", "jwt_us", "signature_us", "jwt_share_handler_pct", "signature_share_handler_pct",
-		"jwt_share_cpu_pct", "hub_cpu_us_per_request", "sim_cpu_us_per_request", "hub_rss_mib", "hub_handler_ms", "store_wait_ms", "commit_ms",
+		"jwt_share_cpu_pct", "hub_cpu_us_per_request", "sim_cpu_us_per_request", "hub_rss_mib", "hub_handler_ms", "store_wait_ms", "store_append_ms", "commit_ms",
 		"batch_notifications", "store_busy_pct", "store_cpu_us_per_request", "store_pss_mib"}, func(w func(...string)) {
 		for _, p := range s.Points {
 			w(p.Transport, p.Alg, fmt.Sprint(p.Devices), fmt.Sprint(p.Reps), f2(p.Throughput), fmt.Sprintf("%.3f", p.IncompletePct),
 				fmt.Sprintf("%.3f", p.Mean), fmt.Sprintf("%.3f", p.P99), fmt.Sprintf("%.3f", p.ScheduledP99), f2(p.JWTMicros), f2(p.SigMicros),
 				fmt.Sprintf("%.3f", p.JWTShareHandler), fmt.Sprintf("%.3f", p.SigShareHandler), fmt.Sprintf("%.3f", p.JWTShareCPU),
 				f2(p.HubCPUPerReq), f2(p.SimCPUPerReq), f2(p.HubRSSMiB), fmt.Sprintf("%.3f", p.HandlerMillis), fmt.Sprintf("%.3f", p.WaitMillis),
-				fmt.Sprintf("%.3f", p.CommitMillis), f2(p.BatchSize), f2(p.StoreBusyPct), f2(p.StoreCPUPerReq), f2(p.StorePSSMiB))
+				fmt.Sprintf("%.3f", p.AppendMillis), fmt.Sprintf("%.3f", p.CommitMillis), f2(p.BatchSize), f2(p.StoreBusyPct), f2(p.StoreCPUPerReq), f2(p.StorePSSMiB))
 		}
 	}); err != nil {
 		return err
@@ -379,15 +379,15 @@ func Print(w io.Writer, s Summary) {
 	// The PostgreSQL server's CPU time is known only when the lab started it.
 	storeCPU := slices.ContainsFunc(s.Points, func(p Point) bool { return p.StoreCPUPerReq > 0 })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	head := "transport\talg\tN\tcomplete/s\tincomplete %\tclient mean ms\tp99 ms\tJWT µs\tsignature µs\tJWT % of handling\thub ms\tstore wait ms\tcommit ms\tstore busy %\thub CPU µs/req\t"
+	head := "transport\talg\tN\tcomplete/s\tincomplete %\tclient mean ms\tp99 ms\tJWT µs\tsignature µs\tJWT % of handling\thub ms\tstore wait ms\tin store ms\tcommit ms\tstore busy %\thub CPU µs/req\t"
 	if storeCPU {
 		head += "PostgreSQL CPU µs/req\tPostgreSQL MiB\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, p := range s.Points {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t", p.Transport, dash(p.Alg), p.Devices, p.Throughput,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t", p.Transport, dash(p.Alg), p.Devices, p.Throughput,
 			p.IncompletePct, p.Mean, p.P99, opt(p.JWTMicros, "%.1f"), opt(p.SigMicros, "%.2f"), opt(p.JWTShareHandler, "%.2f"), p.HandlerMillis, p.WaitMillis,
-			p.CommitMillis, p.StoreBusyPct, p.HubCPUPerReq)
+			p.AppendMillis, p.CommitMillis, p.StoreBusyPct, p.HubCPUPerReq)
 		if storeCPU {
 			fmt.Fprintf(tw, "%.0f\t%.0f\t", p.StoreCPUPerReq, p.StorePSSMiB)
 		}
