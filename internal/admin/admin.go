@@ -127,7 +127,10 @@ type RelayInfo struct {
 	Duplicates int64  `json:"duplicates"`
 	Refused    int64  `json:"refused"`
 	Mark       int64  `json:"mark"`
-	LastError  string `json:"last_error,omitempty"`
+	// Behind is how many ids of the gateway's store lie past the mark: an upper bound
+	// of the notifications waiting to be relayed (ids of deleted ones count too).
+	Behind    int64  `json:"behind"`
+	LastError string `json:"last_error,omitempty"`
 }
 
 // MQTTInfo is what `iotsafe mqtt status` shows of the hub's broker.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
@@ -118,6 +119,11 @@ func (h *Hub) startUplink(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if uc.Telemetry != nil && h.metrics != nil {
+		if err := h.relayMetrics(up); err != nil {
+			return err
+		}
+	}
 	h.uplink.Store(up)
 	go func() {
 		if err := up.Run(ctx); err != nil && ctx.Err() == nil {
@@ -126,6 +132,39 @@ func (h *Hub) startUplink(ctx context.Context) error {
 	}()
 	h.log.Info("gateway: relaying devices to the centre", "centre", u.Hub, "as", u.Name, "key", ssh.FingerprintSHA256(signer.PublicKey()))
 	return nil
+}
+
+// relayBehind is how many ids of the store lie past the relay's mark (0 if unknown).
+func (h *Hub) relayBehind(mark int64) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	last, err := h.store.LastID(ctx)
+	if err != nil {
+		return 0
+	}
+	return max(last-mark, 0)
+}
+
+// relayMetrics registers the relay's gauges and counters (with metrics on).
+func (h *Hub) relayMetrics(up *uplink.Uplink) error {
+	relay := func(f func(r *uplink.RelayStatus) float64) func() float64 {
+		return func() float64 {
+			if r := up.Status().Relay; r != nil {
+				return f(r)
+			}
+			return 0
+		}
+	}
+	return h.metrics.Register(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "iotsafe_relay_mark", Help: "The last id of this gateway's notification store the centre holds."},
+			relay(func(r *uplink.RelayStatus) float64 { return float64(r.Mark) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "iotsafe_relay_behind", Help: "Ids of this gateway's store past the centre's mark: an upper bound of the notifications not yet relayed."},
+			relay(func(r *uplink.RelayStatus) float64 { return float64(h.relayBehind(r.Mark)) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "iotsafe_relay_stored_total", Help: "Notifications the centre stored from this gateway's relay since the hub started."},
+			relay(func(r *uplink.RelayStatus) float64 { return float64(r.Relayed) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "iotsafe_relay_refused_total", Help: "Relayed notifications the centre refused (they stay here) since the hub started."},
+			relay(func(r *uplink.RelayStatus) float64 { return float64(r.Refused) })),
+	)
 }
 
 // relayChanged tells the uplink what a device serves changed (sshd.Config.Relay).
@@ -158,7 +197,8 @@ func (h *Hub) upstreamInfo() *admin.UpstreamInfo {
 	info := &admin.UpstreamInfo{Hub: st.Hub, Name: h.cfg.Upstream.Name, State: st.State, Announced: st.Announced,
 		Refused: st.Refused, Reconnects: st.Reconnects, LastError: st.LastError}
 	if r := st.Relay; r != nil {
-		info.Relay = &admin.RelayInfo{State: r.State, Relayed: r.Relayed, Duplicates: r.Duplicates, Refused: r.Refused, Mark: r.Mark, LastError: r.LastError}
+		info.Relay = &admin.RelayInfo{State: r.State, Relayed: r.Relayed, Duplicates: r.Duplicates, Refused: r.Refused, Mark: r.Mark,
+			Behind: h.relayBehind(r.Mark), LastError: r.LastError}
 	}
 	return info
 }

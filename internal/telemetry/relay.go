@@ -93,6 +93,16 @@ func (s *Store) After(ctx context.Context, id int64, limit int) ([]Notification,
 	return scanAll(rows, "after")
 }
 
+// LastID is the highest id the store has given (0: none): with a relay's mark, how far
+// the relay is behind, in ids.
+func (s *Store) LastID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM notifications`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("telemetry: last id: %w", err)
+	}
+	return id, nil
+}
+
 // NextCommit is closed when the store next commits notifications (any hub's, on a
 // shared store). Take it before reading, so nothing committed after the read is missed.
 func (s *Store) NextCommit() <-chan struct{} { return s.feed.current().done }

@@ -164,6 +164,10 @@ func TestAfterSkipsRemovedDevices(t *testing.T) {
 	if got, _ := s.After(ctx, got[1].ID, 10); len(got) != 0 {
 		t.Fatalf("after the last: %+v", got)
 	}
+	// The last id counts the removed device's too: it bounds what a relay has left.
+	if last, err := s.LastID(ctx); err != nil || last != got[1].ID {
+		t.Fatalf("last id %d %v, want %d", last, err, got[1].ID)
+	}
 }
 
 // Copying a store keeps what relays rely on: the marks of the sources it took from,

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -207,7 +208,7 @@ func notify(t *testing.T, h *hubProc, device, auth, name string, params any) int
 // the gateway's violation; a device revoked at the centre is revoked at its gateway at
 // its next relayed notification.
 func TestGatewayRelaysNotificationsToTheCentre(t *testing.T) {
-	p := startGatewayPairWith(t, "rest: {listen: '127.0.0.1:0'}\n")
+	p := startGatewayPairWith(t, "rest: {listen: '127.0.0.1:0'}\nmetrics: {listen: '127.0.0.1:0'}\n")
 	p.gw.addDevice("cam-1")
 	cam := deviceREST(t, p.gw, "cam-1")
 	for i := range 2 {
@@ -239,14 +240,28 @@ func TestGatewayRelaysNotificationsToTheCentre(t *testing.T) {
 	p.centre.stopKeepingPort()
 	notify(t, p.gw, "cam-1", cam, "temperature", map[string]any{"c": 30})
 	last = notify(t, p.gw, "cam-1", cam, "temperature", map[string]any{"c": 31})
+	if st := p.gw.mustCLI("status"); !strings.Contains(st, "2 ids behind") {
+		t.Errorf("gateway status while the centre is down:\n%s", st)
+	}
 	p.centre.start()
 	p.gw.log.wait(t, "notifications relayed", "mark", fmt.Sprint(last))
 	if got := list(); len(got) != 5 || got[4].(map[string]any)["parameters"].(map[string]any)["c"] != float64(31) {
 		t.Fatalf("after the centre's restart, cam-1's notifications there: %v", got)
 	}
 	st := p.gw.mustCLI("status")
-	if !strings.Contains(st, "relaying: 5 notifications stored at the centre") || !strings.Contains(st, "0 duplicates") {
+	if !strings.Contains(st, "relaying: 5 notifications stored at the centre") || !strings.Contains(st, "0 ids behind") || !strings.Contains(st, "0 duplicates") {
 		t.Errorf("gateway status:\n%s", st)
+	}
+	resp, err := http.Get("http://" + p.gw.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"iotsafe_relay_stored_total 5", "iotsafe_relay_behind 0", fmt.Sprintf("iotsafe_relay_mark %d", last)} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("gateway metrics lack %q:\n%s", want, grepLines(string(body), "iotsafe_relay_"))
+		}
 	}
 
 	// A name the gateway's profile does not cover: refused, and the gateway's violation.
