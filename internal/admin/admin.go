@@ -129,7 +129,10 @@ type RelayInfo struct {
 	Mark       int64  `json:"mark"`
 	// Behind is how many ids of the gateway's store lie past the mark: an upper bound
 	// of the notifications waiting to be relayed (ids of deleted ones count too).
-	Behind    int64  `json:"behind"`
+	Behind int64 `json:"behind"`
+	// Lost counts the notifications the gateway's retention deleted before the centre
+	// got them, since the hub started.
+	Lost      int64  `json:"lost"`
 	LastError string `json:"last_error,omitempty"`
 }
 

@@ -211,8 +211,12 @@ func printStatus(w io.Writer, data string, st hubStatus) {
 			if r.LastError != "" && r.State != "relaying" {
 				last = "; last error: " + r.LastError
 			}
-			row("relay", "%s: %d notifications stored at the centre since this start (its mark: id %d here, %d ids behind), %d duplicates recognised, %d refused%s",
-				r.State, r.Relayed, r.Mark, r.Behind, r.Duplicates, r.Refused, last)
+			lost := ""
+			if r.Lost > 0 {
+				lost = fmt.Sprintf("; %d deleted by retention before the centre got them", r.Lost)
+			}
+			row("relay", "%s: %d notifications stored at the centre since this start (its mark: id %d here, %d ids behind), %d duplicates recognised, %d refused%s%s",
+				r.State, r.Relayed, r.Mark, r.Behind, r.Duplicates, r.Refused, lost, last)
 		}
 	}
 }

@@ -258,6 +258,7 @@ func (h *Hub) reloadTelemetry() {
 // count per device every countEvery.
 func (h *Hub) pruneTelemetry(ctx context.Context, ageEvery, countEvery time.Duration) {
 	lastCount := time.Time{}
+	var lost int64 // what retention deleted before a gateway's centre got it, so far
 	for {
 		now := time.Now()
 		n, err := h.store.PruneAge(ctx, now)
@@ -274,6 +275,11 @@ func (h *Hub) pruneTelemetry(ctx context.Context, ageEvery, countEvery time.Dura
 			h.log.Error("telemetry retention failed", "err", err)
 		case n > 0:
 			h.log.Info("telemetry retention", "deleted", n)
+		}
+		if now := h.store.UnrelayedDeleted(); now > lost {
+			h.log.Warn("telemetry retention deleted notifications the centre had not got from this gateway: they are lost to it (raise telemetry.retention or telemetry.max_per_device, or bring the centre back sooner)",
+				"lost", now-lost, "lost_since_start", now)
+			lost = now
 		}
 		select {
 		case <-ctx.Done():

@@ -110,6 +110,12 @@ func (h *Hub) startUplink(ctx context.Context) error {
 		// Its devices' notifications go to the centre's store too; a device revoked here
 		// keeps its own here (the centre may have removed it).
 		uc.Telemetry = h.store
+		// The store is relayed from now on: its retention counts what it deletes before
+		// the centre got it, even before the first session (the mark persisted by the
+		// last run, or 0).
+		if err := h.store.SetRelayedUpTo(ctx, 0, false); err != nil {
+			return err
+		}
 		uc.RelayDevice = func(device string) bool {
 			d, ok := h.devices.Load().Device(device)
 			return ok && !d.Revoked
@@ -164,6 +170,8 @@ func (h *Hub) relayMetrics(up *uplink.Uplink) error {
 			relay(func(r *uplink.RelayStatus) float64 { return float64(r.Relayed) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "iotsafe_relay_refused_total", Help: "Relayed notifications the centre refused (they stay here) since the hub started."},
 			relay(func(r *uplink.RelayStatus) float64 { return float64(r.Refused) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "iotsafe_relay_lost_total", Help: "Notifications this gateway's retention deleted before the centre got them, since the hub started."},
+			func() float64 { return float64(h.store.UnrelayedDeleted()) }),
 	)
 }
 
@@ -198,7 +206,7 @@ func (h *Hub) upstreamInfo() *admin.UpstreamInfo {
 		Refused: st.Refused, Reconnects: st.Reconnects, LastError: st.LastError}
 	if r := st.Relay; r != nil {
 		info.Relay = &admin.RelayInfo{State: r.State, Relayed: r.Relayed, Duplicates: r.Duplicates, Refused: r.Refused, Mark: r.Mark,
-			Behind: h.relayBehind(r.Mark), LastError: r.LastError}
+			Behind: h.relayBehind(r.Mark), Lost: h.store.UnrelayedDeleted(), LastError: r.LastError}
 	}
 	return info
 }

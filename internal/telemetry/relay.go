@@ -21,10 +21,12 @@ import (
 // takes it. A source names the store as well as the gateway, because ids start again
 // at 1 in a new store.
 
-// identityState and relayState name the rows of telemetry_state the relay keeps.
+// identityState and relayState name the rows of telemetry_state the relay keeps;
+// relayedState is, in a gateway's own store, the last id its centre has.
 const (
 	identityState = "identity"
 	relayState    = "relay:" // + source: the highest id stored from it
+	relayedState  = "relayed_up_to"
 )
 
 // Relayed is a notification another store relays here, with its id there.
@@ -103,6 +105,28 @@ func (s *Store) LastID(ctx context.Context) (int64, error) {
 	return id, nil
 }
 
+// SetRelayedUpTo records, in a gateway's store, that its centre has every notification
+// up to id (0: none yet, but the store is relayed): retention then counts what it
+// deletes above it (UnrelayedDeleted). persist
+// also writes it down, so a restart while the centre is away still knows it; a relay
+// persists now and then, not per batch (each is a commit of its own).
+func (s *Store) SetRelayedUpTo(ctx context.Context, id int64, persist bool) error {
+	for {
+		old := s.relayedUpTo.Load()
+		if id <= old || s.relayedUpTo.CompareAndSwap(old, id) {
+			break
+		}
+	}
+	if !persist {
+		return nil
+	}
+	return s.maintain(ctx, func(tx *sqldb.Tx) error { return saveState(tx, relayedState, id) })
+}
+
+// UnrelayedDeleted is how many notifications retention deleted since the store opened
+// that its gateway's centre had not got (above SetRelayedUpTo's id): lost to the centre.
+func (s *Store) UnrelayedDeleted() int64 { return s.unrelayedDeleted.Load() }
+
 // NextCommit is closed when the store next commits notifications (any hub's, on a
 // shared store). Take it before reading, so nothing committed after the read is missed.
 func (s *Store) NextCommit() <-chan struct{} { return s.feed.current().done }
@@ -173,11 +197,17 @@ func (s *Store) applyRelay(ctx context.Context, tx *sqldb.Tx, r *appendReq, mark
 // saveMarks writes the marks a transaction moved.
 func saveMarks(tx *sqldb.Tx, marks map[string]int64) error {
 	for source, v := range marks {
-		if _, err := tx.Exec(`INSERT INTO telemetry_state(name, value) VALUES(?, ?)
-			ON CONFLICT(name) DO UPDATE SET value = CASE WHEN excluded.value > telemetry_state.value THEN excluded.value ELSE telemetry_state.value END`,
-			relayState+source, v); err != nil {
+		if err := saveState(tx, relayState+source, v); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// saveState raises a telemetry_state row to v (never lowers it).
+func saveState(tx *sqldb.Tx, name string, v int64) error {
+	_, err := tx.Exec(`INSERT INTO telemetry_state(name, value) VALUES(?, ?)
+		ON CONFLICT(name) DO UPDATE SET value = CASE WHEN excluded.value > telemetry_state.value THEN excluded.value ELSE telemetry_state.value END`,
+		name, v)
+	return err
 }

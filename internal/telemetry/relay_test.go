@@ -204,3 +204,47 @@ func TestCopyCarriesRelayState(t *testing.T) {
 		t.Fatalf("mark after the copy: %d %v", m, err)
 	}
 }
+
+// In a gateway's store, retention counts what it deletes before the centre got it; a
+// store that is not relayed counts nothing, and the centre's mark survives a restart.
+func TestRetentionCountsWhatTheCentreHadNotGot(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, Config{MaxPerDevice: 3, Retention: time.Hour})
+	var ids []int64
+	for range 6 {
+		got, err := s.Append(ctx, note("cam-1", "n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got[0].ID)
+	}
+	if n, err := s.PruneCount(ctx); err != nil || n != 3 || s.UnrelayedDeleted() != 0 {
+		t.Fatalf("a store nobody relays: pruned %d, %v, counted %d lost", n, err, s.UnrelayedDeleted())
+	}
+	// The relay starts: the centre has everything up to the fifth.
+	if err := s.SetRelayedUpTo(ctx, ids[4], true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, note("cam-1", "n"), note("cam-1", "n")); err != nil {
+		t.Fatal(err)
+	}
+	// cam-1 holds ids[3], ids[4], ids[5] and two new ones: count keeps the newest 3,
+	// deleting ids[3] and ids[4] (the centre has them) and nothing lost.
+	if n, err := s.PruneCount(ctx); err != nil || n != 2 || s.UnrelayedDeleted() != 0 {
+		t.Fatalf("pruned %d, %v, counted %d lost; want 2, none lost", n, err, s.UnrelayedDeleted())
+	}
+	// Two hours later all three left are past retention; the centre had none of them.
+	if n, err := s.PruneAge(ctx, time.Now().Add(2*time.Hour)); err != nil || n != 3 || s.UnrelayedDeleted() != 3 {
+		t.Fatalf("pruned %d by age, %v, counted %d lost; want 3 and 3", n, err, s.UnrelayedDeleted())
+	}
+	s.Close()
+	// The mark was written down: a restart while the centre is away still counts.
+	s = open(t, dir, Config{MaxPerDevice: 3, Retention: time.Hour})
+	if _, err := s.Append(ctx, note("cam-1", "n")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PruneAge(ctx, time.Now().Add(2*time.Hour)); err != nil || n != 1 || s.UnrelayedDeleted() != 1 {
+		t.Fatalf("after a restart: pruned %d, %v, counted %d lost", n, err, s.UnrelayedDeleted())
+	}
+}

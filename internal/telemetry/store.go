@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/migrate"
@@ -161,6 +162,12 @@ type Store struct {
 	others   func([]Notification)
 	ownMu    sync.Mutex
 	own      map[int64]struct{} // ids this hub committed that follow has not read yet
+
+	// relayedUpTo is, in a gateway's store, the last id its centre has (-1: the store
+	// is not relayed); unrelayedDeleted counts what retention deleted above it
+	// (relay.go).
+	relayedUpTo      atomic.Int64
+	unrelayedDeleted atomic.Int64
 }
 
 type appendReq struct {
@@ -236,6 +243,15 @@ func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, 
 		db.Close()
 		return nil, fmt.Errorf("telemetry: %s: %w", where, err)
 	}
+	relayed, ok, err := s.state(ctx, db, relayedState)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	if !ok {
+		relayed = -1 // not relayed (yet)
+	}
+	s.relayedUpTo.Store(relayed)
 	if db.Dialect() == sqldb.Postgres {
 		s.shared, s.wake, s.followed = true, make(chan struct{}, 1), make(chan struct{})
 		fctx, cancel := context.WithCancel(context.Background())
@@ -1063,7 +1079,7 @@ func (s *Store) deleteChunks(ctx context.Context, device string, upto int64) (in
 	}
 	var total int64
 	for {
-		var n int64
+		var n, lost int64
 		last := false
 		err := s.maintain(ctx, func(tx *sqldb.Tx) error {
 			// The chunk's newest notification: the chunk-th oldest.
@@ -1075,6 +1091,12 @@ func (s *Store) deleteChunks(ctx context.Context, device string, upto int64) (in
 				last, edge = true, upto
 			case err != nil:
 				return err
+			}
+			if mark := s.relayedUpTo.Load(); mark >= 0 {
+				// A gateway's: what its centre has not got yet is lost to it.
+				if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM notifications WHERE `+where+` AND id > ?`, append(args, edge, mark)...).Scan(&lost); err != nil {
+					return err
+				}
 			}
 			res, err := tx.Exec(`DELETE FROM notifications WHERE `+where, append(args, edge)...)
 			if err == nil {
@@ -1088,6 +1110,7 @@ func (s *Store) deleteChunks(ctx context.Context, device string, upto int64) (in
 			return total, err
 		}
 		total += n
+		s.unrelayedDeleted.Add(lost)
 		if last {
 			return total, nil
 		}

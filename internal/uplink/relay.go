@@ -20,7 +20,15 @@ type Telemetry interface {
 	Identity(ctx context.Context) (string, error)
 	After(ctx context.Context, id int64, limit int) ([]telemetry.Notification, error)
 	NextCommit() <-chan struct{}
+	// SetRelayedUpTo tells the store what the centre has, so its retention counts what
+	// it deletes before the centre got it; persist writes it down too.
+	SetRelayedUpTo(ctx context.Context, id int64, persist bool) error
 }
+
+// relayPersistEvery is how often the relay writes the centre's mark into the gateway's
+// store while batches flow (each write is a commit of its own), and it writes it when
+// it runs out of batches.
+const relayPersistEvery = time.Second
 
 // RelayStatus is the relay's part of Status.
 type RelayStatus struct {
@@ -76,6 +84,20 @@ func (u *Uplink) relay(ctx context.Context, conn ssh.Conn, ended <-chan struct{}
 	}
 	u.setRelay(func(r *RelayStatus) { r.State, r.Mark = "relaying", mark })
 	u.log.Info("relaying notifications to the centre", "store", source, "from_id", mark)
+	persisted, unsaved := time.Now(), false
+	persist := func(force bool) {
+		if !unsaved || !force && time.Since(persisted) < relayPersistEvery {
+			return
+		}
+		if err := store.SetRelayedUpTo(ctx, mark, true); err != nil {
+			u.log.Warn("recording the centre's mark in the store failed", "err", err)
+			return
+		}
+		persisted, unsaved = time.Now(), false
+	}
+	unsaved = true
+	persist(true)
+	defer persist(true)
 	attempt := 0
 	told := map[string]bool{} // devices whose refusal was logged this session
 	for {
@@ -89,6 +111,7 @@ func (u *Uplink) relay(ctx context.Context, conn ssh.Conn, ended <-chan struct{}
 			continue
 		}
 		if batch.Upto == uint64(mark) {
+			persist(true)
 			t := time.NewTimer(relayIdle)
 			select {
 			case <-next:
@@ -115,6 +138,9 @@ func (u *Uplink) relay(ctx context.Context, conn ssh.Conn, ended <-chan struct{}
 		}
 		attempt = 0
 		mark = max(mark, int64(ack.Upto))
+		_ = store.SetRelayedUpTo(ctx, mark, false) // in memory only: cannot fail
+		unsaved = true
+		persist(false)
 		refused := int64(len(batch.Items)) - int64(ack.Stored) - int64(ack.Duplicates)
 		u.setRelay(func(r *RelayStatus) {
 			r.State, r.Mark, r.LastError = "relaying", mark, ""

@@ -258,7 +258,7 @@ func TestGatewayRelaysNotificationsToTheCentre(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"iotsafe_relay_stored_total 5", "iotsafe_relay_behind 0", fmt.Sprintf("iotsafe_relay_mark %d", last)} {
+	for _, want := range []string{"iotsafe_relay_stored_total 5", "iotsafe_relay_behind 0", "iotsafe_relay_lost_total 0", fmt.Sprintf("iotsafe_relay_mark %d", last)} {
 		if !strings.Contains(string(body), want+"\n") {
 			t.Errorf("gateway metrics lack %q:\n%s", want, grepLines(string(body), "iotsafe_relay_"))
 		}
