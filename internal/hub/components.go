@@ -162,7 +162,11 @@ func (h *Hub) startSSH(ctx context.Context) (err error) {
 		sc.Relay = h.relayChanged
 	}
 	if h.store != nil {
-		sc.Telemetry = relaySink{h} // gateways' notifications, when this hub is their centre
+		sink, err := newRelaySink(h) // gateways' notifications, when this hub is their centre
+		if err != nil {
+			return err
+		}
+		sc.Telemetry = sink
 		sc.DevicesAdded = h.reloadTelemetry
 	}
 	if cfg.Pool.SharedListeners {

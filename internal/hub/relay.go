@@ -3,7 +3,10 @@ package hub
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/iotsafe/iotsafe/internal/sshext"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
@@ -12,7 +15,23 @@ import (
 // relaySink is the centre's side of a gateway's notification relay (sshd.TelemetrySink):
 // what gateways relay goes into the hub's store, once per gateway store and id, and on
 // to its MQTT subscribers and bridge as the hub's own REST notifications do.
-type relaySink struct{ h *Hub }
+type relaySink struct {
+	h *Hub
+	// received counts what each gateway's relay stored here (nil without metrics).
+	received *prometheus.CounterVec
+}
+
+func newRelaySink(h *Hub) (relaySink, error) {
+	r := relaySink{h: h}
+	if h.metrics != nil {
+		r.received = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_relay_received_total",
+			Help: "Notifications gateways relayed that this hub stored, by gateway (duplicates not counted)."}, []string{"gateway"})
+		if err := h.metrics.Register(r.received); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
 
 func (r relaySink) RelayMark(ctx context.Context, source string) (uint64, error) {
 	m, err := r.h.store.RelayMark(ctx, source)
@@ -63,6 +82,10 @@ func (r relaySink) StoreRelayed(ctx context.Context, source string, upto uint64,
 	}
 	for _, n := range stored {
 		r.h.toMQTT(n)
+	}
+	if r.received != nil && len(stored) > 0 {
+		gateway, _, _ := strings.Cut(source, "/") // sshd keys a source by its gateway's name
+		r.received.WithLabelValues(gateway).Add(float64(len(stored)))
 	}
 	ack.Upto, ack.Stored, ack.Duplicates = uint64(mark), uint32(len(stored)), uint32(dups)
 	for device, why := range invalid {

@@ -263,6 +263,16 @@ func TestGatewayRelaysNotificationsToTheCentre(t *testing.T) {
 			t.Errorf("gateway metrics lack %q:\n%s", want, grepLines(string(body), "iotsafe_relay_"))
 		}
 	}
+	// The centre counts what it stored by gateway (since its restart: the last two).
+	resp, err = http.Get("http://" + p.centre.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `iotsafe_relay_received_total{gateway="gw1"} 2`; !strings.Contains(string(body), want+"\n") {
+		t.Errorf("centre metrics lack %q:\n%s", want, grepLines(string(body), "iotsafe_relay_"))
+	}
 
 	// A name the gateway's profile does not cover: refused, and the gateway's violation.
 	p.gw.addDevice("door-1")
