@@ -89,8 +89,13 @@ func (u *Uplink) relay(ctx context.Context, conn ssh.Conn, ended <-chan struct{}
 		if !unsaved || !force && time.Since(persisted) < relayPersistEvery {
 			return
 		}
-		if err := store.SetRelayedUpTo(ctx, mark, true); err != nil {
-			u.log.Warn("recording the centre's mark in the store failed", "err", err)
+		// Its own context: the last write, as the hub stops, is the one a restart reads.
+		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := store.SetRelayedUpTo(wctx, mark, true); err != nil {
+			if !errors.Is(err, telemetry.ErrClosed) {
+				u.log.Warn("recording the centre's mark in the store failed", "err", err)
+			}
 			return
 		}
 		persisted, unsaved = time.Now(), false
