@@ -90,8 +90,7 @@ func (ss *session) announce(as []sshext.Announce) []sshext.AnnounceReply {
 	var claims []registry.Claim
 	var idx []int // claims[k] answers as[idx[k]]
 	for i, a := range as {
-		if !g.Allows(a.Device) {
-			why := fmt.Sprintf("device %q is not among the names gateway %q may announce (%v)", a.Device, ss.device.Name, g.Devices)
+		if why := ss.notAllowed(a.Device, "announce"); why != "" {
 			refuse(i, why, why)
 			continue
 		}
@@ -117,16 +116,9 @@ func (ss *session) announce(as []sshext.Announce) []sshext.AnnounceReply {
 	profiles := map[string]*profile.Profile{}
 	for k, c := range claimed {
 		i, a := idx[k], as[idx[k]]
-		switch {
-		case errors.Is(c.Err, registry.ErrClaimed), errors.Is(c.Err, registry.ErrGatewayFull):
-			refuse(i, c.Err.Error(), c.Err.Error())
-			continue
-		case c.Err != nil:
-			refuse(i, "", c.Err.Error())
-			continue
-		case c.Device.Revoked():
-			refuse(i, "", fmt.Sprintf("device %q is revoked at the centre", c.Device.Name))
-			replies[i].Revoked = true
+		if violation, why, revoked := claimRefusal(c); why != "" {
+			refuse(i, violation, why)
+			replies[i].Revoked = revoked
 			continue
 		}
 		prof := profiles[c.Device.Profile]
@@ -140,6 +132,29 @@ func (ss *session) announce(as []sshext.Announce) []sshext.AnnounceReply {
 		replies[i] = ss.serveChild(c.Device, prof, a)
 	}
 	return replies
+}
+
+// notAllowed says why a gateway may not announce or relay (what) the device, or "".
+func (ss *session) notAllowed(device, what string) string {
+	if g := ss.prof.Gateway; !g.Allows(device) {
+		return fmt.Sprintf("device %q is not among the names gateway %q may %s (%v)", device, ss.device.Name, what, g.Devices)
+	}
+	return ""
+}
+
+// claimRefusal reads one answer of ClaimDevices: why the device is refused ("" if it
+// is the gateway's), whether that is a violation of the gateway (another gateway's or a
+// direct device, the gateway's limit), and whether the device is revoked here.
+func claimRefusal(c registry.Claimed) (violation, why string, revoked bool) {
+	switch {
+	case errors.Is(c.Err, registry.ErrClaimed), errors.Is(c.Err, registry.ErrGatewayFull):
+		return c.Err.Error(), c.Err.Error(), false
+	case c.Err != nil:
+		return "", c.Err.Error(), false
+	case c.Device.Revoked():
+		return "", fmt.Sprintf("device %q is revoked at the centre", c.Device.Name), true
+	}
+	return "", "", false
 }
 
 // childRemote is how the centre records where a device behind the gateway is.

@@ -2,8 +2,6 @@ package sshd
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"golang.org/x/crypto/ssh"
 
@@ -132,8 +130,7 @@ func (ss *session) admitRelayed(ctx context.Context, items []sshext.RelayedNotif
 	s.mu.Unlock()
 	var ask []registry.Claim
 	for _, c := range claims {
-		if !g.Allows(c.Name) {
-			why := fmt.Sprintf("device %q is not among the names gateway %q may relay (%v)", c.Name, ss.device.Name, g.Devices)
+		if why := ss.notAllowed(c.Name, "relay"); why != "" {
 			refuse(c.Name, why, why, false)
 			continue
 		}
@@ -156,18 +153,13 @@ func (ss *session) admitRelayed(ctx context.Context, items []sshext.RelayedNotif
 	s.devicesAdded(claimed)
 	for k, c := range claimed {
 		name := ask[k].Name
-		switch {
-		case errors.Is(c.Err, registry.ErrClaimed), errors.Is(c.Err, registry.ErrGatewayFull):
-			refuse(name, c.Err.Error(), c.Err.Error(), false)
-		case c.Err != nil:
-			refuse(name, "", c.Err.Error(), false)
-		case c.Device.Revoked():
-			refuse(name, "", fmt.Sprintf("device %q is revoked at the centre", name), true)
-		default:
-			s.mu.Lock()
-			s.relayAdmitted[name] = ss.device.Name
-			s.mu.Unlock()
+		if violation, why, revoked := claimRefusal(c); why != "" {
+			refuse(name, violation, why, revoked)
+			continue
 		}
+		s.mu.Lock()
+		s.relayAdmitted[name] = ss.device.Name
+		s.mu.Unlock()
 	}
 	return refusals, nil
 }
