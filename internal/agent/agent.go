@@ -54,7 +54,8 @@ type Config struct {
 	// ConnectWait is how long a local connection to a direct forward waits for a session
 	// while the agent is reconnecting; 0 means 10s.
 	ConnectWait time.Duration
-	// HandshakeTimeout bounds TCP connect plus SSH handshake; 0 means 15s.
+	// HandshakeTimeout bounds TCP connect plus SSH handshake, and then the session's
+	// setup (multiplexing, exposes), each; 0 means 15s.
 	HandshakeTimeout time.Duration
 	// Coalesce lets TCP merge small SSH packets (Nagle's algorithm, on the session to the
 	// hub), as OpenSSH does for sessions without a terminal: fewer, fuller frames on slow
@@ -121,6 +122,10 @@ type Sandbox interface {
 // ErrHostKey means the hub presented a key the agent does not trust; the agent does not
 // retry, since retrying cannot fix it.
 var ErrHostKey = errors.New("agent: hub host key not trusted")
+
+// ErrSetupTimeout means the hub completed the handshake but did not answer the
+// session's setup in time; the agent reconnects.
+var ErrSetupTimeout = errors.New("the hub accepted the session but did not answer its setup in time")
 
 // ErrRevoked means the hub refused the device because its key is revoked.
 var ErrRevoked = errors.New("agent: the hub says the device's key is revoked")
@@ -326,6 +331,7 @@ func (a *Agent) session(ctx context.Context) error {
 		// Ask the hub to coalesce its side too (an iotsafe hub does; others ignore it).
 		conn.SendRequest(sshext.CoalesceRequest, false, nil)
 	}
+	setup := StartSetupTimer(conn, a.cfg.HandshakeTimeout)
 	mux := a.negotiateMux(conn, ended)
 	if mux != nil {
 		defer mux.Close()
@@ -335,7 +341,7 @@ func (a *Agent) session(ctx context.Context) error {
 		// Port 0: the alias names the service; the hub reports the protected socket's port.
 		ok, _, err := conn.SendRequest("tcpip-forward", true, ssh.Marshal(sshwire.ForwardRequest{Addr: e.Alias}))
 		if err != nil {
-			return fmt.Errorf("agent: expose %s: %w", e.Alias, err)
+			return fmt.Errorf("agent: expose %s: %w", e.Alias, setup.Done(err))
 		}
 		if !ok {
 			// The hub logged why; keep the session for the other forwards.
@@ -343,6 +349,9 @@ func (a *Agent) session(ctx context.Context) error {
 			continue
 		}
 		a.log.Info("exposed", "alias", e.Alias, "target", e.Target)
+	}
+	if err := setup.Done(nil); err != nil {
+		return fmt.Errorf("agent: %w", err)
 	}
 	a.setConn(conn, mux, ended)
 	defer a.setConn(nil, nil, nil)
@@ -384,6 +393,31 @@ func Handshake(tc net.Conn, addr string, cc *ssh.ClientConfig, hostKey ssh.HostK
 	}
 	tc.SetDeadline(time.Time{})
 	return conn, chans, reqs, nil
+}
+
+// SetupTimer closes a session whose setup (the requests and channel opens after the
+// handshake) has not finished within its timeout. A hub that completed the handshake
+// but never answers would otherwise hold the device forever: the keepalive starts only
+// after the setup, and a hub answers keepalives even while a channel open waits. The
+// agent and a gateway's uplink use it.
+type SetupTimer struct {
+	t       *time.Timer
+	timeout time.Duration
+}
+
+// StartSetupTimer starts the timer for conn's setup.
+func StartSetupTimer(conn ssh.Conn, timeout time.Duration) *SetupTimer {
+	return &SetupTimer{t: time.AfterFunc(timeout, func() { conn.Close() }), timeout: timeout}
+}
+
+// Done stops the timer, once the setup is over. If the timer had already closed the
+// session, it returns ErrSetupTimeout (err, if any, is only a consequence of that);
+// otherwise err.
+func (s *SetupTimer) Done(err error) error {
+	if !s.t.Stop() {
+		return fmt.Errorf("%w (%s)", ErrSetupTimeout, s.timeout)
+	}
+	return err
 }
 
 func replyFalse(reqs <-chan *ssh.Request) {
@@ -451,6 +485,11 @@ func (a *Agent) negotiateMux(conn ssh.Conn, ended <-chan struct{}) *zmux.Session
 			ch, reqs, err = sshext.OpenChannel(conn, ended, sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: mode, Coalesce: a.cfg.Coalesce}))
 		}
 		if err != nil {
+			select {
+			case <-ended: // the session is gone (the setup timer, or the hub): no refusal
+				return nil
+			default:
+			}
 			if mode == sshext.MuxDeflate {
 				a.log.Warn("hub declined compression; going on without it", "reason", err)
 			} else {

@@ -53,7 +53,8 @@ type Config struct {
 	KeepaliveInterval, KeepaliveTimeout time.Duration
 	// BackoffMin and BackoffMax bound the reconnect delay; 0 means 1s and 30s.
 	BackoffMin, BackoffMax time.Duration
-	// HandshakeTimeout bounds TCP connect plus SSH handshake; 0 means 15s.
+	// HandshakeTimeout bounds TCP connect plus SSH handshake, and then the opening of the
+	// multiplexed channel; 0 means 15s.
 	HandshakeTimeout time.Duration
 	Logger           *slog.Logger
 	// OnSynced, if set, is called each time every device serving here has been
@@ -244,8 +245,15 @@ func (u *Uplink) session(ctx context.Context) error {
 	defer close(done)
 	go u.serveChannels(chans)
 	go u.serveRequests(reqs)
-	if m := u.openMux(conn, ended); m != nil {
+	setup := agent.StartSetupTimer(conn, u.cfg.HandshakeTimeout)
+	m := u.openMux(conn, ended)
+	if m != nil {
 		defer m.Close()
+	}
+	if err := setup.Done(nil); err != nil {
+		return fmt.Errorf("uplink: %w", err)
+	}
+	if m != nil {
 		go u.serveMux(m)
 	}
 	go u.keepalive(conn, done)
@@ -389,7 +397,11 @@ func (u *Uplink) serveChannels(chans <-chan ssh.NewChannel) {
 func (u *Uplink) openMux(conn ssh.Conn, ended <-chan struct{}) *zmux.Session {
 	ch, reqs, err := sshext.OpenChannel(conn, ended, sshext.MuxChannel, ssh.Marshal(sshext.MuxOpen{Mode: sshext.MuxPlain + sshext.MuxV2}))
 	if err != nil {
-		u.log.Info("the centre does not multiplex; one SSH channel per connection", "err", err)
+		select {
+		case <-ended: // the session is gone (the setup timer, or the centre): no refusal
+		default:
+			u.log.Info("the centre does not multiplex; one SSH channel per connection", "err", err)
+		}
 		return nil
 	}
 	go ssh.DiscardRequests(reqs)

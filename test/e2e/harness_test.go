@@ -76,6 +76,12 @@ func (w *logWatch) text() string {
 	return w.raw.String()
 }
 
+// tail is the last n lines read so far.
+func (w *logWatch) tail(n int) string {
+	lines := strings.SplitAfter(w.text(), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "")
+}
+
 func newLogWatch(r io.Reader) *logWatch {
 	w := &logWatch{}
 	w.cond = sync.NewCond(&w.mu)
@@ -204,6 +210,8 @@ type hubProc struct {
 	port    string
 	hostFP  string
 	hostPK  string // authorized_keys form of the host key
+	// dumpArmed: the cleanup that shows the log of a failed test is registered.
+	dumpArmed bool
 }
 
 // startHub runs 'iotsafe hub' on a fresh data folder (or the given one) with extra YAML.
@@ -296,6 +304,16 @@ func (h *hubProc) start() {
 		t.Fatalf("the hub printed host key %s, its ready file says %s", printedFP, h.hostFP)
 	}
 	_, h.port, _ = net.SplitHostPort(h.addr)
+	if !h.dumpArmed {
+		// A failed test shows the end of each of its hubs' logs (after the stop below, as
+		// cleanups run last first): a device that waited in vain says nothing of why.
+		h.dumpArmed = true
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("hub %s, the end of its log:\n%s", h.data, h.log.tail(200))
+			}
+		})
+	}
 	t.Cleanup(h.stop)
 }
 

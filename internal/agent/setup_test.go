@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/sshtest"
+)
+
+// stuckHub completes SSH handshakes and then answers nothing: no channel open, no
+// global request. No real server can be made to behave so on demand, hence this stand-in
+// on a real x/crypto server. It counts the sessions it accepted.
+func stuckHub(t *testing.T) (addr string, sessions <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	cfg := &ssh.ServerConfig{NoClientAuth: true}
+	cfg.AddHostKey(sshtest.Signer(t))
+	got := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() {
+				if _, _, _, err := ssh.NewServerConn(c, cfg); err != nil {
+					return
+				}
+				select {
+				case got <- struct{}{}:
+				default:
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), got
+}
+
+// A hub that accepts the handshake and then never answers the session's setup does not
+// hold the agent: the session is closed after the handshake timeout with a clear error,
+// and the agent connects again.
+func TestStuckHubSetupEndsTheSession(t *testing.T) {
+	addr, sessions := stuckHub(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, 64)
+	a, err := New(Config{Hub: addr, Device: "dev1", Signer: sshtest.Signer(t), HostKey: ssh.InsecureIgnoreHostKey(),
+		Expose: []Expose{{Alias: "http", Target: "127.0.0.1:1"}},
+		// Short, so the test is quick; a handshake that misses it under load is retried.
+		HandshakeTimeout: time.Second, BackoffMin: time.Millisecond, BackoffMax: 2 * time.Millisecond,
+		OnRetry: func(err error, _ time.Duration) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- a.Run(ctx) }()
+	var last error
+	for range 10 {
+		select {
+		case last = <-errs:
+		case <-time.After(time.Minute): // a failure guard, not a timing assertion
+			t.Fatal("the agent stays in a session whose setup the hub never answers")
+		}
+		if errors.Is(last, ErrSetupTimeout) {
+			break
+		}
+	}
+	if !errors.Is(last, ErrSetupTimeout) {
+		t.Fatalf("the agent's sessions with a hub that answers nothing ended with %v, want ErrSetupTimeout", last)
+	}
+	// It connected again after giving up on the stuck session.
+	<-sessions
+	<-sessions
+	cancel()
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
+	}
+}
