@@ -123,6 +123,15 @@ func (s *Store) SetRelayedUpTo(ctx context.Context, id int64, persist bool) erro
 	return s.maintain(ctx, func(tx *sqldb.Tx) error { return saveState(tx, relayedState, id) })
 }
 
+// RestartRelayAt records the centre's mark as a relay session starts: the centre has
+// every notification up to id and none above, even if it acknowledged more before (a
+// centre restored from a backup, which the relay fills in again). It writes id down
+// and returns the mark it replaced (-1: the store was not relayed).
+func (s *Store) RestartRelayAt(ctx context.Context, id int64) (previous int64, err error) {
+	previous = s.relayedUpTo.Swap(id)
+	return previous, s.maintain(ctx, func(tx *sqldb.Tx) error { return resetState(tx, relayedState, id) })
+}
+
 // UnrelayedDeleted is how many notifications retention deleted since the store opened
 // that its gateway's centre had not got (above SetRelayedUpTo's id): lost to the centre.
 func (s *Store) UnrelayedDeleted() int64 { return s.unrelayedDeleted.Load() }
@@ -209,5 +218,11 @@ func saveState(tx *sqldb.Tx, name string, v int64) error {
 	_, err := tx.Exec(`INSERT INTO telemetry_state(name, value) VALUES(?, ?)
 		ON CONFLICT(name) DO UPDATE SET value = CASE WHEN excluded.value > telemetry_state.value THEN excluded.value ELSE telemetry_state.value END`,
 		name, v)
+	return err
+}
+
+// resetState sets a telemetry_state row to v, lower or not.
+func resetState(tx *sqldb.Tx, name string, v int64) error {
+	_, err := tx.Exec(`INSERT INTO telemetry_state(name, value) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET value = excluded.value`, name, v)
 	return err
 }

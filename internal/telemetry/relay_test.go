@@ -247,4 +247,22 @@ func TestRetentionCountsWhatTheCentreHadNotGot(t *testing.T) {
 	if n, err := s.PruneAge(ctx, time.Now().Add(2*time.Hour)); err != nil || n != 1 || s.UnrelayedDeleted() != 1 {
 		t.Fatalf("after a restart: pruned %d, %v, counted %d lost", n, err, s.UnrelayedDeleted())
 	}
+	// A centre restored from a backup has only up to the first id of this run's: what
+	// retention deletes above it is lost to the centre again, however far the mark had
+	// gone before.
+	later, err := s.Append(ctx, note("cam-1", "n"), note("cam-1", "n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetRelayedUpTo(ctx, later[1].ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if prev, err := s.RestartRelayAt(ctx, later[0].ID-1); err != nil || prev != later[1].ID {
+		t.Fatalf("restart at the centre's lower mark: replaced %d, %v; want %d", prev, err, later[1].ID)
+	}
+	s.Close()
+	s = open(t, dir, Config{MaxPerDevice: 3, Retention: time.Hour})
+	if n, err := s.PruneAge(ctx, time.Now().Add(2*time.Hour)); err != nil || n != 2 || s.UnrelayedDeleted() != 2 {
+		t.Fatalf("after the centre went back: pruned %d, %v, counted %d lost; want 2 and 2", n, err, s.UnrelayedDeleted())
+	}
 }

@@ -23,6 +23,9 @@ type Telemetry interface {
 	// SetRelayedUpTo tells the store what the centre has, so its retention counts what
 	// it deletes before the centre got it; persist writes it down too.
 	SetRelayedUpTo(ctx context.Context, id int64, persist bool) error
+	// RestartRelayAt sets and writes down the centre's mark at a session's start, even
+	// below the last one, and returns the mark it replaced.
+	RestartRelayAt(ctx context.Context, id int64) (previous int64, err error)
 }
 
 // relayPersistEvery is how often the relay writes the centre's mark into the gateway's
@@ -100,8 +103,14 @@ func (u *Uplink) relay(ctx context.Context, conn ssh.Conn, ended <-chan struct{}
 		}
 		persisted, unsaved = time.Now(), false
 	}
-	unsaved = true
-	persist(true)
+	// The centre's answer is what it has now, even below what it acknowledged before.
+	if prev, err := store.RestartRelayAt(ctx, mark); err != nil {
+		u.log.Warn("recording the centre's mark in the store failed", "err", err)
+		unsaved = true
+	} else if prev > mark {
+		u.log.Warn("the centre has fewer of this gateway's notifications than it acknowledged (restored from a backup?); sending the rest again",
+			"acknowledged_id", prev, "centre_id", mark)
+	}
 	defer persist(true)
 	attempt := 0
 	told := map[string]bool{} // devices whose refusal was logged this session

@@ -13,9 +13,10 @@ import (
 // store is covered by the telemetry package's tests and the e2e gateway tests).
 type rows []telemetry.Notification
 
-func (r rows) Identity(context.Context) (string, error)          { return "s", nil }
-func (r rows) NextCommit() <-chan struct{}                       { return make(chan struct{}) }
-func (r rows) SetRelayedUpTo(context.Context, int64, bool) error { return nil }
+func (r rows) Identity(context.Context) (string, error)             { return "s", nil }
+func (r rows) NextCommit() <-chan struct{}                          { return make(chan struct{}) }
+func (r rows) SetRelayedUpTo(context.Context, int64, bool) error    { return nil }
+func (r rows) RestartRelayAt(context.Context, int64) (int64, error) { return 0, nil }
 func (r rows) After(_ context.Context, id int64, limit int) ([]telemetry.Notification, error) {
 	var out []telemetry.Notification
 	for _, n := range r {

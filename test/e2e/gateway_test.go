@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -297,5 +298,43 @@ func TestGatewayRelaysNotificationsToTheCentre(t *testing.T) {
 	code, _, _ := restCall(t, http.DefaultClient, "POST", "http://"+p.gw.rest+"/api/rest/device/cam-1/notification", cam, map[string]any{"notification": "x"})
 	if code != 401 {
 		t.Fatalf("a device revoked by the centre still posts at its gateway: %d", code)
+	}
+}
+
+// A centre restored from a backup has lost what its gateways relayed since: at the next
+// session each gateway sends it again, says so, and nothing arrives twice.
+func TestGatewayRefillsACentreRestoredFromABackup(t *testing.T) {
+	p := startGatewayPairWith(t, "rest: {listen: '127.0.0.1:0'}\n")
+	p.gw.addDevice("cam-1")
+	cam := deviceREST(t, p.gw, "cam-1")
+	first := notify(t, p.gw, "cam-1", cam, "temperature", map[string]any{"c": 1})
+	p.gw.log.wait(t, "notifications relayed", "mark", fmt.Sprint(first))
+
+	p.centre.stopKeepingPort()
+	backup := filepath.Join(t.TempDir(), "centre")
+	if out, err := exec.Command("cp", "-a", p.centre.data, backup).CombinedOutput(); err != nil {
+		t.Fatalf("backup: %v %s", err, out)
+	}
+	p.centre.start()
+	notify(t, p.gw, "cam-1", cam, "temperature", map[string]any{"c": 2})
+	last := notify(t, p.gw, "cam-1", cam, "temperature", map[string]any{"c": 3})
+	p.gw.log.wait(t, "notifications relayed", "mark", fmt.Sprint(last))
+
+	p.centre.stopKeepingPort()
+	if out, err := exec.Command("sh", "-c", `rm -rf "$1" && cp -a "$2" "$1"`, "restore", p.centre.data, backup).CombinedOutput(); err != nil {
+		t.Fatalf("restore: %v %s", err, out)
+	}
+	p.centre.start()
+	p.gw.log.wait(t, "the centre has fewer of this gateway's notifications than it acknowledged (restored from a backup?); sending the rest again",
+		"acknowledged_id", fmt.Sprint(last), "centre_id", fmt.Sprint(first))
+	p.gw.log.waitN(t, 2, "notifications relayed", "mark", fmt.Sprint(last))
+	code, _, got := restCall(t, http.DefaultClient, "GET", "http://"+p.centre.rest+"/api/rest/device/cam-1/notification?take=100", deviceREST(t, p.centre, "cam-1"), nil)
+	if code != 200 || len(got) != 3 {
+		t.Fatalf("cam-1's notifications at the restored centre: %d %v", code, got)
+	}
+	for i, n := range got {
+		if c := n.(map[string]any)["parameters"].(map[string]any)["c"]; c != float64(i+1) {
+			t.Fatalf("cam-1's notifications at the restored centre, in order: %v", got)
+		}
 	}
 }
