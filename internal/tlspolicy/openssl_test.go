@@ -59,14 +59,21 @@ func TestOpenSSLNamesAgreeWithOpenSSL(t *testing.T) {
 // serve runs a Go TLS server with p and an ECDSA P-256 certificate on loopback.
 func serve(t *testing.T, p Policy) string {
 	t.Helper()
+	c, err := p.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveConfig(t, c)
+}
+
+// serveConfig runs a Go TLS server with c and an ECDSA P-256 certificate on loopback;
+// each connection gets "ok\n" after the handshake.
+func serveConfig(t *testing.T, c *tls.Config) string {
+	t.Helper()
 	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := p.Config()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Policy is a listener's TLS policy as hub.yaml writes it (e.g. `frontdoor: {tls: ...}`).
@@ -24,8 +25,13 @@ type Policy struct {
 	// handshake small (no post-quantum key share).
 	Groups []string `yaml:"groups"`
 	// SessionTickets lets clients resume sessions without a full handshake (TLS 1.2 and
-	// 1.3); the keys rotate daily. nil means on.
+	// 1.3). nil means on.
 	SessionTickets *bool `yaml:"session_tickets"`
+	// TicketLifetime is how long a session ticket resumes a session, at most, and how
+	// long the key that sealed it stays in memory (a key read out of memory opens the
+	// TLS 1.2 sessions whose tickets it sealed); from a minute to 7 days (Go's own
+	// bound), 0 means DefaultTicketLifetime.
+	TicketLifetime time.Duration `yaml:"ticket_lifetime"`
 	// AllowInsecure lets MinVersion and Suites name weak choices; each one is reported
 	// by Check so the hub warns at start.
 	AllowInsecure bool `yaml:"allow_insecure"`
@@ -49,6 +55,9 @@ func (p Policy) Apply(c *tls.Config) error {
 	c.CipherSuites = r.suites
 	c.CurvePreferences = r.groups
 	c.SessionTicketsDisabled = !r.tickets
+	if r.tickets {
+		newTicketKeys(r.ticketLifetime, time.Now).install(c)
+	}
 	return nil
 }
 
@@ -63,10 +72,20 @@ type resolved struct {
 	suites   []uint16
 	groups   []tls.CurveID
 	tickets  bool
+
+	ticketLifetime time.Duration
 }
 
 func (p Policy) resolve(prefix string) (r resolved, insecure []string, err error) {
 	r.min, r.max, r.tickets = tls.VersionTLS12, tls.VersionTLS13, p.SessionTickets == nil || *p.SessionTickets
+	switch r.ticketLifetime = p.TicketLifetime; {
+	case r.ticketLifetime == 0:
+		r.ticketLifetime = DefaultTicketLifetime
+	case r.ticketLifetime < time.Minute:
+		return r, nil, fmt.Errorf("%s.ticket_lifetime: %s is under a minute (write a unit: 12h, 30m)", prefix, r.ticketLifetime)
+	case r.ticketLifetime > maxTicketLifetime:
+		return r, nil, fmt.Errorf("%s.ticket_lifetime: %s is over 7 days (168h), the longest a client may resume a session", prefix, r.ticketLifetime)
+	}
 	for _, f := range []struct {
 		name, value string
 		to          *uint16

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func on(b bool) *bool { return &b }
@@ -58,6 +59,8 @@ func TestRefusals(t *testing.T) {
 		{Policy{Suites: []string{"TLS_AES_128_GCM_SHA256"}}, "TLS 1.3 suite"},
 		{Policy{Suites: []string{"PSK-AES128-GCM-SHA256"}}, "pre-shared-key"},
 		{Policy{Suites: []string{"NOPE"}}, "not a TLS 1.2 suite Go knows"},
+		{Policy{TicketLifetime: 24}, "ticket_lifetime: 24ns is under a minute"},
+		{Policy{TicketLifetime: 200 * time.Hour}, "ticket_lifetime: 200h0m0s is over 7 days"},
 		{Policy{Suites: []string{"ECDHE-ECDSA-AES128-SHA"}}, "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA is insecure"},
 		{Policy{Suites: []string{"AES128-GCM-SHA256"}}, "insecure"},
 		{Policy{Suites: []string{"ECDHE-RSA-AES128-GCM-SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}}, "listed twice"},
