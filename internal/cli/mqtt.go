@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/bytesize"
 	"github.com/iotsafe/iotsafe/internal/mqttbridge"
 )
 
@@ -162,20 +163,9 @@ func printMQTTStatus(w io.Writer, h *admin.HubInfo) {
 	if br.LastError != "" {
 		row("", "last error: %s", br.LastError)
 	}
-	row("queue", "%d messages (%s) waiting for the central broker", br.Queued, byteCount(br.QueuedBytes))
+	row("queue", "%d messages (%s) waiting for the central broker", br.Queued, bytesize.Format(br.QueuedBytes))
 	row("", "%d sent, %d acknowledged, %d refused by the centre, %d dropped, %d came in, %d reconnections", br.Sent, br.Delivered, br.Refused, br.Dropped, br.Received, br.Reconnects)
 	if m.NotBridged > 0 {
 		row("", "%d messages not taken by the queue (full): not acknowledged to their devices, which send them again", m.NotBridged)
 	}
-}
-
-// byteCount writes a size for people.
-func byteCount(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -49,7 +49,8 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 	root.PersistentFlags().StringVar(&g.data, "data", def, "data folder of the hub (registry, keys, admin socket); env IOTSAFE_DATA")
 	root.PersistentFlags().StringVar(&g.config, "config", "", "hub config file (default DATA/hub.yaml if present)")
 	root.AddCommand(hubCmd(g), scanCmd(g), deviceCmd(g), jwtCmd(g), profileCmd(g), eventsCmd(g), agentCmd(g), connectCmd(g), demoCmd(g),
-		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), statusCmd(g), mqttCmd(g), soapCmd(g), registryCmd(g), benchCmd())
+		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), statusCmd(g), mqttCmd(g), soapCmd(g), registryCmd(g),
+		backupCmd(g), restoreCmd(g), benchCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "iotsafe:", err)
 		return 1

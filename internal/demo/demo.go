@@ -139,6 +139,7 @@ func Run(ctx context.Context, o Options) error {
   %[1]s events --data %[2]s
   %[1]s scan --hub --data %[2]s            # the hub's SSH, HTTPS and MQTT/TLS endpoints rated
   %[1]s device revoke dev3 --data %[2]s     # dev3's session closes at once
+  %[1]s backup /tmp/iotsafe-backup-$(date +%%s) --data %[2]s   # a copy of the data folder, the hub running
 `, o.Binary, data)
 	if fa := h.FrontdoorAddr(); fa != nil {
 		if err := frontdoorDemo(ctx, h, o, fa.String(), via); err != nil {

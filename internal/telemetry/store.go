@@ -199,6 +199,9 @@ const Channel = "iotsafe_notifications"
 // is idempotent: a store made before versions were kept takes it as is.
 var migrations = []migrate.Step{{Version: 1, Name: "notifications", SQL: schemaV1}, {Version: 2, Name: "removals", SQL: schemaV2}}
 
+// SchemaVersion is the newest store schema this build knows.
+func SchemaVersion() int { return migrate.Latest(migrations) }
+
 const schemaV1 = `
 CREATE TABLE IF NOT EXISTS notifications (
 	id         INTEGER PRIMARY KEY AUTOINCREMENT, -- increases per hub, never reused
