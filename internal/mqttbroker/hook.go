@@ -1,7 +1,6 @@
 package mqttbroker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -24,7 +23,12 @@ type hook struct {
 func (h *hook) ID() string { return "iotsafe" }
 
 func (h *hook) Provides(b byte) bool {
-	return bytes.Contains([]byte{mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnDisconnect, mqtt.OnPublish}, []byte{b})
+	// A switch: mochi asks every hook about every event of every packet.
+	switch b {
+	case mqtt.OnConnectAuthenticate, mqtt.OnACLCheck, mqtt.OnDisconnect, mqtt.OnPublish:
+		return true
+	}
+	return false
 }
 
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {

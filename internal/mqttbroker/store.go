@@ -32,10 +32,18 @@ type sessionStore struct {
 	// or restored at start): a clean session's end deletes the record only if there is
 	// one (left by a persistent session of the same id that it took over).
 	recorded *sync.Map
+	// provides is Provides' answer per event, worked out once: mochi asks every hook
+	// about every event of every packet, and bolt's own answer searches a list.
+	provides *[256]bool
 }
 
 func newSessionStore() sessionStore {
-	return sessionStore{Hook: new(bolt.Hook), recorded: new(sync.Map)}
+	s := sessionStore{Hook: new(bolt.Hook), recorded: new(sync.Map), provides: new([256]bool)}
+	for b := range s.provides {
+		b := byte(b)
+		s.provides[b] = b != mqtt.StoredSysInfo && b != mqtt.OnSysInfoTick && s.Hook.Provides(b)
+	}
+	return s
 }
 
 func (s sessionStore) StoredClients() ([]storage.Client, error) {
@@ -86,12 +94,7 @@ func (s sessionStore) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 	}
 }
 
-func (s sessionStore) Provides(b byte) bool {
-	if b == mqtt.StoredSysInfo || b == mqtt.OnSysInfoTick {
-		return false
-	}
-	return s.Hook.Provides(b)
-}
+func (s sessionStore) Provides(b byte) bool { return s.provides[b] }
 
 func (s sessionStore) OnQosPublish(cl *mqtt.Client, pk packets.Packet, sent int64, resends int) {
 	if worthStoring(cl, pk) {

@@ -37,7 +37,10 @@ type Options struct {
 	// (default 100), Reps runs per cell (default 3; the median is reported).
 	Clients, Messages, Payload, Reps int
 	Quick                            bool
-	Progress                         *lab.Progress
+	// MosquittoNoDelay runs Mosquitto (over TLS and plain) with Nagle's algorithm off,
+	// as the hub runs; its default leaves it on (lab.MosquittoOpts.NoDelay).
+	MosquittoNoDelay bool
+	Progress         *lab.Progress
 }
 
 func (o *Options) defaults() error {

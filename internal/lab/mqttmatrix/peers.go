@@ -159,7 +159,7 @@ func (e *peers) startMosquitto(ctx context.Context, g group) (target, func(), er
 		return target{}, nil, err
 	}
 	host, dial := e.listen()
-	mo := lab.MosquittoOpts{Host: host, Users: e.secrets}
+	mo := lab.MosquittoOpts{Host: host, Users: e.secrets, NoDelay: e.o.MosquittoNoDelay}
 	if e.pair != nil {
 		mo.Netns, mo.Port = e.pair.GW, nsMQTT
 	}

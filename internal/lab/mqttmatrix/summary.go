@@ -10,17 +10,19 @@ import (
 
 // Summary is summary.json (schema iotsafe.bench.mqtt-matrix/1, docs/bench.md).
 type Summary struct {
-	Schema   string        `json:"schema"`
-	Quick    bool          `json:"quick"`
-	Clients  int           `json:"clients"`
-	Messages int           `json:"messages"`
-	Payload  int           `json:"payload_bytes"`
-	Reps     int           `json:"reps"`
-	Cells    []CellSummary `json:"cells"`
-	Skips    []Skip        `json:"skipped"`
-	Table2   []Table2Row   `json:"table2"`
-	Paper    []Table2Row   `json:"paper_table2"`
-	Targets  []Target      `json:"targets"`
+	Schema   string `json:"schema"`
+	Quick    bool   `json:"quick"`
+	Clients  int    `json:"clients"`
+	Messages int    `json:"messages"`
+	Payload  int    `json:"payload_bytes"`
+	Reps     int    `json:"reps"`
+	// MosquittoNoDelay: Mosquitto ran with Nagle's algorithm off (--mosquitto-nodelay).
+	MosquittoNoDelay bool          `json:"mosquitto_nodelay"`
+	Cells            []CellSummary `json:"cells"`
+	Skips            []Skip        `json:"skipped"`
+	Table2           []Table2Row   `json:"table2"`
+	Paper            []Table2Row   `json:"paper_table2"`
+	Targets          []Target      `json:"targets"`
 	// TargetMet: the hub's broker at or above Mosquitto's total bandwidth at every
 	// common cell of every link (issue 14).
 	TargetMet bool `json:"target_met"`
@@ -92,7 +94,7 @@ type Target struct {
 // Summarize computes the medians, table 2 and the targets.
 func Summarize(r Result) Summary {
 	o := r.Options
-	s := Summary{Schema: "iotsafe.bench.mqtt-matrix/1", Quick: o.Quick, Clients: o.Clients, Messages: o.Messages, Payload: o.Payload, Reps: o.Reps, Skips: r.Skips, Paper: PaperTable2}
+	s := Summary{Schema: "iotsafe.bench.mqtt-matrix/1", Quick: o.Quick, Clients: o.Clients, Messages: o.Messages, Payload: o.Payload, Reps: o.Reps, MosquittoNoDelay: o.MosquittoNoDelay, Skips: r.Skips, Paper: PaperTable2}
 	byCell := map[Cell][]Run{}
 	var order []Cell
 	for _, run := range r.Runs {
