@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,6 +54,8 @@ either: keep it with your configuration management.`,
 			if err != nil {
 				return err
 			}
+			abs, _ := filepath.Abs(args[0])
+			g.recordEvent(cmd, registry.Event{Kind: registry.EventBackup, Detail: fmt.Sprintf("into %s: %s", abs, describe(m))})
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), m)
 			}
@@ -177,27 +177,42 @@ func (g *globals) afterRestore(ctx context.Context, r *backup.Restored) (restore
 		return rep, err
 	}
 	loc := cfg.RegistryLocation(g.data)
-	if sqldb.IsDSN(loc) {
-		return rep, nil
-	}
 	restored, err := registry.Open(ctx, loc, cfg.Pool)
 	if err != nil {
 		return rep, fmt.Errorf("the restored registry: %w", err)
 	}
 	defer restored.Close()
-	if r.Aside == "" {
-		return rep, nil
+	// The replaced folder's own registry, if it had one, knows what was revoked since.
+	if r.Aside != "" && !sqldb.IsDSN(loc) && fileExists(filepath.Join(r.Aside, registry.FileName)) {
+		replaced, err := registry.Open(ctx, r.Aside, cfg.Pool)
+		if err != nil {
+			return rep, fmt.Errorf("reading the replaced registry in %s for its revocations (revoke what it had revoked by hand): %w", r.Aside, err)
+		}
+		defer replaced.Close()
+		if rep.Carried, rep.Newer, err = carryRevocations(ctx, replaced, restored, r.Manifest.Created); err != nil {
+			return rep, err
+		}
 	}
-	if _, err := os.Stat(filepath.Join(r.Aside, registry.FileName)); errors.Is(err, fs.ErrNotExist) {
-		return rep, nil
+	detail := fmt.Sprintf("the backup of %s taken %s (iotsafe %s): %s; revoked again: %d", r.Manifest.DataDir,
+		r.Manifest.Created.Format(time.RFC3339), r.Manifest.Version, describe(r.Manifest), len(rep.Carried))
+	if r.Aside != "" {
+		detail += "; the data folder's former content is in " + r.Aside
 	}
-	replaced, err := registry.Open(ctx, r.Aside, cfg.Pool)
+	return rep, restored.AddEvent(ctx, registry.Event{Kind: registry.EventRestored, Detail: detail})
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// recordEvent writes e into the registry's audit log; a registry that cannot take it
+// gets a warning, not a failed command (the backup is made).
+func (g *globals) recordEvent(cmd *cobra.Command, e registry.Event) {
+	err := g.withRegistry(cmd, func(reg *registry.Registry) error { return reg.AddEvent(cmd.Context(), e) })
 	if err != nil {
-		return rep, fmt.Errorf("reading the replaced registry in %s for its revocations (revoke what it had revoked by hand): %w", r.Aside, err)
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the audit log did not record the %s: %v\n", e.Kind, err)
 	}
-	defer replaced.Close()
-	rep.Carried, rep.Newer, err = carryRevocations(ctx, replaced, restored, r.Manifest.Created)
-	return rep, err
 }
 
 // carryRevocations revokes in restored every device and key that replaced has revoked

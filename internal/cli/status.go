@@ -33,6 +33,8 @@ type hubStatus struct {
 	Hubs     map[string]registry.HubInfo `json:"hubs,omitempty"`
 	// RegistryError says why the device counts are missing.
 	RegistryError string `json:"registry_error,omitempty"`
+	// LastBackup is the audit log's newest backup_taken event, if any.
+	LastBackup *registry.Event `json:"last_backup,omitempty"`
 }
 
 type deviceCounts struct {
@@ -120,6 +122,9 @@ func (g *globals) status(cmd *cobra.Command) hubStatus {
 		}
 	}
 	st.Devices = &n
+	if evs, err := reg.Events(cmd.Context(), registry.EventFilter{Kind: registry.EventBackup, Limit: 1}); err == nil && len(evs) == 1 {
+		st.LastBackup = &evs[0]
+	}
 	return st
 }
 
@@ -197,6 +202,12 @@ func printStatus(w io.Writer, data string, st hubStatus) {
 	}
 	if h := st.Hub; h != nil {
 		row("forwards", "%d open; the memory budget allows %d (ssh.forward_memory_mib)", h.Forwards, h.ForwardLimit)
+	}
+	switch b := st.LastBackup; {
+	case b != nil:
+		row("backup", "last %s (%s ago) %s", b.At.Local().Format(time.DateTime), time.Since(b.At).Round(time.Minute), b.Detail)
+	case st.Devices != nil:
+		row("backup", "none recorded ('iotsafe backup DIR' copies the data folder with the hub running)")
 	}
 	if h := st.Hub; h != nil && h.Upstream != nil {
 		u := h.Upstream

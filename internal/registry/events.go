@@ -27,6 +27,11 @@ const (
 	EventTakeover     = "takeover"
 	EventViolation    = "violation"
 	EventPoolMoved    = "pool_moved"
+	// EventBackup: iotsafe backup copied the data folder (detail: where, what);
+	// EventRestored: iotsafe restore put a backup back (detail: which, and what it
+	// revoked again).
+	EventBackup   = "backup_taken"
+	EventRestored = "restored"
 	// EventProfileStored: a profile was stored or replaced for new sessions;
 	// EventProfileApplied: also applied to live ones (each hub closes the sessions that
 	// use it, so they come back under it). Detail is the profile's name.

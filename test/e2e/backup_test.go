@@ -26,6 +26,9 @@ func TestBackupAndRestore(t *testing.T) {
 	if out := h.mustCLI("restore", "--check", dir); !strings.Contains(out, "is a whole backup") {
 		t.Fatalf("restore --check:\n%s", out)
 	}
+	if out := h.mustCLI("status"); !strings.Contains(out, "backup     last ") || !strings.Contains(out, "into "+dir) {
+		t.Fatalf("status after a backup:\n%s", out)
+	}
 	// After the backup: a notification the restore loses, a revocation it keeps.
 	notify(t, h, "dev1", tok, "temperature", map[string]any{"c": 2})
 	h.mustCLI("device", "revoke", "dev2", "--reason", "stolen")
@@ -42,6 +45,9 @@ func TestBackupAndRestore(t *testing.T) {
 		t.Fatalf("restore:\n%s", out)
 	}
 	h.start()
+	if ev := h.events("", "restored"); len(ev) != 1 || !strings.Contains(ev[0].Detail, "revoked again: 1") {
+		t.Fatalf("the audit log's record of the restore: %+v", ev)
+	}
 
 	code, _, got := restCall(t, http.DefaultClient, "GET", "http://"+h.rest+"/api/rest/device/dev1/notification?take=10", deviceREST(t, h, "dev1"), nil)
 	if code != 200 || len(got) != 1 || got[0].(map[string]any)["parameters"].(map[string]any)["c"] != float64(1) {
