@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -280,4 +281,33 @@ func FuzzParseManifest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Restored as root into a data folder a service user owns, every file and folder is
+// that user's: a hub that runs as it can read its keys.
+func TestRestoreGivesFilesToTheDataFolderOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give files away (make test runs as root)")
+	}
+	data, _ := dataFolder(t)
+	dir := filepath.Join(t.TempDir(), "b")
+	if _, err := Take(context.Background(), data, dir, Options{Lock: "hub.lock"}); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "data")
+	must(t, os.Mkdir(target, 0o700))
+	const nobody = 65534
+	must(t, os.Chown(target, nobody, nobody))
+	if _, err := Restore(dir, target, RestoreOptions{Lock: "hub.lock"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"frontdoor", "frontdoor/ca.key", "registry.db", "hub.yaml"} {
+		st, err := os.Stat(filepath.Join(target, filepath.FromSlash(p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sys := st.Sys().(*syscall.Stat_t); sys.Uid != nobody || sys.Gid != nobody {
+			t.Errorf("%s belongs to %d:%d, want the data folder's owner %d", p, sys.Uid, sys.Gid, nobody)
+		}
+	}
 }

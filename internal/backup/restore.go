@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -145,12 +146,16 @@ func Restore(dir, dataDir string, o RestoreOptions) (*Restored, error) {
 		}
 		say("moved     what the data folder held to %s", r.Aside)
 	}
+	own, err := ownerOf(dataDir)
+	if err != nil {
+		return nil, err
+	}
 	for _, f := range m.Files {
 		dst := filepath.Join(dataDir, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		if err := mkdirs(dataDir, filepath.Dir(f.Path), own); err != nil {
 			return nil, fmt.Errorf("backup: %w", err)
 		}
-		if err := restoreFile(filepath.Join(dir, filepath.FromSlash(f.Path)), dst, f); err != nil {
+		if err := restoreFile(filepath.Join(dir, filepath.FromSlash(f.Path)), dst, f, own); err != nil {
 			return nil, fmt.Errorf("backup: restoring %s: %w", f.Path, err)
 		}
 		say("restored  %s", f.Path)
@@ -158,9 +163,57 @@ func Restore(dir, dataDir string, o RestoreOptions) (*Restored, error) {
 	return r, syncDir(dataDir)
 }
 
+// owner is who the restored files are given to; nil leaves them the restorer's.
+type owner struct{ uid, gid int }
+
+// ownerOf is the data folder's owner when it is not the restorer, who is root: a hub
+// that runs as a user of its own must be able to read its keys (0600) after a restore
+// run as root.
+func ownerOf(dataDir string) (*owner, error) {
+	st, err := os.Stat(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || os.Geteuid() != 0 || int(sys.Uid) == 0 && int(sys.Gid) == 0 {
+		return nil, nil
+	}
+	return &owner{int(sys.Uid), int(sys.Gid)}, nil
+}
+
+func (o *owner) chown(path string) error {
+	if o == nil {
+		return nil
+	}
+	return os.Lchown(path, o.uid, o.gid)
+}
+
+// mkdirs makes the folders of rel (slash-separated, "." for none) under root, 0700 and
+// given to own.
+func mkdirs(root, rel string, own *owner) error {
+	if rel == "." {
+		return nil
+	}
+	p := root
+	for _, part := range strings.Split(rel, "/") {
+		p = filepath.Join(p, part)
+		err := os.Mkdir(p, 0o700)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := own.chown(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // restoreFile copies src to dst through a temporary file, checking the sum on the way,
 // and renames it into place.
-func restoreFile(src, dst string, f File) error {
+func restoreFile(src, dst string, f File, own *owner) error {
 	tmp := dst + ".restoring"
 	if err := copyFile(src, tmp, f.Mode); err != nil {
 		os.Remove(tmp)
@@ -174,6 +227,10 @@ func restoreFile(src, dst string, f File) error {
 		return err
 	}
 	if err := os.Chmod(tmp, f.Mode); err != nil { // the umask may have narrowed it
+		os.Remove(tmp)
+		return err
+	}
+	if err := own.chown(tmp); err != nil {
 		os.Remove(tmp)
 		return err
 	}
