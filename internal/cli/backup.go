@@ -132,6 +132,9 @@ Gateways send this hub, at their next session, what they relayed after the backu
 			for _, c := range rep.Carried {
 				fmt.Fprintf(w, "  revoked again: %s\n", c)
 			}
+			if rep.IDsSkipped > 0 {
+				fmt.Fprintf(w, "  notification ids go on %d further, past any the hub may have given since the backup\n", rep.IDsSkipped)
+			}
 			if len(rep.Newer) > 0 {
 				fmt.Fprintf(w, "  not in the backup, enrolled after it (enroll them again): %s\n", strings.Join(rep.Newer, ", "))
 			}
@@ -166,6 +169,14 @@ type restoreReport struct {
 	Carried []string `json:"carried,omitempty"`
 	// Newer are devices of the replaced registry the backup does not have.
 	Newer []string `json:"enrolled_after,omitempty"`
+	// IDsSkipped is how far the restored notification store moved its next id.
+	IDsSkipped int64 `json:"notification_ids_skipped,omitempty"`
+}
+
+// idGap is more ids than a hub can give in d: a million a second (ten times the
+// fastest store measured here), and at least 2^32.
+func idGap(d time.Duration) int64 {
+	return max(1<<32, int64(d/time.Second+1)*1_000_000)
 }
 
 // afterRestore opens the restored registry (bringing its schema up to this iotsafe's,
@@ -182,6 +193,14 @@ func (g *globals) afterRestore(ctx context.Context, r *backup.Restored) (restore
 		return rep, fmt.Errorf("the restored registry: %w", err)
 	}
 	defer restored.Close()
+	// Notification ids are never given twice: the restored store skips every id the
+	// hub may have given since the backup.
+	gap := idGap(time.Since(r.Manifest.Created))
+	if moved, err := telemetry.SkipIDs(ctx, loc, gap); err != nil {
+		return rep, err
+	} else if moved {
+		rep.IDsSkipped = gap
+	}
 	// The replaced folder's own registry, if it had one, knows what was revoked since.
 	if r.Aside != "" && !sqldb.IsDSN(loc) && fileExists(filepath.Join(r.Aside, registry.FileName)) {
 		replaced, err := registry.Open(ctx, r.Aside, cfg.Pool)

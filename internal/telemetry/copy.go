@@ -273,3 +273,35 @@ func RetireLocal(dir string) error {
 	}
 	return nil
 }
+
+// SkipIDs moves the data folder's store (SQLite) past n ids: the next notification gets
+// an id at least n above any it holds. A store put back from a backup would otherwise
+// give again the ids it gave after the backup was taken, which whoever read them (a
+// platform app, the centre this hub relays to, which takes each id once) has seen for
+// other notifications. It reports false, doing nothing, where there is no such store.
+func SkipIDs(ctx context.Context, location string, n int64) (bool, error) {
+	if sqldb.IsDSN(location) || !hasFile(location) {
+		return false, nil
+	}
+	db, _, err := openDB(ctx, location)
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("telemetry: %w", err)
+	}
+	defer tx.Rollback()
+	var last int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'notifications'`).Scan(&last); err != nil {
+		return false, fmt.Errorf("telemetry: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM sqlite_sequence WHERE name = 'notifications'`); err != nil {
+		return false, fmt.Errorf("telemetry: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sqlite_sequence(name, seq) VALUES('notifications', ?)`, last+n); err != nil {
+		return false, fmt.Errorf("telemetry: %w", err)
+	}
+	return true, tx.Commit()
+}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
 func relayed(ns []Notification) []Relayed {
@@ -264,5 +266,40 @@ func TestRetentionCountsWhatTheCentreHadNotGot(t *testing.T) {
 	s = open(t, dir, Config{MaxPerDevice: 3, Retention: time.Hour})
 	if n, err := s.PruneAge(ctx, time.Now().Add(2*time.Hour)); err != nil || n != 2 || s.UnrelayedDeleted() != 2 {
 		t.Fatalf("after the centre went back: pruned %d, %v, counted %d lost; want 2 and 2", n, err, s.UnrelayedDeleted())
+	}
+}
+
+// A store moved past n ids gives its next notification an id at least n above the ids it
+// gave before, across a restart (a restore from a backup does this).
+func TestSkipIDs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, Config{})
+	got, err := s.Append(ctx, note("cam-1", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	loc := location(t, dir)
+	moved, err := SkipIDs(ctx, loc, 1_000_000)
+	if err != nil || moved == sqldb.IsDSN(loc) {
+		t.Fatalf("skip: moved %v, %v", moved, err)
+	}
+	s = open(t, dir, Config{})
+	next, err := s.Append(ctx, note("cam-1", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sqldb.IsDSN(loc) {
+		if next[0].ID <= got[0].ID {
+			t.Fatalf("ids went back: %d after %d", next[0].ID, got[0].ID)
+		}
+		return // a shared store is not the data folder's: nothing to skip
+	}
+	if next[0].ID < got[0].ID+1_000_000 {
+		t.Fatalf("the next id is %d, want at least %d", next[0].ID, got[0].ID+1_000_000)
+	}
+	if moved, err := SkipIDs(ctx, t.TempDir(), 5); err != nil || moved {
+		t.Fatalf("a folder without a store: moved %v, %v", moved, err)
 	}
 }

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,11 +114,20 @@ func matches(m map[string]any, msg string, kv []string) bool {
 		return false
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
-		if fmt.Sprint(m[kv[i]]) != kv[i+1] {
+		if field(m[kv[i]]) != kv[i+1] {
 			return false
 		}
 	}
 	return true
+}
+
+// field is a JSON log field as text; whole numbers without an exponent (JSON numbers
+// decode as float64, and an id of 2^32 would print as 4.294967296e+09).
+func field(v any) string {
+	if f, ok := v.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		return strconv.FormatInt(int64(f), 10)
+	}
+	return fmt.Sprint(v)
 }
 
 // count returns how many lines so far match.
