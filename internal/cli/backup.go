@@ -120,7 +120,11 @@ Gateways send this hub, at their next session, what they relayed after the backu
 			}
 			rep, err := g.afterRestore(cmd.Context(), r)
 			if err != nil {
-				return err
+				aside := ""
+				if r.Aside != "" {
+					aside = " (the replaced data folder is in " + r.Aside + ")"
+				}
+				return fmt.Errorf("the backup's files are in place, but the restore did not finish: %w; revoke by hand what was revoked after the backup%s", err, aside)
 			}
 			if asJSON {
 				return printJSON(w, rep)
