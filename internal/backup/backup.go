@@ -18,6 +18,7 @@ import (
 
 	"go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+	"golang.org/x/sys/unix"
 
 	"github.com/iotsafe/iotsafe/internal/bytesize"
 	"github.com/iotsafe/iotsafe/internal/migrate"
@@ -80,6 +81,10 @@ type Options struct {
 	Progress func(format string, args ...any)
 	// BboltWait bounds the wait for a bbolt file a running hub holds; 0 means 200ms.
 	BboltWait time.Duration
+	// KeepFree is the space (bytes) a backup into the data folder's own filesystem
+	// leaves free there (the hub's audit.min_free_mib): a backup must not fill the disk
+	// the running hub writes to.
+	KeepFree int64
 }
 
 func (o Options) say(format string, args ...any) {
@@ -198,6 +203,9 @@ func copyOne(ctx context.Context, src, dst string, o Options) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
+	if err := roomFor(src, filepath.Dir(dst), st.Size(), o.KeepFree); err != nil {
+		return File{}, err
+	}
 	f := File{Mode: st.Mode().Perm(), How: HowCopy}
 	switch kind, err := sniff(src); {
 	case err != nil:
@@ -222,6 +230,25 @@ func copyOne(ctx context.Context, src, dst string, o Options) (File, error) {
 	}
 	f.Size, f.SHA256, err = sum(dst)
 	return f, err
+}
+
+// roomFor refuses a copy of n bytes into dir that would not fit, or that would leave
+// less than keep free on the filesystem of src (the data folder's) when dir is on it.
+// A snapshot is at most its database's size.
+func roomFor(src, dir string, n, keep int64) error {
+	var to, from unix.Statfs_t
+	if unix.Statfs(dir, &to) != nil || unix.Statfs(src, &from) != nil {
+		return nil // cannot tell; the write itself will say
+	}
+	free := int64(to.Bavail) * to.Bsize
+	if to.Fsid != from.Fsid {
+		keep = 0
+	}
+	if free-n < keep {
+		return fmt.Errorf("not enough space in %s: %s to copy, %s free, and the data folder's filesystem keeps %s (audit.min_free_mib); back up onto another disk",
+			dir, bytesize.Format(n), bytesize.Format(free), bytesize.Format(keep))
+	}
+	return nil
 }
 
 // sniff tells an SQLite database or a bbolt file by its first bytes.

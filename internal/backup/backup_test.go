@@ -311,3 +311,17 @@ func TestRestoreGivesFilesToTheDataFolderOwner(t *testing.T) {
 		}
 	}
 }
+
+// A backup that would leave the data folder's filesystem with less than the hub keeps
+// free stops with a clear error, and what it wrote is no backup (no manifest).
+func TestTakeKeepsTheDataFolderDiskFree(t *testing.T) {
+	data, _ := dataFolder(t)
+	dir := filepath.Join(t.TempDir(), "b") // the same filesystem as the data folder
+	_, err := Take(context.Background(), data, dir, Options{Lock: "hub.lock", KeepFree: 1 << 62})
+	if err == nil || !strings.Contains(err.Error(), "not enough space") || !strings.Contains(err.Error(), "audit.min_free_mib") {
+		t.Fatalf("a backup past the space the hub keeps: %v", err)
+	}
+	if _, err := Verify(dir); !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("the cut-short backup: %v", err)
+	}
+}

@@ -45,7 +45,7 @@ either: keep it with your configuration management.`,
 			if err != nil {
 				return err
 			}
-			o := backup.Options{Version: Version, Lock: hub.LockName, Progress: progressTo(cmd.ErrOrStderr())}
+			o := backup.Options{Version: Version, Lock: hub.LockName, Progress: progressTo(cmd.ErrOrStderr()), KeepFree: int64(cfg.Audit.MinFreeMiB) << 20}
 			loc := cfg.RegistryLocation(g.data)
 			if sqldb.IsDSN(loc) {
 				o.Database = sqldb.Redact(loc)
