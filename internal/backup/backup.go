@@ -133,6 +133,9 @@ func Take(ctx context.Context, dataDir, dir string, o Options) (*Manifest, error
 		case rel == o.Lock || isJournal(rel):
 			return nil // the lock; SQLite's WAL and journal files are in their snapshots
 		}
+		if info, err := d.Info(); err == nil && info.Size() >= 64<<20 {
+			o.say("copying %s (%s)...", slashed, bytesize.Format(info.Size()))
+		}
 		f, err := copyOne(ctx, path, filepath.Join(dir, rel), o)
 		if errors.Is(err, errHeld) {
 			m.LeftOut = append(m.LeftOut, LeftOut{slashed, "held by the running hub (a bbolt file: the MQTT broker's sessions or the bridge's queue); stop the hub to include it"})

@@ -325,3 +325,16 @@ func TestTakeKeepsTheDataFolderDiskFree(t *testing.T) {
 		t.Fatalf("the cut-short backup: %v", err)
 	}
 }
+
+// A backup folder holding a symbolic link (iotsafe backup writes none) is refused.
+func TestVerifyRefusesLinks(t *testing.T) {
+	data, _ := dataFolder(t)
+	dir := filepath.Join(t.TempDir(), "b")
+	if _, err := Take(context.Background(), data, dir, Options{Lock: "hub.lock"}); err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.Symlink("/etc/hostname", filepath.Join(dir, "extra")))
+	if _, err := Verify(dir); !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("a backup with a link: %v", err)
+	}
+}

@@ -31,6 +31,20 @@ func Verify(dir string) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (%s)", err, dir)
 	}
+	// iotsafe backup writes folders and regular files only: a link could point a
+	// restore at any file of this machine.
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return fmt.Errorf("%w: %s is not a regular file (%s); iotsafe backup writes none such", ErrIncomplete, path, d.Type())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	for _, f := range m.Files {
 		n, h, err := sum(filepath.Join(dir, filepath.FromSlash(f.Path)))
 		switch {
