@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/tlspolicy"
 )
 
 // countingConn counts the bytes on a connection (TLS records included).
@@ -46,15 +48,24 @@ func goEchoServer(cert tls.Certificate) (net.Listener, error) {
 }
 
 // goServe accepts TLS connections of version only in env and hands each to serve, then
-// closes it. TLS 1.2 takes the hub's default TLS 1.2 suite (ECDHE-ECDSA with
-// AES-128-GCM): the hub's listeners accept TLS 1.2 by default.
+// closes it. Its config is the hub's listeners' (tlspolicy: groups, session tickets
+// sealed with the hub's own keys) restricted to version; TLS 1.2 takes the hub's
+// default TLS 1.2 suite (ECDHE-ECDSA with AES-128-GCM): the hub's listeners accept TLS
+// 1.2 by default.
 func goServe(env netEnv, cert tls.Certificate, version uint16, serve func(net.Conn, *tls.Conn)) (net.Listener, error) {
+	v := "1.3"
+	if version == tls.VersionTLS12 {
+		v = "1.2"
+	}
+	cfg, err := tlspolicy.Policy{MinVersion: v, MaxVersion: v, Suites: []string{"ECDHE-ECDSA-AES128-GCM-SHA256"}}.Config()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Certificates = []tls.Certificate{cert}
 	ln, err := env.listenTCP()
 	if err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: version, MaxVersion: version,
-		CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}
 	go func() {
 		for {
 			c, err := ln.Accept()
