@@ -55,6 +55,16 @@ func dataFolder(t *testing.T) (dir string, db *sqldb.DB) {
 	return dir, db
 }
 
+// backUp takes a backup of data into a new folder and returns it.
+func backUp(t *testing.T, data string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "b")
+	if _, err := Take(context.Background(), data, dir, Options{Lock: "hub.lock"}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -202,10 +212,7 @@ func TestTakeRefusesItsTarget(t *testing.T) {
 // replaced only when forced, and its entries are moved aside, not lost; the lock stays.
 func TestRestore(t *testing.T) {
 	data, _ := dataFolder(t)
-	dir := filepath.Join(t.TempDir(), "b")
-	if _, err := Take(context.Background(), data, dir, Options{Lock: "hub.lock"}); err != nil {
-		t.Fatal(err)
-	}
+	dir := backUp(t, data)
 	target := filepath.Join(t.TempDir(), "data")
 	must(t, os.Mkdir(target, 0o700))
 	must(t, os.WriteFile(filepath.Join(target, "hub.lock"), []byte("me"), 0o600))
@@ -248,10 +255,7 @@ func TestVerifyRefusesIncompleteBackups(t *testing.T) {
 		},
 		"missing": func(dir string) { os.Remove(filepath.Join(dir, "frontdoor", "ca.key")) },
 	} {
-		dir := filepath.Join(t.TempDir(), "b")
-		if _, err := Take(context.Background(), data, dir, Options{Lock: "hub.lock"}); err != nil {
-			t.Fatal(err)
-		}
+		dir := backUp(t, data)
 		spoil(dir)
 		target := t.TempDir()
 		if _, err := Restore(dir, target, RestoreOptions{Force: true}); !errors.Is(err, ErrIncomplete) {
@@ -290,10 +294,7 @@ func TestRestoreGivesFilesToTheDataFolderOwner(t *testing.T) {
 		t.Skip("needs root to give files away (make test runs as root)")
 	}
 	data, _ := dataFolder(t)
-	dir := filepath.Join(t.TempDir(), "b")
-	if _, err := Take(context.Background(), data, dir, Options{Lock: "hub.lock"}); err != nil {
-		t.Fatal(err)
-	}
+	dir := backUp(t, data)
 	target := filepath.Join(t.TempDir(), "data")
 	must(t, os.Mkdir(target, 0o700))
 	const nobody = 65534
@@ -329,10 +330,7 @@ func TestTakeKeepsTheDataFolderDiskFree(t *testing.T) {
 // A backup folder holding a symbolic link (iotsafe backup writes none) is refused.
 func TestVerifyRefusesLinks(t *testing.T) {
 	data, _ := dataFolder(t)
-	dir := filepath.Join(t.TempDir(), "b")
-	if _, err := Take(context.Background(), data, dir, Options{Lock: "hub.lock"}); err != nil {
-		t.Fatal(err)
-	}
+	dir := backUp(t, data)
 	must(t, os.Symlink("/etc/hostname", filepath.Join(dir, "extra")))
 	if _, err := Verify(dir); !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("a backup with a link: %v", err)

@@ -7,29 +7,19 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/fakeclock"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newLimiter(t *testing.T, cfg Config) (*Limiter, *clock) {
+func newLimiter(t *testing.T, cfg Config) (*Limiter, *fakeclock.Clock) {
 	t.Helper()
 	cfg.ApplyDefaults()
 	if err := cfg.Validate("test"); err != nil {
 		t.Fatal(err)
 	}
 	l := New(cfg)
-	c := &clock{t: time.Unix(1000, 0)}
-	l.now = c.now
+	c := fakeclock.New(time.Unix(1000, 0))
+	l.now = c.Now
 	return l, c
 }
 
@@ -67,7 +57,7 @@ func TestFailuresHoldStartupsUntilForgiven(t *testing.T) {
 	}
 	tk.Done(true)
 	// Half a second forgives one failure at 2/s.
-	clk.add(500 * time.Millisecond)
+	clk.Add(500 * time.Millisecond)
 	tk, err = l.Acquire(noWait(), attacker)
 	if err != nil {
 		t.Fatalf("after one failure was forgiven: %v", err)
@@ -77,7 +67,7 @@ func TestFailuresHoldStartupsUntilForgiven(t *testing.T) {
 		t.Fatal("the new failure should fill the startups again")
 	}
 	// Long enough forgives everything, and the source is forgotten.
-	clk.add(time.Minute)
+	clk.Add(time.Minute)
 	tk, err = l.Acquire(noWait(), attacker)
 	if err != nil {
 		t.Fatal(err)
@@ -204,8 +194,8 @@ func TestValidate(t *testing.T) {
 
 func TestLogGate(t *testing.T) {
 	g := NewLogGate(time.Minute)
-	clk := &clock{t: time.Unix(0, 0)}
-	g.now = clk.now
+	clk := fakeclock.New(time.Unix(0, 0))
+	g.now = clk.Now
 	if ok, _ := g.Allow("a"); !ok {
 		t.Fatal("first line held back")
 	}
@@ -217,7 +207,7 @@ func TestLogGate(t *testing.T) {
 	if ok, _ := g.Allow("b"); !ok {
 		t.Fatal("another key is independent")
 	}
-	clk.add(time.Minute)
+	clk.Add(time.Minute)
 	ok, n := g.Allow("a")
 	if !ok || n != 5 {
 		t.Fatalf("after the interval: ok=%v suppressed=%d, want true 5", ok, n)

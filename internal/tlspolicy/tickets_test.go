@@ -6,23 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/fakeclock"
 )
-
-// clock is a settable time for the ticket keys.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // resumes connects with Go's client and its session cache, reads the server's line (so
 // a TLS 1.3 ticket is taken in) and reports whether the session was resumed.
@@ -44,14 +32,14 @@ func resumes(t *testing.T, addr string, cache tls.ClientSessionCache, version ui
 // (not a failed connection). TLS 1.2 and 1.3.
 func TestTicketKeysLifetime(t *testing.T) {
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
-		clk := &clock{t: time.Unix(1e9, 0)}
+		clk := fakeclock.New(time.Unix(1e9, 0))
 		c, err := Policy{}.Config()
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys := newTicketKeys(time.Hour, clk.now)
+		keys := newTicketKeys(time.Hour, clk.Now)
 		keys.install(c)
-		c.Time = clk.now // Go stamps sessions with it
+		c.Time = clk.Now // Go stamps sessions with it
 		addr := serveConfig(t, c)
 
 		old := tls.NewLRUClientSessionCache(1)
@@ -59,7 +47,7 @@ func TestTicketKeysLifetime(t *testing.T) {
 			t.Fatalf("TLS %x: a second connection did not resume the first's session", v)
 		}
 		// Past half the lifetime a new key seals new tickets; the old one still opens.
-		clk.add(31 * time.Minute)
+		clk.Add(31 * time.Minute)
 		fresh := tls.NewLRUClientSessionCache(1)
 		resumes(t, addr, fresh, v)
 		if !resumes(t, addr, fresh, v) {
@@ -79,7 +67,7 @@ func TestTicketKeysLifetime(t *testing.T) {
 		// secret, so its session is done, though its last ticket's key lives on. A TLS
 		// 1.3 resumption is a session of its own (a new secret, from a new key
 		// exchange), whose ticket is young. The first key is gone.
-		clk.add(29 * time.Minute)
+		clk.Add(29 * time.Minute)
 		if resumed := resumes(t, addr, old, v); resumed != (v == tls.VersionTLS13) {
 			t.Fatalf("TLS %x: resumed %v an hour after the first full handshake", v, resumed)
 		}
