@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
@@ -142,8 +143,25 @@ func (h *Hub) startMetrics(ctx context.Context) error {
 	if err := h.metrics.Register(h.guard.Collectors()...); err != nil {
 		return err
 	}
+	if err := h.metrics.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "iotsafe_backup_last_timestamp_seconds",
+		Help: "When iotsafe backup last copied this hub's data folder (Unix time, from the audit log); 0 if never: alert on its age."},
+		h.lastBackup)); err != nil {
+		return err
+	}
 	h.log.Info("metrics", "url", "http://"+addr.String()+"/metrics")
 	return nil
+}
+
+// lastBackup is the time of the audit log's newest backup_taken event, 0 if none (or
+// the registry cannot say now).
+func (h *Hub) lastBackup() float64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	evs, err := h.reg.Events(ctx, registry.EventFilter{Kind: registry.EventBackup, Limit: 1})
+	if err != nil || len(evs) == 0 {
+		return 0
+	}
+	return float64(evs[0].At.Unix())
 }
 
 // startSSH builds the device-facing SSH server and binds it; it serves from the last

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,20 @@ import (
 // stored by then, and a device revoked after the backup stays revoked. A restore while
 // the hub runs, or over a data folder without --force, is refused.
 func TestBackupAndRestore(t *testing.T) {
-	h := startHubWith(t, "", "rest: {listen: '127.0.0.1:0'}\n", nil)
+	h := startHubWith(t, "", "rest: {listen: '127.0.0.1:0'}\nmetrics: {listen: '127.0.0.1:0'}\n", nil)
+	backupMetric := func() string {
+		t.Helper()
+		resp, err := http.Get("http://" + h.metrics + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return grepLines(string(body), "iotsafe_backup_last_timestamp_seconds ")
+	}
+	if m := backupMetric(); !strings.Contains(m, "iotsafe_backup_last_timestamp_seconds 0") {
+		t.Fatalf("before any backup: %q", m)
+	}
 	k1 := h.addDevice("dev1")
 	k2 := h.addDevice("dev2")
 	tok := deviceREST(t, h, "dev1")
@@ -28,6 +42,9 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	if out := h.mustCLI("status"); !strings.Contains(out, "backup     last ") || !strings.Contains(out, "into "+dir) {
 		t.Fatalf("status after a backup:\n%s", out)
+	}
+	if m := backupMetric(); !strings.Contains(m, "iotsafe_backup_last_timestamp_seconds 1.") {
+		t.Fatalf("after a backup: %q", m)
 	}
 	// After the backup: a notification the restore loses, a revocation it keeps.
 	notify(t, h, "dev1", tok, "temperature", map[string]any{"c": 2})
