@@ -55,7 +55,7 @@ either: keep it with your configuration management.`,
 				return err
 			}
 			abs, _ := filepath.Abs(args[0])
-			g.recordEvent(cmd, registry.Event{Kind: registry.EventBackup, Detail: fmt.Sprintf("into %s: %s", abs, describe(m))})
+			g.recordEvent(cmd, registry.Event{Kind: registry.EventBackup, Detail: fmt.Sprintf("into %s: %s of %s", abs, describe(m), m.DataDir)})
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), m)
 			}
