@@ -166,7 +166,7 @@ func newFolder(absData, dir string) error {
 	if err != nil {
 		return err
 	}
-	if r, err := filepath.Rel(absData, abs); err == nil && (r == "." || !strings.HasPrefix(r, "..")) {
+	if r, err := filepath.Rel(absData, abs); err == nil && (r == "." || !outside(r)) {
 		return fmt.Errorf("backup: %s is inside the data folder %s: give a folder outside it", dir, absData)
 	}
 	entries, err := os.ReadDir(abs)
@@ -179,6 +179,12 @@ func newFolder(absData, dir string) error {
 		return fmt.Errorf("backup: %s is not empty: give a new folder for each backup", dir)
 	}
 	return os.Chmod(abs, 0o700)
+}
+
+// outside reports whether a path relative to a folder (filepath.Rel's) leaves it:
+// "../x" does, "..x" (a name) does not.
+func outside(rel string) bool {
+	return rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func orNotDir(err error) error {

@@ -196,6 +196,7 @@ func TestTakeRefusesItsTarget(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(full, "x"), nil, 0o600))
 	for target, want := range map[string]string{
 		filepath.Join(data, "backup"): "inside the data folder",
+		filepath.Join(data, "..b"):    "inside the data folder", // a name, not the parent
 		data:                          "inside the data folder",
 		full:                          "is not empty",
 	} {
@@ -280,7 +281,7 @@ func FuzzParseManifest(f *testing.F) {
 		root := filepath.Join(string(filepath.Separator), "data")
 		for _, file := range m.Files {
 			p := filepath.Join(root, filepath.FromSlash(file.Path))
-			if r, err := filepath.Rel(root, p); err != nil || r == "." || strings.HasPrefix(r, "..") || file.Mode&^0o777 != 0 {
+			if r, err := filepath.Rel(root, p); err != nil || r == "." || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) || file.Mode&^0o777 != 0 {
 				t.Fatalf("accepted %q (mode %v): lands at %s", file.Path, file.Mode, p)
 			}
 		}

@@ -343,7 +343,7 @@ func inside(path, dir string) bool {
 		return false
 	}
 	r, err := filepath.Rel(d, p)
-	return err == nil && !strings.HasPrefix(r, "..")
+	return err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator))
 }
 
 // progressTo writes each step as a line to w.
