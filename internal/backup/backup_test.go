@@ -337,3 +337,20 @@ func TestVerifyRefusesLinks(t *testing.T) {
 		t.Fatalf("a backup with a link: %v", err)
 	}
 }
+
+// A backup kept inside the data folder it would replace is refused before anything
+// moves.
+func TestRestoreRefusesABackupInsideTheDataFolder(t *testing.T) {
+	data, _ := dataFolder(t)
+	dir := backUp(t, data)
+	target := t.TempDir()
+	inside := filepath.Join(target, "backups", "b")
+	must(t, os.MkdirAll(filepath.Dir(inside), 0o700))
+	must(t, os.Rename(dir, inside))
+	if _, err := Restore(inside, target, RestoreOptions{Force: true}); err == nil || !strings.Contains(err.Error(), "inside the data folder") {
+		t.Fatalf("a backup inside the data folder: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(inside, ManifestName)); err != nil {
+		t.Fatalf("the backup moved: %v", err)
+	}
+}

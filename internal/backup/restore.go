@@ -124,6 +124,20 @@ func Restore(dir, dataDir string, o RestoreOptions) (*Restored, error) {
 			return nil, err
 		}
 	}
+	for _, f := range m.Files {
+		if f.Path == o.Lock {
+			return nil, fmt.Errorf("backup: the manifest names the data folder's lock %s, which no backup holds", f.Path)
+		}
+	}
+	absData, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if absDir, err := filepath.Abs(dir); err == nil {
+		if r, err := filepath.Rel(absData, absDir); err == nil && !outside(r) {
+			return nil, fmt.Errorf("backup: the backup %s is inside the data folder %s, which the restore replaces: move it out first", dir, dataDir)
+		}
+	}
 	say := func(format string, args ...any) {
 		if o.Progress != nil {
 			o.Progress(format, args...)
@@ -145,11 +159,7 @@ func Restore(dir, dataDir string, o RestoreOptions) (*Restored, error) {
 			return nil, fmt.Errorf("backup: the data folder %s is not empty (%s): to replace it, give --force; what it holds is then moved to %s.replaced-TIME first",
 				dataDir, list(present, 5), filepath.Base(dataDir))
 		}
-		abs, err := filepath.Abs(dataDir)
-		if err != nil {
-			return nil, err
-		}
-		r.Aside = abs + ".replaced-" + time.Now().UTC().Format("20060102T150405Z")
+		r.Aside = absData + ".replaced-" + time.Now().UTC().Format("20060102T150405Z")
 		if err := os.Mkdir(r.Aside, 0o700); err != nil {
 			return nil, fmt.Errorf("backup: %w", err)
 		}
