@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,56 +11,11 @@ import (
 	"github.com/iotsafe/iotsafe/internal/sshtest"
 )
 
-// stuckHub completes SSH handshakes and then answers nothing: no channel open, no
-// global request. No real server can be made to behave so on demand, hence this stand-in
-// on a real x/crypto server. It counts the sessions it accepted.
-func stuckHub(t *testing.T) (addr string, sessions <-chan struct{}) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	cfg := &ssh.ServerConfig{NoClientAuth: true}
-	cfg.AddHostKey(sshtest.Signer(t))
-	got := make(chan struct{}, 16)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go func() {
-				if _, _, _, err := ssh.NewServerConn(c, cfg); err != nil {
-					return
-				}
-				select {
-				case got <- struct{}{}:
-				default:
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String(), got
-}
-
 // A hub that accepts the handshake and then never answers the session's setup does not
 // hold the agent: the session is closed after the handshake timeout with a clear error,
 // and the agent connects again.
 func TestStuckHubSetupEndsTheSession(t *testing.T) {
-	addr, sessions := stuckHub(t)
+	addr, _, sessions := sshtest.SilentServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errs := make(chan error, 64)

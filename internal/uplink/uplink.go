@@ -57,6 +57,9 @@ type Config struct {
 	// multiplexed channel; 0 means 15s.
 	HandshakeTimeout time.Duration
 	Logger           *slog.Logger
+	// OnRetry, if set, is called each time a session attempt failed or a session ended,
+	// with the delay before the next attempt.
+	OnRetry func(err error, delay time.Duration)
 	// OnSynced, if set, is called each time every device serving here has been
 	// announced (tests wait for it).
 	OnSynced func()
@@ -179,6 +182,9 @@ func (u *Uplink) Run(ctx context.Context) error {
 		attempt++
 		u.setState("waiting", err)
 		u.log.Warn("session to the centre ended; local devices stay connected; reconnecting", "err", err, "in", delay.Round(time.Millisecond).String())
+		if u.cfg.OnRetry != nil {
+			u.cfg.OnRetry(err, delay)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
