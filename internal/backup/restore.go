@@ -9,8 +9,9 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/fileowner"
 )
 
 // ErrIncomplete means a folder is not a whole backup: no manifest (cut short, or not a
@@ -170,7 +171,7 @@ func Restore(dir, dataDir string, o RestoreOptions) (*Restored, error) {
 		}
 		say("moved     what the data folder held to %s", r.Aside)
 	}
-	own, err := ownerOf(dataDir)
+	own, err := fileowner.Of(dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -187,34 +188,9 @@ func Restore(dir, dataDir string, o RestoreOptions) (*Restored, error) {
 	return r, syncDir(dataDir)
 }
 
-// owner is who the restored files are given to; nil leaves them the restorer's.
-type owner struct{ uid, gid int }
-
-// ownerOf is the data folder's owner when it is not the restorer, who is root: a hub
-// that runs as a user of its own must be able to read its keys (0600) after a restore
-// run as root.
-func ownerOf(dataDir string) (*owner, error) {
-	st, err := os.Stat(dataDir)
-	if err != nil {
-		return nil, fmt.Errorf("backup: %w", err)
-	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok || os.Geteuid() != 0 || int(sys.Uid) == 0 && int(sys.Gid) == 0 {
-		return nil, nil
-	}
-	return &owner{int(sys.Uid), int(sys.Gid)}, nil
-}
-
-func (o *owner) chown(path string) error {
-	if o == nil {
-		return nil
-	}
-	return os.Lchown(path, o.uid, o.gid)
-}
-
 // mkdirs makes the folders of rel (slash-separated, "." for none) under root, 0700 and
 // given to own.
-func mkdirs(root, rel string, own *owner) error {
+func mkdirs(root, rel string, own *fileowner.Owner) error {
 	if rel == "." {
 		return nil
 	}
@@ -228,7 +204,7 @@ func mkdirs(root, rel string, own *owner) error {
 		if err != nil {
 			return err
 		}
-		if err := own.chown(p); err != nil {
+		if err := own.Chown(p); err != nil {
 			return err
 		}
 	}
@@ -237,7 +213,7 @@ func mkdirs(root, rel string, own *owner) error {
 
 // restoreFile copies src to dst through a temporary file, checking the sum on the way,
 // and renames it into place.
-func restoreFile(src, dst string, f File, own *owner) error {
+func restoreFile(src, dst string, f File, own *fileowner.Owner) error {
 	tmp := dst + ".restoring"
 	if err := copyFile(src, tmp, f.Mode); err != nil {
 		os.Remove(tmp)
@@ -254,7 +230,7 @@ func restoreFile(src, dst string, f File, own *owner) error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := own.chown(tmp); err != nil {
+	if err := own.Chown(tmp); err != nil {
 		os.Remove(tmp)
 		return err
 	}
