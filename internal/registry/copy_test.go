@@ -43,6 +43,7 @@ func fill(t *testing.T, r *Registry) {
 	must(r.SetDeviceData(ctx, "cam01", []byte(`{"floor":2}`)))
 	must(r.SetDeviceCert(ctx, "cam02", "0a1b", exp))
 	must(r.SetSOAPKey(ctx, SOAPKey{Device: "cam04", KeyID: "k1", Secret: []byte{0, 1, 2, 255}}))
+	must(r.NoteHostKeys(ctx, "cam04", HostKeyProven, []string{"SHA256:next"}))
 }
 
 // dump is every row of every table, as text, sorted: two registries holding the same

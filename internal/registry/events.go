@@ -32,6 +32,9 @@ const (
 	// revoked again).
 	EventBackup   = "backup_taken"
 	EventRestored = "restored"
+	// EventHostKey: iotsafe hostkey added, dropped or promoted a host key (detail:
+	// what, and the fingerprints).
+	EventHostKey = "hostkey_rotation"
 	// EventProfileStored: a profile was stored or replaced for new sessions;
 	// EventProfileApplied: also applied to live ones (each hub closes the sessions that
 	// use it, so they come back under it). Detail is the profile's name.

@@ -17,6 +17,7 @@ var migrations = []migrate.Step{
 	{Version: 7, Name: "hubs of a shared registry", SQL: schemaV7},
 	{Version: 8, Name: "peer hubs", SQL: schemaV8},
 	{Version: 9, Name: "events by kind", SQL: schemaV9},
+	{Version: 10, Name: "host key rotation notes", SQL: schemaV10},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

@@ -185,3 +185,18 @@ ALTER TABLE leases ADD COLUMN host_key TEXT NOT NULL DEFAULT '';
 const schemaV9 = `
 CREATE INDEX IF NOT EXISTS events_kind ON events(kind, id);
 `
+
+// schemaV10 records what each device was told of the hub's host keys during a
+// rotation (internal/hostkey): a next key announced to it or proven to it (it learned
+// the key), and a retired key withdrawn (its known_hosts may drop it). 'iotsafe hostkey
+// list' reads it to say when a promotion locks no device out.
+const schemaV10 = `
+CREATE TABLE IF NOT EXISTS hostkey_notes (
+	device      TEXT NOT NULL REFERENCES devices(name) ON DELETE CASCADE,
+	fingerprint TEXT NOT NULL, -- a hub host key, SHA256:...
+	state       TEXT NOT NULL, -- announced | proven | withdrawn
+	at          TEXT NOT NULL,
+	PRIMARY KEY (device, fingerprint)
+);
+CREATE INDEX IF NOT EXISTS hostkey_notes_key ON hostkey_notes(fingerprint);
+`
