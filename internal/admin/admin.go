@@ -38,6 +38,9 @@ const (
 	OpInfo = "info"
 	// OpMQTTClients lists the broker's connected clients (of Request.Device, if set).
 	OpMQTTClients = "mqtt-clients"
+	// OpReloadHostKeys has the hub read its next and retired host keys again (iotsafe
+	// hostkey add and drop) and tell live sessions of a new next key.
+	OpReloadHostKeys = "reload-host-keys"
 )
 
 // Request is one admin call.
@@ -166,6 +169,8 @@ type Handler interface {
 	// MQTTClients lists the broker's clients, of device if not ""; an error when the
 	// broker is off.
 	MQTTClients(device string) ([]MQTTClient, error)
+	// ReloadHostKeys reads the hub's next and retired host keys again.
+	ReloadHostKeys() error
 }
 
 // ErrHubNotRunning means no hub listens on the admin socket.
@@ -291,6 +296,11 @@ func (s *Server) do(req Request, cred *unix.Ucred) Reply {
 			return Reply{Error: err.Error()}
 		}
 		return Reply{OK: true, MQTTClients: cls}
+	case OpReloadHostKeys:
+		if err := s.h.ReloadHostKeys(); err != nil {
+			return Reply{Error: err.Error()}
+		}
+		return Reply{OK: true}
 	default:
 		return Reply{Error: fmt.Sprintf("unknown op %q", req.Op)}
 	}

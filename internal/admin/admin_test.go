@@ -27,6 +27,8 @@ func (f *fakeHub) Apply(_ context.Context, ch control.Change) (control.Outcome, 
 }
 func (f *fakeHub) OnlineDevices() map[string]bool             { return map[string]bool{"dev1": true} }
 func (f *fakeHub) RegistryState() (map[string]string, string) { return nil, "" }
+func (f *fakeHub) ReloadHostKeys() error                      { return nil }
+
 func (f *fakeHub) MQTTClients(string) ([]MQTTClient, error) {
 	return nil, errors.New("the broker is off")
 }

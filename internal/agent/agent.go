@@ -33,8 +33,11 @@ type Config struct {
 	// attempt when it changed (key rotation without restarting the agent).
 	KeyFile string
 	HostKey ssh.HostKeyCallback
-	Expose  []Expose
-	Forward []Forward
+	// HostKeys, if set, learns what the hub announces of its host keys during a
+	// rotation (PinFingerprint and KnownHosts give both this and HostKey).
+	HostKeys HostKeyLearner
+	Expose   []Expose
+	Forward  []Forward
 
 	// KeepaliveInterval between liveness checks of the hub; 0 means 15s.
 	KeepaliveInterval time.Duration
@@ -323,7 +326,7 @@ func (a *Agent) session(ctx context.Context) error {
 	a.wasUp.Store(true)
 	defer conn.Close()
 	ended := sshext.Ended(conn)
-	go replyFalse(reqs)
+	go ServeHubRequests(conn, hub, a.cfg.HostKeys, a.log, reqs)
 	done := make(chan struct{})
 	defer close(done)
 	go a.serveForwarded(chans)
@@ -418,14 +421,6 @@ func (s *SetupTimer) Done(err error) error {
 		return fmt.Errorf("%w (%s)", ErrSetupTimeout, s.timeout)
 	}
 	return err
-}
-
-func replyFalse(reqs <-chan *ssh.Request) {
-	for r := range reqs {
-		if r.WantReply {
-			r.Reply(false, nil)
-		}
-	}
 }
 
 func (a *Agent) keepalive(conn ssh.Conn, done <-chan struct{}) {

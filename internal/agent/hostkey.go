@@ -1,46 +1,114 @@
 package agent
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/iotsafe/iotsafe/internal/hostkey"
 )
+
+// HostKeyLearner takes what a hub announces of its host keys during a rotation
+// (hostkeys-00@openssh.com, internal/hostkey), on a session whose key it trusted.
+type HostKeyLearner interface {
+	// ToProve picks the announced keys the hub must prove it holds.
+	ToProve(host string, remote net.Addr, announced []ssh.PublicKey) []ssh.PublicKey
+	// Proven is told every announced key and those the hub proved.
+	Proven(log *slog.Logger, host string, remote net.Addr, announced, proven []ssh.PublicKey) error
+}
+
+// Pins trusts exactly the hub keys given by fingerprint.
+type Pins struct{ pinned []string }
 
 // PinFingerprint trusts exactly the hub keys given, as "SHA256:..." (as printed by the
 // hub at start and by ssh-keygen -lf); several, comma-separated, for an agent with
 // several hubs of one registry (any of them may answer at any of their addresses: pin
-// per address with a known_hosts file instead).
-func PinFingerprint(fps string) (ssh.HostKeyCallback, error) {
-	var pinned []string
+// per address with a known_hosts file instead), or during a host key rotation.
+func PinFingerprint(fps string) (*Pins, error) {
+	p := &Pins{}
 	for _, fp := range strings.Split(fps, ",") {
 		fp = strings.TrimSpace(fp)
 		if !strings.HasPrefix(fp, "SHA256:") {
 			return nil, fmt.Errorf("agent: --hub-key %q: want a SHA256:... fingerprint", fp)
 		}
-		pinned = append(pinned, fp)
+		p.pinned = append(p.pinned, fp)
 	}
-	return func(_ string, _ net.Addr, key ssh.PublicKey) error {
-		have := []byte(ssh.FingerprintSHA256(key))
-		ok := 0
-		for _, fp := range pinned {
-			ok |= subtle.ConstantTimeCompare(have, []byte(fp))
+	return p, nil
+}
+
+// Check is the handshake's host key callback.
+func (p *Pins) Check(_ string, _ net.Addr, key ssh.PublicKey) error {
+	if !p.has(key) {
+		return fmt.Errorf("fingerprint is not the pinned %s", strings.Join(p.pinned, " or "))
+	}
+	return nil
+}
+
+func (p *Pins) has(key ssh.PublicKey) bool {
+	have := []byte(ssh.FingerprintSHA256(key))
+	ok := 0
+	for _, fp := range p.pinned {
+		ok |= subtle.ConstantTimeCompare(have, []byte(fp))
+	}
+	return ok == 1
+}
+
+// ToProve asks the hub to prove the announced keys that are pinned: the hub then knows
+// this device will take them after a promotion.
+func (p *Pins) ToProve(_ string, _ net.Addr, announced []ssh.PublicKey) []ssh.PublicKey {
+	var out []ssh.PublicKey
+	for _, k := range announced {
+		if p.has(k) {
+			out = append(out, k)
 		}
-		if ok != 1 {
-			return fmt.Errorf("fingerprint is not the pinned %s", strings.Join(pinned, " or "))
+	}
+	return out
+}
+
+// Proven says which announced keys the pins leave out, and which pins the hub no
+// longer announces: a fingerprint pin cannot change by itself.
+func (p *Pins) Proven(log *slog.Logger, host string, _ net.Addr, announced, _ []ssh.PublicKey) error {
+	fps := map[string]bool{}
+	for _, k := range announced {
+		fps[ssh.FingerprintSHA256(k)] = true
+		if !p.has(k) {
+			log.Warn("the hub announces a host key this agent does not pin: add it to --hub-key before the hub's operator promotes it, or the agent will refuse the hub",
+				"hub", host, "key", ssh.FingerprintSHA256(k))
 		}
-		return nil
-	}, nil
+	}
+	for _, fp := range p.pinned {
+		if !fps[fp] {
+			// With several hubs pinned, another hub's key is not this one's to announce.
+			log.Info("the hub does not announce a pinned key: if it is this hub's retired key, remove it from --hub-key", "hub", host, "key", fp)
+		}
+	}
+	return nil
+}
+
+// KnownHostsFile trusts the keys in an OpenSSH known_hosts file, and keeps it current
+// through the hub's host key rotations as OpenSSH's UpdateHostKeys does.
+type KnownHostsFile struct {
+	path string
+	tofu bool
+
+	mu    sync.Mutex // guards check and the file
+	check ssh.HostKeyCallback
 }
 
 // KnownHosts trusts the keys in an OpenSSH known_hosts file. With tofu, a hub that has
 // no entry yet is trusted once and recorded; a changed key is always refused.
-func KnownHosts(path string, tofu bool) (ssh.HostKeyCallback, error) {
+func KnownHosts(path string, tofu bool) (*KnownHostsFile, error) {
 	if tofu {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o600)
 		if err != nil {
@@ -48,22 +116,189 @@ func KnownHosts(path string, tofu bool) (ssh.HostKeyCallback, error) {
 		}
 		f.Close()
 	}
-	check, err := knownhosts.New(path)
-	if err != nil {
-		return nil, fmt.Errorf("agent: known hosts %s: %w", path, err)
+	k := &KnownHostsFile{path: path, tofu: tofu}
+	if err := k.reload(); err != nil {
+		return nil, err
 	}
-	return func(host string, remote net.Addr, key ssh.PublicKey) error {
-		err := check(host, remote, key)
-		var ke *knownhosts.KeyError
-		if tofu && errors.As(err, &ke) && len(ke.Want) == 0 {
-			f, ferr := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600)
-			if ferr != nil {
-				return ferr
-			}
-			defer f.Close()
-			_, ferr = fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(host)}, key))
-			return ferr
+	return k, nil
+}
+
+func (k *KnownHostsFile) reload() error {
+	check, err := knownhosts.New(k.path)
+	if err != nil {
+		return fmt.Errorf("agent: known hosts %s: %w", k.path, err)
+	}
+	k.check = check
+	return nil
+}
+
+// Check is the handshake's host key callback.
+func (k *KnownHostsFile) Check(host string, remote net.Addr, key ssh.PublicKey) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	err := k.check(host, remote, key)
+	var ke *knownhosts.KeyError
+	if k.tofu && errors.As(err, &ke) && len(ke.Want) == 0 {
+		if err := k.appendKeys(host, []ssh.PublicKey{key}); err != nil {
+			return err
 		}
+		return k.reload()
+	}
+	return err
+}
+
+// ToProve asks the hub to prove every announced key, those the file holds too: the
+// hub then counts this device as one that will take the next key after a promotion
+// (OpenSSH asks only for keys it lacks, so a device given the key another way is not
+// counted). A proof costs the hub one signature per key.
+func (k *KnownHostsFile) ToProve(_ string, _ net.Addr, announced []ssh.PublicKey) []ssh.PublicKey {
+	return announced
+}
+
+// Proven adds the proven keys for host, and drops host's entries for keys the hub no
+// longer announces (a retired key). Only plain entries that name host alone are
+// dropped: hashed, wildcard and marked lines are the operator's.
+func (k *KnownHostsFile) Proven(log *slog.Logger, host string, remote net.Addr, announced, proven []ssh.PublicKey) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var added []ssh.PublicKey
+	for _, key := range proven {
+		if k.check(host, remote, key) != nil {
+			added = append(added, key)
+		}
+	}
+	if err := k.appendKeys(host, added); err != nil {
 		return err
-	}, nil
+	}
+	for _, key := range added {
+		log.Info("learned the hub's next host key", "hub", host, "key", ssh.FingerprintSHA256(key), "known_hosts", k.path)
+	}
+	dropped, err := k.dropUnannounced(host, announced)
+	if err != nil {
+		return err
+	}
+	for _, fp := range dropped {
+		log.Info("dropped a host key the hub no longer announces", "hub", host, "key", fp, "known_hosts", k.path)
+	}
+	return k.reload()
+}
+
+func (k *KnownHostsFile) appendKeys(host string, keys []ssh.PublicKey) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(k.path, os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("agent: known hosts: %w", err)
+	}
+	for _, key := range keys {
+		if _, err := fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(host)}, key)); err != nil {
+			f.Close()
+			return fmt.Errorf("agent: known hosts: %w", err)
+		}
+	}
+	return f.Close()
+}
+
+// dropUnannounced rewrites the file without host's plain entries for keys not in
+// announced, through a temporary file; it returns the fingerprints dropped.
+func (k *KnownHostsFile) dropUnannounced(host string, announced []ssh.PublicKey) ([]string, error) {
+	b, err := os.ReadFile(k.path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: known hosts: %w", err)
+	}
+	want := knownhosts.Normalize(host)
+	keep := map[string]bool{}
+	for _, key := range announced {
+		keep[string(key.Marshal())] = true
+	}
+	var out bytes.Buffer
+	var dropped []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if fields := strings.Fields(line); len(fields) >= 3 && fields[0] == want {
+			if key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(strings.Join(fields[1:], " "))); err == nil && !keep[string(key.Marshal())] {
+				dropped = append(dropped, ssh.FingerprintSHA256(key))
+				continue
+			}
+		}
+		out.WriteString(line)
+		out.WriteByte('\n')
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("agent: known hosts: %w", err)
+	}
+	if len(dropped) == 0 {
+		return nil, nil
+	}
+	fi, err := os.Stat(k.path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: known hosts: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(k.path), ".known_hosts-*")
+	if err != nil {
+		return nil, fmt.Errorf("agent: known hosts: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(out.Bytes()); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("agent: known hosts: %w", err)
+	}
+	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("agent: known hosts: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("agent: known hosts: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), k.path); err != nil {
+		return nil, fmt.Errorf("agent: known hosts: %w", err)
+	}
+	return dropped, nil
+}
+
+// ServeHubRequests answers the hub's global requests on conn. The first announcement of
+// its host keys goes to learner (nil: ignored), which has the hub prove the keys it
+// picks; everything else is refused.
+func ServeHubRequests(conn ssh.Conn, host string, learner HostKeyLearner, log *slog.Logger, reqs <-chan *ssh.Request) {
+	announced := false
+	for r := range reqs {
+		if r.Type == hostkey.AnnounceRequest && learner != nil && !announced {
+			announced = true
+			keys, err := hostkey.ParseKeys(r.Payload)
+			if err != nil {
+				log.Warn("the hub's host key announcement is malformed; ignored", "err", err)
+			} else {
+				go learnHostKeys(conn, host, learner, log, keys)
+			}
+		}
+		if r.WantReply {
+			r.Reply(false, nil)
+		}
+	}
+}
+
+func learnHostKeys(conn ssh.Conn, host string, learner HostKeyLearner, log *slog.Logger, announced []ssh.PublicKey) {
+	prove := learner.ToProve(host, conn.RemoteAddr(), announced)
+	var proven []ssh.PublicKey
+	if len(prove) > 0 {
+		ok, reply, err := conn.SendRequest(hostkey.ProveRequest, true, hostkey.MarshalKeys(prove))
+		switch {
+		case err != nil:
+			return // the session ended
+		case !ok:
+			log.Warn("the hub refused to prove the host keys it announced; nothing learned", "hub", host)
+			return
+		}
+		if err := hostkey.VerifyProofs(conn.SessionID(), prove, reply); err != nil {
+			log.Warn("the hub's proof of its host keys does not verify; nothing learned", "hub", host, "err", err)
+			return
+		}
+		proven = prove
+	}
+	if err := learner.Proven(log, host, conn.RemoteAddr(), announced, proven); err != nil {
+		log.Warn("recording the hub's host keys failed", "hub", host, "err", err)
+	}
 }

@@ -177,9 +177,15 @@ func (f *agentFile) build() (agent.Config, error) {
 	case f.HubKey != "" && f.KnownHosts != "":
 		return cfg, errors.New("give --hub-key or --known-hosts, not both")
 	case f.HubKey != "":
-		cfg.HostKey, err = agent.PinFingerprint(f.HubKey)
+		var p *agent.Pins
+		if p, err = agent.PinFingerprint(f.HubKey); err == nil {
+			cfg.HostKey, cfg.HostKeys = p.Check, p
+		}
 	case f.KnownHosts != "":
-		cfg.HostKey, err = agent.KnownHosts(f.KnownHosts, f.TrustOnFirstUse)
+		var k *agent.KnownHostsFile
+		if k, err = agent.KnownHosts(f.KnownHosts, f.TrustOnFirstUse); err == nil {
+			cfg.HostKey, cfg.HostKeys = k.Check, k
+		}
 	default:
 		return cfg, errors.New("the hub's host key must be pinned: --hub-key SHA256:... (printed by 'iotsafe hub') or --known-hosts FILE [--trust-on-first-use]")
 	}

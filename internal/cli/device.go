@@ -18,6 +18,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -184,7 +185,7 @@ func generateDeviceKey(path, name string) (ssh.PublicKey, string, error) {
 		os.Remove(path + ".pub")
 		return nil, "", fmt.Errorf("--keygen: %w", werr)
 	}
-	if err := hub.WritePrivateKey(path, priv, name); err != nil {
+	if err := hostkey.WritePrivateKey(path, priv, name); err != nil {
 		os.Remove(path + ".pub") // ours: created above
 		return nil, "", fmt.Errorf("--keygen: %w (remove the old key pair first if you mean to replace it)", err)
 	}

@@ -51,6 +51,9 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 			for _, k := range h.HostKeys() {
 				fmt.Fprintf(cmd.OutOrStdout(), "host key %s %s\n", k.Type(), ssh.FingerprintSHA256(k))
 			}
+			for _, k := range h.NextHostKeys() {
+				fmt.Fprintf(cmd.OutOrStdout(), "next host key %s %s (announced to devices; 'iotsafe hostkey list')\n", k.Type(), ssh.FingerprintSHA256(k))
+			}
 			if fa := h.FrontdoorAddr(); fa != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "front door on %s for https://DEVICE.%s/ (local CA: 'iotsafe frontdoor ca')\n", fa, cfg.Frontdoor.Domain)
 			}

@@ -50,7 +50,7 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 	root.PersistentFlags().StringVar(&g.config, "config", "", "hub config file (default DATA/hub.yaml if present)")
 	root.AddCommand(hubCmd(g), scanCmd(g), deviceCmd(g), jwtCmd(g), profileCmd(g), eventsCmd(g), agentCmd(g), connectCmd(g), demoCmd(g),
 		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), statusCmd(g), mqttCmd(g), soapCmd(g), registryCmd(g),
-		backupCmd(g), restoreCmd(g), benchCmd())
+		backupCmd(g), restoreCmd(g), hostkeyCmd(g), benchCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "iotsafe:", err)
 		return 1

@@ -10,13 +10,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/iotsafe/iotsafe/internal/agent"
 	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/profile"
@@ -51,6 +54,12 @@ func Run(ctx context.Context, o Options) error {
 	defer h.Close()
 	hostKey := h.HostKeys()[0]
 	fmt.Fprintf(o.Out, "hub: devices connect to %s, host key %s\n", h.SSHAddr(), ssh.FingerprintSHA256(hostKey))
+	// The devices trust the hub through a known_hosts file, as a fleet that follows the
+	// hub's host key rotations does ('iotsafe hostkey add': they learn the next key).
+	trust, err := demoKnownHosts(filepath.Join(o.DataDir, "demo-keys"), h.SSHAddr().String(), h.HostKeys())
+	if err != nil {
+		return err
+	}
 
 	// With the broker's plain listener on, the last device's MQTT goes over its SSH
 	// session: a profile with a direct alias to the broker, a local forward in its agent.
@@ -92,7 +101,8 @@ func Run(ctx context.Context, o Options) error {
 		var once sync.Once
 		a, err := agent.New(agent.Config{
 			Hub: h.SSHAddr().String(), Device: name, Signer: signer,
-			HostKey:    ssh.FixedHostKey(hostKey),
+			HostKey:    trust.Check,
+			HostKeys:   trust,
 			Expose:     []agent.Expose{{Alias: "http", Target: appLn.Addr().String()}},
 			Forward:    forwards,
 			Logger:     o.Logger.With("component", "agent"),
@@ -140,6 +150,7 @@ func Run(ctx context.Context, o Options) error {
   %[1]s scan --hub --data %[2]s            # the hub's SSH, HTTPS and MQTT/TLS endpoints rated
   %[1]s device revoke dev3 --data %[2]s     # dev3's session closes at once
   %[1]s backup /tmp/iotsafe-backup-$(date +%%s) --data %[2]s   # a copy of the data folder, the hub running
+  %[1]s hostkey add --data %[2]s && %[1]s hostkey list --data %[2]s   # the devices learn the hub's next host key
 `, o.Binary, data)
 	if fa := h.FrontdoorAddr(); fa != nil {
 		if err := frontdoorDemo(ctx, h, o, fa.String(), via); err != nil {
@@ -160,7 +171,7 @@ func enroll(ctx context.Context, h *hub.Hub, keyDir, name, prof string) (*regist
 	if err := os.MkdirAll(keyDir, 0o700); err != nil {
 		return nil, nil, err
 	}
-	signer, err := hub.LoadOrCreateKey(filepath.Join(keyDir, name))
+	signer, err := hostkey.LoadOrCreateKey(filepath.Join(keyDir, name))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -211,4 +222,21 @@ func fetch(ctx context.Context, addr string) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	return string(b), err
+}
+
+// demoKnownHosts writes the demo devices' known_hosts file, holding the hub's keys as
+// they are at this start (0600, replaced every run).
+func demoKnownHosts(dir, addr string, keys []ssh.PublicKey) (*agent.KnownHostsFile, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(knownhosts.Line([]string{knownhosts.Normalize(addr)}, k) + "\n")
+	}
+	path := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return nil, err
+	}
+	return agent.KnownHosts(path, false)
 }

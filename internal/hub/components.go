@@ -15,6 +15,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
+	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/regguard"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -95,9 +96,12 @@ func (h *Hub) openRegistry(ctx context.Context) (err error) {
 		return err
 	}
 	h.reg.SetHub(cfg.HubName())
-	if h.hostKeys, err = LoadHostKeys(h.dir, cfg.SSH.Crypto.HostKeyAlgorithms); err != nil {
+	keys, err := hostkey.Load(h.dir, cfg.SSH.Crypto.HostKeyAlgorithms)
+	if err != nil {
 		return err
 	}
+	h.hostKeys = keys.Signing
+	h.hostKeySet.Store(keys)
 	peer := registry.Peer{Addr: cfg.Registry.PeerAddress, HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(h.hostKeys[0].PublicKey())))}
 	if h.lease, err = h.reg.LockServing(ctx, leaseHolder(h.dir), peer); err != nil {
 		return err
@@ -201,6 +205,8 @@ func (h *Hub) startSSH(ctx context.Context) (err error) {
 	if h.ssh, err = sshd.New(sc, h.guard, h.hostKeys); err != nil {
 		return err
 	}
+	h.logRotation(h.hostKeySet.Load())
+	h.ssh.SetHostKeys(h.hostKeySet.Load())
 	h.sshAddr, err = h.ssh.Listen()
 	return err
 }

@@ -69,26 +69,6 @@ func TestLoadConfig(t *testing.T) {
 	}
 }
 
-func TestHostKeysCreatedPrivateAndStable(t *testing.T) {
-	dir := t.TempDir()
-	k1, err := LoadHostKeys(dir, []string{ssh.KeyAlgoED25519})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(filepath.Join(dir, "host_ed25519_key"))
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("host key mode %v %v", fi.Mode(), err)
-	}
-	k2, _ := LoadHostKeys(dir, []string{ssh.KeyAlgoED25519})
-	if ssh.FingerprintSHA256(k1[0].PublicKey()) != ssh.FingerprintSHA256(k2[0].PublicKey()) {
-		t.Fatal("host key changed across loads")
-	}
-	os.Chmod(filepath.Join(dir, "host_ed25519_key"), 0o644)
-	if _, err := LoadHostKeys(dir, []string{ssh.KeyAlgoED25519}); err == nil || !strings.Contains(err.Error(), "chmod 600") {
-		t.Fatalf("a group/world-readable key must be refused: %v", err)
-	}
-}
-
 // FuzzParseConfig: any input is either a clear ErrConfig or a valid config.
 func FuzzParseConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {

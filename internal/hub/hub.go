@@ -23,6 +23,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
+	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
@@ -41,22 +42,23 @@ import (
 // Hub is one running host server: a list of components (components.go) started in
 // order on one registry and closed in reverse.
 type Hub struct {
-	cfg      Config
-	dir      string
-	log      *slog.Logger
-	level    *slog.LevelVar
-	parts    []component
-	started  int // parts whose start ran (the last one may have failed)
-	reg      *registry.Registry
-	guard    *regguard.Guard // reg as live subsystems use it: holds revocations, violations and audit events when reg cannot write
-	ssh      *sshd.Server
-	admin    *admin.Server
-	metrics  *metrics.Metrics
-	hostKeys []ssh.Signer
-	sshAddr  net.Addr
-	resolver *resolver.Server
-	front    *frontdoor.Server
-	frontAt  net.Addr
+	cfg        Config
+	dir        string
+	log        *slog.Logger
+	level      *slog.LevelVar
+	parts      []component
+	started    int // parts whose start ran (the last one may have failed)
+	reg        *registry.Registry
+	guard      *regguard.Guard // reg as live subsystems use it: holds revocations, violations and audit events when reg cannot write
+	ssh        *sshd.Server
+	admin      *admin.Server
+	metrics    *metrics.Metrics
+	hostKeys   []ssh.Signer
+	hostKeySet atomic.Pointer[hostkey.Set] // signing, next and retired keys, as loaded (rotation: internal/hostkey)
+	sshAddr    net.Addr
+	resolver   *resolver.Server
+	front      *frontdoor.Server
+	frontAt    net.Addr
 	// accounts are the front door's people and platform apps (REST, MQTT); nil without
 	// the front door.
 	accounts  *authn.Accounts

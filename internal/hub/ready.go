@@ -23,6 +23,9 @@ type Ready struct {
 	SSH     string    `json:"ssh"`
 	// HostKeys are the hub's public host keys, for agents' --hub-key and known_hosts.
 	HostKeys []ReadyHostKey `json:"host_keys"`
+	// NextHostKeys are keys the hub announces to devices during a rotation (iotsafe
+	// hostkey add), as they were at start: pin them beside HostKeys on new devices.
+	NextHostKeys []ReadyHostKey `json:"next_host_keys,omitempty"`
 	// Frontdoor, FrontdoorDomain and FrontdoorCA (the local CA's certificate file, when
 	// the hub issues its own) are set when the front door is on.
 	Frontdoor       string `json:"frontdoor,omitempty"`
@@ -41,16 +44,23 @@ type ReadyHostKey struct {
 	PublicKey   string `json:"public_key"`  // authorized_keys format
 }
 
+func readyKeys(keys []ssh.PublicKey) []ReadyHostKey {
+	var out []ReadyHostKey
+	for _, k := range keys {
+		out = append(out, ReadyHostKey{Type: k.Type(), Fingerprint: ssh.FingerprintSHA256(k),
+			PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))})
+	}
+	return out
+}
+
 // Ready describes the running hub.
 func (h *Hub) Ready() Ready {
 	r := Ready{PID: os.Getpid(), Version: h.version, Started: h.upSince}
 	if abs, err := filepath.Abs(h.dir); err == nil {
 		r.Data = abs
 	}
-	for _, k := range h.HostKeys() {
-		r.HostKeys = append(r.HostKeys, ReadyHostKey{Type: k.Type(), Fingerprint: ssh.FingerprintSHA256(k),
-			PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))})
-	}
+	r.HostKeys = readyKeys(h.HostKeys())
+	r.NextHostKeys = readyKeys(h.NextHostKeys())
 	at := map[string]*string{"ssh": &r.SSH, "frontdoor": &r.Frontdoor, "rest": &r.REST, "metrics": &r.Metrics, "mqtt": &r.MQTT, "mqtt_tls": &r.MQTTTLS}
 	for role, a := range h.listeners() {
 		if field := at[role]; field != nil { // a role without a field here is not in the file

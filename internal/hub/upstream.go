@@ -15,6 +15,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/agent"
+	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/uplink"
 )
@@ -78,7 +79,7 @@ func (h *Hub) startUplink(ctx context.Context) error {
 		keyPath = filepath.Join(h.dir, GatewayKeyName)
 	}
 	_, statErr := os.Stat(keyPath)
-	signer, err := LoadOrCreateKey(keyPath)
+	signer, err := hostkey.LoadOrCreateKey(keyPath)
 	if err != nil {
 		return fmt.Errorf("upstream.key: %w", err)
 	}
@@ -98,7 +99,7 @@ func (h *Hub) startUplink(ctx context.Context) error {
 		return fmt.Errorf("upstream.hub_key: %w", err)
 	}
 	uc := uplink.Config{
-		Hub: u.Hub, Name: u.Name, Signer: signer, HostKey: pin, Local: h.ssh,
+		Hub: u.Hub, Name: u.Name, Signer: signer, HostKey: pin.Check, HostKeys: pin, Local: h.ssh,
 		Revoked: h.revokedUpstream, Logger: h.log,
 	}
 	switch {

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
@@ -105,7 +106,7 @@ func NewKey(path, comment string) (ssh.PublicKey, error) {
 		return nil, err
 	}
 	os.Remove(path)
-	if err := hub.WritePrivateKey(path, k, comment); err != nil {
+	if err := hostkey.WritePrivateKey(path, k, comment); err != nil {
 		return nil, err
 	}
 	return ssh.NewPublicKey(k.Public())

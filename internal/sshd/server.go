@@ -8,11 +8,13 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -62,12 +64,13 @@ type Server struct {
 	metrics Metrics
 	sshCfg  *ssh.ServerConfig
 
-	handshakes chan struct{}     // semaphore of unauthenticated connections, all sources
-	perSource  *throttle.Limiter // the same, per source address
-	logGate    *throttle.LogGate // one line per source and minute for throttling
-	auditGate  *throttle.LogGate // one refused-login event per device, source and minute
-	violGate   *throttle.LogGate // one violation event per device, detail and minute
-	budget     *forwardBudget    // forwarded connections open hub-wide
+	handshakes chan struct{}               // semaphore of unauthenticated connections, all sources
+	perSource  *throttle.Limiter           // the same, per source address
+	logGate    *throttle.LogGate           // one line per source and minute for throttling
+	auditGate  *throttle.LogGate           // one refused-login event per device, source and minute
+	violGate   *throttle.LogGate           // one violation event per device, detail and minute
+	budget     *forwardBudget              // forwarded connections open hub-wide
+	hostKeys   atomic.Pointer[hostkey.Set] // rotation state: what devices are told and proven
 
 	mu      sync.Mutex
 	devices map[string]*deviceState // live state per device name

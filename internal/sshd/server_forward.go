@@ -11,6 +11,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/acceptor"
+	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
@@ -69,6 +70,8 @@ func (ss *session) handleRequest(req *ssh.Request) {
 		if req.WantReply {
 			req.Reply(true, nil)
 		}
+	case hostkey.ProveRequest:
+		ss.proveHostKeys(req)
 	case "streamlocal-forward@openssh.com", "cancel-streamlocal-forward@openssh.com":
 		// ssh -R /path:...: Unix-socket forwards are outside every profile.
 		req.Reply(false, nil)

@@ -50,6 +50,11 @@ type session struct {
 	gw *session
 	// children are, for a gateway's session, the devices it announced; guarded by srv.mu.
 	children map[string]*session
+
+	// announced: the device was sent the hub's host keys on this connection (OpenSSH
+	// clients take one announcement per connection).
+	announced atomic.Bool
+	proofs    int // host key proofs asked; touched only by run's goroutine
 }
 
 func newSession(s *Server, d *registry.Device, p *profile.Profile, remote string) *session {
@@ -266,6 +271,9 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	ss.open()
 	ss.log.Info("session open", "client", algos.Client, "kex", algos.KeyExchange, "cipher", algos.Cipher, "key", algos.Key)
 	s.metrics.SessionOpened(ss.device.Name)
+	if set := s.hostKeys.Load(); set != nil && set.Rotating() {
+		s.afterSession(func() { ss.announceHostKeys(set) })
+	}
 
 	ss.keepalive()
 	// One goroutine serves the session's channel opens, its global requests and the

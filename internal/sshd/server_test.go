@@ -22,11 +22,12 @@ import (
 )
 
 type fixture struct {
-	srv    *Server
-	reg    *registry.Registry
-	addr   string
-	device ssh.Signer
-	host   ssh.PublicKey
+	srv        *Server
+	reg        *registry.Registry
+	addr       string
+	device     ssh.Signer
+	host       ssh.PublicKey
+	hostSigner ssh.Signer
 }
 
 func signer(t testing.TB) ssh.Signer {
@@ -67,7 +68,7 @@ func newFixture(t testing.TB, prof *profile.Profile, tweak func(*Config)) *fixtu
 	}
 	go srv.Serve()
 	t.Cleanup(func() { srv.Close() })
-	return &fixture{srv: srv, reg: reg, addr: addr.String(), device: dev, host: host.PublicKey()}
+	return &fixture{srv: srv, reg: reg, addr: addr.String(), device: dev, host: host.PublicKey(), hostSigner: host}
 }
 
 // dial connects as dev1 with the real x/crypto client; reqs is left to the caller.
@@ -287,7 +288,7 @@ func TestZeroConfigIsSafe(t *testing.T) {
 	}
 	defer srv.Close()
 	go srv.Serve()
-	f := &fixture{srv: srv, reg: reg, addr: addr.String(), device: dev, host: host.PublicKey()}
+	f := &fixture{srv: srv, reg: reg, addr: addr.String(), device: dev, host: host.PublicKey(), hostSigner: host}
 	conn, _, reqs := f.dial(t)
 	go ssh.DiscardRequests(reqs)
 	if ok, _, err := conn.SendRequest("tcpip-forward", true, ssh.Marshal(sshwire.ForwardRequest{Addr: "http"})); err != nil || !ok {

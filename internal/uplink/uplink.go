@@ -43,7 +43,10 @@ type Config struct {
 	Name    string // the gateway's device name at the centre (its SSH user)
 	Signer  ssh.Signer
 	HostKey ssh.HostKeyCallback
-	Local   Local
+	// HostKeys, if set, learns what the centre announces of its host keys during a
+	// rotation (agent.PinFingerprint gives both this and HostKey).
+	HostKeys agent.HostKeyLearner
+	Local    Local
 	// Revoked is called when the centre says a device is revoked or removed there: the
 	// hub closes it and keeps it out (it revokes the device in its own registry).
 	Revoked func(device, reason string)
@@ -250,7 +253,7 @@ func (u *Uplink) session(ctx context.Context) error {
 	done := make(chan struct{})
 	defer close(done)
 	go u.serveChannels(chans)
-	go u.serveRequests(reqs)
+	go u.serveRequests(conn, reqs)
 	setup := agent.StartSetupTimer(conn, u.cfg.HandshakeTimeout)
 	m := u.openMux(conn, ended)
 	if m != nil {
@@ -443,22 +446,28 @@ func (u *Uplink) refusedRelay(device, alias string, err error) {
 	u.log.Info("a connection from the centre could not be relayed to its device", "device", device, "alias", alias, "err", err)
 }
 
-// serveRequests answers the centre's requests: a device closed there.
-func (u *Uplink) serveRequests(reqs <-chan *ssh.Request) {
+// serveRequests answers the centre's requests: a device closed there, and the
+// announcement of its host keys.
+func (u *Uplink) serveRequests(conn ssh.Conn, reqs <-chan *ssh.Request) {
+	rest := make(chan *ssh.Request)
+	defer close(rest)
+	go agent.ServeHubRequests(conn, u.cfg.Hub, u.cfg.HostKeys, u.log, rest)
 	for req := range reqs {
-		if req.Type == sshext.CloseDeviceRequest {
-			var c sshext.CloseDevice
-			if ssh.Unmarshal(req.Payload, &c) == nil && c.Device != "" {
-				if c.Revoked {
-					u.log.Warn("the centre revoked a device; closing it here", "device", c.Device, "why", c.Reason)
-					u.revoked(c.Device, "at the centre: "+c.Reason)
-				} else {
-					// Closed there without a revocation (its profile changed): announced
-					// again, it comes back as the centre holds it now.
-					u.log.Info("the centre closed a device; announcing it again", "device", c.Device, "why", c.Reason)
-				}
-				u.Changed(c.Device)
+		if req.Type != sshext.CloseDeviceRequest {
+			rest <- req // host key announcements, and the refusal of anything else
+			continue
+		}
+		var c sshext.CloseDevice
+		if ssh.Unmarshal(req.Payload, &c) == nil && c.Device != "" {
+			if c.Revoked {
+				u.log.Warn("the centre revoked a device; closing it here", "device", c.Device, "why", c.Reason)
+				u.revoked(c.Device, "at the centre: "+c.Reason)
+			} else {
+				// Closed there without a revocation (its profile changed): announced
+				// again, it comes back as the centre holds it now.
+				u.log.Info("the centre closed a device; announcing it again", "device", c.Device, "why", c.Reason)
 			}
+			u.Changed(c.Device)
 		}
 		if req.WantReply {
 			req.Reply(false, nil)
