@@ -18,13 +18,14 @@ func TestDemo(t *testing.T) {
 	cfg := data + "/demo.yaml"
 	os.WriteFile(cfg, []byte("ssh: {listen: '127.0.0.1:0'}\npool: {cidr: 127.79.250.0/24}\naccess: {kernel: off}\n"+
 		"frontdoor: {listen: '127.0.0.1:0', domain: devices.localhost}\n"), 0o600)
-	cmd := exec.Command(iotsafeBin, "demo", "--data", data, "--config", cfg, "--mqtt", "127.0.0.1:0")
+	cmd := exec.Command(iotsafeBin, "demo", "--data", data, "--config", cfg, "--mqtt", "127.0.0.1:0", "--quiet=false")
 	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
+	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
+	log := newLogWatch(stderr)
 	sc := bufio.NewScanner(out)
 	var text strings.Builder
 	for sc.Scan() {
@@ -90,6 +91,22 @@ func TestDemo(t *testing.T) {
 	list, _ := exec.Command(iotsafeBin, "device", "list", "--data", data, "--config", cfg).CombinedOutput()
 	if strings.Count(string(list), "online") != 3 {
 		t.Fatalf("device list:\n%s", list)
+	}
+	// The host key hint: the demo's devices learn the next key over their sessions.
+	if !strings.Contains(s, "hostkey add --data "+data) {
+		t.Fatalf("demo output lacks the host key hint:\n%s", s)
+	}
+	if got, err := exec.Command(iotsafeBin, "hostkey", "add", "--data", data, "--config", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("hostkey add on the demo's hub: %v\n%s", err, got)
+	}
+	// The devices share one known_hosts file: the first adds the key, all three have the
+	// hub prove it.
+	log.waitText(t, "learned the hub's next host key")
+	log.waitUntil(t, "the hub recording 3 proofs", func() bool {
+		return strings.Count(log.raw.String(), "device learns the hub's next host key") >= 3
+	})
+	if got, _ := exec.Command(iotsafeBin, "hostkey", "list", "--data", data, "--config", cfg).CombinedOutput(); !strings.Contains(string(got), "learned by 3 of 3") {
+		t.Fatalf("hostkey list on the demo's hub:\n%s", got)
 	}
 	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)

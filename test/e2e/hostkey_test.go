@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+type hostKeyProgressJSON struct {
+	Kind        string `json:"kind"`
+	State       string `json:"state"`
+	Fingerprint string `json:"fingerprint"`
+	Devices     int    `json:"devices"`
+	Learned     int    `json:"learned"`
+	Told        int    `json:"told"`
+	Pending     []struct {
+		Device string `json:"device"`
+		State  string `json:"state"`
+	} `json:"pending"`
+}
+
+func (h *hubProc) hostKeys() []hostKeyProgressJSON {
+	h.t.Helper()
+	var out []hostKeyProgressJSON
+	if err := json.Unmarshal([]byte(h.mustCLI("hostkey", "list", "--pending", "--json")), &out); err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// A host key rotation with the stock OpenSSH client and the iotsafe agent: both learn
+// the next key over their live sessions (hostkeys-00/hostkeys-prove-00), promote refuses
+// while a device has not, and after the promotion both connect with the new key and
+// drop the retired one from their known_hosts. A client that knows only the old key is
+// refused, which is why promote checks first.
+func TestHostKeyRotation(t *testing.T) {
+	needTool(t, "ssh")
+	h := startHub(t, "", "")
+	k1, k2 := h.addDevice("dev1"), h.addDevice("dev2")
+	h.addDevice("dev3") // never connects
+	oldFP, oldPK := h.hostFP, h.hostPK
+
+	// dev1: stock OpenSSH; the alias keeps its known_hosts entry across the hub's port.
+	kh1 := filepath.Join(t.TempDir(), "known_hosts")
+	os.WriteFile(kh1, []byte("iotsafe-hub "+oldPK+"\n"), 0o600)
+	sshArgv := func() []string {
+		return []string{"-N", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + kh1,
+			"-o", "HostKeyAlias=iotsafe-hub", "-o", "UpdateHostKeys=yes", "-o", "LogLevel=VERBOSE", "-o", "ServerAliveInterval=5",
+			"-i", k1, "-p", h.port, "dev1@127.0.0.1"}
+	}
+	ssh1 := startProc(t, "ssh", sshArgv()...)
+	h.log.wait(t, "session open", "device", "dev1")
+	// dev2: the agent with a known_hosts file.
+	kh2 := filepath.Join(t.TempDir(), "known_hosts")
+	os.WriteFile(kh2, []byte(fmt.Sprintf("[127.0.0.1]:%s %s\n", h.port, oldPK)), 0o600)
+	agent := startProc(t, iotsafeBin, "agent", "--hub", h.addr, "--key", k2, "--known-hosts", kh2, "--log-format", "json", "--expose", "http=127.0.0.1:9")
+	agent.stderr.wait(t, "session up")
+
+	out := h.mustCLI("hostkey", "add")
+	f := strings.Fields(out[strings.Index(out, "next host key "):])
+	if len(f) < 5 || !strings.HasPrefix(f[4], "SHA256:") || !strings.Contains(out, "the running hub took it") {
+		t.Fatalf("hostkey add:\n%s", out)
+	}
+	nextFP := f[4]
+	// Both live sessions learn it without reconnecting.
+	ssh1.stderr.waitText(t, "Learned new hostkey: ED25519 "+nextFP)
+	agent.stderr.wait(t, "learned the hub's next host key", "key", nextFP)
+	h.log.wait(t, "device learns the hub's next host key", "device", "dev1")
+	h.log.wait(t, "device learns the hub's next host key", "device", "dev2")
+	if b, _ := os.ReadFile(kh2); !strings.Contains(string(b), "[127.0.0.1]:"+h.port+" ssh-ed25519 ") || strings.Count(string(b), "\n") != 2 {
+		t.Fatalf("the agent's known_hosts after the rotation began:\n%s", b)
+	}
+	keys := h.hostKeys()
+	if len(keys) != 2 || keys[1].State != "next" || keys[1].Fingerprint != nextFP || keys[1].Learned != 2 || keys[1].Devices != 3 ||
+		len(keys[1].Pending) != 1 || keys[1].Pending[0].Device != "dev3" || keys[1].Pending[0].State != "not reached" {
+		t.Fatalf("hostkey list during the rotation: %+v", keys)
+	}
+
+	if out, err := h.cli("hostkey", "promote"); err == nil || !strings.Contains(out, "stop it first") {
+		t.Fatalf("promote with the hub running: %v\n%s", err, out)
+	}
+	// OpenSSH writes known_hosts right after it logs what it learned: let it finish.
+	ssh1.cmd.Process.Signal(syscall.SIGTERM)
+	ssh1.waitExit(t)
+	h.stopKeepingPort()
+	if out, err := h.cli("hostkey", "promote"); err == nil || !strings.Contains(out, "learned by 2 of 3 devices") {
+		t.Fatalf("promote while dev3 has not learned the key: %v\n%s", err, out)
+	}
+	out = h.mustCLI("hostkey", "promote", "--force")
+	if !strings.Contains(out, "retired  ssh-ed25519 "+oldFP) {
+		t.Fatalf("promote:\n%s", out)
+	}
+	if ev := h.events("", "hostkey_rotation"); len(ev) != 2 || !strings.Contains(ev[1].Detail+ev[0].Detail, "forced: ed25519 key "+nextFP+": learned by 2 of 3") {
+		t.Fatalf("the audit log of the rotation: %+v", ev)
+	}
+	h.start()
+	if h.hostFP != nextFP {
+		t.Fatalf("the hub signs with %s after the promotion, want %s", h.hostFP, nextFP)
+	}
+
+	// The stock client connects with the key it learned, then drops the retired one.
+	ssh2 := startProc(t, "ssh", sshArgv()...)
+	ssh2.stderr.waitText(t, "Deprecating obsolete hostkey: ED25519 "+oldFP)
+	h.log.wait(t, "session open", "device", "dev1")
+	ssh2.cmd.Process.Signal(syscall.SIGTERM)
+	ssh2.waitExit(t)
+	if b, _ := os.ReadFile(kh1); strings.Contains(string(b), oldPK[strings.Index(oldPK, " ")+1:]) || strings.Count(string(b), "\n") != 1 {
+		t.Fatalf("dev1's known_hosts after the promotion:\n%s", b)
+	}
+	// The agent reconnects by itself, trusting the new key, and drops the old one too.
+	agent.stderr.wait(t, "dropped a host key the hub no longer announces", "key", oldFP)
+	agent.stderr.waitN(t, 2, "session up")
+	h.log.wait(t, "host keys announced", "device", "dev1")
+	h.log.wait(t, "host keys announced", "device", "dev2")
+	// A client that knows only the retired key is refused: the lock-out promote guards.
+	stale := filepath.Join(t.TempDir(), "known_hosts")
+	os.WriteFile(stale, []byte("iotsafe-hub "+oldPK+"\n"), 0o600)
+	cmd := exec.Command("ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile="+stale,
+		"-o", "HostKeyAlias=iotsafe-hub", "-i", k1, "-p", h.port, "dev1@127.0.0.1", "true")
+	if msg, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(msg), "REMOTE HOST IDENTIFICATION HAS CHANGED") {
+		t.Fatalf("a client pinned to the retired key: %v\n%s", err, msg)
+	}
+	keys = h.hostKeys()
+	if len(keys) != 2 || keys[0].Fingerprint != nextFP || keys[1].State != "retired" || keys[1].Fingerprint != oldFP || keys[1].Told != 2 {
+		t.Fatalf("hostkey list after the promotion: %+v", keys)
+	}
+}
