@@ -35,14 +35,15 @@ func (h *hubProc) hostKeys() []hostKeyProgressJSON {
 
 // A host key rotation with the stock OpenSSH client and the iotsafe agent: both learn
 // the next key over their live sessions (hostkeys-00/hostkeys-prove-00), promote refuses
-// while a device has not, and after the promotion both connect with the new key and
-// drop the retired one from their known_hosts. A client that knows only the old key is
-// refused, which is why promote checks first.
+// while a device has not (Dropbear's dbclient, announced to and unharmed; a device that
+// never connected), and after the promotion both connect with the new key and drop the
+// retired one from their known_hosts. A client that knows only the old key is refused,
+// which is why promote checks first.
 func TestHostKeyRotation(t *testing.T) {
 	needTool(t, "ssh")
 	h := startHub(t, "", "")
-	k1, k2 := h.addDevice("dev1"), h.addDevice("dev2")
-	h.addDevice("dev3") // never connects
+	k1, k2, k3 := h.addDevice("dev1"), h.addDevice("dev2"), h.addDevice("dev3")
+	h.addDevice("dev4") // never connects
 	oldFP, oldPK := h.hostFP, h.hostPK
 
 	// dev1: stock OpenSSH; the alias keeps its known_hosts entry across the hub's port.
@@ -61,6 +62,17 @@ func TestHostKeyRotation(t *testing.T) {
 	agent := startProc(t, iotsafeBin, "agent", "--hub", h.addr, "--key", k2, "--known-hosts", kh2, "--log-format", "json", "--expose", "http=127.0.0.1:9")
 	agent.stderr.wait(t, "session up")
 
+	// dev3: Dropbear's dbclient, which takes no announcements and must not mind them.
+	dbKey := k3 + ".dropbear"
+	if out, err := exec.Command(needTool(t, "dropbearconvert"), "openssh", "dropbear", k3, dbKey).CombinedOutput(); err != nil {
+		t.Fatalf("dropbearconvert: %v\n%s", err, out)
+	}
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte("127.0.0.1 "+oldPK+"\n"), 0o600)
+	startProcEnv(t, []string{"HOME=" + home}, "dbclient", "-N", "-i", dbKey, "-p", h.port, "-R", "http:80:"+hostPortOf(deviceApp(t, "dropbear")), "dev3@127.0.0.1")
+	h.log.wait(t, "reverse forward open", "device", "dev3")
+
 	out := h.mustCLI("hostkey", "add")
 	f := strings.Fields(out[strings.Index(out, "next host key "):])
 	if len(f) < 5 || !strings.HasPrefix(f[4], "SHA256:") || !strings.Contains(out, "the running hub took it") {
@@ -72,12 +84,15 @@ func TestHostKeyRotation(t *testing.T) {
 	agent.stderr.wait(t, "learned the hub's next host key", "key", nextFP)
 	h.log.wait(t, "device learns the hub's next host key", "device", "dev1")
 	h.log.wait(t, "device learns the hub's next host key", "device", "dev2")
+	h.log.wait(t, "host keys announced", "device", "dev3")
+	mustGet(t, h.socket("dev3", "http"), "dropbear") // its session lives on
 	if b, _ := os.ReadFile(kh2); !strings.Contains(string(b), "[127.0.0.1]:"+h.port+" ssh-ed25519 ") || strings.Count(string(b), "\n") != 2 {
 		t.Fatalf("the agent's known_hosts after the rotation began:\n%s", b)
 	}
 	keys := h.hostKeys()
-	if len(keys) != 2 || keys[1].State != "next" || keys[1].Fingerprint != nextFP || keys[1].Learned != 2 || keys[1].Devices != 3 ||
-		len(keys[1].Pending) != 1 || keys[1].Pending[0].Device != "dev3" || keys[1].Pending[0].State != "not reached" {
+	if len(keys) != 2 || keys[1].State != "next" || keys[1].Fingerprint != nextFP || keys[1].Learned != 2 || keys[1].Devices != 4 ||
+		len(keys[1].Pending) != 2 || keys[1].Pending[0].Device != "dev3" || keys[1].Pending[0].State != "announced" ||
+		keys[1].Pending[1].Device != "dev4" || keys[1].Pending[1].State != "not reached" {
 		t.Fatalf("hostkey list during the rotation: %+v", keys)
 	}
 
@@ -88,14 +103,14 @@ func TestHostKeyRotation(t *testing.T) {
 	ssh1.cmd.Process.Signal(syscall.SIGTERM)
 	ssh1.waitExit(t)
 	h.stopKeepingPort()
-	if out, err := h.cli("hostkey", "promote"); err == nil || !strings.Contains(out, "learned by 2 of 3 devices") {
+	if out, err := h.cli("hostkey", "promote"); err == nil || !strings.Contains(out, "learned by 2 of 4 devices") {
 		t.Fatalf("promote while dev3 has not learned the key: %v\n%s", err, out)
 	}
 	out = h.mustCLI("hostkey", "promote", "--force")
 	if !strings.Contains(out, "retired  ssh-ed25519 "+oldFP) {
 		t.Fatalf("promote:\n%s", out)
 	}
-	if ev := h.events("", "hostkey_rotation"); len(ev) != 2 || !strings.Contains(ev[1].Detail+ev[0].Detail, "forced: ed25519 key "+nextFP+": learned by 2 of 3") {
+	if ev := h.events("", "hostkey_rotation"); len(ev) != 2 || !strings.Contains(ev[1].Detail+ev[0].Detail, "forced: ed25519 key "+nextFP+": learned by 2 of 4") {
 		t.Fatalf("the audit log of the rotation: %+v", ev)
 	}
 	h.start()
