@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -35,6 +36,8 @@ type hubStatus struct {
 	RegistryError string `json:"registry_error,omitempty"`
 	// LastBackup is the audit log's newest backup_taken event, if any.
 	LastBackup *registry.Event `json:"last_backup,omitempty"`
+	// HostKeys are the host key files of the data folder: signing, next and retired.
+	HostKeys []hostkey.Entry `json:"host_keys,omitempty"`
 }
 
 type deviceCounts struct {
@@ -79,6 +82,7 @@ func (g *globals) status(cmd *cobra.Command) hubStatus {
 	if err == nil {
 		st.Running, st.Hub, st.Degraded, st.Held = true, rep.Hub, rep.Degraded, rep.Held
 	}
+	st.HostKeys, _ = hostkey.List(g.data) // unreadable (another user's folder): no row
 	// Status only reads: a data folder without a registry is not given one (a registry
 	// in PostgreSQL is not in the folder).
 	cfg, err := hub.LoadConfig(g.config, g.data)
@@ -208,6 +212,16 @@ func printStatus(w io.Writer, data string, st hubStatus) {
 		row("backup", "last %s (%s ago) %s", b.At.Local().Format(time.DateTime), time.Since(b.At).Round(time.Minute), b.Detail)
 	case st.Devices != nil:
 		row("backup", "none recorded ('iotsafe backup DIR' copies the data folder with the hub running)")
+	}
+	for _, k := range st.HostKeys {
+		switch k.State {
+		case "signing":
+			row("host key", "%s %s", k.Kind, k.Fingerprint)
+		case "next":
+			row("host key", "%s %s next, announced since %s: promote once devices learned it ('iotsafe hostkey list --pending')", k.Kind, k.Fingerprint, k.Since.Local().Format(time.DateTime))
+		case "retired":
+			row("host key", "%s %s retired %s: devices are told it is gone ('iotsafe hostkey list')", k.Kind, k.Fingerprint, k.Since.Local().Format(time.DateTime))
+		}
 	}
 	if h := st.Hub; h != nil && h.Upstream != nil {
 		u := h.Upstream

@@ -96,6 +96,9 @@ func TestHostKeyRotation(t *testing.T) {
 		t.Fatalf("hostkey list during the rotation: %+v", keys)
 	}
 
+	if out, _ := h.cli("status"); !strings.Contains(out, "host key   ed25519 "+nextFP+" next, announced since") {
+		t.Fatalf("status during the rotation:\n%s", out)
+	}
 	if out, err := h.cli("hostkey", "promote"); err == nil || !strings.Contains(out, "stop it first") {
 		t.Fatalf("promote with the hub running: %v\n%s", err, out)
 	}
