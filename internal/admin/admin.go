@@ -100,6 +100,8 @@ type HubInfo struct {
 	// MinFreeMiB is audit.min_free_mib, below which enrolments stop.
 	DataFreeMiB int64 `json:"data_free_mib"`
 	MinFreeMiB  int   `json:"min_free_mib"`
+	// ReadyFile is the absolute path of the hub's --ready-file, if it writes one.
+	ReadyFile string `json:"ready_file,omitempty"`
 	// MQTT is the broker's state; nil when it is off.
 	MQTT *MQTTInfo `json:"mqtt,omitempty"`
 	// Upstream is a gateway's session to its centre; nil when the hub has no upstream.

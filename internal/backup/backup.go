@@ -77,6 +77,10 @@ type Options struct {
 	Database string
 	// Lock is the data folder's lock file name (left out).
 	Lock string
+	// Skip are more files to leave out (slash-separated, relative to the data folder),
+	// each with the reason the manifest records: a running hub's ready file describes
+	// that process, and a restored copy would describe one that is gone.
+	Skip map[string]string
 	// Progress, if set, hears each step.
 	Progress func(format string, args ...any)
 	// BboltWait bounds the wait for a bbolt file a running hub holds; 0 means 200ms.
@@ -132,6 +136,9 @@ func Take(ctx context.Context, dataDir, dir string, o Options) (*Manifest, error
 			return nil
 		case rel == o.Lock || isJournal(rel):
 			return nil // the lock; SQLite's WAL and journal files are in their snapshots
+		case o.Skip[slashed] != "":
+			m.LeftOut = append(m.LeftOut, LeftOut{slashed, o.Skip[slashed]})
+			return nil
 		}
 		if info, err := d.Info(); err == nil && info.Size() >= 64<<20 {
 			o.say("copying %s (%s)...", slashed, bytesize.Format(info.Size()))

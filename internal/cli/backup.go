@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/backup"
 	"github.com/iotsafe/iotsafe/internal/bytesize"
 	"github.com/iotsafe/iotsafe/internal/control"
@@ -45,7 +46,8 @@ either: keep it with your configuration management.`,
 			if err != nil {
 				return err
 			}
-			o := backup.Options{Version: Version, Lock: hub.LockName, Progress: progressTo(cmd.ErrOrStderr()), KeepFree: int64(cfg.Audit.MinFreeMiB) << 20}
+			o := backup.Options{Version: Version, Lock: hub.LockName, Progress: progressTo(cmd.ErrOrStderr()), KeepFree: int64(cfg.Audit.MinFreeMiB) << 20,
+				Skip: g.runningHubFiles()}
 			loc := cfg.RegistryLocation(g.data)
 			if sqldb.IsDSN(loc) {
 				o.Database = sqldb.Redact(loc)
@@ -231,6 +233,24 @@ func fileExists(path string) bool {
 
 // recordEvent writes e into the registry's audit log; a registry that cannot take it
 // gets a warning, not a failed command (the backup is made).
+// runningHubFiles are the files of the data folder that describe the running hub's
+// process rather than the hub's state: its ready file, if it writes one there.
+func (g *globals) runningHubFiles() map[string]string {
+	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpInfo})
+	if err != nil || rep.Hub == nil || rep.Hub.ReadyFile == "" {
+		return nil
+	}
+	data, err := filepath.Abs(g.data)
+	if err != nil {
+		return nil
+	}
+	rel, err := filepath.Rel(data, rep.Hub.ReadyFile)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return nil
+	}
+	return map[string]string{filepath.ToSlash(rel): "the running hub's ready file (it describes that process; the hub writes it again at each start)"}
+}
+
 func (g *globals) recordEvent(cmd *cobra.Command, e registry.Event) {
 	err := g.withRegistry(cmd, func(reg *registry.Registry) error { return reg.AddEvent(cmd.Context(), e) })
 	if err != nil {

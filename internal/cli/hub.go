@@ -43,7 +43,7 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 				defer stop()
 			}
 			log, level := logging.New(cfg.Log, cmd.ErrOrStderr())
-			h, err := hub.Start(cmd.Context(), cfg, hub.Options{DataDir: g.data, Logger: log, Level: level, Version: Version})
+			h, err := hub.Start(cmd.Context(), cfg, hub.Options{DataDir: g.data, Logger: log, Level: level, Version: Version, ReadyFile: readyFile})
 			if err != nil {
 				return err
 			}

@@ -93,6 +93,7 @@ type Hub struct {
 	shared      *sockets.Shared               // the protected sockets' listeners with pool.shared_listeners; nil without
 	version     string                        // of the binary, for iotsafe status
 	upSince     time.Time                     // for iotsafe status
+	readyFile   string                        // absolute path of the --ready-file, or ""
 }
 
 // Options are what the caller decides besides the config file.
@@ -101,6 +102,9 @@ type Options struct {
 	Logger  *slog.Logger   // nil: a logger built from cfg.Log on stderr
 	Level   *slog.LevelVar // the level Logger uses, so SIGHUP can change it
 	Version string         // the binary's version, which iotsafe status shows
+	// ReadyFile is where the caller writes the ready file ('' for none): the admin
+	// socket reports it, so that a backup leaves it out.
+	ReadyFile string
 }
 
 // Start opens the registry, loads or creates host keys, and starts every component. The
@@ -112,6 +116,9 @@ func Start(ctx context.Context, cfg Config, opt Options) (*Hub, error) {
 	}
 	h := &Hub{cfg: cfg, dir: opt.DataDir, portsChanged: make(chan struct{}, 1), log: opt.Logger, level: opt.Level, ids: access.NewIdentities(0),
 		version: opt.Version, upSince: time.Now()}
+	if opt.ReadyFile != "" {
+		h.readyFile, _ = filepath.Abs(opt.ReadyFile)
+	}
 	if h.log == nil {
 		h.log, h.level = logging.New(cfg.Log, os.Stderr)
 	}

@@ -15,7 +15,7 @@ func (h *Hub) Info() admin.HubInfo {
 	info := admin.HubInfo{
 		Version: h.version, PID: os.Getpid(), Started: h.upSince,
 		Listeners: map[string]string{}, Sessions: sessions, Online: h.ssh.OnlineCount(), Forwards: forwards, ForwardLimit: limit,
-		DataFreeMiB: FreeMiB(h.dir), MinFreeMiB: h.cfg.Audit.MinFreeMiB,
+		DataFreeMiB: FreeMiB(h.dir), MinFreeMiB: h.cfg.Audit.MinFreeMiB, ReadyFile: h.readyFile,
 	}
 	for role, a := range h.listeners() {
 		info.Listeners[role] = a.String()

@@ -3,6 +3,7 @@ package e2e
 import (
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -34,8 +35,14 @@ func TestBackupAndRestore(t *testing.T) {
 	notify(t, h, "dev1", tok, "temperature", map[string]any{"c": 1})
 
 	dir := filepath.Join(t.TempDir(), "backup")
-	if out := h.mustCLI("backup", dir); !strings.Contains(out, "registry.db at schema version") || !strings.Contains(out, "telemetry.db at schema version") {
+	if out := h.mustCLI("backup", dir); !strings.Contains(out, "registry.db at schema version") || !strings.Contains(out, "telemetry.db at schema version") ||
+		!strings.Contains(out, "ready.json") {
 		t.Fatalf("backup with the hub running:\n%s", out)
+	}
+	// The running hub's ready file (the harness keeps it in the data folder) describes
+	// that process: a restore must not bring back a stale one.
+	if _, err := os.Stat(filepath.Join(dir, "ready.json")); !os.IsNotExist(err) {
+		t.Fatalf("the backup holds the running hub's ready file: %v", err)
 	}
 	if out := h.mustCLI("restore", "--check", dir); !strings.Contains(out, "is a whole backup") {
 		t.Fatalf("restore --check:\n%s", out)
