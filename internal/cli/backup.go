@@ -18,6 +18,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
@@ -209,11 +210,11 @@ func (g *globals) afterRestore(ctx context.Context, r *backup.Restored) (restore
 	}
 	// The replaced folder's own registry, if it had one, knows what was revoked since.
 	if r.Aside != "" && !sqldb.IsDSN(loc) && fileExists(filepath.Join(r.Aside, registry.FileName)) {
-		replaced, err := registry.Open(ctx, r.Aside, cfg.Pool)
+		replaced, done, err := openCopy(ctx, r.Aside)
 		if err != nil {
 			return rep, fmt.Errorf("reading the replaced registry in %s for its revocations (revoke what it had revoked by hand): %w", r.Aside, err)
 		}
-		defer replaced.Close()
+		defer done()
 		if rep.Carried, rep.Newer, err = carryRevocations(ctx, replaced, restored, r.Manifest.Created); err != nil {
 			return rep, err
 		}
@@ -224,6 +225,46 @@ func (g *globals) afterRestore(ctx context.Context, r *backup.Restored) (restore
 		detail += "; the data folder's former content is in " + r.Aside
 	}
 	return rep, restored.AddEvent(ctx, registry.Event{Kind: registry.EventRestored, Detail: detail})
+}
+
+// openCopy opens a copy of the SQLite registry in dir, so that bringing an older
+// schema up to this iotsafe's changes nothing in dir: what a restore moved aside stays
+// as the hub left it, for an operator who goes back to the older iotsafe. done closes
+// the copy and deletes it.
+func openCopy(ctx context.Context, dir string) (reg *registry.Registry, done func(), err error) {
+	tmp, err := os.MkdirTemp("", "iotsafe-replaced-registry-")
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, suffix := range []string{"", "-wal"} { // the WAL holds what was not checkpointed
+		if err := copyPrivate(filepath.Join(dir, registry.FileName+suffix), filepath.Join(tmp, registry.FileName+suffix)); err != nil && !os.IsNotExist(err) {
+			os.RemoveAll(tmp)
+			return nil, nil, err
+		}
+	}
+	if reg, err = registry.Open(ctx, tmp, sockets.Config{}); err != nil {
+		os.RemoveAll(tmp)
+		return nil, nil, err
+	}
+	return reg, func() { reg.Close(); os.RemoveAll(tmp) }, nil
+}
+
+// copyPrivate copies src to a new file dst of mode 0600.
+func copyPrivate(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 func fileExists(path string) bool {

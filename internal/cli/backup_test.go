@@ -45,3 +45,53 @@ func TestRestoreRefusesANewerSchema(t *testing.T) {
 		t.Fatalf("the data folder was touched: %v", entries)
 	}
 }
+
+// A restore reads the replaced registry for its revocations without changing it: one
+// at an older schema stays at that version in the folder moved aside (an operator going
+// back to the older iotsafe can use it), and its revocation still carries over.
+func TestRestoreLeavesTheReplacedRegistryAsItWas(t *testing.T) {
+	ctx := context.Background()
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errs bytes.Buffer
+		if code := Execute(ctx, args, nil, &out, &errs); code != 0 {
+			t.Fatalf("iotsafe %v: exit %d\n%s%s", args, code, out.String(), errs.String())
+		}
+		return out.String()
+	}
+	data := t.TempDir()
+	run("device", "add", "dev1", "--keygen", t.TempDir(), "--data", data)
+	dir := filepath.Join(t.TempDir(), "backup")
+	run("backup", dir, "--data", data)
+	run("device", "revoke", "dev1", "--data", data)
+	// The folder's registry as an older iotsafe left it: one schema step less.
+	db, err := sqldb.OpenSQLite(filepath.Join(data, registry.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{`DROP TABLE hostkey_notes`, `DELETE FROM schema_migrations WHERE version = 10`} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	out := run("restore", "--force", dir, "--data", data)
+	if !strings.Contains(out, "revoked again: dev1") {
+		t.Fatalf("restore:\n%s", out)
+	}
+	asides, _ := filepath.Glob(data + ".replaced-*")
+	if len(asides) != 1 {
+		t.Fatalf("moved aside: %v", asides)
+	}
+	t.Cleanup(func() { os.RemoveAll(asides[0]) })
+	db, err = sqldb.OpenSQLite(filepath.Join(asides[0], registry.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v int
+	if err := db.QueryRowContext(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&v); err != nil || v != 9 {
+		t.Fatalf("the replaced registry is at version %d (%v), want 9: the restore migrated it", v, err)
+	}
+}
