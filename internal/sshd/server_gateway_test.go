@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,5 +240,64 @@ func TestKickProfileAsksTheGatewayToAnnounceAgain(t *testing.T) {
 	}
 	if d, err := f.reg.Device(context.Background(), "cam-1"); err != nil || d.Revoked() {
 		t.Fatalf("cam-1 after the profile change: %+v %v", d, err)
+	}
+}
+
+// blockingSink is a telemetry store that holds a relay mark request until released. A
+// real store cannot be held mid-request on demand, which is why the test uses this.
+type blockingSink struct {
+	entered, release chan struct{}
+}
+
+func (b *blockingSink) RelayMark(ctx context.Context, source string) (uint64, error) {
+	b.entered <- struct{}{}
+	<-b.release
+	return 7, nil
+}
+
+func (b *blockingSink) StoreRelayed(ctx context.Context, source string, upto uint64, items []sshext.RelayedNotification) (sshext.TelemetryAck, error) {
+	return sshext.TelemetryAck{}, nil
+}
+
+// A gateway's requests write the stores; while one waits, the channel opens of the
+// devices behind the gateway are still answered, and the request's answer comes in order.
+func TestGatewayChannelsDoNotWaitForItsRequests(t *testing.T) {
+	sink := &blockingSink{entered: make(chan struct{}), release: make(chan struct{})}
+	f := newFixture(t, testProfile(gatewayProfile), func(c *Config) { c.Telemetry = sink })
+	var once sync.Once
+	release := func() { once.Do(func() { close(sink.release) }) }
+	t.Cleanup(release) // registered after the fixture's: runs first, so its Close can finish
+	conn, _, reqs := f.dial(t)
+	go ssh.DiscardRequests(reqs)
+	type reply struct {
+		ok   bool
+		body []byte
+	}
+	got := make(chan reply, 1)
+	go func() {
+		ok, body, _ := conn.SendRequest(sshext.TelemetryMarkRequest, true, ssh.Marshal(sshext.TelemetryMark{Source: "telemetry"}))
+		got <- reply{ok, body}
+	}()
+	<-sink.entered
+	// The store is held: a channel open is answered all the same (a session channel is
+	// refused: a gateway gets no shell). The minute is a guard against a hang.
+	opened := make(chan error, 1)
+	go func() {
+		_, _, err := conn.OpenChannel("session", nil)
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err == nil || !strings.Contains(err.Error(), "administratively prohibited") {
+			t.Fatalf("a channel open while the gateway's request waits: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a channel open waited for the gateway's request")
+	}
+	release()
+	r := <-got
+	var m sshext.TelemetryMarkReply
+	if !r.ok || ssh.Unmarshal(r.body, &m) != nil || m.Upto != 7 {
+		t.Fatalf("the mark request's answer: %+v", r)
 	}
 }

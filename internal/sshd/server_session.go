@@ -26,7 +26,7 @@ type session struct {
 	keyFP  string // fingerprint of the key the device authenticated with
 	log    *slog.Logger
 	// relayRefused: devices whose relayed notifications this gateway session was
-	// refused, counted as a violation once each (the request loop's alone).
+	// refused, counted as a violation once each (the goroutine serving requests alone).
 	relayRefused map[string]bool
 
 	conn     *ssh.ServerConn              // nil while pending
@@ -54,7 +54,7 @@ type session struct {
 	// announced: the device was sent the hub's host keys on this connection (OpenSSH
 	// clients take one announcement per connection).
 	announced atomic.Bool
-	proofs    int // host key proofs asked; touched only by run's goroutine
+	proofs    int // host key proofs asked; touched only by the goroutine serving requests
 }
 
 func newSession(s *Server, d *registry.Device, p *profile.Profile, remote string) *session {
@@ -276,6 +276,21 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	}
 
 	ss.keepalive()
+	var requestsServed chan struct{}
+	if ss.prof.Gateway != nil {
+		// A gateway's requests write the registry and the telemetry store (relayed
+		// notifications, device claims: milliseconds each). They are served in order by
+		// a goroutine of their own, so that the channel opens of the devices behind the
+		// gateway never wait for them. Gateways are few; devices keep one goroutine.
+		requestsServed = make(chan struct{})
+		go func(reqs <-chan *ssh.Request) {
+			defer close(requestsServed)
+			for req := range reqs {
+				ss.serveRequest(req)
+			}
+		}(reqs)
+		reqs = nil
+	}
 	// One goroutine serves the session's channel opens, its global requests and the
 	// multiplexed channel's requests (no handler blocks on this connection), which saves
 	// goroutines per device: they are most of an idle session's memory.
@@ -306,14 +321,11 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 				reqs = nil
 				continue
 			}
-			if ss.spent() {
-				if req.WantReply {
-					req.Reply(false, nil)
-				}
-				continue
-			}
-			ss.handleRequest(req)
+			ss.serveRequest(req)
 		}
+	}
+	if requestsServed != nil {
+		<-requestsServed // the connection ended: its requests channel is closed too
 	}
 	ss.close("connection ended")
 	s.metrics.SessionClosed(ss.device.Name)
@@ -325,6 +337,18 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	if err := s.store.CloseSession(ctx, ss.device.Name, ss.remote); err != nil {
 		ss.log.Error("recording session end failed", "err", err)
 	}
+}
+
+// serveRequest answers one global request, unless the connection spent its refusal
+// budget.
+func (ss *session) serveRequest(req *ssh.Request) {
+	if ss.spent() {
+		if req.WantReply {
+			req.Reply(false, nil)
+		}
+		return
+	}
+	ss.handleRequest(req)
 }
 
 func keyType(p *ssh.Permissions) string {
