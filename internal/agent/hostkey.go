@@ -83,14 +83,14 @@ func (p *Pins) Proven(log *slog.Logger, host string, _ net.Addr, announced, _ []
 	for _, k := range announced {
 		fps[ssh.FingerprintSHA256(k)] = true
 		if !p.has(k) {
-			log.Warn("the hub announces a host key this agent does not pin: add it to --hub-key before the hub's operator promotes it, or the agent will refuse the hub",
+			log.Warn("the hub announces a host key that is not pinned: pin it beside the current one (agent --hub-key, gateway upstream.hub_key) before the hub's operator promotes it, or the hub will be refused",
 				"hub", host, "key", ssh.FingerprintSHA256(k))
 		}
 	}
 	for _, fp := range p.pinned {
 		if !fps[fp] {
 			// With several hubs pinned, another hub's key is not this one's to announce.
-			log.Info("the hub does not announce a pinned key: if it is this hub's retired key, remove it from --hub-key", "hub", host, "key", fp)
+			log.Info("the hub does not announce a pinned key: if it is this hub's retired key, remove it from the pin (agent --hub-key, gateway upstream.hub_key)", "hub", host, "key", fp)
 		}
 	}
 	return nil

@@ -148,3 +148,28 @@ func TestHostKeyRotation(t *testing.T) {
 		t.Fatalf("hostkey list after the promotion: %+v", keys)
 	}
 }
+
+// A gateway pins its centre by fingerprint (upstream.hub_key): when the centre adds a
+// next key, the gateway says which fingerprint to pin; once both are pinned it has the
+// centre prove the next key, and the centre counts the gateway as ready for promotion.
+func TestGatewayLearnsTheCentresNextHostKeyByItsPin(t *testing.T) {
+	p := startGatewayPair(t)
+	out := p.centre.mustCLI("hostkey", "add")
+	nextFP := strings.Fields(out[strings.Index(out, "next host key "):])[4]
+	p.gw.log.wait(t, "the hub announces a host key that is not pinned: pin it beside the current one (agent --hub-key, gateway upstream.hub_key) before the hub's operator promotes it, or the hub will be refused", "key", nextFP)
+	if k := p.centre.hostKeys(); k[1].Learned != 0 || len(k[1].Pending) != 1 || k[1].Pending[0].State != "announced" {
+		t.Fatalf("before the gateway pins the next key: %+v", k)
+	}
+	// The operator pins both in the gateway's hub.yaml and restarts it.
+	b, err := os.ReadFile(p.gw.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p.gw.config, []byte(strings.Replace(string(b), "hub_key: "+p.centre.hostFP, "hub_key: "+p.centre.hostFP+","+nextFP, 1)), 0o600)
+	p.gw.stop()
+	p.gw.start()
+	p.centre.log.wait(t, "device learns the hub's next host key", "device", "gw1")
+	if k := p.centre.hostKeys(); k[1].Learned != 1 || k[1].Devices != 1 {
+		t.Fatalf("after the gateway pinned the next key: %+v", k)
+	}
+}
