@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -293,12 +294,19 @@ func Backoff(attempt int, lo, hi time.Duration) time.Duration {
 func (a *Agent) session(ctx context.Context) error {
 	d := net.Dialer{Timeout: a.cfg.HandshakeTimeout, KeepAlive: a.cfg.KeepaliveInterval}
 	hub := a.hubs[a.hub]
-	tc, err := d.DialContext(ctx, "tcp", hub)
-	if err != nil {
-		return fmt.Errorf("agent: connect: %w", err)
+	dial := func() (net.Conn, error) {
+		tc, err := d.DialContext(ctx, "tcp", hub)
+		if err != nil {
+			return nil, fmt.Errorf("agent: connect: %w", err)
+		}
+		if t, ok := tc.(*net.TCPConn); ok && a.cfg.Coalesce {
+			t.SetNoDelay(false)
+		}
+		return tc, nil
 	}
-	if t, ok := tc.(*net.TCPConn); ok && a.cfg.Coalesce {
-		t.SetNoDelay(false)
+	tc, err := dial()
+	if err != nil {
+		return err
 	}
 	revoked := false // the hub's banner said so (iotsafe hubs do)
 	cc := &ssh.ClientConfig{
@@ -313,7 +321,7 @@ func (a *Agent) session(ctx context.Context) error {
 		},
 		ClientVersion: "SSH-2.0-iotsafe-agent",
 	}
-	conn, chans, reqs, err := Handshake(tc, hub, cc, a.cfg.HostKey, a.cfg.HandshakeTimeout)
+	conn, chans, reqs, err := Handshake(tc, dial, hub, cc, a.cfg.HostKey, a.cfg.HandshakeTimeout)
 	if err != nil {
 		if errors.Is(err, ErrHostKey) {
 			return err
@@ -374,28 +382,83 @@ func (a *Agent) session(ctx context.Context) error {
 
 // Handshake runs the SSH client handshake on tc within timeout, trusting only the host
 // keys hostKey accepts: a refused one comes back as ErrHostKey (retrying cannot fix it).
-// tc is closed on failure. The agent and a gateway's uplink use it.
-func Handshake(tc net.Conn, addr string, cc *ssh.ClientConfig, hostKey ssh.HostKeyCallback, timeout time.Duration) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, error) {
+// tc is closed on failure. The agent, a gateway's uplink and peer hubs use it.
+//
+// A hub may hold keys of several types (ssh.host_key_algorithms), and the client's order
+// picks the one it shows: with redial set, a key of a type the trust refuses makes
+// Handshake connect again without that type's algorithms, until a type is trusted or
+// none is left. A hub that adds a key type, or rotates to one (iotsafe hostkey), thus
+// keeps the devices pinned to the type they know. Ed25519 comes first, then ECDSA, then
+// RSA with SHA-2, unless cc names its own algorithms.
+func Handshake(tc net.Conn, redial func() (net.Conn, error), addr string, cc *ssh.ClientConfig, hostKey ssh.HostKeyCallback, timeout time.Duration) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, error) {
+	algos := cc.HostKeyAlgorithms
+	if len(algos) == 0 {
+		algos = hostKeyPreference
+	}
+	var refused error // the first untrusted key shown
+	for {
+		c := *cc
+		c.HostKeyAlgorithms = algos
+		conn, chans, reqs, offered, err := handshakeOnce(tc, addr, &c, hostKey, timeout)
+		var noCommon *ssh.AlgorithmNegotiationError
+		switch {
+		case err == nil:
+			return conn, chans, reqs, nil
+		case refused != nil && errors.As(err, &noCommon):
+			return nil, nil, nil, refused // the hub has no other type of key: none is trusted
+		case offered == nil || redial == nil:
+			return nil, nil, nil, err
+		}
+		if refused == nil {
+			refused = err
+		}
+		rest := slices.DeleteFunc(slices.Clone(algos), func(a string) bool { return algorithmKeyType(a) == offered.Type() })
+		if len(rest) == 0 || len(rest) == len(algos) {
+			return nil, nil, nil, refused
+		}
+		algos = rest
+		if tc, err = redial(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+}
+
+// hostKeyPreference is the agent's host key algorithms, strongest and smallest first;
+// ssh-rsa (SHA-1) is left out.
+var hostKeyPreference = []string{ssh.KeyAlgoED25519, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521, ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
+
+// algorithmKeyType is the type of key a host key algorithm signs with.
+func algorithmKeyType(algo string) string {
+	if algo == ssh.KeyAlgoRSASHA256 || algo == ssh.KeyAlgoRSASHA512 {
+		return ssh.KeyAlgoRSA
+	}
+	return algo
+}
+
+// handshakeOnce is one handshake on tc; offered is the host key the hub showed when the
+// trust refused it.
+func handshakeOnce(tc net.Conn, addr string, cc *ssh.ClientConfig, hostKey ssh.HostKeyCallback, timeout time.Duration) (conn ssh.Conn, chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request, offered ssh.PublicKey, err error) {
 	var hostKeyErr error
 	cc.HostKeyCallback = func(host string, remote net.Addr, key ssh.PublicKey) error {
 		if err := hostKey(host, remote, key); err != nil {
 			hostKeyErr = fmt.Errorf("%w: %s offered %s: %v", ErrHostKey, host, ssh.FingerprintSHA256(key), err)
+			offered = key
 			return hostKeyErr
 		}
 		return nil
 	}
 	cc.Timeout = timeout
 	tc.SetDeadline(time.Now().Add(timeout))
-	conn, chans, reqs, err := ssh.NewClientConn(tc, addr, cc)
+	conn, chans, reqs, err = ssh.NewClientConn(tc, addr, cc)
 	if err != nil {
 		tc.Close()
 		if hostKeyErr != nil {
-			return nil, nil, nil, hostKeyErr
+			return nil, nil, nil, offered, hostKeyErr
 		}
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	tc.SetDeadline(time.Time{})
-	return conn, chans, reqs, nil
+	return conn, chans, reqs, nil, nil
 }
 
 // SetupTimer closes a session whose setup (the requests and channel opens after the

@@ -133,7 +133,7 @@ func (l *Links) dial(peer registry.HubInfo) (*link, error) {
 		}
 		return nil
 	}
-	conn, chans, reqs, err := agent.Handshake(tc, peer.Addr, cc, pin, timeout)
+	conn, chans, reqs, err := agent.Handshake(tc, nil, peer.Addr, cc, pin, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("peer hub %s at %s: %w", peer.Name, peer.Addr, err)
 	}

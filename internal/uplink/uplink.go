@@ -212,9 +212,16 @@ func (u *Uplink) setState(state string, err error) {
 // session runs one session to the centre until it fails.
 func (u *Uplink) session(ctx context.Context) error {
 	d := net.Dialer{Timeout: u.cfg.HandshakeTimeout, KeepAlive: -1}
-	tc, err := d.DialContext(ctx, "tcp", u.cfg.Hub)
+	dial := func() (net.Conn, error) {
+		tc, err := d.DialContext(ctx, "tcp", u.cfg.Hub)
+		if err != nil {
+			return nil, fmt.Errorf("uplink: connect: %w", err)
+		}
+		return tc, nil
+	}
+	tc, err := dial()
 	if err != nil {
-		return fmt.Errorf("uplink: connect: %w", err)
+		return err
 	}
 	cc := &ssh.ClientConfig{
 		User: u.cfg.Name,
@@ -225,7 +232,7 @@ func (u *Uplink) session(ctx context.Context) error {
 		},
 		ClientVersion: "SSH-2.0-iotsafe-gateway",
 	}
-	conn, chans, reqs, err := agent.Handshake(tc, u.cfg.Hub, cc, u.cfg.HostKey, u.cfg.HandshakeTimeout)
+	conn, chans, reqs, err := agent.Handshake(tc, dial, u.cfg.Hub, cc, u.cfg.HostKey, u.cfg.HandshakeTimeout)
 	if err != nil {
 		if errors.Is(err, agent.ErrHostKey) {
 			return err

@@ -173,3 +173,32 @@ func TestGatewayLearnsTheCentresNextHostKeyByItsPin(t *testing.T) {
 		t.Fatalf("after the gateway pinned the next key: %+v", k)
 	}
 }
+
+// A hub with keys of two types shows the one the client's order picks. An agent pinned
+// to either gets in: when the hub shows a type the pin refuses, the agent connects again
+// without that type (a hub that adds a type, or rotates to another, keeps its fleet).
+func TestAgentFindsThePinnedKeyTypeAmongTheHubs(t *testing.T) {
+	h := startHub(t, "", "  host_key_algorithms: [ssh-ed25519, rsa-sha2-512, rsa-sha2-256]\n")
+	b, err := os.ReadFile(filepath.Join(h.data, "ready.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready struct {
+		HostKeys []struct{ Type, Fingerprint string } `json:"host_keys"`
+	}
+	if err := json.Unmarshal(b, &ready); err != nil || len(ready.HostKeys) != 2 || ready.HostKeys[1].Type != "ssh-rsa" {
+		t.Fatalf("the hub's keys: %+v %v", ready.HostKeys, err)
+	}
+	for i, name := range []string{"dev1", "dev2"} {
+		key := h.addDevice(name)
+		a := startProc(t, iotsafeBin, "agent", "--hub", h.addr, "--key", key, "--hub-key", ready.HostKeys[i].Fingerprint,
+			"--log-format", "json", "--expose", "http=127.0.0.1:9")
+		a.stderr.wait(t, "session up")
+		if got := h.device(name).LastAlgos; got == nil {
+			t.Fatalf("%s: no algorithms recorded", name)
+		}
+	}
+	if out := h.mustCLI("device", "show", "dev2", "--json"); !strings.Contains(out, "rsa-sha2-") {
+		t.Fatalf("dev2, pinned to the RSA key, must use it:\n%s", out)
+	}
+}
