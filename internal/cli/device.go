@@ -231,6 +231,46 @@ type deviceView struct {
 	// HeldRevocation: revoked by the running hub in memory only (the registry cannot
 	// write); the reason.
 	HeldRevocation string `json:"held_revocation,omitempty"`
+	// HostKeys is what the device was told of the hub's next and retired host keys
+	// during a rotation (iotsafe hostkey).
+	HostKeys []deviceHostKey `json:"hub_host_keys,omitempty"`
+}
+
+// deviceHostKey is one of the hub's next or retired host keys, as one device knows it.
+type deviceHostKey struct {
+	State       string     `json:"state"` // next or retired
+	Fingerprint string     `json:"fingerprint"`
+	Device      string     `json:"device_state"` // proven, announced, withdrawn, or "not reached"
+	At          *time.Time `json:"at,omitempty"`
+}
+
+// hostKeysOf is what d was told of this data folder's next and retired host keys.
+func (g *globals) hostKeysOf(cmd *cobra.Command, reg *registry.Registry, d *registry.Device) []deviceHostKey {
+	entries, err := hostkey.List(g.data)
+	if err != nil || d.Via != "" {
+		return nil
+	}
+	var out []deviceHostKey
+	var fps []string
+	for _, e := range entries {
+		if e.State != "signing" {
+			out = append(out, deviceHostKey{State: e.State, Fingerprint: e.Fingerprint, Device: "not reached"})
+			fps = append(fps, e.Fingerprint)
+		}
+	}
+	notes, err := reg.HostKeyNotes(cmd.Context(), fps)
+	if err != nil {
+		return out
+	}
+	for _, n := range notes {
+		for i := range out {
+			if n.Device == d.Name && n.Fingerprint == out[i].Fingerprint {
+				at := n.At
+				out[i].Device, out[i].At = n.State, &at
+			}
+		}
+	}
+	return out
 }
 
 // hubState is what the running hub says: online devices (nil when no hub answered) and
@@ -311,10 +351,12 @@ func deviceShowCmd(g *globals) *cobra.Command {
 					return err
 				}
 				hs := g.hubState(cmd, reg)
+				v := hs.view(d)
+				v.HostKeys = g.hostKeysOf(cmd, reg, d)
 				if asJSON {
-					return printJSON(cmd.OutOrStdout(), hs.view(d))
+					return printJSON(cmd.OutOrStdout(), v)
 				}
-				printDevice(cmd.OutOrStdout(), d, hs)
+				printDevice(cmd.OutOrStdout(), v, hs)
 				return nil
 			})
 		},
@@ -323,7 +365,8 @@ func deviceShowCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func printDevice(w io.Writer, d *registry.Device, hs hubState) {
+func printDevice(w io.Writer, v deviceView, hs hubState) {
+	d := v.Device
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "device\t%s\n", d.Name)
 	fmt.Fprintf(tw, "profile\t%s\n", d.Profile)
@@ -365,6 +408,13 @@ func printDevice(w io.Writer, d *registry.Device, hs hubState) {
 		}
 		fmt.Fprintln(tw)
 		fmt.Fprintf(tw, "forwarding\t%s\n", forwardingMode(a.Multiplexed))
+	}
+	for _, k := range v.HostKeys {
+		when := ""
+		if k.At != nil {
+			when = " " + k.At.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "hub host key\t%s %s: %s%s\n", k.State, k.Fingerprint, k.Device, when)
 	}
 	tw.Flush()
 }

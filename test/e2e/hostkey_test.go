@@ -96,6 +96,12 @@ func TestHostKeyRotation(t *testing.T) {
 		t.Fatalf("hostkey list during the rotation: %+v", keys)
 	}
 
+	if out := h.mustCLI("device", "show", "dev3"); !strings.Contains(out, "hub host key  next "+nextFP+": announced ") {
+		t.Fatalf("device show of the Dropbear device during the rotation:\n%s", out)
+	}
+	if out := h.mustCLI("device", "show", "dev1"); !strings.Contains(out, "hub host key  next "+nextFP+": proven ") {
+		t.Fatalf("device show of the OpenSSH device during the rotation:\n%s", out)
+	}
 	if out, _ := h.cli("status"); !strings.Contains(out, "host key   ed25519 "+nextFP+" next, announced since") {
 		t.Fatalf("status during the rotation:\n%s", out)
 	}
