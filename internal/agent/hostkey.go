@@ -26,6 +26,8 @@ type HostKeyLearner interface {
 	ToProve(host string, remote net.Addr, announced []ssh.PublicKey) []ssh.PublicKey
 	// Proven is told every announced key and those the hub proved.
 	Proven(log *slog.Logger, host string, remote net.Addr, announced, proven []ssh.PublicKey) error
+	// Retired is told the keys the hub says it retired (hostkeys-retired@iotsafe.dev).
+	Retired(log *slog.Logger, host string, retired []ssh.PublicKey) error
 }
 
 // Pins trusts exactly the hub keys given by fingerprint.
@@ -76,21 +78,23 @@ func (p *Pins) ToProve(_ string, _ net.Addr, announced []ssh.PublicKey) []ssh.Pu
 	return out
 }
 
-// Proven says which announced keys the pins leave out, and which pins the hub no
-// longer announces: a fingerprint pin cannot change by itself.
+// Proven says which announced keys the pins leave out: a fingerprint pin cannot change
+// by itself.
 func (p *Pins) Proven(log *slog.Logger, host string, _ net.Addr, announced, _ []ssh.PublicKey) error {
-	fps := map[string]bool{}
 	for _, k := range announced {
-		fps[ssh.FingerprintSHA256(k)] = true
 		if !p.has(k) {
 			log.Warn("the hub announces a host key that is not pinned: pin it beside the current one (agent --hub-key, gateway upstream.hub_key) before the hub's operator promotes it, or the hub will be refused",
 				"hub", host, "key", ssh.FingerprintSHA256(k))
 		}
 	}
-	for _, fp := range p.pinned {
-		if !fps[fp] {
-			// With several hubs pinned, another hub's key is not this one's to announce.
-			log.Info("the hub does not announce a pinned key: if it is this hub's retired key, remove it from the pin (agent --hub-key, gateway upstream.hub_key)", "hub", host, "key", fp)
+	return nil
+}
+
+// Retired says which pinned keys the hub retired: they should leave the pin.
+func (p *Pins) Retired(log *slog.Logger, host string, retired []ssh.PublicKey) error {
+	for _, k := range retired {
+		if p.has(k) {
+			log.Warn("the hub retired a pinned host key: remove it from the pin (agent --hub-key, gateway upstream.hub_key)", "hub", host, "key", ssh.FingerprintSHA256(k))
 		}
 	}
 	return nil
@@ -155,9 +159,7 @@ func (k *KnownHostsFile) ToProve(_ string, _ net.Addr, announced []ssh.PublicKey
 	return announced
 }
 
-// Proven adds the proven keys for host, and drops host's entries for keys the hub no
-// longer announces (a retired key). Only plain entries that name host alone are
-// dropped: hashed, wildcard and marked lines are the operator's.
+// Proven adds the proven keys host's entries lack.
 func (k *KnownHostsFile) Proven(log *slog.Logger, host string, remote net.Addr, announced, proven []ssh.PublicKey) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -173,12 +175,22 @@ func (k *KnownHostsFile) Proven(log *slog.Logger, host string, remote net.Addr, 
 	for _, key := range added {
 		log.Info("learned the hub's next host key", "hub", host, "key", ssh.FingerprintSHA256(key), "known_hosts", k.path)
 	}
-	dropped, err := k.dropUnannounced(host, announced)
+	return k.reload()
+}
+
+// Retired drops host's entries for the keys the hub retired. Only plain entries that
+// name host alone are dropped: hashed, wildcard and marked lines are the operator's. A
+// key the hub merely leaves out of its announcement stays: it may be another hub's
+// behind the same name.
+func (k *KnownHostsFile) Retired(log *slog.Logger, host string, retired []ssh.PublicKey) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	dropped, err := k.dropKeys(host, retired)
 	if err != nil {
 		return err
 	}
 	for _, fp := range dropped {
-		log.Info("dropped a host key the hub no longer announces", "hub", host, "key", fp, "known_hosts", k.path)
+		log.Info("dropped a host key the hub retired", "hub", host, "key", fp, "known_hosts", k.path)
 	}
 	return k.reload()
 }
@@ -200,17 +212,17 @@ func (k *KnownHostsFile) appendKeys(host string, keys []ssh.PublicKey) error {
 	return f.Close()
 }
 
-// dropUnannounced rewrites the file without host's plain entries for keys not in
-// announced, through a temporary file; it returns the fingerprints dropped.
-func (k *KnownHostsFile) dropUnannounced(host string, announced []ssh.PublicKey) ([]string, error) {
+// dropKeys rewrites the file without host's plain entries for these keys, through a
+// temporary file; it returns the fingerprints dropped.
+func (k *KnownHostsFile) dropKeys(host string, keys []ssh.PublicKey) ([]string, error) {
 	b, err := os.ReadFile(k.path)
 	if err != nil {
 		return nil, fmt.Errorf("agent: known hosts: %w", err)
 	}
 	want := knownhosts.Normalize(host)
-	keep := map[string]bool{}
-	for _, key := range announced {
-		keep[string(key.Marshal())] = true
+	drop := map[string]bool{}
+	for _, key := range keys {
+		drop[string(key.Marshal())] = true
 	}
 	var out bytes.Buffer
 	var dropped []string
@@ -219,7 +231,7 @@ func (k *KnownHostsFile) dropUnannounced(host string, announced []ssh.PublicKey)
 	for sc.Scan() {
 		line := sc.Text()
 		if fields := strings.Fields(line); len(fields) >= 3 && fields[0] == want {
-			if key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(strings.Join(fields[1:], " "))); err == nil && !keep[string(key.Marshal())] {
+			if key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(strings.Join(fields[1:], " "))); err == nil && drop[string(key.Marshal())] {
 				dropped = append(dropped, ssh.FingerprintSHA256(key))
 				continue
 			}
@@ -261,17 +273,28 @@ func (k *KnownHostsFile) dropUnannounced(host string, announced []ssh.PublicKey)
 
 // ServeHubRequests answers the hub's global requests on conn. The first announcement of
 // its host keys goes to learner (nil: ignored), which has the hub prove the keys it
-// picks; everything else is refused.
+// picks, and so does the first list of retired keys; everything else is refused.
 func ServeHubRequests(conn ssh.Conn, host string, learner HostKeyLearner, log *slog.Logger, reqs <-chan *ssh.Request) {
-	announced := false
+	announced, retired := false, false
 	for r := range reqs {
-		if r.Type == hostkey.AnnounceRequest && learner != nil && !announced {
+		switch {
+		case learner == nil:
+		case r.Type == hostkey.AnnounceRequest && !announced:
 			announced = true
 			keys, err := hostkey.ParseKeys(r.Payload)
 			if err != nil {
 				log.Warn("the hub's host key announcement is malformed; ignored", "err", err)
 			} else {
 				go learnHostKeys(conn, host, learner, log, keys)
+			}
+		case r.Type == hostkey.RetiredRequest && !retired:
+			retired = true
+			keys, err := hostkey.ParseKeys(r.Payload)
+			if err == nil {
+				err = learner.Retired(log, host, keys)
+			}
+			if err != nil {
+				log.Warn("the hub's retired host keys were not dropped", "hub", host, "err", err)
 			}
 		}
 		if r.WantReply {

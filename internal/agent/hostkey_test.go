@@ -51,12 +51,25 @@ func TestKnownHostsFollowsRotation(t *testing.T) {
 	if b, _ := os.ReadFile(path); strings.Count(string(b), "\n") != 5 {
 		t.Fatalf("a known key must not be added twice:\n%s", b)
 	}
-	// Promoted: the hub announces only the new key; the old one goes.
+	// Another hub behind the same name: its key, left out of this hub's announcement,
+	// stays. Only what the hub says it retired goes.
+	otherHub := sshtest.Signer(t).PublicKey()
+	if err := k.appendKeys(host, []ssh.PublicKey{otherHub}); err != nil {
+		t.Fatal(err)
+	}
+	k.reload()
 	if err := k.Proven(log, host, remote, []ssh.PublicKey{next}, []ssh.PublicKey{next}); err != nil {
 		t.Fatal(err)
 	}
-	if k.Check(host, remote, cur) == nil || k.Check(host, remote, next) != nil {
-		t.Fatal("the retired key must be dropped, the signing key kept")
+	if k.Check(host, remote, otherHub) != nil || k.Check(host, remote, cur) != nil {
+		t.Fatal("a key left out of an announcement must stay")
+	}
+	// Promoted: the hub retires the old key.
+	if err := k.Retired(log, host, []ssh.PublicKey{cur}); err != nil {
+		t.Fatal(err)
+	}
+	if k.Check(host, remote, cur) == nil || k.Check(host, remote, next) != nil || k.Check(host, remote, otherHub) != nil {
+		t.Fatal("the retired key must be dropped, the others kept")
 	}
 	b, _ := os.ReadFile(path)
 	if !strings.HasPrefix(string(b), operator) {

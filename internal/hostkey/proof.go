@@ -17,6 +17,11 @@ const (
 	// ProveRequest: the client lists the announced keys it does not know yet; the
 	// server answers with a signature by each, in order.
 	ProveRequest = "hostkeys-prove-00@openssh.com"
+	// RetiredRequest is iotsafe's own: after an announcement, the keys the hub retired
+	// (no reply wanted; other clients ignore it). OpenSSH drops from known_hosts every key
+	// a server leaves out of its announcement, which also drops the key of another hub
+	// behind the same name; the agent drops only what the hub says it retired.
+	RetiredRequest = "hostkeys-retired@iotsafe.dev"
 )
 
 // MaxKeys bounds a list of host keys in either request; a hub has at most two per type.

@@ -97,6 +97,11 @@ func (ss *session) announceHostKeys(set *hostkey.Set) {
 	if _, _, err := ss.conn.SendRequest(hostkey.AnnounceRequest, false, hostkey.MarshalKeys(set.Announced())); err != nil {
 		return // the session ended
 	}
+	if len(set.Retired) > 0 {
+		if _, _, err := ss.conn.SendRequest(hostkey.RetiredRequest, false, hostkey.MarshalKeys(set.Retired)); err != nil {
+			return
+		}
+	}
 	if recorded {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 		defer cancel()

@@ -77,7 +77,7 @@ func TestHostKeyRotationAnnouncedAndProven(t *testing.T) {
 }
 
 // A new session is told when there is something to learn: a retired key it was not
-// told is gone; then, once it was told, nothing more.
+// told is gone.
 func TestHostKeyRetirementAnnouncedOnce(t *testing.T) {
 	f := newFixture(t, testProfile("name: p\nreverse: {http: 0}\n"), nil)
 	old := signer(t).PublicKey()
@@ -87,6 +87,12 @@ func TestHostKeyRetirementAnnouncedOnce(t *testing.T) {
 	keys, err := hostkey.ParseKeys(r.Payload)
 	if r.Type != hostkey.AnnounceRequest || err != nil || len(keys) != 1 || !sameKey(keys[0], f.host) {
 		t.Fatalf("announced %q %v %v", r.Type, keys, err)
+	}
+	// Then, for iotsafe agents, what was retired (OpenSSH drops whatever is left out).
+	r = nextRequest(t, reqs)
+	keys, err = hostkey.ParseKeys(r.Payload)
+	if r.Type != hostkey.RetiredRequest || r.WantReply || err != nil || len(keys) != 1 || !sameKey(keys[0], old) {
+		t.Fatalf("retired %q %v %v", r.Type, keys, err)
 	}
 	f.srv.Close()
 	notes, err := f.reg.DeviceHostKeyNotes(context.Background(), "dev1")

@@ -137,7 +137,7 @@ func TestHostKeyRotation(t *testing.T) {
 		t.Fatalf("dev1's known_hosts after the promotion:\n%s", b)
 	}
 	// The agent reconnects by itself, trusting the new key, and drops the old one too.
-	agent.stderr.wait(t, "dropped a host key the hub no longer announces", "key", oldFP)
+	agent.stderr.wait(t, "dropped a host key the hub retired", "key", oldFP)
 	agent.stderr.waitN(t, 2, "session up")
 	h.log.wait(t, "host keys announced", "device", "dev1")
 	h.log.wait(t, "host keys announced", "device", "dev2")
