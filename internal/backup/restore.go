@@ -87,7 +87,7 @@ func parseManifest(b []byte) (*Manifest, error) {
 
 // checkPath refuses a manifest path that would leave the data folder.
 func checkPath(p string) error {
-	if p == "" || path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") || p == ManifestName {
+	if p == "" || p == "." || path.IsAbs(p) || path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") || p == ManifestName {
 		return fmt.Errorf("backup: the manifest names %q, not a file of a data folder", p)
 	}
 	return nil
