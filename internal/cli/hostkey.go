@@ -188,7 +188,8 @@ func describeProgress(p keyProgress) string {
 	return ""
 }
 
-// kindFlag is --type: the key type to rotate; by default the hub's only one, or ed25519.
+// rotatedKind is the key type to rotate: --type, or by default the hub's only one, or
+// ed25519 among several.
 func (g *globals) rotatedKind(kind string) (string, error) {
 	if kind != "" {
 		return kind, nil
