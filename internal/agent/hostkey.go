@@ -271,24 +271,22 @@ func (k *KnownHostsFile) dropKeys(host string, keys []ssh.PublicKey) ([]string, 
 	return dropped, nil
 }
 
-// ServeHubRequests answers the hub's global requests on conn. The first announcement of
-// its host keys goes to learner (nil: ignored), which has the hub prove the keys it
-// picks, and so does the first list of retired keys; everything else is refused.
+// ServeHubRequests answers the hub's global requests on conn. Each announcement of its
+// host keys goes to learner (nil: ignored), which has the hub prove the keys it picks,
+// and so does each list of retired keys: an iotsafe hub announces every new set of keys
+// to iotsafe clients on a live session. Everything else is refused.
 func ServeHubRequests(conn ssh.Conn, host string, learner HostKeyLearner, log *slog.Logger, reqs <-chan *ssh.Request) {
-	announced, retired := false, false
 	for r := range reqs {
 		switch {
 		case learner == nil:
-		case r.Type == hostkey.AnnounceRequest && !announced:
-			announced = true
+		case r.Type == hostkey.AnnounceRequest:
 			keys, err := hostkey.ParseKeys(r.Payload)
 			if err != nil {
 				log.Warn("the hub's host key announcement is malformed; ignored", "err", err)
 			} else {
-				go learnHostKeys(conn, host, learner, log, keys)
+				go learnHostKeys(conn, host, learner, log, keys) // waits for the proof: never in this loop
 			}
-		case r.Type == hostkey.RetiredRequest && !retired:
-			retired = true
+		case r.Type == hostkey.RetiredRequest:
 			keys, err := hostkey.ParseKeys(r.Payload)
 			if err == nil {
 				err = learner.Retired(log, host, keys)

@@ -3,6 +3,7 @@ package sshd
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"golang.org/x/crypto/ssh"
 
@@ -21,14 +22,20 @@ type HostKeyNotes interface {
 // errNoRotation: the server was given no host keys to prove (SetHostKeys).
 var errNoRotation = errors.New("sshd: no host key set to prove from")
 
-// maxProofs is how many host key proofs one session may ask for: OpenSSH asks once per
-// announcement, and each proof costs the hub a signature per key.
-const maxProofs = 2
+// proofsPerAnnouncement is how many host key proofs a session may ask for each
+// announcement it was sent: OpenSSH asks once per announcement, and each proof costs the
+// hub a signature per key.
+const proofsPerAnnouncement = 2
+
+// iotsafeClient is the version prefix of iotsafe's own clients (agent, gateway uplink),
+// which take a new announcement whenever the hub's keys change.
+const iotsafeClient = "SSH-2.0-iotsafe-"
 
 // SetHostKeys gives the server its host keys' rotation state (internal/hostkey). The
 // keys that sign handshakes stay those given to New. When the set has something for
-// devices to learn, live sessions that were not told yet are told now, in the
-// background: OpenSSH clients take one announcement per connection.
+// devices to learn, live sessions are told now, in the background: those not told yet,
+// and iotsafe clients told an older set (OpenSSH clients take one announcement per
+// connection, and learn a newer set when they reconnect).
 func (s *Server) SetHostKeys(set *hostkey.Set) {
 	s.hostKeys.Store(set)
 	if set == nil || !set.Rotating() {
@@ -38,7 +45,7 @@ func (s *Server) SetHostKeys(set *hostkey.Set) {
 	s.mu.Lock()
 	for _, ds := range s.devices {
 		for _, ss := range ds.sessions {
-			if ss.conn != nil && ss.gw == nil && !ss.announced.Load() {
+			if ss.conn != nil && ss.gw == nil {
 				live = append(live, ss)
 			}
 		}
@@ -61,10 +68,17 @@ func (s *Server) SetHostKeys(set *hostkey.Set) {
 }
 
 // announceHostKeys sends the device the hub's signing and next host keys
-// (hostkeys-00@openssh.com), at most once per connection, when it has something to
-// learn: a next key it has not proven yet, or a retired key it was not told is gone.
+// (hostkeys-00@openssh.com) when it has something to learn: a next key it has not
+// proven yet, or a retired key it was not told is gone. An OpenSSH client is sent one
+// announcement per connection; an iotsafe client one per set of keys.
 func (ss *session) announceHostKeys(set *hostkey.Set) {
-	if set == nil || !set.Rotating() || ss.announced.Load() {
+	if set == nil || !set.Rotating() {
+		return
+	}
+	ss.announceMu.Lock()
+	defer ss.announceMu.Unlock()
+	id := setID(set)
+	if ss.announced == id || ss.announced != "" && !strings.HasPrefix(string(ss.conn.ClientVersion()), iotsafeClient) {
 		return
 	}
 	s := ss.srv
@@ -91,9 +105,11 @@ func (ss *session) announceHostKeys(set *hostkey.Set) {
 			withdrawn = append(withdrawn, fp)
 		}
 	}
-	if len(next) == 0 && len(withdrawn) == 0 || !ss.announced.CompareAndSwap(false, true) {
+	if len(next) == 0 && len(withdrawn) == 0 {
 		return
 	}
+	ss.announced = id
+	ss.proofsAllowed.Add(proofsPerAnnouncement)
 	if _, _, err := ss.conn.SendRequest(hostkey.AnnounceRequest, false, hostkey.MarshalKeys(set.Announced())); err != nil {
 		return // the session ended
 	}
@@ -123,10 +139,9 @@ func (ss *session) announceHostKeys(set *hostkey.Set) {
 func (ss *session) proveHostKeys(req *ssh.Request) {
 	s := ss.srv
 	set := s.hostKeys.Load()
-	ss.proofs++
-	if ss.proofs > maxProofs {
+	if ss.proofs.Add(1) > ss.proofsAllowed.Load() {
 		req.Reply(false, nil)
-		ss.refused("host key proof asked more than twice in one session")
+		ss.refused("host key proof asked without an announcement, or more than twice for one")
 		return
 	}
 	keys, err := hostkey.ParseKeys(req.Payload)
@@ -169,4 +184,17 @@ func (ss *session) proveHostKeys(req *ssh.Request) {
 		// After the write: 'iotsafe hostkey list' counts the device from here on.
 		log.Info("device learns the hub's next host key", "next", learned)
 	})
+}
+
+// setID names a set of announced and retired keys, to tell a new set from one sent.
+func setID(set *hostkey.Set) string {
+	var b strings.Builder
+	for _, k := range set.Announced() {
+		b.WriteString(ssh.FingerprintSHA256(k) + " ")
+	}
+	b.WriteString("-")
+	for _, k := range set.Retired {
+		b.WriteString(" " + ssh.FingerprintSHA256(k))
+	}
+	return b.String()
 }

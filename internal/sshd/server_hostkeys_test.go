@@ -2,6 +2,7 @@ package sshd
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -102,3 +103,37 @@ func TestHostKeyRetirementAnnouncedOnce(t *testing.T) {
 }
 
 func sameKey(a, b ssh.PublicKey) bool { return string(a.Marshal()) == string(b.Marshal()) }
+
+// An iotsafe client is told each new set of keys on one connection (OpenSSH clients
+// once): a second rotation reaches a live agent, and its proofs are allowed again.
+func TestIotsafeClientsAreToldEachNewSet(t *testing.T) {
+	f := newFixture(t, testProfile("name: p\nreverse: {http: 0}\n"), nil)
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, _, reqs, err := ssh.NewClientConn(c, f.addr, &ssh.ClientConfig{User: "dev1", Auth: []ssh.AuthMethod{ssh.PublicKeys(f.device)},
+		HostKeyCallback: ssh.FixedHostKey(f.host), ClientVersion: "SSH-2.0-iotsafe-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, next := range []ssh.Signer{signer(t), signer(t)} {
+		f.srv.SetHostKeys(&hostkey.Set{Signing: []ssh.Signer{f.hostSigner}, Next: []ssh.Signer{next}})
+		r := nextRequest(t, reqs)
+		keys, err := hostkey.ParseKeys(r.Payload)
+		if r.Type != hostkey.AnnounceRequest || err != nil || len(keys) != 2 || !sameKey(keys[1], next.PublicKey()) {
+			t.Fatalf("announced %q %v %v", r.Type, keys, err)
+		}
+		for range proofsPerAnnouncement {
+			if ok, _, err := conn.SendRequest(hostkey.ProveRequest, true, hostkey.MarshalKeys(keys[1:])); err != nil || !ok {
+				t.Fatalf("prove: %v %v", ok, err)
+			}
+		}
+	}
+	// The same set again is not sent again.
+	f.srv.SetHostKeys(f.srv.hostKeys.Load())
+	if ok, _, _ := conn.SendRequest(hostkey.ProveRequest, true, hostkey.MarshalKeys([]ssh.PublicKey{f.host})); ok {
+		t.Fatal("a fifth proof for two announcements was answered")
+	}
+}

@@ -51,10 +51,13 @@ type session struct {
 	// children are, for a gateway's session, the devices it announced; guarded by srv.mu.
 	children map[string]*session
 
-	// announced: the device was sent the hub's host keys on this connection (OpenSSH
-	// clients take one announcement per connection).
-	announced atomic.Bool
-	proofs    int // host key proofs asked; touched only by the goroutine serving requests
+	// announceMu orders the announcements of the hub's host keys on this connection;
+	// announced is the last set sent ("" for none): OpenSSH clients take one per
+	// connection, iotsafe's take each new set.
+	announceMu sync.Mutex
+	announced  string
+	// proofs are the host key proofs asked; proofsAllowed grows with each announcement.
+	proofs, proofsAllowed atomic.Int32
 }
 
 func newSession(s *Server, d *registry.Device, p *profile.Profile, remote string) *session {

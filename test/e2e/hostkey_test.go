@@ -208,3 +208,32 @@ func TestAgentFindsThePinnedKeyTypeAmongTheHubs(t *testing.T) {
 		t.Fatalf("dev2, pinned to the RSA key, must use it:\n%s", out)
 	}
 }
+
+// Rotations one after another reach a live agent: it is told each new set of keys on
+// the session it has (an OpenSSH client only once per connection), so a next key added
+// after a dropped one is learned without a reconnection.
+func TestAgentLearnsEachNextKeyOnOneSession(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	os.WriteFile(kh, []byte(fmt.Sprintf("[127.0.0.1]:%s %s\n", h.port, h.hostPK)), 0o600)
+	agent := startProc(t, iotsafeBin, "agent", "--hub", h.addr, "--key", key, "--known-hosts", kh, "--log-format", "json", "--expose", "http=127.0.0.1:9")
+	agent.stderr.wait(t, "session up")
+	var fps []string
+	for i := range 2 {
+		out := h.mustCLI("hostkey", "add")
+		fp := strings.Fields(out[strings.Index(out, "next host key "):])[4]
+		agent.stderr.wait(t, "learned the hub's next host key", "key", fp)
+		h.log.waitN(t, i+1, "device learns the hub's next host key", "device", "dev1")
+		fps = append(fps, fp)
+		if i == 0 {
+			h.mustCLI("hostkey", "drop")
+		}
+	}
+	if n := agent.stderr.count("session up"); n != 1 {
+		t.Fatalf("the agent connected %d times, want once", n)
+	}
+	if k := h.hostKeys(); k[1].Fingerprint != fps[1] || k[1].Learned != 1 {
+		t.Fatalf("hostkey list: %+v", k)
+	}
+}
