@@ -101,7 +101,8 @@ func (p *Pins) Retired(log *slog.Logger, host string, retired []ssh.PublicKey) e
 }
 
 // KnownHostsFile trusts the keys in an OpenSSH known_hosts file, and keeps it current
-// through the hub's host key rotations as OpenSSH's UpdateHostKeys does.
+// through the hub's host key rotations much as OpenSSH's UpdateHostKeys does: it adds
+// the keys the hub proves, but drops only those the hub names as retired.
 type KnownHostsFile struct {
 	path string
 	tofu bool
