@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -303,6 +304,9 @@ names them.`,
 		Example: `  systemctl stop iotsafe-hub && iotsafe hostkey promote && systemctl start iotsafe-hub`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := os.Stat(g.data); err != nil {
+				return fmt.Errorf("no data folder %s (is --data right?): %w", g.data, err)
+			}
 			lock, err := hub.LockData(g.data)
 			if err != nil {
 				return err
