@@ -38,6 +38,8 @@ type Metrics struct {
 	bytes      *prometheus.CounterVec
 	handshakes *prometheus.CounterVec
 	throttled  *prometheus.CounterVec
+	announced  prometheus.Counter
+	proofs     *prometheus.CounterVec
 	violations *prometheus.CounterVec
 	lastSeen   *prometheus.GaugeVec
 	online     *prometheus.GaugeVec
@@ -64,11 +66,13 @@ func New(cfg Config) *Metrics {
 		bytes:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_bytes_total", Help: "Payload bytes carried; up is device to hub."}, []string{"direction"}),
 		handshakes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_handshakes_total", Help: "SSH handshakes by result."}, []string{"result"}),
 		throttled:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_ssh_throttled_total", Help: "Connections that waited for their source's handshake turn (waited) or were dropped for it (dropped)."}, []string{"result"}),
+		announced:  prometheus.NewCounter(prometheus.CounterOpts{Name: "iotsafe_hostkey_announcements_total", Help: "Announcements of the hub's host keys to devices (a host key rotation)."}),
+		proofs:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_hostkey_proofs_total", Help: "Host key proofs devices asked for, by result (answered, refused)."}, []string{"result"}),
 		violations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_violations_total", Help: "Profile violations per device."}, []string{"device"}),
 		lastSeen:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "iotsafe_device_last_seen_seconds", Help: "Unix time a device's session last opened or closed."}, []string{"device"}),
 		online:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "iotsafe_device_sessions", Help: "Live sessions per device."}, []string{"device"}),
 	}
-	m.reg.MustRegister(m.sessions, m.forwards, m.channels, m.channelsT, m.bytes, m.handshakes, m.throttled,
+	m.reg.MustRegister(m.sessions, m.forwards, m.channels, m.channelsT, m.bytes, m.handshakes, m.throttled, m.announced, m.proofs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if m.perDevice {
 		m.reg.MustRegister(m.violations, m.lastSeen, m.online)
@@ -158,6 +162,16 @@ func (m *Metrics) Throttled(dropped bool) {
 		r = "dropped"
 	}
 	m.throttled.WithLabelValues(r).Inc()
+}
+
+func (m *Metrics) HostKeyAnnounced() { m.announced.Inc() }
+
+func (m *Metrics) HostKeyProof(answered bool) {
+	r := "answered"
+	if !answered {
+		r = "refused"
+	}
+	m.proofs.WithLabelValues(r).Inc()
 }
 
 // Register adds a subsystem's own collectors (each subsystem defines its metrics).

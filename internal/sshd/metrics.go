@@ -15,6 +15,10 @@ type Metrics interface {
 	// Throttled counts connections that waited for their source's turn to handshake
 	// (dropped false) or were dropped for it (dropped true).
 	Throttled(dropped bool)
+	// HostKeyAnnounced counts announcements of the hub's host keys (a rotation);
+	// HostKeyProof counts the proofs devices asked for, answered or refused.
+	HostKeyAnnounced()
+	HostKeyProof(answered bool)
 }
 
 type nopMetrics struct{}
@@ -29,3 +33,5 @@ func (nopMetrics) ChannelClosed(string) {}
 func (nopMetrics) Bytes(int64, int64)   {}
 func (nopMetrics) Violation(string)     {}
 func (nopMetrics) Throttled(bool)       {}
+func (nopMetrics) HostKeyAnnounced()    {}
+func (nopMetrics) HostKeyProof(bool)    {}

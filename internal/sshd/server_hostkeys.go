@@ -113,6 +113,7 @@ func (ss *session) announceHostKeys(set *hostkey.Set) {
 	if _, _, err := ss.conn.SendRequest(hostkey.AnnounceRequest, false, hostkey.MarshalKeys(set.Announced())); err != nil {
 		return // the session ended
 	}
+	s.metrics.HostKeyAnnounced()
 	if len(set.Retired) > 0 {
 		if _, _, err := ss.conn.SendRequest(hostkey.RetiredRequest, false, hostkey.MarshalKeys(set.Retired)); err != nil {
 			return
@@ -140,6 +141,7 @@ func (ss *session) proveHostKeys(req *ssh.Request) {
 	s := ss.srv
 	set := s.hostKeys.Load()
 	if ss.proofs.Add(1) > ss.proofsAllowed.Load() {
+		s.metrics.HostKeyProof(false)
 		req.Reply(false, nil)
 		ss.refused("host key proof asked without an announcement, or more than twice for one")
 		return
@@ -154,10 +156,12 @@ func (ss *session) proveHostKeys(req *ssh.Request) {
 	}
 	if err != nil {
 		ss.log.Warn("host key proof refused", "err", err)
+		s.metrics.HostKeyProof(false)
 		req.Reply(false, nil)
 		ss.refused("") // no OpenSSH client asks this: it counts toward the refusal budget
 		return
 	}
+	s.metrics.HostKeyProof(true)
 	req.Reply(true, reply)
 	var learned []string
 	for _, k := range keys {

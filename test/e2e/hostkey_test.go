@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +43,7 @@ func (h *hubProc) hostKeys() []hostKeyProgressJSON {
 // which is why promote checks first.
 func TestHostKeyRotation(t *testing.T) {
 	needTool(t, "ssh")
-	h := startHub(t, "", "")
+	h := startHub(t, "", "metrics: {listen: '127.0.0.1:0'}\n")
 	k1, k2, k3 := h.addDevice("dev1"), h.addDevice("dev2"), h.addDevice("dev3")
 	h.addDevice("dev4") // never connects
 	oldFP, oldPK := h.hostFP, h.hostPK
@@ -96,6 +98,15 @@ func TestHostKeyRotation(t *testing.T) {
 		t.Fatalf("hostkey list during the rotation: %+v", keys)
 	}
 
+	resp, err := http.Get("http://" + h.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if m := grepLines(string(body), "iotsafe_hostkey_"); !strings.Contains(m, "iotsafe_hostkey_announcements_total 3") || !strings.Contains(m, `iotsafe_hostkey_proofs_total{result="answered"} 2`) {
+		t.Fatalf("the rotation's metrics: %q", m)
+	}
 	if out := h.mustCLI("device", "show", "dev3"); !strings.Contains(out, "hub host key  next "+nextFP+": announced ") {
 		t.Fatalf("device show of the Dropbear device during the rotation:\n%s", out)
 	}
