@@ -228,7 +228,7 @@ func copyOne(ctx context.Context, src, dst string, o Options) (File, error) {
 		return File{}, err
 	case kind == HowSQLite:
 		f.How = HowSQLite
-		if f.SchemaVersion, err = snapshotSQLite(ctx, src, dst); err != nil {
+		if f.SchemaVersion, err = SnapshotSQLite(ctx, src, dst); err != nil {
 			return File{}, err
 		}
 		if err := os.Chmod(dst, f.Mode); err != nil {
@@ -287,9 +287,9 @@ func sniff(path string) (string, error) {
 	return HowCopy, nil
 }
 
-// snapshotSQLite writes a consistent copy of the database at src to dst and returns its
+// SnapshotSQLite writes a consistent copy of the database at src to dst and returns its
 // schema version.
-func snapshotSQLite(ctx context.Context, src, dst string) (int, error) {
+func SnapshotSQLite(ctx context.Context, src, dst string) (int, error) {
 	db, err := sqldb.OpenSQLite(src, "busy_timeout(10000)")
 	if err != nil {
 		return 0, err

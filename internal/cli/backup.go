@@ -227,44 +227,27 @@ func (g *globals) afterRestore(ctx context.Context, r *backup.Restored) (restore
 	return rep, restored.AddEvent(ctx, registry.Event{Kind: registry.EventRestored, Detail: detail})
 }
 
-// openCopy opens a copy of the SQLite registry in dir, so that bringing an older
+// openCopy opens a snapshot of the SQLite registry in dir, so that bringing an older
 // schema up to this iotsafe's changes nothing in dir: what a restore moved aside stays
-// as the hub left it, for an operator who goes back to the older iotsafe. done closes
-// the copy and deletes it.
+// at the schema the hub left it, for an operator who goes back to the older iotsafe.
+// done closes the snapshot and deletes it.
 func openCopy(ctx context.Context, dir string) (reg *registry.Registry, done func(), err error) {
 	tmp, err := os.MkdirTemp("", "iotsafe-replaced-registry-")
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, suffix := range []string{"", "-wal"} { // the WAL holds what was not checkpointed
-		if err := copyPrivate(filepath.Join(dir, registry.FileName+suffix), filepath.Join(tmp, registry.FileName+suffix)); err != nil && !os.IsNotExist(err) {
-			os.RemoveAll(tmp)
-			return nil, nil, err
-		}
+	snap := filepath.Join(tmp, registry.FileName)
+	if _, err = backup.SnapshotSQLite(ctx, filepath.Join(dir, registry.FileName), snap); err == nil {
+		err = os.Chmod(snap, 0o600) // the registry refuses a file others may read
 	}
-	if reg, err = registry.Open(ctx, tmp, sockets.Config{}); err != nil {
+	if err == nil {
+		reg, err = registry.Open(ctx, tmp, sockets.Config{})
+	}
+	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, nil, err
 	}
 	return reg, func() { reg.Close(); os.RemoveAll(tmp) }, nil
-}
-
-// copyPrivate copies src to a new file dst of mode 0600.
-func copyPrivate(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 func fileExists(path string) bool {
