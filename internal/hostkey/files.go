@@ -117,9 +117,14 @@ func Load(dir string, algos []string) (*Set, error) {
 }
 
 // Announced are the keys the hub tells devices about: signing, then next.
-func (s *Set) Announced() []ssh.PublicKey {
+func (s *Set) Announced() []ssh.PublicKey { return publicKeys(slices.Concat(s.Signing, s.Next)) }
+
+// NextKeys are the public parts of the next keys.
+func (s *Set) NextKeys() []ssh.PublicKey { return publicKeys(s.Next) }
+
+func publicKeys(signers []ssh.Signer) []ssh.PublicKey {
 	var out []ssh.PublicKey
-	for _, k := range slices.Concat(s.Signing, s.Next) {
+	for _, k := range signers {
 		out = append(out, k.PublicKey())
 	}
 	return out

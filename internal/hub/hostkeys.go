@@ -25,11 +25,7 @@ func (h *Hub) ReloadHostKeys() error {
 
 // NextHostKeys are the host keys announced to devices but not yet signing handshakes.
 func (h *Hub) NextHostKeys() []ssh.PublicKey {
-	var out []ssh.PublicKey
-	for _, k := range h.hostKeySet.Load().Next {
-		out = append(out, k.PublicKey())
-	}
-	return out
+	return h.hostKeySet.Load().NextKeys()
 }
 
 func (h *Hub) logRotation(set *hostkey.Set) {
@@ -40,11 +36,7 @@ func (h *Hub) logRotation(set *hostkey.Set) {
 		}
 		return strings.Join(s, " ")
 	}
-	var next []ssh.PublicKey
-	for _, k := range set.Next {
-		next = append(next, k.PublicKey())
-	}
-	if len(next) > 0 {
+	if next := set.NextKeys(); len(next) > 0 {
 		h.log.Info("host key rotation: next keys announced to devices; promote them once devices learned them (iotsafe hostkey list)", "event", "hostkey_next", "next", fps(next))
 	}
 	if len(set.Retired) > 0 {

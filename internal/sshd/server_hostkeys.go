@@ -95,8 +95,8 @@ func (ss *session) announceHostKeys(set *hostkey.Set) {
 		}
 	}
 	var next, withdrawn []string
-	for _, k := range set.Next {
-		if fp := ssh.FingerprintSHA256(k.PublicKey()); notes[fp] != registry.HostKeyProven {
+	for _, k := range set.NextKeys() {
+		if fp := ssh.FingerprintSHA256(k); notes[fp] != registry.HostKeyProven {
 			next = append(next, fp)
 		}
 	}
