@@ -85,9 +85,14 @@ type Config struct {
 	// Sandbox, if set, is installed before the first connection and removed when Run
 	// returns: it confines the device application (paper fig. 8, a).
 	Sandbox Sandbox
+	// OnStarted, if set, is called once the sandbox is on and the direct forwards
+	// listen, before the first connection attempt: from then on the device application
+	// may start (the service manager's readiness).
+	OnStarted func()
 	// OnReady, if set, is called each time a session is up with all reverse forwards
-	// registered (tests and the demo use it as a readiness signal).
-	OnReady func()
+	// registered, with the hub's address (tests and the demo use it as a readiness
+	// signal).
+	OnReady func(hub string)
 	// OnRetry, if set, is called each time a session attempt failed or a session ended,
 	// with the delay before the next attempt (the outage lab counts attempts with it).
 	OnRetry func(err error, delay time.Duration)
@@ -208,6 +213,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		lns = append(lns, ln)
 		go a.acceptDirect(ctx, ln, f)
+	}
+	if a.cfg.OnStarted != nil {
+		a.cfg.OnStarted()
 	}
 	attempt := 0
 	var lost time.Time // when the last working session ended
@@ -368,7 +376,7 @@ func (a *Agent) session(ctx context.Context) error {
 	defer a.setConn(nil, nil, nil)
 	a.log.Info("session up", "hub", hub)
 	if a.cfg.OnReady != nil {
-		a.cfg.OnReady()
+		a.cfg.OnReady(hub)
 	}
 
 	go a.keepalive(conn, done)

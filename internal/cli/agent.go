@@ -14,6 +14,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/agent"
 	"github.com/iotsafe/iotsafe/internal/firewall"
 	"github.com/iotsafe/iotsafe/internal/logging"
+	"github.com/iotsafe/iotsafe/internal/sdnotify"
 	"github.com/iotsafe/iotsafe/internal/strictyaml"
 )
 
@@ -59,11 +60,17 @@ through direct forwards (--forward HOST:PORT=ALIAS), reconnecting with exponenti
 backoff and jitter. The hub's host key must be pinned (--hub-key or --known-hosts).
 The device name defaults to the key file's base name.
 
-Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1@HUB`,
+Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1@HUB
+
+Under systemd (Type=notify; dist/systemd/iotsafe-agent.service) the agent is ready once
+its sandbox is on and its direct forwards listen, so a device application ordered after
+it never runs unconfined; its status line says whether the session is up.`,
 		Example: `  iotsafe agent --hub hub:2222 --key /etc/iotsafe/dev1 --hub-key SHA256:... \
       --expose http=127.0.0.1:80 --forward 127.0.0.1:1883=broker`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Read (and cleared) before anything could start a child process.
+			notify, notifyErr := notifierFromEnv()
 			if file != "" {
 				if err := mergeAgentFile(file, &f, cmd); err != nil {
 					return err
@@ -74,12 +81,18 @@ Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1
 				return err
 			}
 			log, _ := logging.New(f.Log, cmd.ErrOrStderr())
+			if notifyErr != nil {
+				log.Warn("the service manager's notification settings are unusable; running without them", "err", notifyErr)
+			}
 			cfg.Logger = log
+			superviseAgent(&cfg, notify)
 			a, err := agent.New(cfg)
 			if err != nil {
 				return err
 			}
-			return ignoreCanceled(a.Run(cmd.Context()))
+			err = a.Run(cmd.Context())
+			notify.Stopping("")
+			return ignoreCanceled(err)
 		},
 	}
 	fl := c.Flags()
@@ -100,6 +113,28 @@ Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1
 	fl.StringVar(&f.Log.Level, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.Log.Format, "log-format", "text", "text or json")
 	return c
+}
+
+// superviseAgent has the agent tell the service manager its state: ready once it
+// listens (before the first connection: a hub that is down must not fail the device's
+// boot), then whether the session is up. Nothing without a manager.
+func superviseAgent(cfg *agent.Config, notify *sdnotify.Notifier) {
+	if !notify.Enabled() {
+		return
+	}
+	var what []string
+	for _, e := range cfg.Expose {
+		what = append(what, "exposing "+e.Alias)
+	}
+	for _, fw := range cfg.Forward {
+		what = append(what, "forwarding "+fw.Listen+" to "+fw.Alias)
+	}
+	services := strings.Join(what, ", ")
+	cfg.OnStarted = func() { notify.Ready("connecting to " + cfg.Hub) }
+	cfg.OnReady = func(hub string) { notify.Status("session up with " + hub + ": " + services) }
+	cfg.OnRetry = func(err error, delay time.Duration) {
+		notify.Status(fmt.Sprintf("no session (%v); next attempt in %s", err, delay.Round(100*time.Millisecond)))
+	}
 }
 
 // mergeAgentFile fills from the file every field whose flag was not given.

@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
@@ -13,6 +17,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
+	"github.com/iotsafe/iotsafe/internal/sdnotify"
 )
 
 func hubCmd(g *globals) *cobra.Command {
@@ -22,7 +27,13 @@ func hubCmd(g *globals) *cobra.Command {
 		Short: "Run the hub: SSH server for devices, protected sockets, admin socket",
 		Long: `Run the hub. The first start creates the data folder (mode 0700), an ed25519 host
 key and the SQLite registry, and prints the host key fingerprint that agents pin.
-SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive timings.`,
+SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive timings.
+
+Under systemd (Type=notify; dist/systemd/iotsafe-hub.service) the hub says when it is
+ready, reloading and stopping, keeps a status line (devices online, forwards, a degraded
+registry, a refused reload) and answers the watchdog (WatchdogSec=) while its sessions
+can be read: a hub that hangs is killed, with every goroutine's stack in the journal,
+and restarted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Before anything can announce the hub ready: a SIGHUP that arrives between
@@ -31,6 +42,8 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 			sig := make(chan os.Signal, 4)
 			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			defer signal.Stop(sig)
+			// Read (and cleared) before anything could start a child process.
+			notify, notifyErr := notifierFromEnv()
 			cfg, err := hub.LoadConfig(g.config, g.data)
 			if err != nil {
 				return err
@@ -43,6 +56,9 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 				defer stop()
 			}
 			log, level := logging.New(cfg.Log, cmd.ErrOrStderr())
+			if notifyErr != nil {
+				log.Warn("the service manager's notification settings are unusable; running without them", "err", notifyErr)
+			}
 			h, err := hub.Start(cmd.Context(), cfg, hub.Options{DataDir: g.data, Logger: log, Level: level, Version: Version, ReadyFile: readyFile})
 			if err != nil {
 				return err
@@ -78,18 +94,24 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "hub listening for devices on %s (data %s)\n", h.SSHAddr(), g.data)
 			log.Info("hub ready", "ssh", h.SSHAddr().String(), "data", g.data)
+			sm := superviseHub(cmd.Context(), h, notify, log)
+			defer sm.stop()
 			for {
 				select {
 				case <-cmd.Context().Done():
+					sm.stopping("stopping")
 					return nil
 				case err := <-h.Failed():
 					log.Error("stopping: this hub can no longer serve safely", "err", err)
+					sm.stopping(fmt.Sprintf("stopping: %v", err))
 					return err
 				case s := <-sig:
 					if s != syscall.SIGHUP {
 						log.Info("shutting down", "signal", s.String())
+						sm.stopping("stopping on " + s.String())
 						return nil
 					}
+					notify.Reloading()
 					nc, err := hub.LoadConfig(g.config, g.data)
 					if err == nil {
 						err = h.Reload(nc)
@@ -97,6 +119,7 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 					if err != nil {
 						log.Error("reload refused; keeping the running configuration", "err", err)
 					}
+					sm.reloaded(err)
 				}
 			}
 		},
@@ -104,6 +127,71 @@ SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive t
 	c.Flags().StringVar(&readyFile, "ready-file", "", "once every listener is up, write FILE (JSON: pid, addresses, host keys, the front door's CA); removed at a clean stop")
 	c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile to FILE until the hub stops (for 'go tool pprof')")
 	return c
+}
+
+// hubSupervision keeps the service manager told about a running hub.
+type hubSupervision struct {
+	h      *hub.Hub
+	notify *sdnotify.Notifier
+	cancel context.CancelFunc
+	done   chan struct{}
+	// refused is the last refused reload's error, shown in the status line until a
+	// reload succeeds: the log is not where an operator looks after 'systemctl reload'.
+	refused atomic.Pointer[string]
+}
+
+// superviseHub says the hub is ready and starts the status line and watchdog
+// keep-alives, every 10 s or as the watchdog interval needs; nothing without a manager.
+func superviseHub(ctx context.Context, h *hub.Hub, notify *sdnotify.Notifier, log *slog.Logger) *hubSupervision {
+	sm := &hubSupervision{h: h, notify: notify, done: make(chan struct{})}
+	ctx, sm.cancel = context.WithCancel(ctx)
+	warned := false
+	failed := func(err error) {
+		if !warned { // once: a manager that went away would otherwise fill the log
+			log.Warn("telling the service manager failed", "err", err)
+			warned = true
+		}
+	}
+	if err := notify.Ready(sm.status()); err != nil {
+		failed(err)
+	}
+	go func() {
+		defer close(sm.done)
+		notify.Keep(ctx, 10*time.Second, func() (string, error) { return sm.status(), nil }, failed)
+	}()
+	return sm
+}
+
+// status is the hub's status line; reading it takes the session tables' locks, so the
+// watchdog's keep-alives stop if those hang.
+func (sm *hubSupervision) status() string {
+	s := sm.h.ServiceStatus()
+	if r := sm.refused.Load(); r != nil {
+		s += "; last reload refused: " + *r
+	}
+	return s
+}
+
+// reloaded ends a reload (err: refused).
+func (sm *hubSupervision) reloaded(err error) {
+	if err != nil {
+		msg := err.Error()
+		sm.refused.Store(&msg)
+	} else {
+		sm.refused.Store(nil)
+	}
+	sm.notify.Ready(sm.status())
+}
+
+// stopping tells the manager the hub is going down; the keep-alives stop.
+func (sm *hubSupervision) stopping(why string) {
+	sm.stop()
+	sm.notify.Stopping(why)
+}
+
+func (sm *hubSupervision) stop() {
+	sm.cancel()
+	<-sm.done
 }
 
 func startCPUProfile(path string) (func(), error) {

@@ -107,7 +107,7 @@ func Run(ctx context.Context, o Options) error {
 			Forward:    forwards,
 			Logger:     o.Logger.With("component", "agent"),
 			BackoffMin: 200 * time.Millisecond,
-			OnReady:    func() { once.Do(func() { ready <- struct{}{} }) },
+			OnReady:    func(string) { once.Do(func() { ready <- struct{}{} }) },
 		})
 		if err != nil {
 			return err

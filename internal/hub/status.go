@@ -2,8 +2,11 @@ package hub
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
@@ -25,6 +28,25 @@ func (h *Hub) Info() admin.HubInfo {
 	}
 	info.Upstream = h.upstreamInfo()
 	return info
+}
+
+// ServiceStatus is the hub's state in one line, for a service manager's status line
+// (systemctl status): devices online, forwards, and whatever needs the operator.
+func (h *Hub) ServiceStatus() string {
+	info := h.Info()
+	var b strings.Builder
+	fmt.Fprintf(&b, "devices online: %d, forwarded connections: %d", info.Online, info.Forwards)
+	if d := h.guard.Degraded(); d != nil {
+		fmt.Fprintf(&b, "; DEGRADED: the registry cannot write since %s, holding %d revocations in memory",
+			d.Since.Format(time.DateTime), d.Revocations)
+	}
+	if info.DataFreeMiB >= 0 && info.DataFreeMiB < int64(info.MinFreeMiB) {
+		fmt.Fprintf(&b, "; data folder low: %d MiB free, enrolments stopped", info.DataFreeMiB)
+	}
+	if up := info.Upstream; up != nil {
+		fmt.Fprintf(&b, "; upstream %s %s", up.Hub, up.State)
+	}
+	return b.String()
 }
 
 // MQTTClients implements admin.Handler: the broker's connected clients.

@@ -256,7 +256,7 @@ func newAgent(srv *lab.SSHServer, keys string, i int, o Options, f *fleet) (*age
 		Hub: srv.Addr, Device: name, Signer: signer, KeyFile: keyFile, HostKey: ssh.FixedHostKey(srv.HostKey),
 		Expose:    []agent.Expose{{Alias: "f0", Target: "127.0.0.1:9"}},
 		RecentMax: o.RecentMax,
-		OnReady:   func() { f.onReady(i) },
+		OnReady:   func(string) { f.onReady(i) },
 		OnRetry:   func(error, time.Duration) { f.onRetry(i) },
 	})
 }
