@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin:$(HOME)/go/bin
 BIN := bin/iotsafe
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all setup build demo test lint clean
+.PHONY: all setup build demo test lint clean install
 
 all: build
 
@@ -22,6 +22,19 @@ test: setup
 
 lint: setup
 	gofmt -l . && go vet ./... && staticcheck ./...
+
+# Installs the binary and the systemd units (dist/systemd); DESTDIR for packaging.
+# It enables nothing: 'systemctl enable --now iotsafe-hub' (or iotsafe-agent on a device).
+PREFIX ?= /usr/local
+UNITDIR ?= /etc/systemd/system
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/iotsafe
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/local/bin/iotsafe|$(PREFIX)/bin/iotsafe|' dist/systemd/iotsafe-hub.service > $(DESTDIR)$(UNITDIR)/iotsafe-hub.service
+	sed 's|/usr/local/bin/iotsafe|$(PREFIX)/bin/iotsafe|' dist/systemd/iotsafe-agent.service > $(DESTDIR)$(UNITDIR)/iotsafe-agent.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/iotsafe-hub.service $(DESTDIR)$(UNITDIR)/iotsafe-agent.service
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "installed $(PREFIX)/bin/iotsafe and the units in $(UNITDIR): systemctl enable --now iotsafe-hub (docs/operations.md)"
 
 clean:
 	rm -rf bin

@@ -16,8 +16,10 @@ cd "$(dirname "$0")/.."
 # tools 'iotsafe scan' is checked against. gcc, libssl-dev and libwolfssl-dev build the
 # TLS lab's OpenSSL and wolfSSL helpers ('iotsafe bench tls'). PostgreSQL's server is the
 # shared registry of several hubs; the tests start scratch clusters of their own as an
-# unprivileged user (internal/pgtest), never the system's cluster or service.
-PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables openssh-server caddy python3 python3-venv openssl mosquitto-clients mosquitto sslscan testssl.sh ssh-audit gcc libc6-dev libssl-dev libwolfssl-dev xmlsec1 postgresql)
+# unprivileged user (internal/pgtest), never the system's cluster or service. systemd
+# runs the shipped units (dist/systemd) in a test: a manager of the test's own, in a
+# private mount namespace, never the host's init.
+PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables openssh-server caddy python3 python3-venv openssl mosquitto-clients mosquitto sslscan testssl.sh ssh-audit gcc libc6-dev libssl-dev libwolfssl-dev xmlsec1 postgresql systemd)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
