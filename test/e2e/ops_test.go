@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,6 +161,42 @@ func TestSIGHUPReload(t *testing.T) {
 	a := startAgent(t, h, key, "--expose", "http="+hostPortOf(app))
 	a.stderr.wait(t, "session up")
 	mustGet(t, h.socket("dev1", "http"), "after reload")
+}
+
+// 'iotsafe hub --check-config' says what a start or a reload would say of hub.yaml,
+// without a hub and without creating anything: ok, the weak settings an operator turned
+// on, or the refusal naming the file, line and field.
+func TestHubCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	check := func(data string) (string, int) {
+		out, err := exec.Command(iotsafeBin, "hub", "--check-config", "--data", data).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	missing := filepath.Join(dir, "not-yet")
+	if out, code := check(missing); code != 0 || !strings.Contains(out, "does not exist): using defaults: ok") {
+		t.Fatalf("no hub.yaml: %d %s", code, out)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("the check created the data folder: %v", err)
+	}
+	cfg := filepath.Join(dir, "hub.yaml")
+	os.WriteFile(cfg, []byte("ssh:\n  allow_insecure: true\n  ciphers: [aes128-gcm@openssh.com, aes128-cbc]\n"), 0o600)
+	if out, code := check(dir); code != 0 || !strings.Contains(out, "warning: insecure setting") || !strings.Contains(out, "aes128-cbc") ||
+		!strings.Contains(out, cfg+": ok") {
+		t.Fatalf("an insecure cipher allowed: %d %s", code, out)
+	}
+	os.WriteFile(cfg, []byte("ssh:\n  listen: 127.0.0.1:2222\n  cipher: [aes128-cbc]\n"), 0o600)
+	if out, code := check(dir); code != 1 || !strings.Contains(out, cfg+": config: ssh.cipher (line 3): field cipher not found") {
+		t.Fatalf("a misspelt setting: %d %s", code, out)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("the check wrote into the data folder: %v", entries)
+	}
 }
 
 // Everything in the data folder is private to the hub except the resolver socket, which

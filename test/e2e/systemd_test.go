@@ -298,11 +298,12 @@ func contains(s string) func(string) bool {
 
 // The shipped units under a real systemd, with their sandboxing, in a network namespace
 // of the test's: the hub is active only once it serves (Type=notify) and keeps a status
-// line; its nftables table works inside the sandbox; a refused reload shows in the
-// status and keeps the hub; a hung hub misses its watchdog and is restarted with its
-// goroutines' stacks in the log; the agent is ready once it listens, learns the hub's
-// key into the one folder it may write, says in its status whether its session is up,
-// and a bad key file fails its start with a clear message.
+// line; its nftables table works inside the sandbox; a wrong hub.yaml fails 'systemctl
+// reload', and a refused reload shows in the status and keeps the hub; a hung hub
+// misses its watchdog and is restarted with its goroutines' stacks in the log; the
+// agent is ready once it listens, learns the hub's key into the one folder it may
+// write, says in its status whether its session is up, and a bad key file fails its
+// start with a clear message.
 func TestSystemdUnits(t *testing.T) {
 	ns := netns(t)
 	m := startSystemd(t, ns, map[string]string{
@@ -368,15 +369,23 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	m.waitShow("iotsafe-hub", "StatusText", "one device online", contains("devices online: 1,"))
 
-	// A refused reload: the hub keeps running and says so in its status line.
+	// A wrong hub.yaml: 'systemctl reload' fails and says why (the unit checks it
+	// first); a SIGHUP all the same is refused by the hub, which keeps running and says
+	// so in its status line until a reload succeeds.
 	m.writeFile(data+"/hub.yaml", hubYAML+"no_such_setting: 1\n", 0o600)
-	if out, err := m.ctl("reload", "iotsafe-hub"); err != nil {
-		t.Fatalf("systemctl reload: %v %s", err, out)
+	if out, err := m.ctl("reload", "iotsafe-hub"); err == nil {
+		t.Fatalf("systemctl reload took a wrong hub.yaml: %s", out)
+	}
+	hubLog.waitText(t, "no_such_setting (line 5): field no_such_setting not found")
+	if out, err := m.ctl("kill", "--signal=SIGHUP", "iotsafe-hub"); err != nil {
+		t.Fatalf("systemctl kill: %v %s", err, out)
 	}
 	m.waitShow("iotsafe-hub", "StatusText", "the refusal", contains("last reload refused: "))
 	hubLog.waitText(t, "reload refused")
 	m.writeFile(data+"/hub.yaml", hubYAML, 0o600)
-	m.ctl("reload", "iotsafe-hub")
+	if out, err := m.ctl("reload", "iotsafe-hub"); err != nil {
+		t.Fatalf("systemctl reload: %v %s", err, out)
+	}
 	m.waitShow("iotsafe-hub", "StatusText", "the refusal gone", func(v string) bool { return !strings.Contains(v, "refused") })
 	if st := m.show("iotsafe-hub", "ActiveState"); st != "active" {
 		t.Fatalf("hub %s after reloads", st)
