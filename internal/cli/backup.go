@@ -58,7 +58,10 @@ either: keep it with your configuration management.`,
 				return err
 			}
 			abs, _ := filepath.Abs(args[0])
-			g.recordEvent(cmd, registry.Event{Kind: registry.EventBackup, Detail: fmt.Sprintf("into %s: %s of %s", abs, describe(m), m.DataDir)})
+			// Named after the hub whose data folder this is: on a registry several hubs
+			// share, each hub's backup age is its own.
+			g.recordEvent(cmd, registry.Event{Kind: registry.EventBackup, Hub: cfg.HubName(),
+				Detail: fmt.Sprintf("into %s: %s of %s", abs, describe(m), m.DataDir)})
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), m)
 			}

@@ -34,7 +34,7 @@ type hubStatus struct {
 	Hubs     map[string]registry.HubInfo `json:"hubs,omitempty"`
 	// RegistryError says why the device counts are missing.
 	RegistryError string `json:"registry_error,omitempty"`
-	// LastBackup is the audit log's newest backup_taken event, if any.
+	// LastBackup is the newest backup of this hub's data folder, if any.
 	LastBackup *registry.Event `json:"last_backup,omitempty"`
 	// HostKeys are the host key files of the data folder: signing, next and retired.
 	HostKeys []hostkey.Entry `json:"host_keys,omitempty"`
@@ -126,8 +126,8 @@ func (g *globals) status(cmd *cobra.Command) hubStatus {
 		}
 	}
 	st.Devices = &n
-	if evs, err := reg.Events(cmd.Context(), registry.EventFilter{Kind: registry.EventBackup, Limit: 1}); err == nil && len(evs) == 1 {
-		st.LastBackup = &evs[0]
+	if cfg, err := hub.LoadConfig(g.config, g.data); err == nil {
+		st.LastBackup, _ = reg.LastBackup(cmd.Context(), cfg.HubName())
 	}
 	return st
 }

@@ -156,16 +156,16 @@ func (h *Hub) startMetrics(ctx context.Context) error {
 	return nil
 }
 
-// lastBackup is the time of the audit log's newest backup_taken event, 0 if none (or
+// lastBackup is the time of the newest backup of this hub's data folder, 0 if none (or
 // the registry cannot say now).
 func (h *Hub) lastBackup() float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	evs, err := h.reg.Events(ctx, registry.EventFilter{Kind: registry.EventBackup, Limit: 1})
-	if err != nil || len(evs) == 0 {
+	e, err := h.reg.LastBackup(ctx, h.cfg.HubName())
+	if err != nil || e == nil {
 		return 0
 	}
-	return float64(evs[0].At.Unix())
+	return float64(e.At.Unix())
 }
 
 // startSSH builds the device-facing SSH server and binds it; it serves from the last

@@ -51,7 +51,8 @@ type Event struct {
 	Detail string    `json:"detail,omitempty"`
 	Remote string    `json:"remote,omitempty"`
 	// Hub is the hub that wrote the event; "" for admin commands (and events written
-	// before hubs were named).
+	// before hubs were named), except a backup's, which names the hub whose data folder
+	// it copied.
 	Hub string `json:"hub,omitempty"`
 }
 
@@ -60,16 +61,20 @@ func (r *Registry) AddEvent(ctx context.Context, e Event) error {
 	return r.withTx(ctx, func(tx *sqldb.Tx) error { return r.addEvent(ctx, tx, e) })
 }
 
-// addEvent stores e at e.At, or now when it is zero (an event held while the registry
-// could not write keeps the time it happened).
-// addEvent appends e in tx, naming the hub that wrote it (none for admin commands).
+// addEvent appends e in tx at e.At, or now when it is zero (an event held while the
+// registry could not write keeps the time it happened), naming the hub that wrote it
+// (none for admin commands), or e.Hub if set.
 func (r *Registry) addEvent(ctx context.Context, tx *sqldb.Tx, e Event) error {
 	at := now()
 	if !e.At.IsZero() {
 		at = e.At.UTC().Format(timeLayout)
 	}
+	hub := r.hub
+	if e.Hub != "" {
+		hub = e.Hub
+	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO events(at, device, kind, detail, remote, hub) VALUES(?,?,?,?,?,?)`,
-		at, e.Device, e.Kind, e.Detail, e.Remote, r.hub)
+		at, e.Device, e.Kind, e.Detail, e.Remote, hub)
 	if err != nil {
 		return fmt.Errorf("registry: add event: %w", err)
 	}
@@ -101,7 +106,8 @@ func (r *Registry) WatchChanges(ctx context.Context, wake func(), fail func(erro
 type EventFilter struct {
 	Device string
 	Kind   string
-	Limit  int // 0 means 1000, newest last
+	Hub    string // events naming this hub
+	Limit  int    // 0 means 1000, newest last
 }
 
 // Events returns the newest matching events in chronological order.
@@ -116,6 +122,9 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 	if f.Kind != "" {
 		where, args = where+" AND kind=?", append(args, f.Kind)
 	}
+	if f.Hub != "" {
+		where, args = where+" AND hub=?", append(args, f.Hub)
+	}
 	rows, err := r.db.QueryContext(ctx, `SELECT id, at, device, kind, detail, remote, hub FROM (
 		SELECT * FROM events WHERE 1=1`+where+` ORDER BY id DESC LIMIT ?) newest ORDER BY id`, append(args, f.Limit)...)
 	if err != nil {
@@ -123,6 +132,23 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 	}
 	defer rows.Close()
 	return scanEvents(rows)
+}
+
+// LastBackup is the newest backup of hub's data folder in the audit log, nil if none. On
+// a registry several hubs share (PostgreSQL) only backups naming hub count: another
+// hub's backup says nothing of this one's keys and configuration. A SQLite registry
+// belongs to one data folder, so every backup counts, also those recorded before
+// backups named their hub.
+func (r *Registry) LastBackup(ctx context.Context, hub string) (*Event, error) {
+	f := EventFilter{Kind: EventBackup, Limit: 1}
+	if r.Dialect() == sqldb.Postgres {
+		f.Hub = hub
+	}
+	evs, err := r.Events(ctx, f)
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	return &evs[0], nil
 }
 
 // scanEvents reads rows of id, at, device, kind, detail, remote, hub.

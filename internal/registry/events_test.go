@@ -149,3 +149,39 @@ func TestEventsAfter(t *testing.T) {
 		t.Fatal("a cursor over session events was allowed")
 	}
 }
+
+// On a registry several hubs share, a hub's last backup is its own: another hub's says
+// nothing of its keys and configuration. On SQLite (one data folder) every backup counts,
+// also one recorded before backups named their hub.
+func TestLastBackup(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, t.TempDir())
+	if e, err := r.LastBackup(ctx, "hub-a"); e != nil || err != nil {
+		t.Fatalf("no backup yet: %v %v", e, err)
+	}
+	for _, e := range []Event{
+		{Kind: EventBackup, Detail: "an old one, unnamed"},
+		{Kind: EventBackup, Hub: "hub-a", Detail: "of a"},
+		{Kind: EventBackup, Hub: "hub-b", Detail: "of b"},
+		{Kind: EventDeviceRemoved, Hub: "hub-a", Detail: "not a backup"},
+	} {
+		if err := r.AddEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{"hub-a": "of b", "hub-c": "of b"} // SQLite: the newest of any
+	if pgscratch.OnPostgres() {
+		want = map[string]string{"hub-a": "of a", "hub-b": "of b", "hub-c": ""}
+	}
+	for hub, detail := range want {
+		e, err := r.LastBackup(ctx, hub)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case detail == "" && e != nil:
+			t.Errorf("%s: %+v, want none", hub, e)
+		case detail != "" && (e == nil || e.Detail != detail):
+			t.Errorf("%s: %+v, want %q", hub, e, detail)
+		}
+	}
+}
