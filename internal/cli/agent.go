@@ -80,6 +80,7 @@ it never runs unconfined; its status line says whether the session is up.`,
 			if err != nil {
 				return err
 			}
+			f.Log.Journal = onJournal(cmd.ErrOrStderr())
 			log, _ := logging.New(f.Log, cmd.ErrOrStderr())
 			if notifyErr != nil {
 				log.Warn("the service manager's notification settings are unusable; running without them", "err", notifyErr)

@@ -59,6 +59,7 @@ and restarted.`,
 				}
 				defer stop()
 			}
+			cfg.Log.Journal = onJournal(cmd.ErrOrStderr())
 			log, level := logging.New(cfg.Log, cmd.ErrOrStderr())
 			if notifyErr != nil {
 				log.Warn("the service manager's notification settings are unusable; running without them", "err", notifyErr)

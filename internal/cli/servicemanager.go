@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/iotsafe/iotsafe/internal/sdnotify"
+)
+
+// notifierFromEnv is the service manager's notifier for this process (one that sends
+// nothing outside a manager). It removes the variables from the environment first, so
+// no child process (an nft, a psql) ever speaks for the hub or the agent.
+func notifierFromEnv() (*sdnotify.Notifier, error) {
+	vars := []string{"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}
+	vals := make([]string, len(vars))
+	for i, v := range vars {
+		vals[i] = os.Getenv(v)
+		os.Unsetenv(v)
+	}
+	return sdnotify.New(vals[0], vals[1], vals[2], os.Getpid())
+}
+
+// onJournal reports whether w is systemd's journal: $JOURNAL_STREAM names the device
+// and inode of the stream systemd connected (systemd.exec(5)). A process whose output
+// was redirected elsewhere still inherits the variable, so w itself is compared.
+func onJournal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	var dev, ino uint64
+	if _, err := fmt.Sscanf(os.Getenv("JOURNAL_STREAM"), "%d:%d", &dev, &ino); err != nil {
+		return false
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return false
+	}
+	return uint64(st.Dev) == dev && st.Ino == ino
+}
