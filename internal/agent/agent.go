@@ -154,6 +154,10 @@ type Agent struct {
 	hubs    []string    // cfg.Hub's addresses
 	hub     int         // the one tried next; Run's goroutine only
 	wasUp   atomic.Bool // the last session got past the handshake
+	// born and beat (since born, on the monotonic clock: a device's clock may jump at
+	// its first NTP sync) time the agent's last progress, for Alive.
+	born time.Time
+	beat atomic.Int64
 }
 
 // New validates cfg.
@@ -165,7 +169,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: nothing to do: give at least one --expose or --forward")
 	}
 	cfg.applyDefaults()
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("device", cfg.Device), up: make(chan struct{}), exposed: map[string]Expose{}}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("device", cfg.Device), up: make(chan struct{}), exposed: map[string]Expose{}, born: time.Now()}
 	for _, h := range strings.Split(cfg.Hub, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			a.hubs = append(a.hubs, h)
@@ -220,6 +224,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	attempt := 0
 	var lost time.Time // when the last working session ended
 	for {
+		a.progress()
 		start := time.Now()
 		err := a.session(ctx)
 		if ctx.Err() != nil {
@@ -251,12 +256,56 @@ func (a *Agent) Run(ctx context.Context) error {
 		if a.cfg.OnRetry != nil {
 			a.cfg.OnRetry(err, delay)
 		}
+		if err := a.wait(ctx, delay); err != nil {
+			return err
+		}
+	}
+}
+
+// progressTick is how often a wait of the agent shows progress.
+const progressTick = 10 * time.Second
+
+// wait sleeps d, or until ctx ends, showing progress every progressTick meanwhile.
+func (a *Agent) wait(ctx context.Context, d time.Duration) error {
+	end := time.Now().Add(d)
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(delay):
+		case <-time.After(min(left, progressTick)):
+			a.progress()
 		}
 	}
+}
+
+// progress records that the agent moved on: a connection attempt, a wait's tick, a
+// keepalive answered.
+func (a *Agent) progress() { a.beat.Store(int64(time.Since(a.born))) }
+
+// Alive returns an error when the agent has shown no progress for longer than its
+// slowest legitimate step takes twice (a keepalive's interval and timeout, two
+// handshakes and a setup, a backoff's wait): only a bug can cause that, and a service
+// manager's watchdog restarts an agent that is not alive. It also takes the agent's
+// lock, so with that lock deadlocked it never returns, which the watchdog sees too.
+func (a *Agent) Alive() error {
+	a.mu.Lock()
+	connected := a.conn != nil
+	a.mu.Unlock()
+	silent := time.Since(a.born) - time.Duration(a.beat.Load())
+	if limit := a.aliveLimit(); silent > limit {
+		return fmt.Errorf("agent: no progress for %s (more than %s; session up: %v): no connection attempt, wait or keepalive answer",
+			silent.Round(time.Second), limit, connected)
+	}
+	return nil
+}
+
+func (a *Agent) aliveLimit() time.Duration {
+	c := a.cfg
+	return 2 * max(c.KeepaliveInterval+c.KeepaliveTimeout, 4*c.HandshakeTimeout, c.BackoffMax, progressTick)
 }
 
 // reconnectDelay is the exponential backoff, kept short for a while after a working
@@ -280,6 +329,7 @@ func (a *Agent) waitRevoked(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
+			a.progress()
 			if a.key.changed() {
 				a.log.Info("the key file changed; trying it")
 				return nil
@@ -495,15 +545,16 @@ func (s *SetupTimer) Done(err error) error {
 }
 
 func (a *Agent) keepalive(conn ssh.Conn, done <-chan struct{}) {
-	KeepAlive(conn, done, a.cfg.KeepaliveInterval, a.cfg.KeepaliveTimeout, func() {
+	KeepAlive(conn, done, a.cfg.KeepaliveInterval, a.cfg.KeepaliveTimeout, a.progress, func() {
 		a.log.Warn("hub did not answer keepalive; reconnecting", "timeout", a.cfg.KeepaliveTimeout.String())
 	})
 }
 
-// KeepAlive asks the server every interval whether it is alive (any answer will do)
-// and closes conn when no answer came within timeout, after calling dead. It returns
-// then, or when done is closed. The agent and a gateway's uplink use it.
-func KeepAlive(conn ssh.Conn, done <-chan struct{}, interval, timeout time.Duration, dead func()) {
+// KeepAlive asks the server every interval whether it is alive (any answer will do),
+// calling answered (if set) for each answer, and closes conn when no answer came within
+// timeout, after calling dead. It returns then, or when done is closed. The agent and a
+// gateway's uplink use it.
+func KeepAlive(conn ssh.Conn, done <-chan struct{}, interval, timeout time.Duration, answered, dead func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -512,14 +563,17 @@ func KeepAlive(conn ssh.Conn, done <-chan struct{}, interval, timeout time.Durat
 			return
 		case <-t.C:
 		}
-		answered := make(chan struct{})
+		answer := make(chan struct{})
 		go func() {
 			if _, _, err := conn.SendRequest("keepalive@openssh.com", true, nil); err == nil {
-				close(answered)
+				close(answer)
 			}
 		}()
 		select {
-		case <-answered:
+		case <-answer:
+			if answered != nil {
+				answered()
+			}
 		case <-done:
 			return
 		case <-time.After(timeout):

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -64,7 +65,9 @@ Stock clients work too:  ssh -N -R http:80:127.0.0.1:80 -L 1883:broker:1883 dev1
 
 Under systemd (Type=notify; dist/systemd/iotsafe-agent.service) the agent is ready once
 its sandbox is on and its direct forwards listen, so a device application ordered after
-it never runs unconfined; its status line says whether the session is up.`,
+it never runs unconfined; its status line says whether the session is up, and it
+answers the watchdog (WatchdogSec=) while it makes progress: an agent that hangs is
+restarted.`,
 		Example: `  iotsafe agent --hub hub:2222 --key /etc/iotsafe/dev1 --hub-key SHA256:... \
       --expose http=127.0.0.1:80 --forward 127.0.0.1:1883=broker`,
 		Args: cobra.NoArgs,
@@ -91,7 +94,12 @@ it never runs unconfined; its status line says whether the session is up.`,
 			if err != nil {
 				return err
 			}
-			err = a.Run(cmd.Context())
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			go notify.Keep(ctx, 0, func() (string, error) { return "", a.Alive() }, func(err error) {
+				log.Error("the service manager's watchdog will restart the agent", "err", err)
+			})
+			err = a.Run(ctx)
 			notify.Stopping("")
 			return ignoreCanceled(err)
 		},

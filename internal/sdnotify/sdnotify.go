@@ -131,8 +131,8 @@ func withStatus(msg, status string) string {
 // Watchdog sends one keep-alive.
 func (n *Notifier) Watchdog() error { return n.send("WATCHDOG=1") }
 
-// Keep runs check every period, and at least twice per watchdog interval, until ctx
-// ends: the status line it returns goes to the manager, and each check that succeeds is
+// Keep runs check every period (0: only for the watchdog), and at least twice per
+// watchdog interval, until ctx ends: the status line it returns goes to the manager, and each check that succeeds is
 // followed by a keep-alive. It returns at once outside a service manager. check runs on
 // this goroutine, so a check that never returns (a deadlock in what it probes) stops the
 // keep-alives and the manager kills and restarts the process, as it should. A failing
@@ -143,6 +143,9 @@ func (n *Notifier) Keep(ctx context.Context, period time.Duration, check func() 
 	}
 	if iv := n.WatchdogInterval(); iv > 0 && (period <= 0 || period > iv/2) {
 		period = iv / 2
+	}
+	if period <= 0 {
+		return // no status to refresh, no watchdog to answer
 	}
 	t := time.NewTicker(period)
 	defer t.Stop()

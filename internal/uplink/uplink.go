@@ -484,7 +484,7 @@ func (u *Uplink) serveRequests(conn ssh.Conn, reqs <-chan *ssh.Request) {
 
 // keepalive drops the session when the centre stops answering.
 func (u *Uplink) keepalive(conn ssh.Conn, done <-chan struct{}) {
-	agent.KeepAlive(conn, done, u.cfg.KeepaliveInterval, u.cfg.KeepaliveTimeout, func() {
+	agent.KeepAlive(conn, done, u.cfg.KeepaliveInterval, u.cfg.KeepaliveTimeout, nil, func() {
 		u.log.Warn("the centre stopped answering; dropping the session", "timeout", u.cfg.KeepaliveTimeout)
 	})
 }

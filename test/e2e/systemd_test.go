@@ -302,13 +302,14 @@ func contains(s string) func(string) bool {
 // reload', and a refused reload shows in the status and keeps the hub; a hung hub
 // misses its watchdog and is restarted with its goroutines' stacks in the log; the
 // agent is ready once it listens, learns the hub's key into the one folder it may
-// write, says in its status whether its session is up, and a bad key file fails its
-// start with a clear message.
+// write, says in its status whether its session is up, answers its watchdog until it
+// hangs, and a bad key file fails its start with a clear message.
 func TestSystemdUnits(t *testing.T) {
 	ns := netns(t)
 	m := startSystemd(t, ns, map[string]string{
-		// The shipped 30 s would make the test wait that long for the restart.
-		"iotsafe-hub": "WatchdogSec=5s\n",
+		// The shipped 30 s and 60 s would make the test wait that long for a restart.
+		"iotsafe-hub":   "WatchdogSec=5s\n",
+		"iotsafe-agent": "WatchdogSec=5s\n",
 	})
 	// Where %S, the state folders' root, is for this manager.
 	execStart := m.show("iotsafe-hub", "ExecStart")
@@ -406,6 +407,18 @@ func TestSystemdUnits(t *testing.T) {
 	}
 	agentLog.waitN(t, 2, "session up")
 	m.waitShow("iotsafe-hub", "StatusText", "the device back", contains("devices online: 1,"))
+
+	// The agent answers its watchdog while it works: not restarted through everything
+	// above (longer than its 5 s), until it hangs.
+	if n := m.show("iotsafe-agent", "NRestarts"); n != "0" {
+		t.Fatalf("a working agent was restarted %s times", n)
+	}
+	apid, _ := strconv.Atoi(m.show("iotsafe-agent", "MainPID"))
+	if err := syscall.Kill(apid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	m.waitShow("iotsafe-agent", "NRestarts", "1 (the watchdog)", func(v string) bool { return v == "1" })
+	agentLog.waitN(t, 3, "session up")
 
 	// A clean stop removes the hub's table; the agent says it has no session.
 	if out, err := m.ctl("stop", "iotsafe-hub"); err != nil {
