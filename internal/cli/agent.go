@@ -96,9 +96,14 @@ restarted.`,
 			}
 			ctx, stop := context.WithCancel(cmd.Context())
 			defer stop()
-			go notify.Keep(ctx, 0, func() (string, error) { return "", a.Alive() }, func(err error) {
-				log.Error("the service manager's watchdog will restart the agent", "err", err)
-			})
+			alive := func() (string, error) {
+				err := a.Alive()
+				if err != nil {
+					log.Error("no progress: the service manager's watchdog will restart the agent", "err", err)
+				}
+				return "", err
+			}
+			go notify.Keep(ctx, 0, alive, managerUnreachable(log))
 			err = a.Run(ctx)
 			notify.Stopping("")
 			return ignoreCanceled(err)

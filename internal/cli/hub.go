@@ -26,13 +26,13 @@ func hubCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "hub",
 		Short: "Run the hub: SSH server for devices, protected sockets, admin socket",
-		Long: `Run the hub. The first start creates the data folder (mode 0700), an ed25519 host
+		Long: `Run the hub. The first start creates the data folder (mode 0711), an ed25519 host
 key and the SQLite registry, and prints the host key fingerprint that agents pin.
 SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive timings.
 
 Under systemd (Type=notify; dist/systemd/iotsafe-hub.service) the hub says when it is
-ready, reloading and stopping, keeps a status line (devices online, forwards, a degraded
-registry, a refused reload) and answers the watchdog (WatchdogSec=) while its sessions
+ready, reloading and stopping, keeps a status line (devices online, forwarded
+connections, a degraded registry, a refused reload) and answers the watchdog (WatchdogSec=) while its sessions
 can be read: a hub that hangs is killed, with every goroutine's stack in the journal,
 and restarted.`,
 		Args: cobra.NoArgs,
@@ -170,13 +170,7 @@ type hubSupervision struct {
 func superviseHub(ctx context.Context, h *hub.Hub, notify *sdnotify.Notifier, log *slog.Logger) *hubSupervision {
 	sm := &hubSupervision{h: h, notify: notify, done: make(chan struct{})}
 	ctx, sm.cancel = context.WithCancel(ctx)
-	warned := false
-	failed := func(err error) {
-		if !warned { // once: a manager that went away would otherwise fill the log
-			log.Warn("telling the service manager failed", "err", err)
-			warned = true
-		}
-	}
+	failed := managerUnreachable(log)
 	if err := notify.Ready(sm.status()); err != nil {
 		failed(err)
 	}

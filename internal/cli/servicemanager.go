@@ -3,7 +3,9 @@ package cli
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -21,6 +23,15 @@ func notifierFromEnv() (*sdnotify.Notifier, error) {
 		os.Unsetenv(v)
 	}
 	return sdnotify.New(vals[0], vals[1], vals[2], os.Getpid())
+}
+
+// managerUnreachable is what the hub and the agent do when a notification to the service
+// manager fails: warn once (a manager that went away would otherwise fill the log).
+func managerUnreachable(log *slog.Logger) func(error) {
+	var once sync.Once
+	return func(err error) {
+		once.Do(func() { log.Warn("telling the service manager failed", "err", err) })
+	}
 }
 
 // onJournal reports whether w is systemd's journal: $JOURNAL_STREAM names the device

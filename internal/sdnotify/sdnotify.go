@@ -132,11 +132,12 @@ func withStatus(msg, status string) string {
 func (n *Notifier) Watchdog() error { return n.send("WATCHDOG=1") }
 
 // Keep runs check every period (0: only for the watchdog), and at least twice per
-// watchdog interval, until ctx ends: the status line it returns goes to the manager, and each check that succeeds is
-// followed by a keep-alive. It returns at once outside a service manager. check runs on
-// this goroutine, so a check that never returns (a deadlock in what it probes) stops the
-// keep-alives and the manager kills and restarts the process, as it should. A failing
-// check skips its keep-alive and is reported to failed (if set), as is a failed send.
+// watchdog interval, until ctx ends: the status line it returns goes to the manager, and
+// each check that passes is followed by a keep-alive. It returns at once outside a
+// service manager. check runs on this goroutine, so a check that never returns (a
+// deadlock in what it probes) stops the keep-alives and the manager kills and restarts
+// the process, as it should; a check that fails skips its keep-alive (saying why is the
+// check's business). A send that fails is reported to failed, if set.
 func (n *Notifier) Keep(ctx context.Context, period time.Duration, check func() (string, error), failed func(error)) {
 	if !n.Enabled() {
 		return
@@ -150,15 +151,14 @@ func (n *Notifier) Keep(ctx context.Context, period time.Duration, check func() 
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
-		status, err := check()
-		if err == nil {
+		if status, err := check(); err == nil {
 			err = n.Status(status)
-		}
-		if err == nil && n.WatchdogInterval() > 0 {
-			err = n.Watchdog()
-		}
-		if err != nil && failed != nil {
-			failed(err)
+			if err == nil && n.WatchdogInterval() > 0 {
+				err = n.Watchdog()
+			}
+			if err != nil && failed != nil {
+				failed(err)
+			}
 		}
 		select {
 		case <-ctx.Done():

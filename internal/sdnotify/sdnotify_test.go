@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,24 +117,26 @@ func TestParse(t *testing.T) {
 }
 
 // Keep sends the status and a keep-alive while the check passes, skips the keep-alive
-// when it fails (and says why), and stops with its context.
+// when it fails, reports a send that fails, and stops with its context.
 func TestKeep(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "notify")
 	c := listen(t, path)
 	n, _ := New(path, "2000", "", 1) // 2 ms: checks every millisecond, whatever the period
-	fail := make(chan error, 1)
+	checked := make(chan int, 1)
 	checks := 0
 	check := func() (string, error) {
 		checks++
 		if checks == 2 {
+			checked <- checks
 			return "", errors.New("registry stuck")
 		}
 		return "1 device online", nil
 	}
+	var failures []error
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		n.Keep(ctx, time.Hour, check, func(err error) { fail <- err })
+		n.Keep(ctx, time.Hour, check, func(err error) { failures = append(failures, err) })
 		close(done)
 	}()
 	for _, want := range []string{"STATUS=1 device online", "WATCHDOG=1"} {
@@ -141,13 +144,22 @@ func TestKeep(t *testing.T) {
 			t.Fatalf("got %q, want %q", got, want)
 		}
 	}
-	if err := <-fail; err.Error() != "registry stuck" {
-		t.Fatalf("failure %v", err)
-	}
+	<-checked
 	// The third check passes: a keep-alive, and no status (unchanged).
 	if got := next(t, c); got != "WATCHDOG=1" {
 		t.Fatalf("after a failed check: %q", got)
 	}
 	cancel()
 	<-done
+	if len(failures) != 0 {
+		t.Fatalf("a failed check reported as a failed send: %v", failures)
+	}
+
+	// The manager's socket gone: the failed send is reported.
+	c.Close()
+	os.Remove(path)
+	n.Keep(ctx, time.Hour, func() (string, error) { return "x", nil }, func(err error) { failures = append(failures, err) })
+	if len(failures) != 1 || !strings.Contains(failures[0].Error(), "service manager notification") {
+		t.Fatalf("failures %v", failures)
+	}
 }
