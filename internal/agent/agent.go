@@ -287,8 +287,9 @@ func (a *Agent) wait(ctx context.Context, d time.Duration) error {
 func (a *Agent) progress() { a.beat.Store(int64(time.Since(a.born))) }
 
 // Alive returns an error when the agent has shown no progress for longer than its
-// slowest legitimate step takes twice (a keepalive's interval and timeout, two
-// handshakes and a setup, a backoff's wait): only a bug can cause that, and a service
+// slowest legitimate step takes twice (a keepalive's interval and timeout; a
+// connection's handshakes, one per host key type the pin refuses, and its setup; a
+// backoff's wait): only a bug can cause that, and a service
 // manager's watchdog restarts an agent that is not alive. It also takes the agent's
 // lock, so with that lock deadlocked it never returns, which the watchdog sees too.
 func (a *Agent) Alive() error {
