@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
 
 	"github.com/iotsafe/iotsafe/internal/agent"
 	"github.com/iotsafe/iotsafe/internal/firewall"
@@ -50,6 +51,7 @@ func (s uidSandbox) String() string { return fmt.Sprintf("uid %d may reach loopb
 func agentCmd(_ *globals) *cobra.Command {
 	var f agentFile
 	var file string
+	var checkConfig bool
 	multiplex := true
 	f.Multiplex = &multiplex
 	c := &cobra.Command{
@@ -79,9 +81,13 @@ restarted.`,
 					return err
 				}
 			}
-			cfg, err := f.build()
+			cfg, err := f.build(checkConfig)
 			if err != nil {
 				return err
+			}
+			if checkConfig {
+				printAgentConfig(cmd, f, cfg)
+				return nil
 			}
 			f.Log.Journal = onJournal(cmd.ErrOrStderr())
 			log, _ := logging.New(f.Log, cmd.ErrOrStderr())
@@ -110,6 +116,7 @@ restarted.`,
 		},
 	}
 	fl := c.Flags()
+	fl.BoolVar(&checkConfig, "check-config", false, "check the settings (key readable, hub key pinned, forwards well formed), print what the agent would do and exit without connecting: 1 if it would refuse to start")
 	fl.StringVar(&file, "agent-config", "", "agent config FILE (YAML with the same keys as the flags); flags override it")
 	fl.StringVar(&f.Hub, "hub", "", "hub address HOST:PORT; several, comma-separated, for hubs sharing a registry: tried in turn when a session fails")
 	fl.StringVar(&f.Device, "device", "", "device name (default: base name of --key)")
@@ -127,6 +134,42 @@ restarted.`,
 	fl.StringVar(&f.Log.Level, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.Log.Format, "log-format", "text", "text or json")
 	return c
+}
+
+// printAgentConfig is 'iotsafe agent --check-config': what the agent would do, and the
+// device key's fingerprint to compare with 'iotsafe device show' on the hub.
+func printAgentConfig(cmd *cobra.Command, f agentFile, cfg agent.Config) {
+	w := cmd.OutOrStdout()
+	fmt.Fprintln(w, "agent configuration ok")
+	fmt.Fprintf(w, "  device   %s, key %s (%s %s)\n", cfg.Device, cfg.KeyFile, cfg.Signer.PublicKey().Type(), ssh.FingerprintSHA256(cfg.Signer.PublicKey()))
+	trust := "pinned " + f.HubKey
+	if f.KnownHosts != "" {
+		trust = "known_hosts " + f.KnownHosts
+		switch {
+		case f.TrustOnFirstUse && !exists(f.KnownHosts):
+			trust += " (trust on first use: created at the first connection)"
+		case f.TrustOnFirstUse:
+			trust += " (trust on first use)"
+		}
+	}
+	fmt.Fprintf(w, "  hub      %s, host key %s\n", cfg.Hub, trust)
+	for _, e := range cfg.Expose {
+		fmt.Fprintf(w, "  expose   %s=%s\n", e.Alias, e.Target)
+	}
+	for _, fw := range cfg.Forward {
+		fmt.Fprintf(w, "  forward  %s=%s\n", fw.Listen, fw.Alias)
+	}
+	if cfg.Sandbox != nil {
+		fmt.Fprintf(w, "  sandbox  %s\n", cfg.Sandbox)
+	}
+	if fi, err := os.Stat(cfg.KeyFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(w, "warning: the key %s is readable by group or others (%s): whoever reads it can pose as the device (chmod 600)\n", cfg.KeyFile, fi.Mode().Perm())
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // superviseAgent has the agent tell the service manager its state: ready once it
@@ -200,7 +243,10 @@ func mergeAgentFile(path string, f *agentFile, cmd *cobra.Command) error {
 	return nil
 }
 
-func (f *agentFile) build() (agent.Config, error) {
+// build makes the agent's configuration; with dryRun (--check-config) it creates
+// nothing: a known_hosts file to be created at the first connection is only checked to
+// be creatable.
+func (f *agentFile) build(dryRun bool) (agent.Config, error) {
 	var cfg agent.Config
 	if f.Hub == "" {
 		return cfg, errors.New("--hub HOST:PORT is required")
@@ -229,6 +275,10 @@ func (f *agentFile) build() (agent.Config, error) {
 		var p *agent.Pins
 		if p, err = agent.PinFingerprint(f.HubKey); err == nil {
 			cfg.HostKey, cfg.HostKeys = p.Check, p
+		}
+	case f.KnownHosts != "" && dryRun && f.TrustOnFirstUse && !exists(f.KnownHosts):
+		if err = unix.Access(filepath.Dir(f.KnownHosts), unix.W_OK); err != nil {
+			err = fmt.Errorf("--known-hosts %s: cannot be created: %w", f.KnownHosts, err)
 		}
 	case f.KnownHosts != "":
 		var k *agent.KnownHostsFile

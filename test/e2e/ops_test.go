@@ -199,6 +199,48 @@ func TestHubCheckConfig(t *testing.T) {
 	}
 }
 
+// 'iotsafe agent --check-config' says what the agent would do, with the device key's
+// fingerprint to compare with the hub's, warns of a key others may read, creates no
+// known_hosts file, and refuses what the agent would refuse, saying why.
+func TestAgentCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "dev42")
+	if out, err := exec.Command(needTool(t, "ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v %s", err, out)
+	}
+	fp, err := exec.Command("ssh-keygen", "-lf", key+".pub").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	knownHosts := filepath.Join(dir, "known_hosts")
+	check := func(args ...string) (string, error) {
+		base := []string{"agent", "--check-config", "--hub", "hub.example.com:2222", "--key", key}
+		out, err := exec.Command(iotsafeBin, append(base, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := check("--known-hosts", knownHosts, "--trust-on-first-use", "--expose", "http=127.0.0.1:80", "--forward", "127.0.0.1:1883=broker")
+	if err != nil || !strings.Contains(out, "agent configuration ok") || !strings.Contains(out, strings.Fields(string(fp))[1]) ||
+		!strings.Contains(out, "created at the first connection") || !strings.Contains(out, "forward  127.0.0.1:1883=broker") {
+		t.Fatalf("a good configuration: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "warning") {
+		t.Fatalf("a 0600 key warned of:\n%s", out)
+	}
+	if _, err := os.Stat(knownHosts); !os.IsNotExist(err) {
+		t.Fatalf("the check created the known_hosts file: %v", err)
+	}
+	os.Chmod(key, 0o644)
+	if out, _ := check("--hub-key", "SHA256:AAAA", "--expose", "http=127.0.0.1:80"); !strings.Contains(out, "warning: the key "+key+" is readable by group or others") {
+		t.Fatalf("a key others may read:\n%s", out)
+	}
+	if out, err := check("--hub-key", "SHA256:AAAA", "--expose", "http"); err == nil || !strings.Contains(out, `--expose "http": want ALIAS=HOST:PORT`) {
+		t.Fatalf("a malformed expose: %v\n%s", err, out)
+	}
+	if out, err := check("--expose", "http=127.0.0.1:80"); err == nil || !strings.Contains(out, "the hub's host key must be pinned") {
+		t.Fatalf("no pin: %v\n%s", err, out)
+	}
+}
+
 // Everything in the data folder is private to the hub except the resolver socket, which
 // every local user may ask (answers depend on the caller's kernel credentials).
 func TestDataFolderIsPrivate(t *testing.T) {
