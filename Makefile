@@ -11,8 +11,10 @@ all: build
 setup:
 	@bash scripts/setup.sh
 
+GOBUILD := go build -ldflags "-X github.com/iotsafe/iotsafe/internal/cli.Version=$(VERSION)" -o $(BIN) ./cmd/iotsafe
+
 build: setup
-	go build -ldflags "-X github.com/iotsafe/iotsafe/internal/cli.Version=$(VERSION)" -o $(BIN) ./cmd/iotsafe
+	$(GOBUILD)
 
 demo: build
 	./$(BIN) demo
@@ -25,9 +27,12 @@ lint: setup
 
 # Installs the binary and the systemd units (dist/systemd); DESTDIR for packaging.
 # It enables nothing: 'systemctl enable --now iotsafe-hub' (or iotsafe-agent on a device).
+# It needs only Go: unlike 'build', it installs none of the test and lab peers
+# (setup.sh) on a production host.
 PREFIX ?= /usr/local
 UNITDIR ?= /etc/systemd/system
-install: build
+install:
+	$(GOBUILD)
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/iotsafe
 	install -d $(DESTDIR)$(UNITDIR)
 	sed 's|/usr/local/bin/iotsafe|$(PREFIX)/bin/iotsafe|' dist/systemd/iotsafe-hub.service > $(DESTDIR)$(UNITDIR)/iotsafe-hub.service
