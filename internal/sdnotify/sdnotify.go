@@ -22,10 +22,10 @@ type Notifier struct {
 	status string // the last STATUS sent, so an unchanged one is not sent again
 }
 
-// New is the notifier for a process started with NOTIFY_SOCKET=socket,
-// WATCHDOG_USEC=watchdogUSec and WATCHDOG_PID=watchdogPID (each "" if unset); pid is
-// this process's. An empty socket gives a notifier that sends nothing; a watchdog meant
-// for another process (watchdogPID names another pid) is ignored. An unusable value is
+// New is the notifier for a process started with NOTIFY_SOCKET=sock, WATCHDOG_USEC=usec
+// and WATCHDOG_PID=wpid (each "" if unset); pid is this process's. An empty sock gives a
+// notifier that sends nothing; a watchdog meant for another process (wpid names another
+// pid) is ignored. An unusable value is
 // an error naming its variable; the process can still run, unsupervised.
 func New(sock, usec, wpid string, pid int) (*Notifier, error) {
 	n := &Notifier{}
@@ -40,7 +40,7 @@ func New(sock, usec, wpid string, pid int) (*Notifier, error) {
 		n.addr = &net.UnixAddr{Name: sock, Net: "unixgram"}
 	default:
 		// systemd also allows vsock addresses (for virtual machines); iotsafe does not.
-		return &Notifier{}, fmt.Errorf("NOTIFY_SOCKET=%q: only a socket path or an abstract name (@...) is supported", sock)
+		return &Notifier{}, fmt.Errorf("sdnotify: NOTIFY_SOCKET=%q: only a socket path or an abstract name (@...) is supported", sock)
 	}
 	if usec == "" {
 		return n, nil
@@ -48,7 +48,7 @@ func New(sock, usec, wpid string, pid int) (*Notifier, error) {
 	if wpid != "" {
 		p, err := strconv.Atoi(wpid)
 		if err != nil {
-			return n, fmt.Errorf("WATCHDOG_PID=%q: not a pid", wpid)
+			return n, fmt.Errorf("sdnotify: WATCHDOG_PID=%q: not a pid", wpid)
 		}
 		if p != pid {
 			return n, nil // the watchdog watches another process
@@ -56,7 +56,7 @@ func New(sock, usec, wpid string, pid int) (*Notifier, error) {
 	}
 	us, err := strconv.ParseUint(usec, 10, 63)
 	if err != nil || us == 0 || us > uint64(1<<62)/1000 {
-		return n, fmt.Errorf("WATCHDOG_USEC=%q: not a positive number of microseconds", usec)
+		return n, fmt.Errorf("sdnotify: WATCHDOG_USEC=%q: not a positive number of microseconds", usec)
 	}
 	n.watchdog = time.Duration(us) * time.Microsecond
 	return n, nil
@@ -176,11 +176,11 @@ func (n *Notifier) send(msg string) error {
 	}
 	c, err := net.DialUnix("unixgram", nil, n.addr)
 	if err != nil {
-		return fmt.Errorf("service manager notification: %w", err)
+		return fmt.Errorf("sdnotify: telling the service manager: %w", err)
 	}
 	defer c.Close()
 	if _, err := c.Write([]byte(msg)); err != nil {
-		return fmt.Errorf("service manager notification: %w", err)
+		return fmt.Errorf("sdnotify: telling the service manager: %w", err)
 	}
 	return nil
 }

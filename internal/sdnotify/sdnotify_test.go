@@ -159,7 +159,7 @@ func TestKeep(t *testing.T) {
 	c.Close()
 	os.Remove(path)
 	n.Keep(ctx, time.Hour, func() (string, error) { return "x", nil }, func(err error) { failures = append(failures, err) })
-	if len(failures) != 1 || !strings.Contains(failures[0].Error(), "service manager notification") {
+	if len(failures) != 1 || !strings.Contains(failures[0].Error(), "sdnotify: telling the service manager") {
 		t.Fatalf("failures %v", failures)
 	}
 }
