@@ -34,7 +34,7 @@ func scanCmd(g *globals) *cobra.Command {
 		Long: `Scan reports what a TLS endpoint accepts and how it holds up (paper 003's security
 analysis), with hand-made ClientHellos so that versions and suites no modern client offers
 are found too: SSL 3.0 to TLS 1.3, every suite per version in the server's order of
-preference, TLS 1.3's suites and key-exchange groups (X25519MLKEM768 included), the
+preference (weak if it has none and takes the client's), TLS 1.3's suites and key-exchange groups (X25519MLKEM768 included), the
 certificate (expiry, key, signature, name, chain against --ca or the system's roots),
 downgrade protection (TLS_FALLBACK_SCSV, TLS 1.3's sentinel), secure renegotiation,
 extended master secret, compression, resumption, ALPN; with --proto https the HSTS

@@ -371,6 +371,7 @@ func ScanDTLS(ctx context.Context, addr string, o Options) *Report {
 func (s *dtlsScanner) suites(ctx context.Context, v uint16) {
 	rest := slices.Clone(suitesDTLS)
 	var got []string
+	var acc []Suite
 	for len(rest) > 0 {
 		p, err := s.exchange(ctx, hello{version: v, suites: ids(rest)})
 		if err != nil || p.hello == nil || p.hello.version != v {
@@ -384,11 +385,19 @@ func (s *dtlsScanner) suites(ctx context.Context, v uint16) {
 		suite := rest[i]
 		rest = slices.Delete(rest, i, i+1)
 		got = append(got, suite.OpenSSL)
+		acc = append(acc, suite)
 		s.noteSuite(dtlsVersionName(v), suite)
 	}
 	if s.r.Suites == nil {
 		s.r.Suites = map[string][]string{}
 	}
 	s.r.Suites[dtlsVersionName(v)] = got
-	s.r.add("suites", Info, "%s, in the server's order: %s", dtlsVersionName(v), strings.Join(got, " "))
+	order := suiteOrder(acc, func(offer []uint16) (uint16, bool) {
+		p, err := s.exchange(ctx, hello{version: v, suites: offer})
+		if err != nil || p.hello == nil || p.hello.version != v {
+			return 0, false
+		}
+		return p.hello.suite, true
+	})
+	reportOrder(s.r, dtlsVersionName(v), order, got)
 }

@@ -72,9 +72,13 @@ func TestScanDTLSWithCookie(t *testing.T) {
 	if !slices.Equal(r.Versions, []string{"DTLS 1.2"}) {
 		t.Errorf("versions %v, want DTLS 1.2 alone", r.Versions)
 	}
-	// pion takes the client's order, so the order found is the probe's; the set is the server's.
+	// pion takes the client's order, so the order found is the probe's (and the scan
+	// says so); the set is the server's.
 	if got := slices.Sorted(slices.Values(r.Suites["DTLS 1.2"])); !slices.Equal(got, []string{"ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-SHA"}) {
 		t.Errorf("suites %v, want the server's two", got)
+	}
+	if !has(findings(r, Info, "suites"), "DTLS 1.2, in the order of the scan's offers") {
+		t.Errorf("suites listed in the server's order, which pion does not have: %+v", r.Findings)
 	}
 	if f := findings(r, Good, "cookie"); len(f) != 1 {
 		t.Errorf("cookie findings: %+v", r.Findings)
@@ -82,8 +86,9 @@ func TestScanDTLSWithCookie(t *testing.T) {
 	if f := findings(r, Good, "extended_master_secret"); len(f) != 1 {
 		t.Errorf("extended master secret: %+v", r.Findings)
 	}
-	// The CBC suite is reported weak, the GCM one is not.
-	if weak := findings(r, Weak, "suites"); len(weak) != 1 || !has(weak, "ECDHE-ECDSA-AES256-SHA (DTLS 1.2)") {
+	// The CBC suite is reported weak, the GCM one is not; and taking the client's order.
+	if weak := findings(r, Weak, "suites"); len(weak) != 2 || !has(weak, "ECDHE-ECDSA-AES256-SHA (DTLS 1.2)") ||
+		!has(weak, "DTLS 1.2: the server takes the client's order of preference") {
 		t.Errorf("weak suites: %v", weak)
 	}
 	if r.Worst() != Weak {

@@ -115,6 +115,56 @@ var suites13 = []Suite{
 }
 
 // ids are the suites' code points.
+// Whose order of preference picks the suite, found by suiteOrder.
+const (
+	orderUnknown = iota // fewer than two suites to compare, or no answer
+	orderServer         // the server's own order, whatever the client lists first
+	orderClient         // the client's: the first suite it lists that the server accepts
+)
+
+// suiteOrder tells whose order picks the suite: it offers two suites the server
+// accepted, its least preferred of the two first, and sees which one it takes (choose
+// makes one handshake). ChaCha20 suites are left out: Go and OpenSSL may put them first
+// for a client that lists them first (one without AES hardware), an order of their own
+// that would look like the client's.
+func suiteOrder(accepted []Suite, choose func(offer []uint16) (uint16, bool)) int {
+	var pair []Suite
+	for _, s := range accepted {
+		if !strings.Contains(s.Name, "CHACHA20") {
+			pair = append(pair, s)
+		}
+		if len(pair) == 2 {
+			break
+		}
+	}
+	if len(pair) < 2 {
+		return orderUnknown
+	}
+	switch got, ok := choose([]uint16{pair[1].ID, pair[0].ID}); {
+	case !ok:
+		return orderUnknown
+	case got == pair[0].ID:
+		return orderServer
+	case got == pair[1].ID:
+		return orderClient
+	}
+	return orderUnknown
+}
+
+// reportOrder adds the suites found for version (names, in the order found) and whose
+// order picks among them. A server that takes the client's order gives a client that
+// lists a weaker suite first that suite, whatever the server prefers (testssl.sh's "NOT
+// a cipher order configured").
+func reportOrder(r *Report, version string, order int, names []string) {
+	switch order {
+	case orderClient:
+		r.add("suites", Info, "%s, in the order of the scan's offers: %s", version, strings.Join(names, " "))
+		r.add("suites", Weak, "%s: the server takes the client's order of preference, not its own: a client that lists a weaker suite first gets it", version)
+	default:
+		r.add("suites", Info, "%s, in the server's order: %s", version, strings.Join(names, " "))
+	}
+}
+
 func ids(ss []Suite) []uint16 {
 	out := make([]uint16, len(ss))
 	for i, s := range ss {

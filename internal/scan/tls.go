@@ -200,6 +200,7 @@ func (s *scanner) versions(ctx context.Context) []uint16 {
 func (s *scanner) suites12(ctx context.Context, v uint16) {
 	rest := slices.Clone(suites12)
 	var got []string
+	var acc []Suite
 	for len(rest) > 0 {
 		sh, err := s.probe(ctx, hello{version: v, suites: ids(rest)})
 		if !accepted(sh, err, v) {
@@ -213,10 +214,18 @@ func (s *scanner) suites12(ctx context.Context, v uint16) {
 		suite := rest[i]
 		rest = slices.Delete(rest, i, i+1)
 		got = append(got, suite.OpenSSL)
+		acc = append(acc, suite)
 		s.noteSuite(strings.TrimPrefix(VersionName(v), "TLS "), suite)
 	}
 	s.setSuites(v, got)
-	s.r.add("suites", Info, "%s, in the server's order: %s", VersionName(v), strings.Join(got, " "))
+	order := suiteOrder(acc, func(offer []uint16) (uint16, bool) {
+		sh, err := s.probe(ctx, hello{version: v, suites: offer})
+		if !accepted(sh, err, v) {
+			return 0, false
+		}
+		return sh.suite, true
+	})
+	reportOrder(s.r, VersionName(v), order, got)
 }
 
 // suites13 offers each TLS 1.3 suite alone.
