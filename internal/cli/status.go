@@ -126,9 +126,7 @@ func (g *globals) status(cmd *cobra.Command) hubStatus {
 		}
 	}
 	st.Devices = &n
-	if cfg, err := hub.LoadConfig(g.config, g.data); err == nil {
-		st.LastBackup, _ = reg.LastBackup(cmd.Context(), cfg.HubName())
-	}
+	st.LastBackup, _ = reg.LastBackup(cmd.Context(), cfg.HubName())
 	return st
 }
 
