@@ -34,7 +34,8 @@ Under systemd (Type=notify; dist/systemd/iotsafe-hub.service) the hub says when 
 ready, reloading and stopping, keeps a status line (devices online, forwarded
 connections, a degraded registry, a refused reload) and answers the watchdog (WatchdogSec=) while its sessions
 can be read: a hub that hangs is killed, with every goroutine's stack in the journal,
-and restarted.`,
+and restarted. Exit status: 78 for a wrong hub.yaml (a service manager should not
+retry it), 75 when another hub of the same name holds the registry, 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if checkConfig {
@@ -130,7 +131,7 @@ and restarted.`,
 		},
 	}
 	c.Flags().StringVar(&readyFile, "ready-file", "", "once every listener is up, write FILE (JSON: pid, addresses, host keys, the front door's CA); removed at a clean stop")
-	c.Flags().BoolVar(&checkConfig, "check-config", false, "check the configuration as a start or a reload would (hub.yaml's settings and their weak choices), print the result and exit: 1 if the hub would refuse it; touches nothing")
+	c.Flags().BoolVar(&checkConfig, "check-config", false, "check the configuration as a start or a reload would (hub.yaml's settings and their weak choices), print the result and exit: 78 if the hub would refuse it; touches nothing")
 	c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile to FILE until the hub stops (for 'go tool pprof')")
 	return c
 }
@@ -145,7 +146,7 @@ func checkHubConfig(cmd *cobra.Command, g *globals) error {
 	}
 	weak, err := cfg.Validate()
 	if err != nil {
-		return fmt.Errorf("configuration %s: %w", cfg.Source, err)
+		return fmt.Errorf("configuration %s: %w: %v", cfg.Source, hub.ErrConfig, err)
 	}
 	for _, w := range weak {
 		fmt.Fprintf(cmd.OutOrStdout(), "warning: insecure setting (the hub would warn at start): %s\n", w)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -53,9 +54,33 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 		backupCmd(g), restoreCmd(g), hostkeyCmd(g), benchCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "iotsafe:", err)
-		return 1
+		return exitStatus(err)
 	}
 	return 0
+}
+
+// Exit statuses other than 0 and 1 (sysexits.h), so that a service manager or a script
+// can tell a failure that needs the operator from one that passes by itself: the hub's
+// unit retries every failure but a wrong configuration (RestartPreventExitStatus=78).
+const (
+	// exitTempFail: the registry is held by another hub of the same name (or, for an
+	// admin command that needs it alone, by a serving hub); trying again later may work.
+	exitTempFail = 75
+	// exitConfig: hub.yaml (or the file --config names) is wrong; nothing changes until
+	// someone edits it.
+	exitConfig = 78
+)
+
+// exitStatus is the process's exit status for a command that failed with err.
+func exitStatus(err error) int {
+	switch {
+	case errors.Is(err, hub.ErrConfig):
+		return exitConfig
+	case errors.Is(err, registry.ErrInUse), errors.Is(err, registry.ErrLeaseLost):
+		return exitTempFail
+	default:
+		return 1
+	}
 }
 
 // openRegistry opens the hub's registry for an admin command.

@@ -191,7 +191,8 @@ func TestHubCheckConfig(t *testing.T) {
 		t.Fatalf("an insecure cipher allowed: %d %s", code, out)
 	}
 	os.WriteFile(cfg, []byte("ssh:\n  listen: 127.0.0.1:2222\n  cipher: [aes128-cbc]\n"), 0o600)
-	if out, code := check(dir); code != 1 || !strings.Contains(out, cfg+": config: ssh.cipher (line 3): field cipher not found") {
+	// Exit status 78 (EX_CONFIG), which the hub's unit does not retry.
+	if out, code := check(dir); code != 78 || !strings.Contains(out, cfg+": config: ssh.cipher (line 3): field cipher not found") {
 		t.Fatalf("a misspelt setting: %d %s", code, out)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {

@@ -307,8 +307,10 @@ func contains(s string) func(string) bool {
 func TestSystemdUnits(t *testing.T) {
 	ns := netns(t)
 	m := startSystemd(t, ns, map[string]string{
-		// The shipped 30 s and 60 s would make the test wait that long for a restart.
-		"iotsafe-hub":   "WatchdogSec=5s\n",
+		// The shipped 30 s and 60 s would make the test wait that long for a restart;
+		// with restarts 1 s apart, systemd's default start limit (5 in 10 s) would stop
+		// a hub that keeps failing within the test's wait, if the unit did not lift it.
+		"iotsafe-hub":   "WatchdogSec=5s\nRestartSec=1s\n",
 		"iotsafe-agent": "WatchdogSec=5s\n",
 	})
 	// Where %S, the state folders' root, is for this manager.
@@ -431,6 +433,33 @@ func TestSystemdUnits(t *testing.T) {
 		t.Fatalf("the agent started with a missing key file: %s", out)
 	}
 	agentLog.waitText(t, "--key: open "+keys+"/missing: no such file or directory")
+
+	// A hub that cannot start for a reason that passes (here its port, still held) is
+	// tried again for as long as it takes, past systemd's default start limit, and
+	// serves once it can.
+	held := listenInNetns(t, ns, "127.0.0.1:2222")
+	if out, err := m.ctl("start", "--no-block", "iotsafe-hub"); err != nil {
+		t.Fatalf("systemctl start --no-block: %v %s", err, out)
+	}
+	m.waitShow("iotsafe-hub", "NRestarts", "5 (6 starts, over the default limit)", func(v string) bool { n, _ := strconv.Atoi(v); return n >= 5 })
+	hubLog.waitText(t, "address already in use")
+	if st := m.show("iotsafe-hub", "ActiveState"); st == "failed" {
+		t.Fatalf("the start limit stopped a hub waiting for its port:\n%s", m.logText("iotsafe-hub"))
+	}
+	held.Close()
+	m.waitShow("iotsafe-hub", "ActiveState", "active once the port is free", func(v string) bool { return v == "active" })
+
+	// A wrong hub.yaml is not retried: the hub exits 78 and the unit fails at once.
+	if out, err := m.ctl("stop", "iotsafe-hub"); err != nil {
+		t.Fatalf("systemctl stop: %v %s", err, out)
+	}
+	m.writeFile(data+"/hub.yaml", hubYAML+"no_such_setting: 1\n", 0o600)
+	if out, err := m.ctl("start", "iotsafe-hub"); err == nil {
+		t.Fatalf("the hub started with a wrong hub.yaml: %s", out)
+	}
+	if st, code, n := m.show("iotsafe-hub", "ActiveState"), m.show("iotsafe-hub", "ExecMainStatus"), m.show("iotsafe-hub", "NRestarts"); st != "failed" || code != "78" || n != "0" {
+		t.Fatalf("a wrong hub.yaml: unit %s, exit status %s, %s restarts; want failed, 78, 0", st, code, n)
+	}
 }
 
 // logText is what the manager says of a unit and the unit's output so far (for
