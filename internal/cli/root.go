@@ -53,7 +53,13 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), statusCmd(g), mqttCmd(g), soapCmd(g), registryCmd(g),
 		backupCmd(g), restoreCmd(g), hostkeyCmd(g), benchCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "iotsafe:", err)
+		// In the journal, at error priority: the reason a service failed to start is
+		// what 'journalctl -p err' must show (plain lines are taken as info).
+		prefix := ""
+		if onJournal(stderr) {
+			prefix = "<3>"
+		}
+		fmt.Fprintln(stderr, prefix+"iotsafe:", err)
 		return exitStatus(err)
 	}
 	return 0

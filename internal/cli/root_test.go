@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -38,5 +41,37 @@ func TestExitStatus(t *testing.T) {
 		if got := exitStatus(err); got != want {
 			t.Errorf("exitStatus(%v) = %d, want %d", err, got, want)
 		}
+	}
+}
+
+// Why a command failed reaches the journal at error priority ('journalctl -p err'),
+// and stays a plain line elsewhere.
+func TestFailureLineInJournal(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte("no_such_setting: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	journal, err := os.Create(filepath.Join(t.TempDir(), "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer journal.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(journal.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("JOURNAL_STREAM", fmt.Sprintf("%d:%d", st.Dev, st.Ino))
+	args := []string{"hub", "--data", dir}
+	if code := Execute(context.Background(), args, nil, io.Discard, journal); code != exitConfig {
+		t.Fatalf("exit %d", code)
+	}
+	b, _ := os.ReadFile(journal.Name())
+	if !strings.HasPrefix(string(b), "<3>iotsafe: ") || !strings.Contains(string(b), "no_such_setting") {
+		t.Fatalf("in the journal: %q", b)
+	}
+	var plain bytes.Buffer
+	Execute(context.Background(), args, nil, io.Discard, &plain)
+	if !strings.HasPrefix(plain.String(), "iotsafe: ") {
+		t.Fatalf("elsewhere: %q", plain.String())
 	}
 }
