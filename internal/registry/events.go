@@ -99,7 +99,7 @@ const changesChannel = "iotsafe_changes"
 // connection. It returns when ctx ends, or at once on SQLite, where the change feed is
 // read by polling alone.
 func (r *Registry) WatchChanges(ctx context.Context, wake func(), fail func(error)) {
-	r.db.Listen(ctx, changesChannel, 30*time.Second, wake, fail)
+	r.db.Listen(ctx, changesChannel, 30*time.Second, func(string) { wake() }, fail)
 }
 
 // EventFilter selects events; zero values select everything.

@@ -12,18 +12,24 @@ import (
 // Notifications of one transaction with the same payload are delivered once. On SQLite
 // it does nothing.
 func (tx *Tx) Notify(ctx context.Context, channel string) error {
+	return tx.NotifyPayload(ctx, channel, "")
+}
+
+// NotifyPayload is Notify with a payload the listeners receive (PostgreSQL bounds it
+// to under 8,000 bytes).
+func (tx *Tx) NotifyPayload(ctx context.Context, channel, payload string) error {
 	if tx.db.dialect != Postgres {
 		return nil
 	}
-	_, err := tx.raw.ExecContext(ctx, `SELECT pg_notify($1, '')`, channel)
+	_, err := tx.raw.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, payload)
 	return err
 }
 
-// Listen calls wake for every notification on channel until ctx ends, on a connection
-// of its own, and once after each (re)connection: a listener that was away may have
-// missed some, so it should look again. It reconnects with backoff up to retry, and
+// Listen calls wake with the payload of every notification on channel until ctx ends,
+// on a connection of its own, and once with an empty payload after each (re)connection:
+// a listener that was away may have missed some, so it should look again. It reconnects with backoff up to retry, and
 // tells failures to fail. On SQLite it returns at once: there is nobody to listen to.
-func (db *DB) Listen(ctx context.Context, channel string, retry time.Duration, wake func(), fail func(error)) {
+func (db *DB) Listen(ctx context.Context, channel string, retry time.Duration, wake func(payload string), fail func(error)) {
 	if db.dialect != Postgres {
 		return
 	}
@@ -43,7 +49,7 @@ func (db *DB) Listen(ctx context.Context, channel string, retry time.Duration, w
 	}
 }
 
-func (db *DB) listenOnce(ctx context.Context, channel string, wake func()) error {
+func (db *DB) listenOnce(ctx context.Context, channel string, wake func(string)) error {
 	conn, err := pgx.ConnectConfig(ctx, db.pgConfig)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -52,11 +58,12 @@ func (db *DB) listenOnce(ctx context.Context, channel string, wake func()) error
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	wake()
+	wake("")
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
-		wake()
+		wake(n.Payload)
 	}
 }

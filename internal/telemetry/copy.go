@@ -18,6 +18,9 @@ const MovedSuffix = ".moved"
 // CopyResult is what Copy did.
 type CopyResult struct {
 	Rows int `json:"notifications"`
+	// Commands is how many commands were copied (with their ids into a store without
+	// commands, else with new ones).
+	Commands int `json:"commands"`
 	// KeptIDs: the destination was empty and every notification kept its id. Otherwise
 	// they were appended with new ids (timestamps kept).
 	KeptIDs bool `json:"kept_ids"`
@@ -71,7 +74,7 @@ func Empty(ctx context.Context, location string) error {
 		return fmt.Errorf("telemetry: %w", err)
 	}
 	defer db.Close()
-	for _, table := range []string{"notifications", "notification_removals"} {
+	for _, table := range []string{"notifications", "notification_removals", "commands"} {
 		if _, err := db.ExecContext(ctx, `DO $$ BEGIN IF to_regclass('`+table+`') IS NOT NULL THEN TRUNCATE `+table+`; END IF; END $$`); err != nil {
 			return fmt.Errorf("telemetry: emptying %s: %w", sqldb.Redact(location), err)
 		}
@@ -137,6 +140,9 @@ func Copy(ctx context.Context, from, to string, progress func(int)) (CopyResult,
 	}
 	if err == nil {
 		err = copyRelayState(ctx, rtx, wtx, res.KeptIDs)
+	}
+	if err == nil {
+		res.Commands, err = copyCommands(ctx, rtx, wtx)
 	}
 	if err != nil {
 		return CopyResult{}, fmt.Errorf("telemetry: copying %s to %s: %w", srcWhere, dstWhere, err)
@@ -209,6 +215,41 @@ func appendAll(ctx context.Context, src, dst *sqldb.Tx, progress func(int)) (int
 	return n, flush()
 }
 
+// copyCommands copies every command of src into dst: with their ids into a store
+// without commands, so devices and apps polling by id stay right, else appended with
+// new ids (timestamps kept).
+func copyCommands(ctx context.Context, src, dst *sqldb.Tx) (int, error) {
+	var held int
+	if err := dst.QueryRowContext(ctx, `SELECT COUNT(*) FROM commands`).Scan(&held); err != nil {
+		return 0, err
+	}
+	if held == 0 {
+		n, err := sqldb.CopyTable(ctx, src, dst, "commands", nil)
+		if err == nil {
+			err = sqldb.ContinueIdentity(ctx, dst, "commands", "id")
+		}
+		return n, err
+	}
+	rows, err := src.QueryContext(ctx, `SELECT `+commandColumns+` FROM commands ORDER BY ts`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		c, err := scanCommand(rows)
+		if err != nil {
+			return n, err
+		}
+		if _, err := dst.ExecContext(ctx, `INSERT INTO commands(device, name, parameters, lifetime, ts, last_updated, status, result, user_id) VALUES(?,?,?,?,?,?,?,?,?)`,
+			c.Device, c.Name, nullJSON(c.Parameters), c.Lifetime, c.Timestamp.UnixMicro(), c.LastUpdated.UnixMicro(), c.Status, nullJSON(c.Result), c.UserID); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, rows.Err()
+}
+
 // copyRemovals carries the removals whose notifications src has not deleted yet: they
 // stay hidden in dst, and the remover of a hub on dst deletes them.
 func copyRemovals(ctx context.Context, src, dst *sqldb.Tx) error {
@@ -274,8 +315,8 @@ func RetireLocal(dir string) error {
 	return nil
 }
 
-// SkipIDs moves the data folder's store (SQLite) past n ids: the next notification gets
-// an id at least n above any it holds. A store put back from a backup would otherwise
+// SkipIDs moves the data folder's store (SQLite) past n ids: the next notification, and
+// the next command, gets an id at least n above any it holds. A store put back from a backup would otherwise
 // give again the ids it gave after the backup was taken, which whoever read them (a
 // platform app, the centre this hub relays to, which takes each id once) has seen for
 // other notifications. It reports false, doing nothing, where there is no such store.
@@ -293,15 +334,17 @@ func SkipIDs(ctx context.Context, location string, n int64) (bool, error) {
 		return false, fmt.Errorf("telemetry: %w", err)
 	}
 	defer tx.Rollback()
-	var last int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'notifications'`).Scan(&last); err != nil {
-		return false, fmt.Errorf("telemetry: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM sqlite_sequence WHERE name = 'notifications'`); err != nil {
-		return false, fmt.Errorf("telemetry: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sqlite_sequence(name, seq) VALUES('notifications', ?)`, last+n); err != nil {
-		return false, fmt.Errorf("telemetry: %w", err)
+	for _, table := range []string{"notifications", "commands"} {
+		var last int64
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = ?`, table).Scan(&last); err != nil {
+			return false, fmt.Errorf("telemetry: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM sqlite_sequence WHERE name = ?`, table); err != nil {
+			return false, fmt.Errorf("telemetry: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sqlite_sequence(name, seq) VALUES(?, ?)`, table, last+n); err != nil {
+			return false, fmt.Errorf("telemetry: %w", err)
+		}
 	}
 	return true, tx.Commit()
 }

@@ -31,7 +31,7 @@ func (s *Store) follow(ctx context.Context, last int64) {
 	go func() {
 		defer close(listened)
 		var down bool
-		s.db.Listen(ctx, Channel, 30*time.Second, func() {
+		s.db.Listen(ctx, Channel, 30*time.Second, func(string) {
 			if down && s.log != nil {
 				s.log.Info("telemetry change feed back: other hubs' notifications reach this hub's readers at once again")
 			}
@@ -44,8 +44,15 @@ func (s *Store) follow(ctx context.Context, last int64) {
 			down = true
 		})
 	}()
+	// Other hubs' command changes, on a listener of their own (command.go).
+	commandsListened := make(chan struct{})
+	go func() {
+		defer close(commandsListened)
+		s.listenCommands(ctx)
+	}()
 	defer func() {
 		<-listened
+		<-commandsListened
 		close(s.followed)
 	}()
 	tick := time.NewTicker(followEvery)

@@ -26,8 +26,8 @@ const notRemoved = `NOT EXISTS (SELECT 1 FROM notification_removals r WHERE r.de
 const upsertRemoval = `INSERT INTO notification_removals(device, upto) VALUES(?, ?)
 	ON CONFLICT(device) DO UPDATE SET upto = CASE WHEN excluded.upto > notification_removals.upto THEN excluded.upto ELSE notification_removals.upto END`
 
-// RemoveDevice forgets every notification device has stored (it was removed from the
-// registry). When it returns no reader sees them; they are deleted in the background,
+// RemoveDevice forgets every notification device has stored and every command sent to
+// it (it was removed from the registry). When it returns no reader sees them; they are deleted in the background,
 // and only they: what a new device of the same name stores later stays.
 func (s *Store) RemoveDevice(ctx context.Context, device string) error {
 	return s.remove(ctx, device, math.MaxInt64)
@@ -42,6 +42,10 @@ func (s *Store) RemoveDeviceBefore(ctx context.Context, device string, t time.Ti
 func (s *Store) remove(ctx context.Context, device string, bound int64) error {
 	added := false
 	err := s.maintain(ctx, func(tx *sqldb.Tx) error {
+		// Commands are few per device (Config.MaxCommands): deleted at once.
+		if _, err := tx.Exec(`DELETE FROM commands WHERE device=? AND ts <= ?`, device, bound); err != nil {
+			return err
+		}
 		var upto sql.NullInt64
 		if err := tx.QueryRowContext(ctx, `SELECT MAX(ts) FROM notifications WHERE device=? AND ts <= ?`, device, bound).Scan(&upto); err != nil {
 			return err

@@ -33,6 +33,9 @@ type Config struct {
 	// MaxPerDevice keeps at most this many notifications per device (the newest); 0
 	// means 100000.
 	MaxPerDevice int `yaml:"max_per_device"`
+	// MaxCommands bounds the commands kept per device; 0 means 1000. A new one
+	// replaces the oldest answered or expired one; with none of those it is refused.
+	MaxCommands int `yaml:"max_commands"`
 	// CommitInterval is the shortest time between the starts of two commits while
 	// many clients send at once (the last batch held commitSiblings requests or more);
 	// 0 means DefaultCommitInterval. Each batch then gathers what arrived in the
@@ -74,6 +77,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.CommitInterval == 0 {
 		c.CommitInterval = DefaultCommitInterval
+	}
+	if c.MaxCommands <= 0 {
+		c.MaxCommands = 1000
 	}
 }
 
@@ -158,7 +164,7 @@ type Store struct {
 	shared   bool
 	wake     chan struct{} // to follow; buffered 1
 	unfollow context.CancelFunc
-	followed chan struct{} // closed when follow and the listener have returned
+	followed chan struct{} // closed when follow and the listeners have returned
 	others   func([]Notification)
 	ownMu    sync.Mutex
 	own      map[int64]struct{} // ids this hub committed that follow has not read yet
@@ -168,6 +174,11 @@ type Store struct {
 	// (relay.go).
 	relayedUpTo      atomic.Int64
 	unrelayedDeleted atomic.Int64
+
+	// commands wakes command polls (command.go); commandsHeard is set while the
+	// PostgreSQL listener of other hubs' command changes is connected.
+	commands      *commandFeed
+	commandsHeard atomic.Bool
 }
 
 type appendReq struct {
@@ -197,7 +208,8 @@ const Channel = "iotsafe_notifications"
 
 // migrations are the store's schema steps, oldest first (package migrate). The first
 // is idempotent: a store made before versions were kept takes it as is.
-var migrations = []migrate.Step{{Version: 1, Name: "notifications", SQL: schemaV1}, {Version: 2, Name: "removals", SQL: schemaV2}}
+var migrations = []migrate.Step{{Version: 1, Name: "notifications", SQL: schemaV1}, {Version: 2, Name: "removals", SQL: schemaV2},
+	{Version: 3, Name: "commands", SQL: schemaV3}}
 
 // SchemaVersion is the newest store schema this build knows.
 func SchemaVersion() int { return migrate.Latest(migrations) }
@@ -241,7 +253,7 @@ func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, 
 		stop: make(chan struct{}), stopped: make(chan struct{}), obs: o.Observer, log: o.Log,
 		others: o.Others, own: map[int64]struct{}{}, linger: o.linger, arrived: make(chan struct{}, 1),
 		deleteChunk: o.deleteChunk, chunkDone: o.chunkDone, removing: make(chan struct{}, 1), removerDone: make(chan struct{}),
-		removalsDone: o.removalsDone}
+		removalsDone: o.removalsDone, commands: newCommandFeed()}
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(ts), 0) FROM notifications`).Scan(&s.lastTS); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("telemetry: %s: %w", where, err)
@@ -977,11 +989,17 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int64, error) {
 	return n + m, err
 }
 
-// PruneAge deletes the notifications older than the retention, oldest first.
+// PruneAge deletes the notifications older than the retention, oldest first, and the
+// commands older than it.
 func (s *Store) PruneAge(ctx context.Context, now time.Time) (int64, error) {
-	n, err := s.deleteChunks(ctx, "", now.Add(-s.cfg.Retention).UnixMicro()-1)
+	cutoff := now.Add(-s.cfg.Retention).UnixMicro()
+	n, err := s.deleteChunks(ctx, "", cutoff-1)
 	if err != nil {
 		return n, fmt.Errorf("telemetry: prune by age: %w", err)
+	}
+	// Commands age out with the notifications; they are not counted in n.
+	if _, err := s.pruneCommands(ctx, cutoff); err != nil {
+		return n, fmt.Errorf("telemetry: prune commands by age: %w", err)
 	}
 	return n, nil
 }
