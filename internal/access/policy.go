@@ -78,7 +78,8 @@ func (p *Policy) AllowedAccount(id int64, device, alias string) bool {
 }
 
 // covers reports whether a grant of granted (an alias, '*' or a right) covers want: '*'
-// covers every service but no right, and RightManage includes RightTelemetry.
+// covers every service but no right, and RightManage includes RightTelemetry and
+// RightCommand.
 func covers(granted, want string) bool {
 	switch {
 	case granted == want:
@@ -86,7 +87,7 @@ func covers(granted, want string) bool {
 	case granted == "*":
 		return !registry.IsRight(want)
 	case granted == registry.RightManage:
-		return want == registry.RightTelemetry
+		return want == registry.RightTelemetry || want == registry.RightCommand
 	}
 	return false
 }

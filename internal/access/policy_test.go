@@ -61,6 +61,7 @@ func TestAccountRights(t *testing.T) {
 		{Kind: registry.PrincipalAccount, XID: 1, Target: "dev1", Alias: "*"},
 		{Kind: registry.PrincipalAccount, XID: 2, Target: "@sensors", Alias: registry.RightTelemetry},
 		{Kind: registry.PrincipalAccount, XID: 3, Target: "dev1", Alias: registry.RightManage},
+		{Kind: registry.PrincipalAccount, XID: 4, Target: "dev1", Alias: registry.RightCommand},
 	}, map[string][]string{"dev1": {"sensors"}, "dev2": {"sensors"}}, -1)
 	for _, tc := range []struct {
 		id            int64
@@ -73,7 +74,13 @@ func TestAccountRights(t *testing.T) {
 		{2, "dev2", registry.RightManage, false},
 		{2, "dev2", "http", false},
 		{3, "dev1", registry.RightTelemetry, true}, // manage includes telemetry
+		{3, "dev1", registry.RightCommand, true},   // and commands
 		{3, "dev1", "http", false},
+		{1, "dev1", registry.RightCommand, false},
+		{2, "dev2", registry.RightCommand, false}, // reading is not commanding
+		{4, "dev1", registry.RightCommand, true},
+		{4, "dev1", registry.RightTelemetry, false}, // nor the other way round
+		{4, "dev1", registry.RightManage, false},
 	} {
 		if got := p.AllowedAccount(tc.id, tc.device, tc.right); got != tc.want {
 			t.Errorf("account %d %s %s: %v, want %v", tc.id, tc.device, tc.right, got, tc.want)

@@ -75,24 +75,29 @@ func (p *principalFlags) grant(args []string) (registry.Grant, error) {
 
 func grantCmd(g *globals) *cobra.Command {
 	return grantChangeCmd(g, &cobra.Command{
-		Use:   "grant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*' | +telemetry | +manage)",
+		Use:   "grant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*' | +telemetry | +command | +manage)",
 		Short: "Let a local user or group, or a front-door account, reach a device service",
 		Long: `Let a local user or group, or a front-door account, reach a device service.
 
-'*' is every service of the device. Two rights exist for front-door accounts (platform
-apps) besides services, and '*' includes neither:
-  +telemetry  read the device's notifications (REST /api/rest: list, poll, stream)
-  +manage     +telemetry, and issue tokens for the device, change its data, remove it`,
+'*' is every service of the device. Three rights exist for front-door accounts
+(platform apps) besides services, and '*' includes none of them:
+  +telemetry  read the device's notifications and the commands it was sent (REST
+              /api/rest: list, poll, stream; MQTT subscriptions)
+  +command    send the device commands and read their answers (REST), publish to its
+              MQTT topics
+  +manage     +telemetry and +command, and issue tokens for the device, change its
+              data, remove it`,
 		Example: `  iotsafe grant --user platform dev42 http       # strict: one service of one device
   iotsafe grant --group operators @sensors '*'    # wide: every service of a device group
   iotsafe grant --account alice dev42 http        # a person, over HTTPS through the front door
-  iotsafe grant --account dashboard @sensors +telemetry   # a platform app reads their data`,
+  iotsafe grant --account dashboard @sensors +telemetry   # a platform app reads their data
+  iotsafe grant --account control @valves +command        # a platform app commands them`,
 	}, "granted", func(gr registry.Grant) control.Change { return control.AddGrant{Grant: gr} })
 }
 
 func ungrantCmd(g *globals) *cobra.Command {
 	return grantChangeCmd(g, &cobra.Command{
-		Use:   "ungrant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*' | +telemetry | +manage)",
+		Use:   "ungrant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*' | +telemetry | +command | +manage)",
 		Short: "Remove a permission; new connections are refused at once",
 	}, "removed", func(gr registry.Grant) control.Change { return control.RemoveGrant{Grant: gr} })
 }

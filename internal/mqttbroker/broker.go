@@ -433,8 +433,8 @@ func (b *Broker) authenticateAccount(cl *mqtt.Client, pk packets.Packet) (identi
 
 // accountMay reports whether a platform app may use topic (a name or a filter): under
 // devices/, reading devices it holds +telemetry on (a wildcard in the device's level is
-// a subscription filtered message by message), publishing to devices it holds +manage
-// on.
+// a subscription filtered message by message), publishing to devices it holds +command
+// (or +manage) on.
 func (b *Broker) accountMay(id identity, topic string, write bool) bool {
 	levels := strings.SplitN(topic, "/", 3)
 	if len(levels) < 2 || levels[0] != "devices" || levels[1] == "" {
@@ -446,7 +446,7 @@ func (b *Broker) accountMay(id identity, topic string, write bool) bool {
 	}
 	right := registry.RightTelemetry
 	if write {
-		right = registry.RightManage
+		right = registry.RightCommand // or +manage, which includes it
 	}
 	return b.Platform.AllowedAccount(id.accountID, device, right)
 }

@@ -116,7 +116,7 @@ func (h *hook) accountACL(cl *mqtt.Client, id identity, topic string, write bool
 	}
 	what, need := "subscribe to ", registry.RightTelemetry
 	if write {
-		what, need = "publish to ", registry.RightManage
+		what, need = "publish to ", registry.RightCommand
 	}
 	h.b.refuse(EventACLRefused, "", cl.Net.Remote, "mqtt: account "+id.account+": "+what+topic+" (a platform app uses devices/NAME/ of devices it holds "+need+" on)")
 	return false

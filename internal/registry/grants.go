@@ -36,15 +36,21 @@ func (g Grant) String() string {
 // Rights an account may hold on a device besides reaching its services; they are granted
 // like aliases but '*' does not include them. They begin with '+', which no alias does.
 const (
-	// RightTelemetry reads the device's notifications (REST query, poll, stream).
+	// RightTelemetry reads the device's notifications and the commands it was sent
+	// (REST query, poll, stream; MQTT subscriptions).
 	RightTelemetry = "+telemetry"
-	// RightManage includes RightTelemetry and issues tokens for the device, changes its
-	// data and removes it through the REST API.
+	// RightCommand sends the device commands and reads them with their answers (REST),
+	// and publishes to its MQTT topics.
+	RightCommand = "+command"
+	// RightManage includes RightTelemetry and RightCommand, and issues tokens for the
+	// device, changes its data and removes it through the REST API.
 	RightManage = "+manage"
 )
 
 // IsRight reports whether alias names a right rather than a service.
-func IsRight(alias string) bool { return alias == RightTelemetry || alias == RightManage }
+func IsRight(alias string) bool {
+	return alias == RightTelemetry || alias == RightCommand || alias == RightManage
+}
 
 // ValidTarget checks "device" or "@group".
 func ValidTarget(t string) bool { return profile.ValidName(strings.TrimPrefix(t, "@")) }
@@ -63,7 +69,7 @@ func (r *Registry) AddGrant(ctx context.Context, g Grant) error {
 			return fmt.Errorf("registry: %s is a right of front-door accounts (--account), not of local users or groups", g.Alias)
 		}
 	case g.Alias != "*" && !profile.ValidName(g.Alias):
-		return fmt.Errorf("registry: grant alias %q: want an alias, '*', %s or %s", g.Alias, RightTelemetry, RightManage)
+		return fmt.Errorf("registry: grant alias %q: want an alias, '*', %s, %s or %s", g.Alias, RightTelemetry, RightCommand, RightManage)
 	}
 	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO grants(kind, name, xid, target, alias, created_at) VALUES(?,?,?,?,?,?)

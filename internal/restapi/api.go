@@ -41,6 +41,7 @@ type Store interface {
 	List(ctx context.Context, f telemetry.Filter) ([]telemetry.Notification, error)
 	Poll(ctx context.Context, f telemetry.Filter) ([]telemetry.Notification, error)
 	Stream(ctx context.Context, f telemetry.Filter, fn func([]telemetry.Notification) error) error
+	CommandStore
 }
 
 // Hub is what the API asks the running hub: grants, account logins (the front door's,
@@ -118,6 +119,7 @@ type API struct {
 	cfg      Config
 	reg      Registry
 	store    Store
+	commands CommandStore // the store's commands (store itself)
 	hub      Hub
 	accounts atomic.Pointer[accountsBox]
 	tokens   *authn.Tokens
@@ -145,7 +147,7 @@ func New(cfg Config, reg Registry, dir *devicedir.Directory, store Store, hub Hu
 	if m == nil {
 		m = NewMetrics()
 	}
-	a := &API{cfg: cfg, reg: reg, store: store, hub: hub, tokens: tokens, log: log, metrics: m,
+	a := &API{cfg: cfg, reg: reg, store: store, commands: store, hub: hub, tokens: tokens, log: log, metrics: m,
 		polls: make(chan struct{}, cfg.MaxPolls), gate: throttle.NewLogGate(time.Minute)}
 	a.unsigned = tokens.Config().AllowUnsigned
 	if a.dir = dir; dir == nil {
@@ -195,6 +197,13 @@ func (a *API) routes() {
 	h("GET "+Prefix+"/device/{id}/notification/{nid}", a.authed(a.getNotification))
 	h("GET "+Prefix+"/device/notification/poll", a.authed(a.pollMany))
 	h("GET "+Prefix+"/device/notification/stream", a.authed(a.stream))
+	h("POST "+Prefix+"/device/{id}/command", a.authed(a.insertCommand))
+	h("GET "+Prefix+"/device/{id}/command", a.authed(a.listCommands))
+	h("GET "+Prefix+"/device/{id}/command/poll", a.authed(a.pollDeviceCommands))
+	h("GET "+Prefix+"/device/{id}/command/{cid}", a.authed(a.getCommand))
+	h("PUT "+Prefix+"/device/{id}/command/{cid}", a.authed(a.updateCommand))
+	h("GET "+Prefix+"/device/{id}/command/{cid}/poll", a.authed(a.pollCommandUpdate))
+	h("GET "+Prefix+"/device/command/poll", a.authed(a.pollManyCommands))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, fmt.Sprintf("no such API call: %s %s (see docs/telemetry.md)", r.Method, trim(r.URL.Path)))
 	})

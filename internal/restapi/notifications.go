@@ -248,14 +248,9 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request, c caller, devices []s
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	wait := 30 * time.Second
-	if v := q.Get("waitTimeout"); v != "" {
-		s, err := strconv.Atoi(v)
-		if err != nil || s < 0 {
-			fail(w, http.StatusBadRequest, fmt.Sprintf("waitTimeout %q: want seconds from 0", trim(v)))
-			return
-		}
-		wait = min(time.Duration(s)*time.Second, a.cfg.MaxWait)
+	wait, ok := a.waitTimeout(w, r)
+	if !ok {
+		return
 	}
 	var got []telemetry.Notification
 	if wait == 0 {

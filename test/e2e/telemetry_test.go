@@ -269,7 +269,8 @@ func TestTelemetryREST(t *testing.T) {
 
 // The DeviceHive Python client library (PyPI 'devicehive', installed by scripts/setup.sh)
 // works against the hub unchanged: it refreshes its token, reads the device, sends
-// notifications, lists them and polls for them.
+// notifications, lists them and polls for them; an app sends a command, which the
+// device's client answers.
 func TestDeviceHiveClient(t *testing.T) {
 	py := venvTool(t, "python")
 	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n")
@@ -303,5 +304,35 @@ print("devicehive ok", n.id, len(got))
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "devicehive ok") {
 		t.Fatalf("devicehive client: %v\n%s\nhub log:\n%s", err, out, h.log.text())
+	}
+
+	// Commands: an app logged in with an account's password sends one; the device's
+	// client finds it, answers it with Command.save(); the app reads the answer.
+	h.addAccount("ctl", "ctl-password-1")
+	h.mustCLI("grant", "--account", "ctl", "dh1", "+command")
+	commands := `
+import socket, sys
+real = socket.getaddrinfo
+def resolve(host, *a, **k):
+    return real("127.0.0.1" if host == sys.argv[2] else host, *a, **k)
+socket.getaddrinfo = resolve
+from devicehive import DeviceHiveApi
+app = DeviceHiveApi(sys.argv[1], login="ctl", password="ctl-password-1")
+sent = app.send_command("dh1", "open", parameters={"valve": 2}, lifetime=600)
+assert sent.id > 0 and sent.timestamp and sent.user_id, vars(sent)
+device = DeviceHiveApi(sys.argv[1], refresh_token=sys.argv[3]).get_device("dh1")
+mine = [c for c in device.list_commands() if c.id == sent.id]
+assert len(mine) == 1 and mine[0].command == "open" and mine[0].parameters == {"valve": 2}, mine
+mine[0].status = "done"
+mine[0].result = {"opened": True}
+mine[0].save()
+back = [c for c in app.list_commands("dh1") if c.id == sent.id][0]
+assert back.status == "done" and back.result == {"opened": True}, vars(back)
+print("devicehive commands ok", sent.id)
+`
+	cmd = exec.Command(py, "-c", commands, "https://"+fdDomain+":"+portOf(h.front)+"/api/rest", fdDomain, refresh)
+	cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+caFile)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "devicehive commands ok") {
+		t.Fatalf("devicehive client, commands: %v\n%s\nhub log:\n%s", err, out, h.log.text())
 	}
 }
