@@ -14,15 +14,16 @@ import (
 )
 
 // telemetryDemo has dev1 log in to the REST API with a fresh secret and send one
-// notification over HTTPS, reads it back as the demo account (granted +telemetry), and
-// prints how to do both with curl.
+// notification over HTTPS, reads it back as the demo account (granted +telemetry),
+// sends dev1 a command that dev1 answers (commandDemo), and prints how to do it with curl.
 func telemetryDemo(ctx context.Context, h *hub.Hub, o Options, addr string, acct *registry.Account, appToken string, caPEM []byte) error {
 	secret, hash, err := credential.NewToken()
 	if err != nil {
 		return err
 	}
 	if err := apply(ctx, h, control.SetDeviceSecret{Device: "dev1", Hash: hash},
-		control.AddGrant{Grant: registry.Grant{Kind: registry.PrincipalAccount, Name: acct.Name, Target: "dev1", Alias: registry.RightTelemetry}}); err != nil {
+		control.AddGrant{Grant: registry.Grant{Kind: registry.PrincipalAccount, Name: acct.Name, Target: "dev1", Alias: registry.RightTelemetry}},
+		control.AddGrant{Grant: registry.Grant{Kind: registry.PrincipalAccount, Name: acct.Name, Target: "dev1", Alias: registry.RightCommand}}); err != nil {
 		return err
 	}
 	domain := o.Config.Frontdoor.Domain
@@ -46,10 +47,37 @@ func telemetryDemo(ctx context.Context, h *hub.Hub, o Options, addr string, acct
 		return fmt.Errorf("demo: reading dev1's notifications: %d %s %v", code, body, err)
 	}
 	fmt.Fprintf(o.Out, "GET  %s/device/dev1/notification as account %s (+telemetry) -> %s", api, acct.Name, body)
+	if err := commandDemo(ctx, o, addr, api, acct.Name, appToken, toks.AccessToken, caPEM); err != nil {
+		return err
+	}
 	fmt.Fprintf(o.Out, `Devices send telemetry over HTTPS with JWTs (DeviceHive's REST API; docs/telemetry.md):
   SECRET=$(%[1]s device secret dev2 --data %[2]s) && curl --cacert iotsafe-ca.crt --resolve %[3]s:%[4]s:127.0.0.1 -H 'Content-Type: application/json' -d "{\"login\":\"dev2\",\"password\":\"$SECRET\"}" %[5]s/token
   curl --cacert iotsafe-ca.crt --resolve %[3]s:%[4]s:127.0.0.1 -H 'Authorization: Bearer %[6]s' %[5]s/device/dev1/notification
   (wait for the next one: %[5]s/device/dev1/notification/poll?waitTimeout=30)
 `, o.Binary, o.DataDir, domain, port, api, appToken)
+	return nil
+}
+
+// commandDemo has the demo account (granted +command) send dev1 a command, dev1 answer
+// it, and the account read the answer.
+func commandDemo(ctx context.Context, o Options, addr, api, account, appToken, devToken string, caPEM []byte) error {
+	code, body, err := httpsCall(ctx, addr, http.MethodPost, api+"/device/dev1/command", "Bearer "+appToken, `{"command":"blink","parameters":{"times":3},"lifetime":60}`, caPEM)
+	if err != nil || code != http.StatusCreated {
+		return fmt.Errorf("demo: sending dev1 a command: %d %s %v", code, body, err)
+	}
+	var sent struct{ ID int64 }
+	json.Unmarshal([]byte(body), &sent)
+	fmt.Fprintf(o.Out, "POST %s/device/dev1/command as account %s (+command) -> %s", api, account, body)
+	one := fmt.Sprintf("%s/device/dev1/command/%d", api, sent.ID)
+	code, body, err = httpsCall(ctx, addr, http.MethodPut, one, "Bearer "+devToken, `{"status":"done","result":{"blinked":3}}`, caPEM)
+	if err != nil || code != http.StatusNoContent {
+		return fmt.Errorf("demo: dev1's answer: %d %s %v", code, body, err)
+	}
+	fmt.Fprintf(o.Out, "PUT  %s as dev1 -> %d\n", one, code)
+	code, body, err = httpsCall(ctx, addr, http.MethodGet, one+"/poll?waitTimeout=5", "Bearer "+appToken, "", caPEM)
+	if err != nil || code != http.StatusOK {
+		return fmt.Errorf("demo: reading dev1's answer: %d %s %v", code, body, err)
+	}
+	fmt.Fprintf(o.Out, "GET  %s/poll as account %s -> %s", one, account, body)
 	return nil
 }

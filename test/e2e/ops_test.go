@@ -40,6 +40,9 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{"device dev3", `through dev1's SSH session -> {"device":"dev1"`, "connect dev2 http",
 		`through the front door (HTTPS, account demo) -> {"device":"dev1"`,
 		`/device/dev1/notification as account demo (+telemetry) -> [{"id":`,
+		// A command to dev1, answered by dev1, the answer read back.
+		`/device/dev1/command as account demo (+command) -> {"id":`, "as dev1 -> 204",
+		`/poll as account demo -> {"id":`, `"status":"done","result":{"blinked":3}`,
 		// MQTT: dev2 over TLS, dev3 over its SSH session, both read back over REST.
 		"MQTT over TLS   dev2", "MQTT over SSH   dev3",
 		`/device/dev2/notification as account demo -> temperature {"celsius":19.5}`,
