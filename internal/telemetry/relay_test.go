@@ -279,6 +279,10 @@ func TestSkipIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sent, err := s.InsertCommand(ctx, cmd("cam-1", "zoom"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.Close()
 	loc := location(t, dir)
 	moved, err := SkipIDs(ctx, loc, 1_000_000)
@@ -298,6 +302,9 @@ func TestSkipIDs(t *testing.T) {
 	}
 	if next[0].ID < got[0].ID+1_000_000 {
 		t.Fatalf("the next id is %d, want at least %d", next[0].ID, got[0].ID+1_000_000)
+	}
+	if c, err := s.InsertCommand(ctx, cmd("cam-1", "pan")); err != nil || c.ID < sent.ID+1_000_000 {
+		t.Fatalf("the next command id is %d (%v), want at least %d", c.ID, err, sent.ID+1_000_000)
 	}
 	if moved, err := SkipIDs(ctx, t.TempDir(), 5); err != nil || moved {
 		t.Fatalf("a folder without a store: moved %v, %v", moved, err)

@@ -129,21 +129,36 @@ func TestCopyStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmdA, err := sa.InsertCommand(ctx, cmd("dev1", "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	sa.Close()
 	sb := storeAt(fileB)
 	wantB, _ := sb.Append(ctx, note("dev3", "b"))
+	sb.InsertCommand(ctx, cmd("dev3", "close"))
 	sb.Close()
 
 	shared := location(t, t.TempDir())
 	got, err := Copy(ctx, fileA, shared, nil)
-	if err != nil || got.Rows != 3 || !got.KeptIDs {
+	if err != nil || got.Rows != 3 || !got.KeptIDs || got.Commands != 1 {
 		t.Fatalf("copy into an empty store: %+v %v", got, err)
 	}
 	got, err = Copy(ctx, fileB, shared, nil)
-	if err != nil || got.Rows != 1 || got.KeptIDs {
+	if err != nil || got.Rows != 1 || got.KeptIDs || got.Commands != 1 {
 		t.Fatalf("copy into a store with notifications: %+v %v", got, err)
 	}
 	s := storeAt(shared)
+	// The first store's command kept its id; the second's was appended after it.
+	if c, err := s.GetCommand(ctx, "dev1", cmdA.ID); err != nil || c.Name != "open" || !c.Timestamp.Equal(cmdA.Timestamp) {
+		t.Fatalf("copied command: %+v %v", c, err)
+	}
+	if l, _ := s.ListCommands(ctx, CommandFilter{Devices: []string{"dev3"}}); len(l) != 1 || l[0].ID <= cmdA.ID {
+		t.Fatalf("appended command: %+v", l)
+	}
+	if c, err := s.InsertCommand(ctx, cmd("dev1", "next")); err != nil || c.ID <= cmdA.ID+1 {
+		t.Fatalf("the next command id after a copy: %+v %v", c, err)
+	}
 	all, err := s.List(ctx, Filter{Take: MaxTake, SortBy: SortByID})
 	if err != nil || len(all) != 4 {
 		t.Fatalf("shared store holds %d, %v", len(all), err)
