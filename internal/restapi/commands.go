@@ -94,14 +94,18 @@ func (a *API) commandDevice(w http.ResponseWriter, r *http.Request, c caller) (s
 	return id, true
 }
 
-// commandID reads {cid}, or answers 400.
-func commandID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+// pathCommand returns {id} and {cid} of the path (commandDevice), or answers 404 or 400.
+func (a *API) pathCommand(w http.ResponseWriter, r *http.Request, c caller) (string, int64, bool) {
+	device, ok := a.commandDevice(w, r, c)
+	if !ok {
+		return "", 0, false
+	}
 	id, err := strconv.ParseInt(r.PathValue("cid"), 10, 64)
 	if err != nil {
 		fail(w, http.StatusBadRequest, "command id must be a number")
-		return 0, false
+		return "", 0, false
 	}
-	return id, true
+	return device, id, true
 }
 
 // commandFailed answers a store error: 400 for what it refused, 404, 429 for a device
@@ -182,16 +186,12 @@ func nullIsNone(v json.RawMessage) json.RawMessage {
 // updateCommand is PUT /device/{id}/command/{cid}: the device answers its command (or
 // an account with +command changes it), setting status, result or both.
 func (a *API) updateCommand(w http.ResponseWriter, r *http.Request, c caller) {
-	id, ok := a.commandDevice(w, r, c)
+	id, cid, ok := a.pathCommand(w, r, c)
 	if !ok {
 		return
 	}
 	if c.device == "" && !a.mayCommand(c, id) {
 		fail(w, http.StatusForbidden, fmt.Sprintf("account %s may not change %s's commands (it needs the +command right)", c.account, id))
-		return
-	}
-	cid, ok := commandID(w, r)
-	if !ok {
 		return
 	}
 	var in struct {
@@ -210,11 +210,7 @@ func (a *API) updateCommand(w http.ResponseWriter, r *http.Request, c caller) {
 
 // getCommand is GET /device/{id}/command/{cid}.
 func (a *API) getCommand(w http.ResponseWriter, r *http.Request, c caller) {
-	id, ok := a.commandDevice(w, r, c)
-	if !ok {
-		return
-	}
-	cid, ok := commandID(w, r)
+	id, cid, ok := a.pathCommand(w, r, c)
 	if !ok {
 		return
 	}
@@ -234,26 +230,13 @@ func (a *API) listCommands(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	q := r.URL.Query()
-	f := telemetry.CommandFilter{Devices: []string{id}, Status: q.Get("status"), SortBy: q.Get("sortField"), Desc: strings.EqualFold(q.Get("sortOrder"), "DESC")}
-	var err error
-	if f.Take, f.Skip, err = paging(q.Get("take"), q.Get("skip")); err != nil {
+	lp, err := readListParams(q, "command")
+	if err != nil {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if n := q.Get("command"); n != "" {
-		f.Names = []string{n}
-	}
-	for _, p := range []struct {
-		name string
-		to   *time.Time
-	}{{"start", &f.Start}, {"end", &f.End}} {
-		if v := q.Get(p.name); v != "" {
-			if *p.to, err = telemetry.ParseTime(v); err != nil {
-				fail(w, http.StatusBadRequest, p.name+": "+err.Error())
-				return
-			}
-		}
-	}
+	f := telemetry.CommandFilter{Devices: []string{id}, Names: lp.names, Status: q.Get("status"), Start: lp.start, End: lp.end,
+		SortBy: lp.sortBy, Desc: lp.desc, Take: lp.take, Skip: lp.skip}
 	got, err := a.commands.ListCommands(r.Context(), f)
 	if err != nil {
 		a.commandFailed(w, err, "reading commands")
@@ -358,11 +341,7 @@ func commandPollFilter(q url.Values, devices []string) (telemetry.CommandFilter,
 // pollCommandUpdate is GET /device/{id}/command/{cid}/poll: the command once it has been
 // answered (at once if it has been); 204 No Content if it is not within waitTimeout.
 func (a *API) pollCommandUpdate(w http.ResponseWriter, r *http.Request, c caller) {
-	id, ok := a.commandDevice(w, r, c)
-	if !ok {
-		return
-	}
-	cid, ok := commandID(w, r)
+	id, cid, ok := a.pathCommand(w, r, c)
 	if !ok {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -110,29 +111,48 @@ func (a *API) listNotifications(w http.ResponseWriter, r *http.Request, c caller
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	f := telemetry.Filter{Devices: []string{st.Name}, SortBy: q.Get("sortField"), Desc: strings.EqualFold(q.Get("sortOrder"), "DESC")}
-	var err error
-	if f.Take, f.Skip, err = paging(q.Get("take"), q.Get("skip")); err != nil {
+	lp, err := readListParams(r.URL.Query(), "notification")
+	if err != nil {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if n := q.Get("notification"); n != "" {
-		f.Names = []string{n}
+	f := telemetry.Filter{Devices: []string{st.Name}, Names: lp.names, Start: lp.start, End: lp.end, SortBy: lp.sortBy, Desc: lp.desc, Take: lp.take, Skip: lp.skip}
+	got, err := a.store.List(r.Context(), f)
+	answerList(w, got, err, "reading notifications")
+}
+
+// listParams are a list call's query parameters: DeviceHive's paging, sorting, time range
+// and name (of a notification or a command).
+type listParams struct {
+	take, skip int
+	names      []string
+	start, end time.Time
+	sortBy     string
+	desc       bool
+}
+
+// readListParams reads take, skip, sortField, sortOrder, start, end and the name
+// parameter nameKey.
+func readListParams(q url.Values, nameKey string) (listParams, error) {
+	lp := listParams{sortBy: q.Get("sortField"), desc: strings.EqualFold(q.Get("sortOrder"), "DESC")}
+	var err error
+	if lp.take, lp.skip, err = paging(q.Get("take"), q.Get("skip")); err != nil {
+		return lp, err
+	}
+	if n := q.Get(nameKey); n != "" {
+		lp.names = []string{n}
 	}
 	for _, p := range []struct {
 		name string
 		to   *time.Time
-	}{{"start", &f.Start}, {"end", &f.End}} {
+	}{{"start", &lp.start}, {"end", &lp.end}} {
 		if v := q.Get(p.name); v != "" {
 			if *p.to, err = telemetry.ParseTime(v); err != nil {
-				fail(w, http.StatusBadRequest, p.name+": "+err.Error())
-				return
+				return lp, fmt.Errorf("%s: %v", p.name, err)
 			}
 		}
 	}
-	got, err := a.store.List(r.Context(), f)
-	answerList(w, got, err, "reading notifications")
+	return lp, nil
 }
 
 // answerList writes a list of notifications, or the store's error: 400 for a query it

@@ -313,17 +313,8 @@ func (s *Store) ListCommands(ctx context.Context, f CommandFilter) ([]Command, e
 	}
 	var where []string
 	var args []any
-	in := func(col string, vals []string) {
-		if vals == nil {
-			return
-		}
-		where = append(where, col+" IN ("+strings.TrimSuffix(strings.Repeat("?,", len(vals)), ",")+")")
-		for _, v := range vals {
-			args = append(args, v)
-		}
-	}
-	in("device", f.Devices)
-	in("name", f.Names)
+	where, args = whereIn(where, args, "device", f.Devices)
+	where, args = whereIn(where, args, "name", f.Names)
 	cond := func(c string, v any) { where, args = append(where, c), append(args, v) }
 	if f.Status != "" {
 		cond("status = ?", f.Status)

@@ -824,17 +824,8 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Notification, error) {
 	}
 	var where []string
 	var args []any
-	in := func(col string, vals []string) {
-		if vals == nil {
-			return
-		}
-		where = append(where, col+" IN ("+strings.TrimSuffix(strings.Repeat("?,", len(vals)), ",")+")")
-		for _, v := range vals {
-			args = append(args, v)
-		}
-	}
-	in("device", f.Devices)
-	in("name", f.Names)
+	where, args = whereIn(where, args, "device", f.Devices)
+	where, args = whereIn(where, args, "name", f.Names)
 	if !f.After.IsZero() {
 		where, args = append(where, "ts > ?"), append(args, f.After.UnixMicro())
 	}
@@ -862,6 +853,19 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Notification, error) {
 		return nil, fmt.Errorf("telemetry: list: %w", err)
 	}
 	return scanAll(rows, "list")
+}
+
+// whereIn adds "col IN (vals)" to a query's conditions and arguments; nil vals add
+// nothing.
+func whereIn(where []string, args []any, col string, vals []string) ([]string, []any) {
+	if vals == nil {
+		return where, args
+	}
+	where = append(where, col+" IN ("+strings.TrimSuffix(strings.Repeat("?,", len(vals)), ",")+")")
+	for _, v := range vals {
+		args = append(args, v)
+	}
+	return where, args
 }
 
 // scanAll reads and closes rows of notifications; what names the query in errors.
