@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -74,11 +73,4 @@ func pipeStdio(ctx context.Context, c *net.TCPConn, in io.Reader, out io.Writer)
 	case <-ctx.Done():
 		return nil
 	}
-}
-
-func ignoreCanceled(err error) error {
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
 }

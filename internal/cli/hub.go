@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/cli/service"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
@@ -48,7 +49,7 @@ retry it), 75 when another hub of the same name holds the registry, 1 otherwise.
 			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 			defer signal.Stop(sig)
 			// Read (and cleared) before anything could start a child process.
-			notify, notifyErr := notifierFromEnv()
+			notify, notifyErr := service.NotifierFromEnv()
 			cfg, err := hub.LoadConfig(g.config, g.data)
 			if err != nil {
 				return err
@@ -60,7 +61,7 @@ retry it), 75 when another hub of the same name holds the registry, 1 otherwise.
 				}
 				defer stop()
 			}
-			cfg.Log.Journal = onJournal(cmd.ErrOrStderr())
+			cfg.Log.Journal = service.OnJournal(cmd.ErrOrStderr())
 			log, level := logging.New(cfg.Log, cmd.ErrOrStderr())
 			if notifyErr != nil {
 				log.Warn("the service manager's notification settings are unusable; running without them", "err", notifyErr)
@@ -171,7 +172,7 @@ type hubSupervision struct {
 func superviseHub(ctx context.Context, h *hub.Hub, notify *sdnotify.Notifier, log *slog.Logger) *hubSupervision {
 	sm := &hubSupervision{h: h, notify: notify, done: make(chan struct{})}
 	ctx, sm.cancel = context.WithCancel(ctx)
-	failed := managerUnreachable(log)
+	failed := service.ManagerUnreachable(log)
 	if err := notify.Ready(sm.status()); err != nil {
 		failed(err)
 	}

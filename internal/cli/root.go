@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/cli/agentcmd"
+	"github.com/iotsafe/iotsafe/internal/cli/service"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
@@ -49,17 +51,11 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 	}
 	root.PersistentFlags().StringVar(&g.data, "data", def, "data folder of the hub (registry, keys, admin socket); env IOTSAFE_DATA")
 	root.PersistentFlags().StringVar(&g.config, "config", "", "hub config file (default DATA/hub.yaml if present)")
-	root.AddCommand(hubCmd(g), scanCmd(g), deviceCmd(g), jwtCmd(g), profileCmd(g), eventsCmd(g), agentCmd(g), connectCmd(g), demoCmd(g),
+	root.AddCommand(hubCmd(g), scanCmd(g), deviceCmd(g), jwtCmd(g), profileCmd(g), eventsCmd(g), agentcmd.Command(), connectCmd(g), demoCmd(g),
 		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), statusCmd(g), mqttCmd(g), soapCmd(g), registryCmd(g),
 		backupCmd(g), restoreCmd(g), hostkeyCmd(g), benchCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
-		// In the journal, at error priority: the reason a service failed to start is
-		// what 'journalctl -p err' must show (plain lines are taken as info).
-		prefix := ""
-		if onJournal(stderr) {
-			prefix = "<3>"
-		}
-		fmt.Fprintln(stderr, prefix+"iotsafe:", err)
+		service.PrintError(stderr, "iotsafe", err)
 		return exitStatus(err)
 	}
 	return 0

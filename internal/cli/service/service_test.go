@@ -1,4 +1,4 @@
-package cli
+package service
 
 import (
 	"bytes"
@@ -23,14 +23,14 @@ func TestOnJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("JOURNAL_STREAM", fmt.Sprintf("%d:%d", st.Dev, st.Ino))
-	if !onJournal(journal) {
+	if !OnJournal(journal) {
 		t.Error("the named stream is not recognised")
 	}
-	if onJournal(other) || onJournal(&bytes.Buffer{}) {
+	if OnJournal(other) || OnJournal(&bytes.Buffer{}) {
 		t.Error("another stream taken for the journal")
 	}
 	t.Setenv("JOURNAL_STREAM", "garbage")
-	if onJournal(journal) {
+	if OnJournal(journal) {
 		t.Error("a malformed JOURNAL_STREAM accepted")
 	}
 }

@@ -1,9 +1,10 @@
-package cli
+package agentcmd
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iotsafe/iotsafe/internal/agent"
+	"github.com/iotsafe/iotsafe/internal/cli/service"
 	"github.com/iotsafe/iotsafe/internal/firewall"
 	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/sdnotify"
@@ -48,7 +50,27 @@ func (s uidSandbox) Install() error { return s.k.InstallSandbox(s.uid) }
 func (s uidSandbox) Remove() error  { return s.k.Remove() }
 func (s uidSandbox) String() string { return fmt.Sprintf("uid %d may reach loopback only", s.uid) }
 
-func agentCmd(_ *globals) *cobra.Command {
+// Main runs the agent as a program of its own, iotsafe-agent (cmd/iotsafe-agent, or the
+// full binary called by that name), and returns the process's exit status.
+func Main(ctx context.Context, args []string, version string, stdout, stderr io.Writer) int {
+	c := Command()
+	c.Use = "iotsafe-agent"
+	c.Version = version
+	c.Example = strings.ReplaceAll(c.Example, "iotsafe agent", "iotsafe-agent")
+	c.SilenceUsage, c.SilenceErrors = true, true
+	c.SetArgs(args)
+	c.SetOut(stdout)
+	c.SetErr(stderr)
+	if err := c.ExecuteContext(ctx); err != nil {
+		service.PrintError(stderr, "iotsafe-agent", err)
+		return 1
+	}
+	return 0
+}
+
+// Command is the agent's command line ('iotsafe agent', and the whole of the
+// iotsafe-agent binary built for devices).
+func Command() *cobra.Command {
 	var f agentFile
 	var file string
 	var checkConfig bool
@@ -75,7 +97,7 @@ restarted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Read (and cleared) before anything could start a child process.
-			notify, notifyErr := notifierFromEnv()
+			notify, notifyErr := service.NotifierFromEnv()
 			if file != "" {
 				if err := mergeAgentFile(file, &f, cmd); err != nil {
 					return err
@@ -89,7 +111,7 @@ restarted.`,
 				printAgentConfig(cmd, f, cfg)
 				return nil
 			}
-			f.Log.Journal = onJournal(cmd.ErrOrStderr())
+			f.Log.Journal = service.OnJournal(cmd.ErrOrStderr())
 			log, _ := logging.New(f.Log, cmd.ErrOrStderr())
 			if notifyErr != nil {
 				log.Warn("the service manager's notification settings are unusable; running without them", "err", notifyErr)
@@ -109,10 +131,10 @@ restarted.`,
 				}
 				return "", err
 			}
-			go notify.Keep(ctx, 0, alive, managerUnreachable(log))
+			go notify.Keep(ctx, 0, alive, service.ManagerUnreachable(log))
 			err = a.Run(ctx)
 			notify.Stopping("")
-			return ignoreCanceled(err)
+			return service.IgnoreCanceled(err)
 		},
 	}
 	fl := c.Flags()
