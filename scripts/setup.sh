@@ -18,8 +18,11 @@ cd "$(dirname "$0")/.."
 # shared registry of several hubs; the tests start scratch clusters of their own as an
 # unprivileged user (internal/pgtest), never the system's cluster or service. systemd
 # runs the shipped units (dist/systemd) in a test: a manager of the test's own, in a
-# private mount namespace, never the host's init.
-PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables openssh-server caddy python3 python3-venv openssl mosquitto-clients mosquitto sslscan testssl.sh ssh-audit gcc libc6-dev libssl-dev libwolfssl-dev xmlsec1 postgresql systemd)
+# private mount namespace, never the host's init. qemu's user-mode emulators run the
+# agent built for device architectures (32-bit ARM, big-endian MIPS) against a real hub,
+# called by name (no binfmt handler is registered); busybox's ash, OpenWrt's shell, reads
+# the OpenWrt init script (dist/openwrt).
+PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables openssh-server caddy python3 python3-venv openssl mosquitto-clients mosquitto sslscan testssl.sh ssh-audit gcc libc6-dev libssl-dev libwolfssl-dev xmlsec1 postgresql systemd qemu-user busybox)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

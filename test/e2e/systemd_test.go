@@ -49,7 +49,8 @@ func startSystemd(t *testing.T, ns string, extra map[string]string) *systemdMana
 	// The manager's mount namespace: a /run of its own, with the host's network
 	// namespaces; /run/systemd/system tells the manager that systemd runs (the host's
 	// must not say so); /usr/local/bin holds this build as the units'
-	// /usr/local/bin/iotsafe, so they run unchanged. /mnt is where the new /run is made.
+	// /usr/local/bin/iotsafe, and the link to it that 'make install' makes as
+	// iotsafe-agent, so they run unchanged. /mnt is where the new /run is made.
 	// mount -n: nothing goes into the host's userspace mount table (/run/mount).
 	script := `set -e
 for f in $CGROUP_PROCS; do echo $$ > "$f"; done
@@ -61,6 +62,7 @@ mkdir -p /run/systemd/system "$XDG_CONFIG_HOME/systemd/user"
 mkdir -m 0700 "$XDG_RUNTIME_DIR"
 mount -n -t tmpfs -o mode=0755 iotsafe-e2e /usr/local/bin
 cp "$IOTSAFE_BIN" /usr/local/bin/iotsafe
+ln -s iotsafe /usr/local/bin/iotsafe-agent
 exec "$MANAGER" --user`
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
 	// XDG_STATE_HOME: %S of systemd 253 on; 252 puts %S in XDG_CONFIG_HOME too.
