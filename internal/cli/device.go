@@ -29,7 +29,7 @@ func deviceCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "device", Short: "Enroll, list, show, revoke and remove devices"}
 	c.AddCommand(deviceAddCmd(g), deviceCertCmd(g), deviceListCmd(g), deviceShowCmd(g), deviceRevokeCmd(g), deviceRemoveCmd(g), deviceSetGroupsCmd(g),
 		deviceSecretCmd(g), deviceTokenCmd(g), deviceSOAPKeyCmd(g), deviceImportCmd(g),
-		deviceKeyCmd(g))
+		deviceKeyCmd(g), deviceAgentConfigCmd(g))
 	return c
 }
 

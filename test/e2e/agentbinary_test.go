@@ -162,3 +162,62 @@ start_service`
 		t.Fatalf("the agent refused the command line the script gives procd: %v\n%s", err, out)
 	}
 }
+
+// 'iotsafe device agent-config' prints an agent.yaml the agent takes as it is: the
+// hub's keys pinned, the forwards checked against the device's profile. Made during a
+// host key rotation it pins the next key too, so the device learns it at once and
+// connects after the promotion with nothing changed on the device.
+func TestDeviceAgentConfig(t *testing.T) {
+	h := startHub(t, "", "")
+	target := echoSource(t)
+	prof := writeProfile(t, t.TempDir(), fmt.Sprintf("name: sensor\nreverse: {http: 0, cam: 0}\ndirect: {broker: %q}\n", target))
+	key := h.addDevice("dev1", "--profile", prof)
+	app := deviceApp(t, "made by agent-config")
+	local := freePort(t)
+
+	// Refusals say what is wrong, and print nothing.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dev1"}, "--hub HOST:PORT is required"},
+		{[]string{"dev1", "--hub", h.addr, "--expose", "ftp=127.0.0.1:21"}, "profile sensor has no reverse alias ftp (it has cam, http)"},
+		{[]string{"dev1", "--hub", h.addr, "--forward", local + "=db"}, "profile sensor has no direct alias db (it has broker)"},
+		{[]string{"dev1", "--hub", h.addr, "--expose", "http"}, "want ALIAS=HOST:PORT"},
+		{[]string{"nobody", "--hub", h.addr}, `device "nobody"`},
+	} {
+		stdout, err := h.cliCommand(append(append([]string{"device", "agent-config"}, c.args...), "--data", h.data)...).Output()
+		if err == nil || len(stdout) > 0 {
+			t.Fatalf("agent-config %v: %v, printed %q", c.args, err, stdout)
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || !strings.Contains(string(ee.Stderr), c.want) {
+			t.Fatalf("agent-config %v: %v, want %q", c.args, err, c.want)
+		}
+	}
+
+	out := h.mustCLI("hostkey", "add")
+	nextFP := strings.Fields(out[strings.Index(out, "next host key "):])[4]
+	conf := h.mustCLIStdout("device", "agent-config", "dev1", "--hub", h.addr, "--key-path", key,
+		"--expose", "http="+hostPortOf(app), "--forward", local+"=broker")
+	if !strings.Contains(conf, "hub_key: "+h.hostFP+","+nextFP+"\n") || !strings.Contains(conf, "#  - cam=127.0.0.1:PORT\n") {
+		t.Fatalf("agent-config during a rotation:\n%s", conf)
+	}
+	confPath := filepath.Join(t.TempDir(), "agent.yaml")
+	os.WriteFile(confPath, []byte(conf), 0o600)
+	a := startProc(t, iotsafeBin, "agent", "--agent-config", confPath, "--log-format", "json")
+	a.stderr.wait(t, "session up")
+	mustGet(t, h.socket("dev1", "http"), "made by agent-config")
+	if got, want := readLine(t, local), h.device("dev1").Address; got != want {
+		t.Fatalf("the direct forward reached its target from %s, want %s", got, want)
+	}
+	h.log.wait(t, "device learns the hub's next host key", "device", "dev1")
+
+	h.stop()
+	h.mustCLI("hostkey", "promote") // every device learned the next key: no --force
+	// The hub comes back where the device's agent.yaml says it is.
+	b, _ := os.ReadFile(h.config)
+	os.WriteFile(h.config, []byte(strings.Replace(string(b), "listen: 127.0.0.1:0", "listen: "+h.addr, 1)), 0o600)
+	h.start()
+	a.stderr.waitN(t, 2, "session up")
+	mustGet(t, h.socket("dev1", "http"), "made by agent-config")
+}

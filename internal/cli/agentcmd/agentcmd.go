@@ -216,6 +216,32 @@ func superviseAgent(cfg *agent.Config, notify *sdnotify.Notifier) {
 	}
 }
 
+// CheckFile reports whether b is an agent.yaml the agent would take: only keys it
+// knows, forwards and the hub key pin well formed. It reads no other file and connects
+// to nothing ('iotsafe device agent-config' checks what it writes with it).
+func CheckFile(b []byte) error {
+	var f agentFile
+	if err := strictyaml.Decode(b, &f); err != nil {
+		return err
+	}
+	for _, s := range f.Expose {
+		if _, err := agent.ParseExpose(s); err != nil {
+			return err
+		}
+	}
+	for _, s := range f.Forward {
+		if _, err := agent.ParseForward(s); err != nil {
+			return err
+		}
+	}
+	if f.HubKey != "" {
+		if _, err := agent.PinFingerprint(f.HubKey); err != nil {
+			return err
+		}
+	}
+	return f.Log.Validate()
+}
+
 // mergeAgentFile fills from the file every field whose flag was not given.
 func mergeAgentFile(path string, f *agentFile, cmd *cobra.Command) error {
 	b, err := os.ReadFile(path)
