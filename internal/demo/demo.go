@@ -151,7 +151,8 @@ func Run(ctx context.Context, o Options) error {
   %[1]s device revoke dev3 --data %[2]s     # dev3's session closes at once
   %[1]s backup /tmp/iotsafe-backup-$(date +%%s) --data %[2]s   # a copy of the data folder, the hub running
   %[1]s hostkey add --data %[2]s && %[1]s hostkey list --data %[2]s   # the devices learn the hub's next host key
-`, o.Binary, data)
+  %[1]s device agent-config dev2 --hub %[3]s --expose http=127.0.0.1:80 --data %[2]s   # agent.yaml for a real device ('make agents' builds its agent)
+`, o.Binary, data, h.SSHAddr())
 	if fa := h.FrontdoorAddr(); fa != nil {
 		if err := frontdoorDemo(ctx, h, o, fa.String(), via); err != nil {
 			return err

@@ -112,6 +112,16 @@ func TestDemo(t *testing.T) {
 	if got, _ := exec.Command(iotsafeBin, "hostkey", "list", "--data", data, "--config", cfg).CombinedOutput(); !strings.Contains(string(got), "learned by 3 of 3") {
 		t.Fatalf("hostkey list on the demo's hub:\n%s", got)
 	}
+	// The agent.yaml hint: dev2's settings for a real device, the hub's keys pinned.
+	var hint string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, " device agent-config dev2 ") {
+			hint, _, _ = strings.Cut(strings.TrimSpace(line), "   #")
+		}
+	}
+	if got, err := exec.Command("sh", "-c", hint+" --config "+cfg).CombinedOutput(); hint == "" || err != nil || !strings.Contains(string(got), "hub_key: SHA256:") || !strings.Contains(string(got), "  - http=127.0.0.1:80\n") {
+		t.Fatalf("the demo's agent-config hint %q: %v\n%s", hint, err, got)
+	}
 	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
