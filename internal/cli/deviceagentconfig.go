@@ -34,14 +34,22 @@ goes on trusting the hub after the promotion), and the forwards given with --exp
 aliases are listed as comments. The key itself is not printed: copy the file 'iotsafe
 device add --keygen' wrote to the device, at --key-path.
 
-A device behind a gateway connects to the gateway: make its agent.yaml there.`,
+The keys pinned are this hub's (its data folder's). With several hubs sharing a registry
+(--hub a:2222,b:2222), add the other hubs' fingerprints to hub_key, comma-separated
+('iotsafe hostkey list' on each). A device behind a gateway connects to the gateway: make
+its agent.yaml there.`,
 		Example: `  iotsafe device agent-config dev42 --hub hub.example.com:2222 --expose http=127.0.0.1:80 \
       --forward 127.0.0.1:1883=broker > agent.yaml
   scp agent.yaml root@dev42:/etc/iotsafe/agent.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, _, err := net.SplitHostPort(hubAddr); err != nil || hubAddr == "" {
+			if hubAddr == "" {
 				return errors.New("--hub HOST:PORT is required: the hub's address as the device reaches it (its DNS name and SSH port)")
+			}
+			for _, a := range strings.Split(hubAddr, ",") {
+				if _, _, err := net.SplitHostPort(a); err != nil {
+					return fmt.Errorf("--hub %s: want HOST:PORT (several: comma-separated): %v", a, err)
+				}
 			}
 			if keyPath == "" {
 				keyPath = "/etc/iotsafe/" + args[0]
@@ -80,7 +88,7 @@ A device behind a gateway connects to the gateway: make its agent.yaml there.`,
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&hubAddr, "hub", "", "the hub's address HOST:PORT as the device reaches it; several, comma-separated, for hubs sharing a registry")
+	fl.StringVar(&hubAddr, "hub", "", "the hub's address HOST:PORT as the device reaches it; several, comma-separated, for hubs sharing a registry (pin the others' keys too)")
 	fl.StringVar(&keyPath, "key-path", "", "where the device's private key is on the device (default /etc/iotsafe/NAME)")
 	fl.StringArrayVar(&expose, "expose", nil, "a device service to expose: ALIAS=HOST:PORT on the device, ALIAS a reverse alias of its profile (repeatable)")
 	fl.StringArrayVar(&forward, "forward", nil, "a hub service to reach: HOST:PORT=ALIAS, ALIAS a direct alias of its profile (repeatable)")

@@ -181,6 +181,7 @@ func TestDeviceAgentConfig(t *testing.T) {
 		want string
 	}{
 		{[]string{"dev1"}, "--hub HOST:PORT is required"},
+		{[]string{"dev1", "--hub", h.addr + ",hub2"}, "--hub hub2: want HOST:PORT"},
 		{[]string{"dev1", "--hub", h.addr, "--expose", "ftp=127.0.0.1:21"}, "profile sensor has no reverse alias ftp (it has cam, http)"},
 		{[]string{"dev1", "--hub", h.addr, "--forward", local + "=db"}, "profile sensor has no direct alias db (it has broker)"},
 		{[]string{"dev1", "--hub", h.addr, "--expose", "http"}, "want ALIAS=HOST:PORT"},
