@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/profile"
@@ -353,6 +354,7 @@ func (s *Server) UpdatePolicy(keepalive, keepaliveTimeout, takeover time.Duratio
 
 func (s *Server) handleConn(c net.Conn) {
 	defer s.conns.Done()
+	defer contain.Recover(s.log, "ssh connection", c)
 	remote := c.RemoteAddr().String()
 	ticket := s.admit(c)
 	if ticket == nil {

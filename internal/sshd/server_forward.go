@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/acceptor"
+	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -229,14 +231,19 @@ func (f *forward) serve(c net.Conn) {
 		c.Close()
 		return
 	}
-	ss.pipe(kind, st, c, release)
+	ss.pipe(kind, f.alias, st, c, release)
 }
 
 // open opens the device's end of one connection to the alias, under the session's
 // channel limit: a forwarded-tcpip channel, a stream of the session's multiplexed
 // channel, or, for a device behind a gateway, a device channel on the gateway's
-// session. release frees the channel slot once the connection is done.
-func (f *forward) open(originAddr string, originPort uint32, from string) (st tunnel.Stream, kind string, release func(), err error) {
+// session. release frees the channel slot once the connection is done; on an error
+// the slot is already free and release is nil.
+//
+// Every way the device's end can fail (a refused channel, a gateway that refuses, a
+// session that ends while the open is in flight) is an ordinary error here: issue 56
+// was a nil release called on exactly those paths, which took the whole hub down.
+func (f *forward) open(originAddr string, originPort uint32, from string) (tunnel.Stream, string, func(), error) {
 	ss := f.sess
 	if err := ss.acquireChannel(); err != nil {
 		if err == errChannelLimit {
@@ -244,63 +251,79 @@ func (f *forward) open(originAddr string, originPort uint32, from string) (st tu
 		}
 		return nil, "", nil, err
 	}
-	released := false
-	release = func() {
-		if !released {
-			released = true
-			ss.releaseChannel()
-		}
+	var once sync.Once
+	release := func() { once.Do(ss.releaseChannel) }
+	st, kind, err := f.openDeviceEnd(originAddr, originPort)
+	if err != nil {
+		release()
+		return nil, "", nil, err
 	}
-	defer func() {
-		if err != nil {
-			release()
-		}
-	}()
+	return st, kind, release, nil
+}
+
+// openDeviceEnd opens the device's end of one connection, without the channel limit
+// (open holds the slot). A refusal is logged here, once.
+func (f *forward) openDeviceEnd(originAddr string, originPort uint32) (tunnel.Stream, string, error) {
+	ss := f.sess
 	if gw := ss.gw; gw != nil {
 		if m := gw.mux.Load(); m != nil {
 			// The gateway multiplexes: a stream, opened without a round trip.
 			st, err := m.Open(zmux.Target{Kind: zmux.Relayed, Host: ss.device.Name + "/" + f.alias, OriginHost: originAddr, OriginPort: originPort})
 			if err == nil {
-				return st, "via-gateway", release, nil
+				return st, kindViaGateway, nil
 			}
 		}
 		ch, reqs, err := sshext.OpenChannel(gw.conn, gw.done, sshext.DeviceChannel, ssh.Marshal(sshext.DeviceOpen{
 			Device: ss.device.Name, Alias: f.alias, OriginAddr: originAddr, OriginPort: originPort}))
 		if err != nil {
-			ss.log.Info("gateway refused the connection to its device", "alias", f.alias, "gateway", gw.device.Name, "err", err)
-			return nil, "", nil, err
+			ss.log.Info("gateway refused the connection to its device", "event", "forward_refused", "alias", f.alias, "gateway", gw.device.Name, "err", err)
+			return nil, "", err
 		}
 		go ssh.DiscardRequests(reqs)
-		return ch, "via-gateway", release, nil
+		return ch, kindViaGateway, nil
 	}
 	p := sshwire.ForwardedTCPIP{Addr: f.bindAddr, Port: f.bindPort, OriginAddr: originAddr, OriginPort: originPort}
 	if m := ss.mux.Load(); m != nil {
 		// The device multiplexes (and maybe compresses) its connections in one channel. The
 		// open is not confirmed; a device that cannot serve it resets the stream, which
-		// closes the connection just as a refused channel would.
+		// closes the connection just as a refused channel would (pipe logs it).
 		st, err := m.Open(zmux.Target{Kind: zmux.Forwarded, Host: p.Addr, Port: p.Port, OriginHost: p.OriginAddr, OriginPort: p.OriginPort})
 		if err == nil {
-			return st, "forwarded-tcpip", release, nil
+			return st, kindForwarded, nil
 		}
 	}
 	ch, reqs, err := sshext.OpenChannel(ss.conn, ss.done, "forwarded-tcpip", ssh.Marshal(p))
 	if err != nil {
-		ss.log.Info("device refused forwarded connection", "alias", f.alias, "err", err)
-		return nil, "", nil, err
+		ss.log.Info("device refused forwarded connection", "event", "forward_refused", "alias", f.alias, "err", err)
+		return nil, "", err
 	}
 	go ssh.DiscardRequests(reqs)
-	return ch, "forwarded-tcpip", release, nil
+	return ch, kindForwarded, nil
 }
 
+// The kinds of forwarded connection, as metrics count them.
+const (
+	kindForwarded  = "forwarded-tcpip"
+	kindViaGateway = "via-gateway"
+	kindDirect     = "direct-tcpip" // the device's own connection out, not a forward to it
+)
+
 // pipe carries one forwarded connection until both ends are done, counting it.
-func (ss *session) pipe(kind string, st tunnel.Stream, c io.ReadWriteCloser, done func()) {
+func (ss *session) pipe(kind, alias string, st tunnel.Stream, c io.ReadWriteCloser, done func()) {
 	ss.srv.metrics.ChannelOpened(kind)
 	r := tunnel.Pipe(st, c, done)
 	ss.srv.metrics.Bytes(r.FromChannel, r.ToChannel)
 	ss.srv.metrics.ChannelClosed(kind)
-	if r.Aborted != nil {
+	var reset *zmux.ResetError
+	switch {
+	case r.Aborted == nil:
+	case kind != kindDirect && r.FromChannel == 0 && errors.As(r.Aborted, &reset):
+		// A multiplexed open is not confirmed: the device (or its gateway) refuses it by
+		// resetting the stream before its first byte. Logged as a refused channel is.
+		ss.log.Info("device refused forwarded connection", "event", "forward_refused", "alias", alias, "err", r.Aborted)
+	default:
 		// Per connection, so debug: a device whose service is down would fill the log.
-		ss.log.Debug("forwarded connection aborted", "kind", kind, "err", r.Aborted)
+		ss.log.Debug("forwarded connection aborted", "kind", kind, "alias", alias, "err", r.Aborted)
 	}
 }
 
@@ -394,6 +417,7 @@ func (ss *session) openDirect(nc ssh.NewChannel) {
 }
 
 func (ss *session) dialDirect(nc ssh.NewChannel, alias, target string) {
+	defer contain.Recover(ss.log, "direct forward", nil)
 	c, err := ss.dialTarget(alias, target)
 	if err != nil {
 		nc.Reject(ssh.ConnectionFailed, "iotsafe: "+err.Error())
@@ -406,7 +430,7 @@ func (ss *session) dialDirect(nc ssh.NewChannel, alias, target string) {
 		return
 	}
 	go ssh.DiscardRequests(reqs)
-	ss.pipe("direct-tcpip", ch, c, ss.releaseChannel)
+	ss.pipe(kindDirect, alias, ch, c, ss.releaseChannel)
 }
 
 // dialTarget connects a direct forward to its target. On failure it releases the

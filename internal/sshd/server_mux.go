@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/sshext"
 	"github.com/iotsafe/iotsafe/internal/zmux"
 )
@@ -89,11 +90,12 @@ func (ss *session) openMuxStream(st *zmux.Stream) {
 		return
 	}
 	go func() {
+		defer contain.Recover(ss.log, "direct forward", st)
 		c, err := ss.dialTarget(t.Host, target)
 		if err != nil {
 			st.Reset("iotsafe: " + err.Error())
 			return
 		}
-		ss.pipe("direct-tcpip", st, c, ss.releaseChannel)
+		ss.pipe(kindDirect, t.Host, st, c, ss.releaseChannel)
 	}()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/tunnel"
 )
 
@@ -95,6 +96,9 @@ func (s *Server) RelayTo(device, alias, originAddr string, originPort uint32, ac
 		release()
 		return err
 	}
-	go f.sess.pipe(kind, st, c, release)
+	go func() {
+		defer contain.Recover(f.sess.log, "relayed connection", c)
+		f.sess.pipe(kind, alias, st, c, release)
+	}()
 	return nil
 }

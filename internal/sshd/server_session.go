@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/zmux"
@@ -25,6 +26,9 @@ type session struct {
 	remote string
 	keyFP  string // fingerprint of the key the device authenticated with
 	log    *slog.Logger
+	// requestsServed, for a gateway, is closed once the goroutine serving its global
+	// requests is done; nil for other devices (their requests are served by run).
+	requestsServed chan struct{}
 	// relayRefused: devices whose relayed notifications this gateway session was
 	// refused, counted as a violation once each (the goroutine serving requests alone).
 	relayRefused map[string]bool
@@ -263,7 +267,23 @@ func (ss *session) recordAlgorithms() {
 }
 
 // run serves an attached session until it ends.
+//
+// A panic while serving the session (a bug, maybe one a device can trigger) is
+// contained: logged with its stack, counted, and only this connection is closed; the
+// session's end is then recorded as for any other end.
 func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
+	func() {
+		defer contain.Recover(ss.log, "ssh session", contain.CloseFunc(func() error {
+			ss.close("internal error (a panic: see the hub's log)")
+			return ss.conn.Close()
+		}))
+		ss.serve(chans, reqs)
+	}()
+	ss.ended()
+}
+
+// serve opens the session and serves it until the connection ends.
+func (ss *session) serve(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	s := ss.srv
 	a := ss.conn.Conn.(ssh.AlgorithmsConnMetadata).Algorithms()
 	algos := registry.Algorithms{
@@ -279,15 +299,16 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 	}
 
 	ss.keepalive()
-	var requestsServed chan struct{}
 	if ss.prof.Gateway != nil {
 		// A gateway's requests write the registry and the telemetry store (relayed
 		// notifications, device claims: milliseconds each). They are served in order by
 		// a goroutine of their own, so that the channel opens of the devices behind the
 		// gateway never wait for them. Gateways are few; devices keep one goroutine.
-		requestsServed = make(chan struct{})
+		requestsServed := make(chan struct{})
+		ss.requestsServed = requestsServed
 		go func(reqs <-chan *ssh.Request) {
 			defer close(requestsServed)
+			defer contain.Recover(ss.log, "ssh gateway requests", ss.conn)
 			for req := range reqs {
 				ss.serveRequest(req)
 			}
@@ -327,8 +348,13 @@ func (ss *session) run(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) {
 			ss.serveRequest(req)
 		}
 	}
-	if requestsServed != nil {
-		<-requestsServed // the connection ended: its requests channel is closed too
+}
+
+// ended records the end of the session once its connection is gone.
+func (ss *session) ended() {
+	s := ss.srv
+	if ss.requestsServed != nil {
+		<-ss.requestsServed // the connection ended: its requests channel is closed too
 	}
 	ss.close("connection ended")
 	s.metrics.SessionClosed(ss.device.Name)
