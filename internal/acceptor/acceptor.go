@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/throttle"
 )
 
@@ -61,6 +62,7 @@ func Serve(ln net.Listener, cfg Config, handle func(net.Conn)) error {
 		}
 		go func() {
 			defer l.release(peer)
+			defer contain.Recover(cfg.Logger, cfg.Name, c)
 			handle(c)
 		}()
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/authn"
+	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/pki"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -197,7 +198,7 @@ func (s *Server) Listen() (net.Addr, error) {
 	}
 	tc.GetCertificate = s.getCert
 	s.srv = &http.Server{
-		Handler:           s,
+		Handler:           contain.HTTP(s.log, "front door", s),
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/iotsafe/iotsafe/internal/contain"
 )
 
 // Config of the metrics endpoint.
@@ -73,7 +75,7 @@ func New(cfg Config) *Metrics {
 		online:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "iotsafe_device_sessions", Help: "Live sessions per device."}, []string{"device"}),
 	}
 	m.reg.MustRegister(m.sessions, m.forwards, m.channels, m.channelsT, m.bytes, m.handshakes, m.throttled, m.announced, m.proofs,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), panicsCollector{})
 	if m.perDevice {
 		m.reg.MustRegister(m.violations, m.lastSeen, m.online)
 	} else {
@@ -204,4 +206,20 @@ func (m *Metrics) Serve(ctx context.Context, addr string) (net.Addr, error) {
 		}
 	}()
 	return ln.Addr(), nil
+}
+
+// panicsCollector reports iotsafe_panics_total: the panics contained in connection
+// goroutines (internal/contain), by component. It should stay at zero; anything else
+// is a bug whose stack is in the log (event=panic).
+type panicsCollector struct{}
+
+var panicsDesc = prometheus.NewDesc("iotsafe_panics_total",
+	"Panics contained in one connection's goroutine (the connection was closed, the hub went on), by component.", []string{"component"}, nil)
+
+func (panicsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- panicsDesc }
+
+func (panicsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range contain.Counts() {
+		ch <- prometheus.MustNewConstMetric(panicsDesc, prometheus.CounterValue, float64(c.Panics), c.Component)
+	}
 }

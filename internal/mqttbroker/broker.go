@@ -22,6 +22,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"go.etcd.io/bbolt"
 
+	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/devicecert"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/mqttbridge"
@@ -170,7 +171,7 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 		if l.tls != nil {
 			ln = tls.NewListener(ln, l.tls)
 		}
-		if err := b.srv.AddListener(listeners.NewNet(l.id, ln)); err != nil {
+		if err := b.srv.AddListener(containedListener{Listener: listeners.NewNet(l.id, ln), log: b.log}); err != nil {
 			ln.Close()
 			return err
 		}
@@ -555,3 +556,18 @@ func (e errorsOnly) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (e errorsOnly) WithAttrs(a []slog.Attr) slog.Handler { return errorsOnly{e.Handler.WithAttrs(a)} }
 func (e errorsOnly) WithGroup(n string) slog.Handler      { return errorsOnly{e.Handler.WithGroup(n)} }
+
+// containedListener serves each client connection as mochi's listener does, with a
+// panic in that connection's goroutine (mochi's or a hook of ours) contained: logged,
+// counted, and that connection closed, the broker going on.
+type containedListener struct {
+	listeners.Listener
+	log *slog.Logger
+}
+
+func (l containedListener) Serve(establish listeners.EstablishFn) {
+	l.Listener.Serve(func(id string, c net.Conn) error {
+		defer contain.Recover(l.log, "mqtt "+id+" listener", c)
+		return establish(id, c)
+	})
+}

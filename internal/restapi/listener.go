@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/net/netutil"
+
+	"github.com/iotsafe/iotsafe/internal/contain"
 )
 
 // Plain is the API's plain HTTP listener for devices on their SSH session: it must be
@@ -35,14 +37,14 @@ func (a *API) ListenPlain(log *slog.Logger) (*Plain, error) {
 	}
 	p := &Plain{ln: netutil.LimitListener(ln, maxPlainConns)}
 	p.srv = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Handler: contain.HTTP(log, "rest plain listener", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r = r.WithContext(context.WithValue(r.Context(), plainKey{}, true))
 			if h, ok := a.plainExtra[r.URL.Path]; ok {
 				h.ServeHTTP(w, r)
 				return
 			}
 			a.ServeHTTP(w, r)
-		}),
+		})),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
