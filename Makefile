@@ -30,7 +30,7 @@ test: setup
 	@bash scripts/test.sh
 
 lint: setup
-	gofmt -l . && go vet ./... && staticcheck ./...
+	gofmt -l . && go vet ./... && staticcheck ./... && go run ./cmd/iotsafe-lint ./...
 
 # Installs the binary (and iotsafe-agent, a link to it that runs the agent alone, as
 # the agent unit expects) and the systemd units (dist/systemd); DESTDIR for packaging.

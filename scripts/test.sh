@@ -22,6 +22,11 @@ echo "== go vet"
 go vet ./...
 echo "== staticcheck"
 staticcheck ./...
+echo "== iotsafe-lint (deferrednil, nilness)"
+# The project's own checks for what vet and staticcheck miss: a named func/interface
+# result returned as nil and then called by a deferred closure (issue 56's crash), and
+# x/tools' nilness (nil dereferences and nil func calls on the SSA form).
+go run ./cmd/iotsafe-lint ./...
 
 echo "== fuzz (short pass per target; seeds in testdata/ also run as unit tests)"
 # Every Fuzz function in the tree runs (the list is derived, so a new one cannot be

@@ -63,8 +63,7 @@ func TestHTTPContainsAPanic(t *testing.T) {
 	srv := httptest.NewServer(HTTP(log, "test http", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/panic":
-			var m map[string]int
-			m["x"] = 1
+			panic("a handler's bug")
 		case "/abort":
 			panic(http.ErrAbortHandler)
 		default:
