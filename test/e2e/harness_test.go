@@ -195,6 +195,26 @@ func (w *logWatch) wait(t *testing.T, msg string, kv ...string) {
 	w.waitN(t, 1, msg, kv...)
 }
 
+// seen is closed once a line matching msg and the key/value pairs has come, or the
+// output has ended.
+func (w *logWatch) seen(msg string, kv ...string) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for !w.done {
+			for _, m := range w.lines {
+				if matches(m, msg, kv) {
+					return
+				}
+			}
+			w.cond.Wait()
+		}
+	}()
+	return ch
+}
+
 // waitText blocks until the raw output (JSON or not) contains s.
 func (w *logWatch) waitText(t *testing.T, s string) {
 	t.Helper()
