@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,4 +190,34 @@ func Default(v *int, quick bool, full, quickValue int) {
 			*v = quickValue
 		}
 	}
+}
+
+// Dist summarizes per-device times in milliseconds; Missing readings (negative: a
+// device that never came) are not in it.
+type Dist struct {
+	P50     float64 `json:"p50"`
+	P90     float64 `json:"p90"`
+	P99     float64 `json:"p99"`
+	Max     float64 `json:"max"`
+	Missing int     `json:"missing"`
+}
+
+// DistOf summarizes readings; negative ones are missing devices.
+func DistOf(ds []time.Duration) Dist {
+	var v []float64
+	d := Dist{}
+	for _, x := range ds {
+		if x < 0 {
+			d.Missing++
+			continue
+		}
+		v = append(v, float64(x)/float64(time.Millisecond))
+	}
+	if len(v) == 0 {
+		return d
+	}
+	slices.Sort(v)
+	q := func(p float64) float64 { return v[max(0, min(len(v)-1, int(math.Ceil(p*float64(len(v))))-1))] }
+	d.P50, d.P90, d.P99, d.Max = q(0.5), q(0.9), q(0.99), v[len(v)-1]
+	return d
 }

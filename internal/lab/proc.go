@@ -167,31 +167,47 @@ func (p *Proc) ReadLine(ctx context.Context, prefix string) (string, error) {
 
 // ReadLineSeeing is ReadLine that shows seen the lines it consumes on the way.
 func (p *Proc) ReadLineSeeing(ctx context.Context, prefix string, seen func(string)) (string, error) {
+	l, err := p.ReadLineFunc(ctx, "a line starting "+strconv.Quote(prefix), func(l string) bool {
+		if strings.HasPrefix(l, prefix) {
+			return true
+		}
+		if seen != nil {
+			seen(l)
+		}
+		return false
+	})
+	return strings.TrimSpace(strings.TrimPrefix(l, prefix)), err
+}
+
+// ReadLineFunc waits for the next stdout line match is true of (a JSON log record's
+// message, where a prefix does not tell); lines before it are consumed. what names the
+// line in errors.
+func (p *Proc) ReadLineFunc(ctx context.Context, what string, match func(string) bool) (string, error) {
 	for {
 		p.mu.Lock()
 		for len(p.lines) > 0 {
 			l := p.lines[0]
 			p.lines = p.lines[1:]
-			if strings.HasPrefix(l, prefix) {
+			if match(l) {
 				p.mu.Unlock()
-				return strings.TrimSpace(strings.TrimPrefix(l, prefix)), nil
-			}
-			if seen != nil {
-				seen(l)
+				return l, nil
 			}
 		}
 		closed, more := p.closed, p.more
 		p.mu.Unlock()
 		if closed {
-			return "", fmt.Errorf("lab: %s exited before saying %q: %s", p.Name, prefix, p.stderr.String())
+			return "", fmt.Errorf("lab: %s exited before %s: %s", p.Name, what, p.stderr.String())
 		}
 		select {
 		case <-more:
 		case <-ctx.Done():
-			return "", fmt.Errorf("lab: %s did not say %q: %w; stderr: %s", p.Name, prefix, ctx.Err(), p.stderr.String())
+			return "", fmt.Errorf("lab: %s: no %s: %w; stderr: %s", p.Name, what, ctx.Err(), p.stderr.String())
 		}
 	}
 }
+
+// Exited is closed once the process has ended.
+func (p *Proc) Exited() <-chan struct{} { return p.done }
 
 // Stop ends the process group: SIGTERM, then SIGKILL after grace.
 func (p *Proc) Stop() {

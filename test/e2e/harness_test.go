@@ -195,6 +195,13 @@ func (w *logWatch) wait(t *testing.T, msg string, kv ...string) {
 	w.waitN(t, 1, msg, kv...)
 }
 
+// ended reports whether the process's output has ended (it exited).
+func (w *logWatch) ended() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.done
+}
+
 // seen is closed once a line matching msg and the key/value pairs has come, or the
 // output has ended.
 func (w *logWatch) seen(msg string, kv ...string) <-chan struct{} {

@@ -46,3 +46,35 @@ func TestBenchOutageQuick(t *testing.T) {
 	}
 	run.nothingLeft(t)
 }
+
+// 'iotsafe bench churn --quick' checks the churn lab's harness: real agent processes on
+// a real hub, some SIGKILLed and restarted each round while requests go through, every
+// output file written, the hub alive at the end, and no process left. Times and
+// footprints are not checked.
+func TestBenchChurnQuick(t *testing.T) {
+	run := runBench(t, []string{"kills.csv", "environment.json", "summary.json", "report.html"}, "churn", "--quick")
+	var s struct {
+		Options struct {
+			Devices int `json:"devices"`
+		} `json:"options"`
+		HubAlive bool `json:"hub_alive"`
+		Kills    int  `json:"kills"`
+		Back     struct {
+			Missing int `json:"missing"`
+		} `json:"back_ms"`
+		Start struct {
+			Files int `json:"open_files"`
+		} `json:"hub_start"`
+		End struct {
+			Files int `json:"open_files"`
+		} `json:"hub_end"`
+	}
+	b := run.summary(t, &s)
+	if s.Options.Devices != 5 || !s.HubAlive || s.Kills == 0 || s.Back.Missing != 0 || s.Start.Files == 0 || s.End.Files == 0 {
+		t.Fatalf("summary: %s", b)
+	}
+	if kills, _ := os.ReadFile(filepath.Join(run.out, "kills.csv")); strings.Count(string(kills), "\n") != 1+s.Kills || strings.Contains(string(kills), "missing") {
+		t.Errorf("kills.csv: want a header and a row per kill:\n%s", kills)
+	}
+	run.nothingLeft(t)
+}

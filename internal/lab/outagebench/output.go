@@ -50,14 +50,8 @@ type optionsJSON struct {
 	EvenRatePer float64 `json:"even_attempts_per_s"` // the fleet's attempt rate if evenly spread
 }
 
-// Dist summarizes per-device times in milliseconds; Missing devices are not in it.
-type Dist struct {
-	P50     float64 `json:"p50"`
-	P90     float64 `json:"p90"`
-	P99     float64 `json:"p99"`
-	Max     float64 `json:"max"`
-	Missing int     `json:"missing"`
-}
+// Dist summarizes per-device times in milliseconds (the lab's).
+type Dist = lab.Dist
 
 // RepSummary is one outage.
 type RepSummary struct {
@@ -94,24 +88,7 @@ type Target struct {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // dist summarizes readings; negative ones are missing devices.
-func dist(ds []time.Duration) Dist {
-	var v []float64
-	d := Dist{}
-	for _, x := range ds {
-		if x < 0 {
-			d.Missing++
-			continue
-		}
-		v = append(v, ms(x))
-	}
-	if len(v) == 0 {
-		return d
-	}
-	slices.Sort(v)
-	q := func(p float64) float64 { return v[min(len(v)-1, int(math.Ceil(p*float64(len(v))))-1)] }
-	d.P50, d.P90, d.P99, d.Max = q(0.5), q(0.9), q(0.99), v[len(v)-1]
-	return d
-}
+func dist(ds []time.Duration) Dist { return lab.DistOf(ds) }
 
 // Summarize computes the summary of a run.
 func Summarize(r *Results) Summary {

@@ -1,0 +1,286 @@
+package churnbench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/lab"
+)
+
+// Options of a run.
+type Options struct {
+	Devices int // agent processes; 0 means 150, 5 with Quick
+	// KillShare is the share of the fleet SIGKILLed and restarted every Every; 0 means
+	// 0.1 (at least one agent).
+	KillShare float64
+	Every     time.Duration // 0 means 3 s, 1 s with Quick
+	Duration  time.Duration // how long the churn lasts; 0 means 2 minutes, 5 s with Quick
+	// Requesters are concurrent requests through the devices all along; 0 means 8.
+	Requesters int
+	// Timeout bounds each wait for agents to be ready; 0 means 2 minutes.
+	Timeout  time.Duration
+	Quick    bool
+	Progress *lab.Progress
+}
+
+func (o *Options) defaults() {
+	lab.Default(&o.Devices, o.Quick, 150, 5)
+	lab.Default(&o.Requesters, o.Quick, 8, 2)
+	if o.KillShare == 0 {
+		o.KillShare = 0.1
+	}
+	if o.Every == 0 {
+		o.Every = 3 * time.Second
+		if o.Quick {
+			o.Every = time.Second
+		}
+	}
+	if o.Duration == 0 {
+		o.Duration = 2 * time.Minute
+		if o.Quick {
+			o.Duration = 5 * time.Second
+		}
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+}
+
+// Footprint is the hub's memory and descriptors at one moment.
+type Footprint struct {
+	RSSKiB int64 `json:"rss_kib"`
+	PSSKiB int64 `json:"pss_kib"`
+	Files  int   `json:"open_files"`
+}
+
+// Kill is one agent killed and started again.
+type Kill struct {
+	Device string
+	At     time.Duration // since the churn began
+	// Back is from the new agent's start to its session being ready; -1 if it was not
+	// ready within Options.Timeout.
+	Back time.Duration
+}
+
+// Results of a run.
+type Results struct {
+	Options Options
+	// Start is the hub with the whole fleet connected, before the churn; End after it,
+	// with the whole fleet connected again.
+	Start, End Footprint
+	Kills      []Kill
+	// Requests through the devices during the churn: answered with 200, and not (a
+	// refused or cut connection: the device was being killed).
+	Answered, Failed int64
+	// HubAlive is false if the hub process died during the run.
+	HubAlive bool
+}
+
+// agentProc is one device's agent process.
+type agentProc struct {
+	name string
+	proc *lab.Proc
+}
+
+// Measure runs the experiment.
+func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
+	o.defaults()
+	res := &Results{Options: o, HubAlive: true}
+	p := o.Progress
+	lab.RaiseFileLimit(p)
+	rounds := int(o.Duration / o.Every)
+	p.Start(2 + rounds)
+	ho := lab.IoTsafeOpts{Sessions: o.Devices, Forwards: 1}
+	lh, err := b.EnrollIoTsafe(ctx, "churn-hub", ho)
+	if err != nil {
+		return res, fmt.Errorf("enrolling %d devices: %w", o.Devices, err)
+	}
+	srv, err := b.StartEnrolled(ctx, lh, ho)
+	if err != nil {
+		return res, err
+	}
+	defer func() { srv.Proc.Stop() }()
+	app, err := startApp()
+	if err != nil {
+		return res, err
+	}
+	defer app.Close()
+
+	start := func(i int) (*agentProc, error) {
+		name := fmt.Sprintf("dev%d", i)
+		// The agent logs JSON to standard error; the shell hands it to the lab's reader.
+		pr, err := lab.StartProc("agent-"+name, nil, "/bin/sh", "-c", `exec "$0" "$@" 2>&1`, b.Bin, "agent",
+			"--hub", srv.Addr, "--key", filepath.Join(lh.Keys, name), "--hub-key", ssh.FingerprintSHA256(srv.HostKey),
+			"--expose", "f0="+app.Addr().String(), "--log-format", "json")
+		if err != nil {
+			return nil, err
+		}
+		return &agentProc{name: name, proc: pr}, nil
+	}
+	agents := make([]*agentProc, o.Devices)
+	defer func() {
+		for _, a := range agents {
+			if a != nil {
+				a.proc.Kill()
+			}
+		}
+	}()
+	for i := range agents {
+		if agents[i], err = start(i); err != nil {
+			return res, err
+		}
+	}
+	for _, a := range agents {
+		if _, err := waitReady(ctx, a, o.Timeout); err != nil {
+			return res, err
+		}
+	}
+	if res.Start, err = footprint(srv); err != nil {
+		return res, err
+	}
+	p.Step(fmt.Sprintf("%d agents connected; hub %d KiB PSS, %d descriptors", o.Devices, res.Start.PSSKiB, res.Start.Files))
+	sockets, err := srv.Sockets(ctx, o.Devices)
+	if err != nil {
+		return res, err
+	}
+
+	// Requests through every device all along the churn.
+	stopLoad := make(chan struct{})
+	var answered, failed atomic.Int64
+	var load sync.WaitGroup
+	for r := range o.Requesters {
+		load.Add(1)
+		go func() {
+			defer load.Done()
+			c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			for i := r; ; i++ {
+				select {
+				case <-stopLoad:
+					return
+				default:
+				}
+				resp, err := c.Get("http://" + sockets[i%len(sockets)] + "/")
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				if err == nil && resp.StatusCode == 200 {
+					answered.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 0))
+	perRound := max(1, int(o.KillShare*float64(o.Devices)+0.5))
+	began := time.Now()
+	var mu sync.Mutex
+	var waits sync.WaitGroup
+	tick := time.NewTicker(o.Every)
+	for round := 1; round <= rounds; round++ {
+		for _, i := range rng.Perm(o.Devices)[:perRound] {
+			old := agents[i]
+			old.proc.Kill()
+			a, err := start(i)
+			if err != nil {
+				close(stopLoad)
+				return res, err
+			}
+			agents[i] = a
+			k := Kill{Device: a.name, At: time.Since(began)}
+			waits.Add(1)
+			go func() {
+				defer waits.Done()
+				back, _ := waitReady(ctx, a, o.Timeout)
+				k.Back = back
+				mu.Lock()
+				res.Kills = append(res.Kills, k)
+				mu.Unlock()
+			}()
+		}
+		select {
+		case <-srv.Proc.Exited():
+			res.HubAlive = false
+			close(stopLoad)
+			load.Wait()
+			return res, fmt.Errorf("the hub died during the churn (round %d); the end of its log:\n%s", round, srv.Proc.StderrTail())
+		case <-ctx.Done():
+			close(stopLoad)
+			return res, ctx.Err()
+		case <-tick.C:
+		}
+		p.Step(fmt.Sprintf("round %d/%d: %d agents killed and restarted; %d requests answered, %d not", round, rounds, perRound, answered.Load(), failed.Load()))
+	}
+	tick.Stop()
+	close(stopLoad)
+	load.Wait()
+	waits.Wait()
+	res.Answered, res.Failed = answered.Load(), failed.Load()
+	select {
+	case <-srv.Proc.Exited():
+		res.HubAlive = false
+		return res, fmt.Errorf("the hub died during the churn; the end of its log:\n%s", srv.Proc.StderrTail())
+	default:
+	}
+	if res.End, err = footprint(srv); err != nil {
+		return res, err
+	}
+	p.Done()
+	return res, nil
+}
+
+// waitReady waits for the agent's "session up" record and returns the time from now.
+// It is -1 with an error when the agent was not ready in time or exited.
+func waitReady(ctx context.Context, a *agentProc, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := a.proc.ReadLineFunc(ctx, `"session up"`, func(l string) bool {
+		var rec struct {
+			Msg string `json:"msg"`
+		}
+		return json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "session up"
+	})
+	if err != nil {
+		return -1, err
+	}
+	return time.Since(start), nil
+}
+
+// footprint reads the hub's memory and descriptors.
+func footprint(srv *lab.SSHServer) (Footprint, error) {
+	m, err := lab.TreeMemory(srv.Proc.PID())
+	if err != nil {
+		return Footprint{}, err
+	}
+	n, err := lab.OpenFiles(srv.Proc.PID())
+	if err != nil {
+		return Footprint{}, err
+	}
+	return Footprint{RSSKiB: m.RSS, PSSKiB: m.PSS, Files: n}, nil // smaps_rollup counts kB
+}
+
+// startApp is every device's application: one HTTP server on loopback.
+func startApp() (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }),
+		ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return ln, nil
+}
