@@ -127,6 +127,8 @@ type IoTsafeOpts struct {
 	MaxChannels int
 	// Direct are the lab profile's direct aliases (alias -> target).
 	Direct map[string]string
+	// Compression lets the lab's devices compress their multiplexed channel.
+	Compression bool
 	// Configure, if set, changes the hub's configuration further (rest, jwt, mqtt, ...)
 	// before it is written as hub.yaml.
 	Configure func(*hub.Config)
@@ -226,7 +228,7 @@ func enrollLab(ctx context.Context, adm Admin, keys string, pool sockets.Config,
 	if maxChannels == 0 {
 		maxChannels = 4*o.Forwards + 64
 	}
-	prof := &profile.Profile{Name: "lab", Reverse: map[string]int{}, Direct: o.Direct, MaxForwards: o.Forwards, MaxChannels: maxChannels}
+	prof := &profile.Profile{Name: "lab", Reverse: map[string]int{}, Direct: o.Direct, MaxForwards: o.Forwards, MaxChannels: maxChannels, Compression: o.Compression}
 	for i := range o.Forwards {
 		prof.Reverse[fmt.Sprintf("f%d", i)] = 0
 	}

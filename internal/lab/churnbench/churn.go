@@ -87,6 +87,12 @@ type Results struct {
 	HubAlive bool
 }
 
+// agentKinds are how the fleet's agents carry connections, a third each: streams of
+// one multiplexed channel (the default), one SSH channel per connection (as stock
+// clients do: a refusal is a failed channel open), and the multiplexed channel
+// compressed.
+var agentKinds = [][]string{nil, {"--multiplex=false"}, {"--compress"}}
+
 // agentProc is one device's agent process.
 type agentProc struct {
 	name string
@@ -101,7 +107,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	lab.RaiseFileLimit(p)
 	rounds := int(o.Duration / o.Every)
 	p.Start(2 + rounds)
-	ho := lab.IoTsafeOpts{Sessions: o.Devices, Forwards: 1}
+	ho := lab.IoTsafeOpts{Sessions: o.Devices, Forwards: 1, Compression: true}
 	lh, err := b.EnrollIoTsafe(ctx, "churn-hub", ho)
 	if err != nil {
 		return res, fmt.Errorf("enrolling %d devices: %w", o.Devices, err)
@@ -120,9 +126,10 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	start := func(i int) (*agentProc, error) {
 		name := fmt.Sprintf("dev%d", i)
 		// The agent logs JSON to standard error; the shell hands it to the lab's reader.
-		pr, err := lab.StartProc("agent-"+name, nil, "/bin/sh", "-c", `exec "$0" "$@" 2>&1`, b.Bin, "agent",
+		argv := []string{"/bin/sh", "-c", `exec "$0" "$@" 2>&1`, b.Bin, "agent",
 			"--hub", srv.Addr, "--key", filepath.Join(lh.Keys, name), "--hub-key", ssh.FingerprintSHA256(srv.HostKey),
-			"--expose", "f0="+app.Addr().String(), "--log-format", "json")
+			"--expose", "f0=" + app.Addr().String(), "--log-format", "json"}
+		pr, err := lab.StartProc("agent-"+name, nil, append(argv, agentKinds[i%len(agentKinds)]...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -216,6 +223,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 			res.HubAlive = false
 			close(stopLoad)
 			load.Wait()
+			res.Answered, res.Failed = answered.Load(), failed.Load()
 			return res, fmt.Errorf("the hub died during the churn (round %d); the end of its log:\n%s", round, srv.Proc.StderrTail())
 		case <-ctx.Done():
 			close(stopLoad)

@@ -100,7 +100,7 @@ func Write(dir string, env lab.Environment, r *Results, s Summary) error {
 // Print writes the summary for a terminal.
 func Print(w io.Writer, s Summary) {
 	o := s.Options
-	fmt.Fprintf(w, "\n%d agents on one hub; every %gs %.0f%% of them SIGKILLed and restarted, for %gs; %d requesters through the devices\n",
+	fmt.Fprintf(w, "\n%d agents (a third each multiplexed, channel per connection, compressed) on one hub; every %gs %.0f%% of them SIGKILLed and restarted, for %gs; %d requesters through the devices\n",
 		o.Devices, o.EveryS, 100*o.KillShare, o.DurationS, o.Requesters)
 	if !s.HubAlive {
 		fmt.Fprintln(w, "  THE HUB DIED during the churn")
@@ -118,7 +118,7 @@ func Print(w io.Writer, s Summary) {
 var reportTmpl = lab.NewReport(`{{template "head" .}}
 <h1>A hub under a churning fleet</h1>
 <p class="note">{{template "env" .Env}}.
-{{.S.Options.Devices}} real agent processes on one hub; every {{.S.Options.EveryS}} s, {{f "%.0f" (pct .S.Options.KillShare)}}% of them were SIGKILLed (often while the hub opened one of their connections) and started again at once, for {{.S.Options.DurationS}} s, while {{.S.Options.Requesters}} requesters went through every device's protected socket.</p>
+{{.S.Options.Devices}} real agent processes on one hub (a third each multiplexed, with an SSH channel per connection, and compressed); every {{.S.Options.EveryS}} s, {{f "%.0f" (pct .S.Options.KillShare)}}% of them were SIGKILLed (often while the hub opened one of their connections) and started again at once, for {{.S.Options.DurationS}} s, while {{.S.Options.Requesters}} requesters went through every device's protected socket.</p>
 <p>The hub {{if .S.HubAlive}}stayed up{{else}}<b>died</b>{{end}}.</p>
 <table><tr><th>kills</th><th>back p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th><th>not back</th><th>requests answered</th><th>not answered</th></tr>
 <tr><td>{{.S.Kills}}</td><td>{{f "%.0f" .S.Back.P50}}</td><td>{{f "%.0f" .S.Back.P90}}</td><td>{{f "%.0f" .S.Back.P99}}</td><td>{{f "%.0f" .S.Back.Max}}</td><td>{{.S.Back.Missing}}</td><td>{{.S.Answered}}</td><td>{{.S.Failed}}</td></tr></table>
