@@ -11,6 +11,9 @@ import (
 	"testing"
 )
 
+// broken is a nil func, as forward.open's release was on its error paths.
+var broken func()
+
 func countOf(component string) uint64 {
 	for _, c := range Counts() {
 		if c.Component == component {
@@ -30,8 +33,7 @@ func TestRecoverClosesTheConnectionLogsAndCounts(t *testing.T) {
 	go func() {
 		defer close(done)
 		defer Recover(log, "test socket", a)
-		var f func()
-		f() // the mistake of issue 56: a nil func called
+		broken() // the mistake of issue 56: a nil func called
 	}()
 	<-done
 	if _, err := b.Read(make([]byte, 1)); err == nil {
