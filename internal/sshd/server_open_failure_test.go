@@ -219,18 +219,25 @@ func TestDeviceEndFailingToOpenIsRefusedCleanly(t *testing.T) {
 			// connection closes; a reset stream closes it first (pipe's abort), then
 			// gives the slot back and logs: once logged, both are settled.
 			logs.waitN(t, tries, "device refused forwarded connection", "event", "forward_refused", "device", "dev1")
-			if n := logs.count("device refused forwarded connection", "event", "forward_refused", "device", "dev1"); n != tries {
-				t.Errorf("%d refusals logged for %d refused connections", n, tries)
-			}
-			if n := logs.count("channel limit reached; refusing local connection"); n != 0 {
-				t.Errorf("channel slots leaked: the limit was hit %d times", n)
-			}
-			if n := f.srv.budget.open.Load(); n != 0 {
-				t.Errorf("%d forwarded connections still counted in the hub's budget", n)
-			}
+			checkRefusals(t, f, logs, tries, "device refused forwarded connection", "dev1")
 			close(serve)
 			holdMaxChannels(t, sock)
 		})
+	}
+}
+
+// checkRefusals checks that each of tries refused connections of device was logged
+// once as msg, that no channel slot leaked, and that the hub's budget is back to zero.
+func checkRefusals(t *testing.T, f *fixture, logs *recordLog, tries int, msg, device string) {
+	t.Helper()
+	if n := logs.count(msg, "event", "forward_refused", "device", device); n != tries {
+		t.Errorf("%d refusals logged for %d refused connections", n, tries)
+	}
+	if n := logs.count("channel limit reached; refusing local connection"); n != 0 {
+		t.Errorf("channel slots leaked: the limit was hit %d times", n)
+	}
+	if n := f.srv.budget.open.Load(); n != 0 {
+		t.Errorf("%d forwarded connections still counted in the hub's budget", n)
 	}
 }
 
@@ -335,15 +342,7 @@ func TestGatewayFailingToOpenIsRefusedCleanly(t *testing.T) {
 					t.Fatalf("try %d: the person got %q", i, got)
 				}
 			}
-			if n := logs.count("gateway refused the connection to its device", "event", "forward_refused", "device", "cam-1"); n != tries {
-				t.Errorf("%d refusals logged for %d refused connections", n, tries)
-			}
-			if n := logs.count("channel limit reached; refusing local connection"); n != 0 {
-				t.Errorf("channel slots leaked: the limit was hit %d times", n)
-			}
-			if n := f.srv.budget.open.Load(); n != 0 {
-				t.Errorf("%d forwarded connections still counted in the hub's budget", n)
-			}
+			checkRefusals(t, f, logs, tries, "gateway refused the connection to its device", "cam-1")
 
 			// The gateway connects again (a refusing one is made to, as a test cannot
 			// change its mind), and the device is served through it with every slot.

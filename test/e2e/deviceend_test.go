@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,13 +64,7 @@ func TestDeviceWhoseServiceIsDownIsRefusedCleanly(t *testing.T) {
 			startProc(t, "ssh", append(sshArgs(h, key), "-R", "http:80:"+target.addr, device+"@127.0.0.1")...)
 		}},
 		{"dropbear", func(key string, target *deadTarget, device string) {
-			dbKey := key + ".dropbear"
-			if out, err := exec.Command(needTool(t, "dropbearconvert"), "openssh", "dropbear", key, dbKey).CombinedOutput(); err != nil {
-				t.Fatalf("dropbearconvert: %v\n%s", err, out)
-			}
-			home := t.TempDir()
-			os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
-			os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte("127.0.0.1 "+h.hostPK+"\n"), 0o600)
+			dbKey, home := dropbearClient(t, h, key)
 			startProcEnv(t, []string{"HOME=" + home}, "dbclient", "-N", "-i", dbKey, "-p", h.port, "-R", "http:80:"+target.addr, device+"@127.0.0.1")
 		}},
 		{"agent-multiplexed", func(key string, target *deadTarget, _ string) {

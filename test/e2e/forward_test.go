@@ -33,15 +33,7 @@ func TestDropbearReverseForward(t *testing.T) {
 	needTool(t, "dbclient")
 	h := startHub(t, "", "")
 	key := h.addDevice("dev1")
-	dbKey := key + ".dropbear"
-	if out, err := exec.Command(needTool(t, "dropbearconvert"), "openssh", "dropbear", key, dbKey).CombinedOutput(); err != nil {
-		t.Fatalf("dropbearconvert: %v\n%s", err, out)
-	}
-	// dbclient reads known hosts from ~/.ssh/known_hosts: give it a HOME of its own.
-	// Dropbear 2022.83 matches entries by host name only, without the [host]:port form.
-	home := t.TempDir()
-	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
-	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte("127.0.0.1 "+h.hostPK+"\n"), 0o600)
+	dbKey, home := dropbearClient(t, h, key)
 	app := deviceApp(t, "hello from dropbear")
 	startProcEnv(t, []string{"HOME=" + home}, "dbclient", "-N", "-i", dbKey, "-p", h.port, "-R", "http:80:"+hostPortOf(app), "dev1@127.0.0.1")
 	h.log.wait(t, "reverse forward open", "device", "dev1")
@@ -49,6 +41,21 @@ func TestDropbearReverseForward(t *testing.T) {
 	if c := h.device("dev1").LastAlgos.Client; !strings.Contains(c, "dropbear") {
 		t.Fatalf("client version %q", c)
 	}
+}
+
+// dropbearClient converts an OpenSSH private key for dbclient and makes a HOME whose
+// known_hosts pins the hub (dbclient reads ~/.ssh/known_hosts only; Dropbear 2022.83
+// matches entries by host name, without the [host]:port form).
+func dropbearClient(t *testing.T, h *hubProc, key string) (dbKey, home string) {
+	t.Helper()
+	dbKey = key + ".dropbear"
+	if out, err := exec.Command(needTool(t, "dropbearconvert"), "openssh", "dropbear", key, dbKey).CombinedOutput(); err != nil {
+		t.Fatalf("dropbearconvert: %v\n%s", err, out)
+	}
+	home = t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte("127.0.0.1 "+h.hostPK+"\n"), 0o600)
+	return dbKey, home
 }
 
 // echoSource is a hub-side TCP service that answers each connection with the peer address.
