@@ -1,6 +1,7 @@
 package churnbench
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,12 +10,15 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/lab"
 )
 
@@ -57,11 +61,19 @@ func (o *Options) defaults() {
 	}
 }
 
-// Footprint is the hub's memory and descriptors at one moment.
+// Footprint is the hub's memory, descriptors and goroutines at one moment, taken with
+// the whole fleet connected and after a request through every device (so that each
+// session's buffers, and each compressed session's deflate state, exist in both).
 type Footprint struct {
 	RSSKiB int64 `json:"rss_kib"`
 	PSSKiB int64 `json:"pss_kib"`
 	Files  int   `json:"open_files"`
+	// From the hub's /metrics: Go's live heap (heap in use) and goroutines, which a
+	// leak moves where the process's pages (held by Go after a peak) may not tell.
+	HeapInuseKiB int64 `json:"heap_inuse_kib"`
+	Goroutines   int64 `json:"goroutines"`
+	// Panics the hub contained (iotsafe_panics_total, all components).
+	Panics int64 `json:"panics_contained"`
 }
 
 // Kill is one agent killed and started again.
@@ -107,7 +119,10 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	lab.RaiseFileLimit(p)
 	rounds := int(o.Duration / o.Every)
 	p.Start(2 + rounds)
-	ho := lab.IoTsafeOpts{Sessions: o.Devices, Forwards: 1, Compression: true}
+	ho := lab.IoTsafeOpts{Sessions: o.Devices, Forwards: 1, Compression: true, Configure: func(c *hub.Config) {
+		off := false
+		c.Metrics.Listen, c.Metrics.PerDevice = "127.0.0.1:0", &off
+	}}
 	lh, err := b.EnrollIoTsafe(ctx, "churn-hub", ho)
 	if err != nil {
 		return res, fmt.Errorf("enrolling %d devices: %w", o.Devices, err)
@@ -153,14 +168,15 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 			return res, err
 		}
 	}
-	if res.Start, err = footprint(srv); err != nil {
-		return res, err
-	}
-	p.Step(fmt.Sprintf("%d agents connected; hub %d KiB PSS, %d descriptors", o.Devices, res.Start.PSSKiB, res.Start.Files))
 	sockets, err := srv.Sockets(ctx, o.Devices)
 	if err != nil {
 		return res, err
 	}
+	if res.Start, err = footprint(ctx, srv, sockets); err != nil {
+		return res, err
+	}
+	p.Step(fmt.Sprintf("%d agents connected; hub %d KiB PSS, %d KiB heap, %d goroutines, %d descriptors",
+		o.Devices, res.Start.PSSKiB, res.Start.HeapInuseKiB, res.Start.Goroutines, res.Start.Files))
 
 	// Requests through every device all along the churn.
 	stopLoad := make(chan struct{})
@@ -243,7 +259,7 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 		return res, fmt.Errorf("the hub died during the churn; the end of its log:\n%s", srv.Proc.StderrTail())
 	default:
 	}
-	if res.End, err = footprint(srv); err != nil {
+	if res.End, err = footprint(ctx, srv, sockets); err != nil {
 		return res, err
 	}
 	p.Done()
@@ -268,17 +284,67 @@ func waitReady(ctx context.Context, a *agentProc, timeout time.Duration) (time.D
 	return time.Since(start), nil
 }
 
-// footprint reads the hub's memory and descriptors.
-func footprint(srv *lab.SSHServer) (Footprint, error) {
+// footprint reads the hub's memory, descriptors and metrics after one request through
+// every device.
+func footprint(ctx context.Context, srv *lab.SSHServer, sockets []string) (Footprint, error) {
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for _, s := range sockets {
+		resp, err := c.Get("http://" + s + "/")
+		if err != nil {
+			return Footprint{}, fmt.Errorf("warming %s: %w", s, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	var f Footprint
 	m, err := lab.TreeMemory(srv.Proc.PID())
 	if err != nil {
-		return Footprint{}, err
+		return f, err
 	}
-	n, err := lab.OpenFiles(srv.Proc.PID())
+	f.RSSKiB, f.PSSKiB = m.RSS, m.PSS // smaps_rollup counts kB
+	if f.Files, err = lab.OpenFiles(srv.Proc.PID()); err != nil {
+		return f, err
+	}
+	series, err := scrape(ctx, c, srv.MetricsURL)
 	if err != nil {
-		return Footprint{}, err
+		return f, err
 	}
-	return Footprint{RSSKiB: m.RSS, PSSKiB: m.PSS, Files: n}, nil // smaps_rollup counts kB
+	f.HeapInuseKiB, f.Goroutines, f.Panics = int64(series["go_memstats_heap_inuse_bytes"])>>10, int64(series["go_goroutines"]), int64(series["iotsafe_panics_total"])
+	return f, nil
+}
+
+// scrape reads the hub's /metrics: each series' value by name, summed over labels.
+func scrape(ctx context.Context, c *http.Client, url string) (map[string]float64, error) {
+	if url == "" {
+		return nil, fmt.Errorf("the hub serves no /metrics")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, ok := strings.Cut(line, " ")
+		if i := strings.IndexByte(line, '{'); i >= 0 && i < len(name) {
+			name = line[:i]
+			_, rest, ok = strings.Cut(line[strings.IndexByte(line, '}'):], " ")
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); ok && err == nil {
+			out[name] += v
+		}
+	}
+	return out, sc.Err()
 }
 
 // startApp is every device's application: one HTTP server on loopback.
