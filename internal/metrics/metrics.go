@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 
@@ -75,7 +76,10 @@ func New(cfg Config) *Metrics {
 		online:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "iotsafe_device_sessions", Help: "Live sessions per device."}, []string{"device"}),
 	}
 	m.reg.MustRegister(m.sessions, m.forwards, m.channels, m.channelsT, m.bytes, m.handshakes, m.throttled, m.announced, m.proofs,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), panicsCollector{})
+		// go_gc_heap_live_bytes beside the MemStats series: the heap live after the last
+		// GC, which tells a leak from garbage not collected yet (bench churn reads it).
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), panicsCollector{})
 	if m.perDevice {
 		m.reg.MustRegister(m.violations, m.lastSeen, m.online)
 	} else {

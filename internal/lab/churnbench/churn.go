@@ -68,9 +68,11 @@ type Footprint struct {
 	RSSKiB int64 `json:"rss_kib"`
 	PSSKiB int64 `json:"pss_kib"`
 	Files  int   `json:"open_files"`
-	// From the hub's /metrics: Go's live heap (heap in use) and goroutines, which a
-	// leak moves where the process's pages (held by Go after a peak) may not tell.
+	// From the hub's /metrics: Go's heap in use (garbage included), the heap live after
+	// the last GC, and goroutines, which a leak moves where the process's pages (held
+	// by Go after a peak) may not tell.
 	HeapInuseKiB int64 `json:"heap_inuse_kib"`
+	HeapLiveKiB  int64 `json:"heap_live_kib"`
 	Goroutines   int64 `json:"goroutines"`
 	// Panics the hub contained (iotsafe_panics_total, all components).
 	Panics int64 `json:"panics_contained"`
@@ -309,7 +311,8 @@ func footprint(ctx context.Context, srv *lab.SSHServer, sockets []string) (Footp
 	if err != nil {
 		return f, err
 	}
-	f.HeapInuseKiB, f.Goroutines, f.Panics = int64(series["go_memstats_heap_inuse_bytes"])>>10, int64(series["go_goroutines"]), int64(series["iotsafe_panics_total"])
+	f.HeapInuseKiB, f.HeapLiveKiB = int64(series["go_memstats_heap_inuse_bytes"])>>10, int64(series["go_gc_heap_live_bytes"])>>10
+	f.Goroutines, f.Panics = int64(series["go_goroutines"]), int64(series["iotsafe_panics_total"])
 	return f, nil
 }
 

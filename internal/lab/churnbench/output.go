@@ -45,6 +45,7 @@ type Summary struct {
 	End              Footprint `json:"hub_end"`
 	PSSGrowth        float64   `json:"hub_pss_end_over_start"`
 	HeapGrowth       float64   `json:"hub_heap_end_over_start"`
+	LiveGrowth       float64   `json:"hub_heap_live_end_over_start"`
 	GoroutinesGrowth float64   `json:"hub_goroutines_end_over_start"`
 	FilesGrowth      float64   `json:"hub_files_end_over_start"`
 }
@@ -71,6 +72,7 @@ func Summarize(r *Results) Summary {
 	s.Back = lab.DistOf(ds)
 	s.PSSGrowth = ratio(r.End.PSSKiB, r.Start.PSSKiB)
 	s.HeapGrowth = ratio(r.End.HeapInuseKiB, r.Start.HeapInuseKiB)
+	s.LiveGrowth = ratio(r.End.HeapLiveKiB, r.Start.HeapLiveKiB)
 	s.GoroutinesGrowth = ratio(r.End.Goroutines, r.Start.Goroutines)
 	s.FilesGrowth = ratio(int64(r.End.Files), int64(r.Start.Files))
 	return s
@@ -119,8 +121,8 @@ func Print(w io.Writer, s Summary) {
 		fmt.Fprintf(w, ", %d NOT BACK", b.Missing)
 	}
 	fmt.Fprintf(w, "\n  requests: %d answered, %d not (connections to an agent being killed)\n", s.Answered, s.Failed)
-	fmt.Fprintf(w, "  hub, whole fleet connected, before -> after: PSS %d -> %d KiB (%.2fx), RSS %d -> %d KiB, Go heap in use %d -> %d KiB (%.2fx), goroutines %d -> %d (%.2fx), descriptors %d -> %d (%.2fx); panics contained: %d\n",
-		s.Start.PSSKiB, s.End.PSSKiB, s.PSSGrowth, s.Start.RSSKiB, s.End.RSSKiB, s.Start.HeapInuseKiB, s.End.HeapInuseKiB, s.HeapGrowth,
+	fmt.Fprintf(w, "  hub, whole fleet connected, before -> after: PSS %d -> %d KiB (%.2fx), RSS %d -> %d KiB, Go heap in use %d -> %d KiB (%.2fx), live after GC %d -> %d KiB (%.2fx), goroutines %d -> %d (%.2fx), descriptors %d -> %d (%.2fx); panics contained: %d\n",
+		s.Start.PSSKiB, s.End.PSSKiB, s.PSSGrowth, s.Start.RSSKiB, s.End.RSSKiB, s.Start.HeapInuseKiB, s.End.HeapInuseKiB, s.HeapGrowth, s.Start.HeapLiveKiB, s.End.HeapLiveKiB, s.LiveGrowth,
 		s.Start.Goroutines, s.End.Goroutines, s.GoroutinesGrowth, s.Start.Files, s.End.Files, s.FilesGrowth, s.End.Panics)
 }
 
@@ -131,10 +133,10 @@ var reportTmpl = lab.NewReport(`{{template "head" .}}
 <p>The hub {{if .S.HubAlive}}stayed up{{else}}<b>died</b>{{end}}.</p>
 <table><tr><th>kills</th><th>back p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th><th>not back</th><th>requests answered</th><th>not answered</th></tr>
 <tr><td>{{.S.Kills}}</td><td>{{f "%.0f" .S.Back.P50}}</td><td>{{f "%.0f" .S.Back.P90}}</td><td>{{f "%.0f" .S.Back.P99}}</td><td>{{f "%.0f" .S.Back.Max}}</td><td>{{.S.Back.Missing}}</td><td>{{.S.Answered}}</td><td>{{.S.Failed}}</td></tr></table>
-<table><tr><th>hub (whole fleet connected)</th><th>PSS KiB</th><th>RSS KiB</th><th>Go heap in use KiB</th><th>goroutines</th><th>descriptors</th><th>panics contained</th></tr>
-<tr><td>before the churn</td><td>{{.S.Start.PSSKiB}}</td><td>{{.S.Start.RSSKiB}}</td><td>{{.S.Start.HeapInuseKiB}}</td><td>{{.S.Start.Goroutines}}</td><td>{{.S.Start.Files}}</td><td>{{.S.Start.Panics}}</td></tr>
-<tr><td>after the churn</td><td>{{.S.End.PSSKiB}}</td><td>{{.S.End.RSSKiB}}</td><td>{{.S.End.HeapInuseKiB}}</td><td>{{.S.End.Goroutines}}</td><td>{{.S.End.Files}}</td><td>{{.S.End.Panics}}</td></tr>
-<tr><td>end / start</td><td>{{f "%.2fx" .S.PSSGrowth}}</td><td>–</td><td>{{f "%.2fx" .S.HeapGrowth}}</td><td>{{f "%.2fx" .S.GoroutinesGrowth}}</td><td>{{f "%.2fx" .S.FilesGrowth}}</td><td></td></tr></table>
+<table><tr><th>hub (whole fleet connected)</th><th>PSS KiB</th><th>RSS KiB</th><th>Go heap in use KiB</th><th>live after GC KiB</th><th>goroutines</th><th>descriptors</th><th>panics contained</th></tr>
+<tr><td>before the churn</td><td>{{.S.Start.PSSKiB}}</td><td>{{.S.Start.RSSKiB}}</td><td>{{.S.Start.HeapInuseKiB}}</td><td>{{.S.Start.HeapLiveKiB}}</td><td>{{.S.Start.Goroutines}}</td><td>{{.S.Start.Files}}</td><td>{{.S.Start.Panics}}</td></tr>
+<tr><td>after the churn</td><td>{{.S.End.PSSKiB}}</td><td>{{.S.End.RSSKiB}}</td><td>{{.S.End.HeapInuseKiB}}</td><td>{{.S.End.HeapLiveKiB}}</td><td>{{.S.End.Goroutines}}</td><td>{{.S.End.Files}}</td><td>{{.S.End.Panics}}</td></tr>
+<tr><td>end / start</td><td>{{f "%.2fx" .S.PSSGrowth}}</td><td>–</td><td>{{f "%.2fx" .S.HeapGrowth}}</td><td>{{f "%.2fx" .S.LiveGrowth}}</td><td>{{f "%.2fx" .S.GoroutinesGrowth}}</td><td>{{f "%.2fx" .S.FilesGrowth}}</td><td></td></tr></table>
 <p class="note">Both footprints are taken with the whole fleet connected and after one request through every device, so that every session's buffers (and every compressed session's deflate state) exist in both. Pages Go keeps after a peak show in PSS; a leak shows in the heap in use, goroutines or descriptors. Back: from the killed agent's new process starting to its session being ready with its reverse forward registered (the hub may first take over the dead session). Raw data: kills.csv (per kill), summary.json (schema in docs/bench.md), environment.json.</p>
 </body></html>
 `, template.FuncMap{"pct": func(v float64) float64 { return 100 * v }})
