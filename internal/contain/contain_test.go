@@ -8,8 +8,27 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader in two goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // broken is a nil func, as forward.open's release was on its error paths.
 var broken func()
@@ -60,7 +79,7 @@ func TestRecoverClosesTheConnectionLogsAndCounts(t *testing.T) {
 // A panicking HTTP handler is counted and its connection aborted; the server goes on,
 // and a handler's own http.ErrAbortHandler is not counted as a fault.
 func TestHTTPContainsAPanic(t *testing.T) {
-	var buf bytes.Buffer
+	var buf lockedBuffer // written by the server's goroutines, read here
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	srv := httptest.NewServer(HTTP(log, "test http", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

@@ -185,6 +185,10 @@ type appendReq struct {
 	items []Notification
 	// fn, if set, runs in the writer's transaction instead (maintenance).
 	fn func(*sqldb.Tx) error
+	// claim decides between the writer running fn (queued -> running) and its caller
+	// giving up (queued -> abandoned): a caller that returned never has fn run later,
+	// writing the results it captured while the caller reads them.
+	claim atomic.Int32
 	// relay, if set, marks relayed items (AppendRelayed).
 	relay *relayTag
 	done  chan error
@@ -562,6 +566,9 @@ func (s *Store) commit(batch []*appendReq) {
 	lastTS := s.lastTS
 	err := s.inTx(func(tx *sqldb.Tx) error {
 		if batch[0].fn != nil {
+			if !batch[0].claim.CompareAndSwap(reqQueued, reqRunning) {
+				return nil // its caller gave up waiting: nothing to do
+			}
 			return batch[0].fn(tx)
 		}
 		if s.shared {
@@ -762,9 +769,19 @@ func (s *Store) maintain(ctx context.Context, fn func(*sqldb.Tx) error) error {
 	case err := <-req.done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		if req.claim.CompareAndSwap(reqQueued, reqAbandoned) {
+			return ctx.Err()
+		}
+		return <-req.done // already running: its results are the caller's once it ends
 	}
 }
+
+// The states of a maintenance request's claim.
+const (
+	reqQueued int32 = iota
+	reqRunning
+	reqAbandoned
+)
 
 const columns = `id, device, name, parameters, ts, device_ts`
 
