@@ -215,13 +215,28 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 	var mu sync.Mutex
 	var waits sync.WaitGroup
 	tick := time.NewTicker(o.Every)
+	defer tick.Stop()
+	// stop ends the load and the waits for restarted agents (killing the agents ends a
+	// wait at once), so that nothing writes the results after Measure returns.
+	stop := func(killAgents bool) {
+		close(stopLoad)
+		load.Wait()
+		if killAgents {
+			for _, a := range agents {
+				a.proc.Kill()
+			}
+		}
+		waits.Wait()
+		res.Answered, res.Failed = answered.Load(), failed.Load()
+	}
 	for round := 1; round <= rounds; round++ {
 		for _, i := range rng.Perm(o.Devices)[:perRound] {
 			old := agents[i]
 			old.proc.Kill()
 			a, err := start(i)
 			if err != nil {
-				close(stopLoad)
+				agents[i] = old // killed already; Kill again is harmless
+				stop(true)
 				return res, err
 			}
 			agents[i] = a
@@ -239,22 +254,16 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (*Results, error) {
 		select {
 		case <-srv.Proc.Exited():
 			res.HubAlive = false
-			close(stopLoad)
-			load.Wait()
-			res.Answered, res.Failed = answered.Load(), failed.Load()
+			stop(true)
 			return res, fmt.Errorf("the hub died during the churn (round %d); the end of its log:\n%s", round, srv.Proc.StderrTail())
 		case <-ctx.Done():
-			close(stopLoad)
+			stop(true)
 			return res, ctx.Err()
 		case <-tick.C:
 		}
 		p.Step(fmt.Sprintf("round %d/%d: %d agents killed and restarted; %d requests answered, %d not", round, rounds, perRound, answered.Load(), failed.Load()))
 	}
-	tick.Stop()
-	close(stopLoad)
-	load.Wait()
-	waits.Wait()
-	res.Answered, res.Failed = answered.Load(), failed.Load()
+	stop(false)
 	select {
 	case <-srv.Proc.Exited():
 		res.HubAlive = false
