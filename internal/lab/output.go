@@ -183,7 +183,7 @@ func Finish(w io.Writer, out string, measureErr error, write func() error, print
 
 // Default sets an option left at zero: full for a real run, quick for a --quick one
 // (which checks the harness with small numbers).
-func Default(v *int, quick bool, full, quickValue int) {
+func Default[T int | time.Duration](v *T, quick bool, full, quickValue T) {
 	if *v == 0 {
 		*v = full
 		if quick {

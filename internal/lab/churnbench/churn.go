@@ -44,21 +44,9 @@ func (o *Options) defaults() {
 	if o.KillShare == 0 {
 		o.KillShare = 0.1
 	}
-	if o.Every == 0 {
-		o.Every = 3 * time.Second
-		if o.Quick {
-			o.Every = time.Second
-		}
-	}
-	if o.Duration == 0 {
-		o.Duration = 2 * time.Minute
-		if o.Quick {
-			o.Duration = 5 * time.Second
-		}
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 2 * time.Minute
-	}
+	lab.Default(&o.Every, o.Quick, 3*time.Second, time.Second)
+	lab.Default(&o.Duration, o.Quick, 2*time.Minute, 5*time.Second)
+	lab.Default(&o.Timeout, o.Quick, 2*time.Minute, 2*time.Minute)
 }
 
 // Footprint is the hub's memory, descriptors and goroutines at one moment, taken with

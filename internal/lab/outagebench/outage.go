@@ -30,24 +30,10 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.Devices == 0 {
-		o.Devices = 300
-		if o.Quick {
-			o.Devices = 5
-		}
-	}
-	if o.Down == 0 {
-		o.Down = 30 * time.Second
-		if o.Quick {
-			o.Down = time.Second
-		}
-	}
-	if o.Reps == 0 {
-		o.Reps = 1
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 3 * time.Minute
-	}
+	lab.Default(&o.Devices, o.Quick, 300, 5)
+	lab.Default(&o.Down, o.Quick, 30*time.Second, time.Second)
+	lab.Default(&o.Reps, o.Quick, 1, 1)
+	lab.Default(&o.Timeout, o.Quick, 3*time.Minute, 3*time.Minute)
 }
 
 // Rep is one outage.
