@@ -201,7 +201,7 @@ func (e *Enforcer) applyKernel(ctx context.Context, p *Policy) error {
 	if err != nil {
 		return err
 	}
-	r := firewall.Rules{Pool: e.store.Pool().Prefix(), SuperUIDs: []uint32{0}}
+	r := firewall.Rules{Pool: e.store.Pool().Prefix(), SuperUIDs: []uint32{0}, Senders: []uint32{e.selfUID}}
 	if e.selfUID != 0 {
 		r.SuperUIDs = append(r.SuperUIDs, e.selfUID)
 	}

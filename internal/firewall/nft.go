@@ -26,6 +26,10 @@ type Rules struct {
 	// admin group).
 	SuperUIDs []uint32
 	SuperGIDs []uint32
+	// Senders are the uids that may open connections from a pool address (the hub's):
+	// a device's pool address names it to the hub's own listeners, so no other local
+	// user may send from one. Empty: nobody.
+	Senders []uint32
 }
 
 // Entry permits one id to reach one protected socket.
@@ -117,6 +121,9 @@ func (k *Kernel) Apply(r Rules) error {
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
 		&expr.Verdict{Kind: expr.VerdictAccept},
 	}})
+	if err := k.refuseOtherSenders(c, t, out, f, r.Senders); err != nil {
+		return err
+	}
 	for _, uid := range r.SuperUIDs {
 		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: concat(f.inPool(f.daddr), metaEq(expr.MetaKeySKUID, uid), accept_())})
 	}
@@ -158,6 +165,29 @@ func (k *Kernel) Apply(r Rules) error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("firewall: apply table %s: %w", k.table, err)
 	}
+	return nil
+}
+
+// refuseOtherSenders adds the rule that only senders open connections from a pool
+// address: a local user who binds a device's pool address cannot pose as the device.
+// Packets of no local socket (the kernel's own resets) and replies (accepted above) pass.
+func (k *Kernel) refuseOtherSenders(c *nftables.Conn, t *nftables.Table, out *nftables.Chain, f family, senders []uint32) error {
+	set := &nftables.Set{Table: t, Name: "pool_senders", KeyType: nftables.TypeUID}
+	elems := make([]nftables.SetElement, 0, len(senders))
+	for _, uid := range senders {
+		elems = append(elems, nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uid)})
+	}
+	if err := c.AddSet(set, elems); err != nil {
+		return fmt.Errorf("firewall: set %s: %w", set.Name, err)
+	}
+	notSender := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeySKUID, Register: 1},
+		&expr.Lookup{SourceRegister: 1, SetName: set.Name, SetID: set.ID, Invert: true},
+		&expr.Counter{},
+	}
+	c.AddRule(&nftables.Rule{Table: t, Chain: out, UserData: dropTag, Exprs: concat(f.inPool(f.saddr), tcp(), notSender,
+		[]expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST, Code: unix.NFT_REJECT_TCP_RST}})})
+	c.AddRule(&nftables.Rule{Table: t, Chain: out, UserData: dropTag, Exprs: concat(f.inPool(f.saddr), notSender, drop())})
 	return nil
 }
 

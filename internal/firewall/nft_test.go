@@ -168,6 +168,64 @@ func TestKernelLayer(t *testing.T) {
 	}
 }
 
+// dialFromAs connects from inside the namespace as uid, bound to source first (any user
+// may bind any 127/8 address).
+func dialFromAs(ns string, uid int, source netip.Addr, addr netip.AddrPort) error {
+	script := fmt.Sprintf(`import socket
+s = socket.socket()
+s.settimeout(10)
+s.bind((%q, 0))
+s.connect((%q, %d))
+assert s.recv(6) == b"hello\n"`, source, addr.Addr(), addr.Port())
+	cmd := exec.Command("ip", "netns", "exec", ns, "setpriv", fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", uid), "--clear-groups", "/usr/bin/python3", "-c", script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Only the hub's uid opens connections from a pool address: another local user bound to
+// a device's address is refused at once (it would otherwise pose as the device to the
+// hub's plain listeners), while the user's other connections and the hub's pass.
+func TestKernelLayerPoolSenders(t *testing.T) {
+	ns, fd := testNetns(t)
+	plain := netip.MustParseAddrPort("127.0.0.1:10001")
+	listenIn(t, fd, plain.String())
+	k, err := NewKernelIn("iotsafe-test-senders", fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Remove() })
+	const hubUID = 1005
+	if err := k.Apply(Rules{Pool: netip.MustParsePrefix("127.77.0.0/16"), SuperUIDs: []uint32{0}, Senders: []uint32{hubUID}}); err != nil {
+		t.Fatal(err)
+	}
+	dev := netip.MustParseAddr("127.77.0.9")
+	for _, tc := range []struct {
+		name   string
+		uid    int
+		source netip.Addr
+		ok     bool
+	}{
+		{"another user from a pool address", 1003, dev, false},
+		{"root from a pool address", 0, dev, false},
+		{"the hub's uid from a pool address", hubUID, dev, true},
+		{"another user from its own address", 1003, netip.MustParseAddr("127.0.0.1"), true},
+	} {
+		err := dialFromAs(ns, tc.uid, tc.source, plain)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err=%v, want ok=%v", tc.name, err, tc.ok)
+		}
+		if err != nil && !tc.ok && !strings.Contains(err.Error(), "refused") {
+			t.Errorf("%s: must fail at once with 'connection refused', got %v", tc.name, err)
+		}
+	}
+	if n, err := k.Refused(); err != nil || n == 0 {
+		t.Fatalf("refusals not counted: %d %v", n, err)
+	}
+}
+
 func TestMask(t *testing.T) {
 	if got := mask(20, 4); fmt.Sprint(got) != "[255 255 240 0]" {
 		t.Fatal(got)

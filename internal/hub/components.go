@@ -74,11 +74,15 @@ func (h *Hub) components() []component {
 		}},
 		{name: "rest", start: h.startREST, close: func() {
 			if h.plainREST != nil {
+				h.services.Remove(h.plainREST.Session())
 				h.plainREST.Close()
 			}
 		}},
 		{name: "mqtt", start: h.startMQTT, close: func() {
 			if b := h.mqtt.Load(); b != nil {
+				if b.Session() != nil {
+					h.services.Remove(b.Session())
+				}
 				b.Close()
 			}
 		}},
@@ -175,6 +179,7 @@ func (h *Hub) startSSH(ctx context.Context) (err error) {
 	sc := cfg.SSH
 	sc.Logger = h.log.With("component", "sshd")
 	sc.Revoker = h.control // a profile's on_violation: revoke takes the one change path
+	sc.Services = &h.services
 	sc.SocketAllocated = func() {
 		if err := h.reloadAccess(); err != nil {
 			h.log.Error("access reload after a new socket failed", "err", err)

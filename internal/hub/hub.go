@@ -21,6 +21,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/deviceconn"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
@@ -42,15 +43,18 @@ import (
 // Hub is one running host server: a list of components (components.go) started in
 // order on one registry and closed in reverse.
 type Hub struct {
-	cfg        Config
-	dir        string
-	log        *slog.Logger
-	level      *slog.LevelVar
-	parts      []component
-	started    int // parts whose start ran (the last one may have failed)
-	reg        *registry.Registry
-	guard      *regguard.Guard // reg as live subsystems use it: holds revocations, violations and audit events when reg cannot write
-	ssh        *sshd.Server
+	cfg     Config
+	dir     string
+	log     *slog.Logger
+	level   *slog.LevelVar
+	parts   []component
+	started int // parts whose start ran (the last one may have failed)
+	reg     *registry.Registry
+	guard   *regguard.Guard // reg as live subsystems use it: holds revocations, violations and audit events when reg cannot write
+	ssh     *sshd.Server
+	// services are the hub's own device listeners that sshd hands devices' direct
+	// forwards to in process, with the session's identity (REST and SOAP, MQTT).
+	services   deviceconn.Services
 	admin      *admin.Server
 	metrics    *metrics.Metrics
 	hostKeys   []ssh.Signer

@@ -58,6 +58,9 @@ func (h *Hub) startMQTT(context.Context) error {
 		}
 	}
 	h.mqtt.Store(b)
+	if b.Session() != nil {
+		h.services.Add(b.Session())
+	}
 	for _, id := range []string{mqttbroker.PlainListener, mqttbroker.TLSListener} {
 		if a := b.Addr(id); a != nil {
 			log.Info("MQTT broker", "listener", id, "listen", a.String())

@@ -113,6 +113,7 @@ func (h *Hub) startREST(context.Context) (err error) {
 	if h.plainREST, err = h.api.ListenPlain(log); err != nil {
 		return err
 	}
+	h.services.Add(h.plainREST.Session())
 	log.Info("REST API for devices on their SSH session", "listen", h.plainREST.Addr().String(), "path", restapi.Prefix)
 	if h.soap != nil {
 		h.log.Info("SOAP endpoint for devices on their SSH session", "component", "soap", "listen", h.plainREST.Addr().String(), "path", soap.Path, "algorithms", h.soap.Algorithms())
@@ -139,7 +140,7 @@ func (h *Hub) buildSOAP() error {
 	// One count per device, whichever path it broke; sshd starts after this, before any
 	// request is served.
 	ep.Violation = func(device, detail, remote string) { h.ssh.Violation(device, detail, remote) }
-	ep.OnPlain = restapi.OnPlain
+	ep.Proven = h.api.ProvenDevice
 	ep.Stored = h.toMQTT
 	h.soap = ep
 	h.api.MountPlain(soap.Path, ep) // served when rest.listen is set

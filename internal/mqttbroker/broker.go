@@ -18,12 +18,11 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/storage/bolt"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"go.etcd.io/bbolt"
 
-	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/devicecert"
+	"github.com/iotsafe/iotsafe/internal/deviceconn"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/mqttbridge"
 	"github.com/iotsafe/iotsafe/internal/mqtttopic"
@@ -53,6 +52,9 @@ const (
 const (
 	PlainListener = "plain"
 	TLSListener   = "tls"
+	// SessionListener takes the plain listener's connections that devices' SSH
+	// sessions hand over in process (deviceconn): each carries its device's identity.
+	SessionListener = "session"
 )
 
 // Broker is the running broker.
@@ -68,6 +70,8 @@ type Broker struct {
 	clients sync.Map // *mqtt.Client -> identity
 	counts  counts
 	addrs   map[string]net.Addr
+	session *deviceconn.Listener // beside the plain listener; nil without one
+	guard   *loginGuard
 	bridge  *mqttbridge.Bridge // nil without mqtt.bridge
 	// sessions is the session store (nil without mqtt.persist): dropping a removed
 	// device's session deletes its records there too.
@@ -160,6 +164,7 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 		}
 		want = append(want, lc{TLSListener, b.cfg.TLSListen, tlsConfig})
 	}
+	b.guard = newLoginGuard(b.cfg, b.log)
 	for _, l := range want {
 		// Bind here so a taken port fails the hub's start with its name, and port 0
 		// yields the address the hub prints.
@@ -168,12 +173,15 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 			return fmt.Errorf("mqtt: %s listener %s: %w", l.id, l.addr, err)
 		}
 		b.addrs[l.id] = ln.Addr()
-		if l.tls != nil {
-			ln = tls.NewListener(ln, l.tls)
-		}
-		if err := b.srv.AddListener(containedListener{Listener: listeners.NewNet(l.id, ln), log: b.log}); err != nil {
+		if err := b.srv.AddListener(&guardedListener{id: l.id, ln: ln, tls: l.tls, guard: b.guard, log: b.log}); err != nil {
 			ln.Close()
 			return err
+		}
+		if l.id == PlainListener {
+			b.session = deviceconn.NewListener(ln.Addr())
+			if err := b.srv.AddListener(&guardedListener{id: SessionListener, ln: b.session, guard: b.guard, log: b.log}); err != nil {
+				return err
+			}
 		}
 	}
 	if b.cfg.Bridge != nil {
@@ -204,6 +212,10 @@ func (l local) Publish(topic string, payload []byte, retain bool, qos byte) erro
 
 // Bridge is the running bridge, or nil.
 func (b *Broker) Bridge() *mqttbridge.Bridge { return b.bridge }
+
+// Session is the listener devices' SSH sessions hand their direct forwards to the plain
+// listener over (the hub adds it to sshd's Services); nil without a plain listener.
+func (b *Broker) Session() *deviceconn.Listener { return b.session }
 
 // Addr is where a listener (PlainListener, TLSListener) listens; nil if it is off.
 func (b *Broker) Addr(id string) net.Addr { return b.addrs[id] }
@@ -334,14 +346,10 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 	var st registry.DeviceState
 	var certSerial string
 	switch cl.Net.Listener {
-	case PlainListener:
-		ap, err := netip.ParseAddrPort(cl.Net.Remote)
-		if err != nil {
-			return identity{}, "no source address", false
-		}
-		var ok bool
-		if st, ok = snap.ByAddress(ap.Addr()); !ok {
-			return identity{}, "the plain listener serves devices over their SSH session only (the source is no device's pool address)", false
+	case PlainListener, SessionListener:
+		var why string
+		if st, why = provenDevice(snap, cl); why != "" {
+			return identity{}, why, false
 		}
 		if user != "" && user != st.Name {
 			return identity{}, fmt.Sprintf("user name %q is not this device's (%s)", user, st.Name), false
@@ -392,6 +400,29 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 		return identity{device: st.Name}, fmt.Sprintf("will topic %q is outside devices/%s/", pk.Connect.WillTopic, st.Name), true
 	}
 	return identity{device: st.Name, gen: st.Gen(), certSerial: certSerial, refused: new(atomic.Int32)}, "", false
+}
+
+// provenDevice is the device a plain connection proves: the SSH session that handed it
+// over, or, for a TCP connection the hub itself opened, the pool address it comes from.
+// Another local user bound to a pool address proves nothing.
+func provenDevice(snap *devicedir.Snapshot, cl *mqtt.Client) (registry.DeviceState, string) {
+	if id, ok := deviceconn.Of(cl.Net.Conn); ok {
+		st, known := snap.Device(id.Device)
+		if !known || st.Gen() != id.Gen {
+			return st, fmt.Sprintf("device %s was removed or enrolled again since its session began", id.Device)
+		}
+		return st, ""
+	}
+	const sessionOnly = "the plain listener serves devices over their SSH session only"
+	ap, err := netip.ParseAddrPort(cl.Net.Remote)
+	if err != nil || !deviceconn.FromHub(cl.Net.Conn) {
+		return registry.DeviceState{}, sessionOnly + " (this connection is not one the hub opened)"
+	}
+	st, ok := snap.ByAddress(ap.Addr())
+	if !ok {
+		return st, sessionOnly + " (the source is no device's pool address)"
+	}
+	return st, ""
 }
 
 // certIdentity reads the device of a verified client certificate, if the client gave
@@ -556,18 +587,3 @@ func (e errorsOnly) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (e errorsOnly) WithAttrs(a []slog.Attr) slog.Handler { return errorsOnly{e.Handler.WithAttrs(a)} }
 func (e errorsOnly) WithGroup(n string) slog.Handler      { return errorsOnly{e.Handler.WithGroup(n)} }
-
-// containedListener serves each client connection as mochi's listener does, with a
-// panic in that connection's goroutine (mochi's or a hook of ours) contained: logged,
-// counted, and that connection closed, the broker going on.
-type containedListener struct {
-	listeners.Listener
-	log *slog.Logger
-}
-
-func (l containedListener) Serve(establish listeners.EstablishFn) {
-	l.Listener.Serve(func(id string, c net.Conn) error {
-		defer contain.Recover(l.log, "mqtt "+id+" listener", c)
-		return establish(id, c)
-	})
-}

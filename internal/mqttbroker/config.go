@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/iotsafe/iotsafe/internal/bytesize"
 	"github.com/iotsafe/iotsafe/internal/mqttbridge"
@@ -44,6 +45,14 @@ type Config struct {
 	// allocated whole per connection: mochi's default of 8,192 was 64 KiB of each
 	// device's memory (bench mqtt connections).
 	MaxPending int `yaml:"max_pending"`
+	// ConnectTimeout bounds a new connection's TLS handshake and its CONNECT; 0 means 10s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// MaxUnauthenticatedPerAddress bounds the connections one source address holds that
+	// have not logged in yet; 0 means 64.
+	MaxUnauthenticatedPerAddress int `yaml:"max_unauthenticated_per_address"`
+	// MaxUnauthenticated bounds the connections not logged in yet, over all listeners;
+	// 0 means 1024.
+	MaxUnauthenticated int `yaml:"max_unauthenticated"`
 	// Bridge connects the broker to a central broker (docs/mqtt.md, "Bridge").
 	Bridge *mqttbridge.Config `yaml:"bridge"`
 }
@@ -71,6 +80,15 @@ func (c *Config) ApplyDefaults() {
 	if c.MaxPending == 0 {
 		c.MaxPending = 1024
 	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = 10 * time.Second
+	}
+	if c.MaxUnauthenticatedPerAddress == 0 {
+		c.MaxUnauthenticatedPerAddress = 64
+	}
+	if c.MaxUnauthenticated == 0 {
+		c.MaxUnauthenticated = 1024
+	}
 	if c.Bridge != nil {
 		host, _ := os.Hostname()
 		c.Bridge.ApplyDefaults(host)
@@ -93,7 +111,7 @@ func (c Config) Validate(frontdoor bool) ([]string, error) {
 			return nil, fmt.Errorf("mqtt.listen: %q: %v", c.Listen, err)
 		}
 		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-			return nil, fmt.Errorf("mqtt.listen: %q must be a loopback address: devices reach it over their SSH session, and it trusts their source address (use mqtt.tls_listen for other networks)", c.Listen)
+			return nil, fmt.Errorf("mqtt.listen: %q must be a loopback address: devices reach it over their SSH session, and only a device's SSH session is trusted there (use mqtt.tls_listen for other networks)", c.Listen)
 		}
 	}
 	var weak []string
@@ -129,6 +147,9 @@ func (c Config) Validate(frontdoor bool) ([]string, error) {
 	}
 	if c.MaxClients < 0 || c.MaxRefusals < 0 || c.MaxPacket < 0 || c.MaxPacket > 256<<20 {
 		return nil, fmt.Errorf("mqtt: max_clients and max_refusals must not be negative and max_packet must be 0 to 256 MiB")
+	}
+	if c.ConnectTimeout < 0 || c.MaxUnauthenticatedPerAddress < 0 || c.MaxUnauthenticated < 0 {
+		return nil, fmt.Errorf("mqtt: connect_timeout, max_unauthenticated_per_address and max_unauthenticated must not be negative")
 	}
 	if c.MaxPending < 0 || c.MaxPending > 1<<20 {
 		return nil, fmt.Errorf("mqtt: max_pending must be 0 (1024) to 1048576")

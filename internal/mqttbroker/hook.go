@@ -47,6 +47,7 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 		return false
 	}
 	id.since = time.Now()
+	h.b.guard.settled(cl.Net.Conn) // logged in: no longer counts against the login caps
 	h.b.clients.Store(cl, id)
 	h.b.log.Debug("mqtt client connected", "device", id.device, "account", id.account, "client", cl.ID, "listener", cl.Net.Listener, "remote", cl.Net.Remote)
 	return true

@@ -12,14 +12,16 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/iotsafe/iotsafe/internal/contain"
+	"github.com/iotsafe/iotsafe/internal/deviceconn"
 )
 
 // Plain is the API's plain HTTP listener for devices on their SSH session: it must be
 // on loopback, where only the hub's forwards (from each device's pool address) and local
 // processes connect.
 type Plain struct {
-	srv *http.Server
-	ln  net.Listener
+	srv     *http.Server
+	ln      net.Listener
+	session *deviceconn.Listener // devices' direct forwards, handed over by sshd
 }
 
 // maxPlainConns bounds the plain listener's connections (one keep-alive connection per
@@ -35,8 +37,9 @@ func (a *API) ListenPlain(log *slog.Logger) (*Plain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rest: %w", err)
 	}
-	p := &Plain{ln: netutil.LimitListener(ln, maxPlainConns)}
+	p := &Plain{ln: netutil.LimitListener(ln, maxPlainConns), session: deviceconn.NewListener(ln.Addr())}
 	p.srv = &http.Server{
+		ConnContext: connContext,
 		Handler: contain.HTTP(log, "rest plain listener", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r = r.WithContext(context.WithValue(r.Context(), plainKey{}, true))
 			if h, ok := a.plainExtra[r.URL.Path]; ok {
@@ -62,19 +65,42 @@ func (a *API) MountPlain(path string, h http.Handler) {
 	a.plainExtra[path] = h
 }
 
-// OnPlain reports whether r came in on the plain listener, where a source address is a
-// device's pool address.
-func OnPlain(r *http.Request) bool { return r.Context().Value(plainKey{}) != nil }
-
 // Addr is the bound address.
 func (p *Plain) Addr() net.Addr { return p.ln.Addr() }
 
-// Serve answers until Close.
+// Session is the listener devices' direct forwards are handed to in process (the hub
+// adds it to sshd's Services).
+func (p *Plain) Session() *deviceconn.Listener { return p.session }
+
+// Serve answers until Close, on the TCP listener and the in-process one.
 func (p *Plain) Serve() error {
+	go p.srv.Serve(p.session) // ends with the server
 	if err := p.srv.Serve(p.ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// proofKey holds, in a plain listener's connection context, what the connection proves
+// about its device.
+type proofKey struct{}
+
+// proof is what a plain connection proves: the session that handed it over, or that
+// the kernel says the hub itself opened it (a forward the hub dialled over TCP, whose
+// source address is then the device's).
+type proof struct {
+	session deviceconn.Identity
+	fromHub bool
+}
+
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if id, ok := deviceconn.Of(c); ok {
+		return context.WithValue(ctx, proofKey{}, proof{session: id})
+	}
+	if deviceconn.FromHub(c) {
+		return context.WithValue(ctx, proofKey{}, proof{fromHub: true})
+	}
+	return ctx
 }
 
 // Close stops accepting and gives requests in flight a few seconds (long polls end).
@@ -85,4 +111,5 @@ func (p *Plain) Close() {
 		p.srv.Close()
 	}
 	p.ln.Close() // bound but never served (a start that failed later)
+	p.session.Close()
 }

@@ -101,9 +101,10 @@ type Endpoint struct {
 	gate     *throttle.LogGate
 	// Violation counts a breach against a device's profile (the hub's one counter).
 	Violation func(device, detail, remote string)
-	// OnPlain reports whether a request came in on the plain listener, where the source
-	// address is a device's pool address.
-	OnPlain func(*http.Request) bool
+	// Proven, if set, names the device a request's connection proves (its SSH session
+	// on the hub's plain listener), or "": a message there must be sealed with that
+	// device's key.
+	Proven func(*http.Request) string
 	// Stored, if set, is told of each notification stored (the hub hands it to MQTT
 	// subscribers).
 	Stored func(telemetry.Notification)
@@ -127,7 +128,7 @@ func (e *Endpoint) Algorithms() []string { return e.policy.Names() }
 type request struct {
 	r      *http.Request
 	remote netip.Addr
-	// via is the device the plain listener knows by source address ("" elsewhere).
+	// via is the device the connection proves (on the plain listener; "" elsewhere).
 	via string
 	// keyDevice is the device the message's key belongs to, once looked up.
 	keyDevice string
@@ -143,10 +144,8 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if old := e.ringSnap.Swap(snap); old != snap {
 		e.ring.Reset()
 	}
-	if e.OnPlain != nil && e.OnPlain(r) {
-		if st, ok := snap.ByAddress(q.remote); ok {
-			q.via = st.Name
-		}
+	if e.Proven != nil {
+		q.via = e.Proven(r)
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
@@ -180,7 +179,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if q.via != "" && q.via != q.keyDevice {
-		e.refuse(w, q, fmt.Errorf("%w: the message is sealed with %s's key but comes from %s's pool address", wssec.ErrUnknownKey, q.keyDevice, q.via))
+		e.refuse(w, q, fmt.Errorf("%w: the message is sealed with %s's key but comes over %s's SSH session", wssec.ErrUnknownKey, q.keyDevice, q.via))
 		return
 	}
 	if o.Action != ActionNotify {

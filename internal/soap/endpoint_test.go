@@ -74,7 +74,16 @@ func newFixture(t *testing.T, cfg Config, plain bool) *fixture {
 	if f.ep, err = New(cfg, f.dir, f.store, reg, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	f.ep.OnPlain = func(*http.Request) bool { return plain }
+	// The plain listener's proof of a device (restapi.ProvenDevice) for connections the
+	// hub dialled from a device's pool address, as these clients do.
+	f.ep.Proven = func(r *http.Request) string {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if !plain || err != nil {
+			return ""
+		}
+		st, _ := f.dir.Load().ByAddress(ap.Addr())
+		return st.Name
+	}
 	f.ep.Violation = func(device, detail, remote string) {
 		f.mu.Lock()
 		f.violations = append(f.violations, device+": "+detail)

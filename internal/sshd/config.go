@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/deviceconn"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -69,6 +70,10 @@ type Config struct {
 	// Telemetry, if set, stores the notifications gateways relay (server_telemetry.go);
 	// nil refuses them.
 	Telemetry TelemetrySink `yaml:"-"`
+	// Services, if set, are the hub's own device listeners (REST, SOAP, MQTT): a direct
+	// forward whose target is one of them is handed over in process with the session's
+	// identity, never dialled from the device's pool address.
+	Services *deviceconn.Services `yaml:"-"`
 	// DevicesAdded, if set, is called after a gateway's announcement or relayed batch
 	// recorded devices new to the registry, before the gateway is answered: the hub's
 	// telemetry paths learn of them (their REST tokens, MQTT logins).

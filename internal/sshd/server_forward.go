@@ -13,6 +13,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/contain"
+	"github.com/iotsafe/iotsafe/internal/deviceconn"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -436,9 +437,18 @@ func (ss *session) dialDirect(nc ssh.NewChannel, alias, target string) {
 // dialTarget connects a direct forward to its target. On failure it releases the
 // channel slot and returns the text for the device.
 func (ss *session) dialTarget(alias, target string) (net.Conn, error) {
-	// Bind the source to the device's own pool address so the target can tell devices
-	// apart and no device can pose as another.
-	c, err := sockets.Dialer(ss.device.Address, ss.srv.cfg.DialTimeout).Dial("tcp", target)
+	var c net.Conn
+	var err error
+	if l := ss.srv.cfg.Services.Lookup(target); l != nil {
+		// One of the hub's own device listeners: handed over with the session's identity.
+		ctx, cancel := context.WithTimeout(context.Background(), ss.srv.cfg.DialTimeout)
+		c, err = l.Dial(ctx, deviceconn.Identity{Device: ss.device.Name, Gen: ss.device.CreatedAt.UnixMicro(), Address: ss.device.Address})
+		cancel()
+	} else {
+		// Bind the source to the device's own pool address so the target can tell devices
+		// apart and no device can pose as another.
+		c, err = sockets.Dialer(ss.device.Address, ss.srv.cfg.DialTimeout).Dial("tcp", target)
+	}
 	if err != nil {
 		ss.log.Warn("direct forward target unreachable", "alias", alias, "target", target, "err", err)
 		ss.releaseChannel()

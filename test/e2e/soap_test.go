@@ -91,7 +91,7 @@ func TestSOAPEndToEnd(t *testing.T) {
 	key2 := filepath.Join(t.TempDir(), "dev2.soapkey")
 	os.WriteFile(key2, []byte(h.mustCLIStdout("device", "soap-key", "dev2")), 0o600)
 	out, err = h.cli("soap", "send", "--key-file", key2, "--url", "http://"+fwd+"/soap", "--name", "x", "--text", "y")
-	if err == nil || !strings.Contains(out, "wsse:SecurityTokenUnavailable") || !strings.Contains(out, "pool address") {
+	if err == nil || !strings.Contains(out, "wsse:SecurityTokenUnavailable") || !strings.Contains(out, "over dev1's SSH session") {
 		t.Fatalf("another device's key over dev1's forward: %v %s", err, out)
 	}
 	if v := h.device("dev1").Violations; v != 1 {

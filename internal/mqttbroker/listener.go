@@ -1,0 +1,116 @@
+package mqttbroker
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/listeners"
+
+	"github.com/iotsafe/iotsafe/internal/acceptor"
+	"github.com/iotsafe/iotsafe/internal/throttle"
+)
+
+// guardedListener is a broker listener that survives what mochi's own does not: accept
+// errors are retried with backoff (the hub's one accept loop, package acceptor), a
+// connection must finish its TLS handshake and send CONNECT within the connect timeout,
+// and the connections not yet logged in are capped per source address and in all, so a
+// burst of idle connections can neither exhaust descriptors nor keep a listener dead.
+type guardedListener struct {
+	id    string
+	ln    net.Listener
+	tls   *tls.Config // nil: plain
+	guard *loginGuard
+	log   *slog.Logger
+	once  sync.Once
+}
+
+func (l *guardedListener) ID() string              { return l.id }
+func (l *guardedListener) Address() string         { return l.ln.Addr().String() }
+func (l *guardedListener) Protocol() string        { return "tcp" }
+func (l *guardedListener) Init(*slog.Logger) error { return nil }
+func (l *guardedListener) Close(close listeners.CloseFn) {
+	l.once.Do(func() {
+		l.ln.Close()
+		close(l.id)
+	})
+}
+
+// Serve accepts until Close; each connection's goroutine runs establish (the client's
+// whole life) with a panic in it contained.
+func (l *guardedListener) Serve(establish listeners.EstablishFn) {
+	acceptor.Serve(l.ln, acceptor.Config{Name: "mqtt " + l.id, Logger: l.log}, func(c net.Conn) {
+		peer := acceptor.PeerHost(c)
+		if l.tls != nil {
+			c = tls.Server(c, l.tls) // what mochi sees as the client's connection
+		}
+		if !l.guard.take(c, peer) {
+			c.Close()
+			return
+		}
+		defer l.guard.settled(c)
+		// Bounds the TLS handshake and the wait for CONNECT; mochi sets the keepalive
+		// deadline in its place once CONNECT is read.
+		c.SetDeadline(time.Now().Add(l.guard.timeout))
+		establish(l.id, c) // its error is the client's end, which the hook already reported
+	})
+}
+
+// loginGuard counts the connections that have not logged in yet: per source address
+// and in all, for every listener of the broker.
+type loginGuard struct {
+	timeout          time.Duration
+	perAddr, overall int
+	log              *slog.Logger
+	gate             *throttle.LogGate
+
+	mu      sync.Mutex
+	byConn  map[net.Conn]string // pending connection -> its source
+	perPeer map[string]int
+}
+
+func newLoginGuard(cfg Config, log *slog.Logger) *loginGuard {
+	return &loginGuard{timeout: cfg.ConnectTimeout, perAddr: cfg.MaxUnauthenticatedPerAddress, overall: cfg.MaxUnauthenticated,
+		log: log, gate: throttle.NewLogGate(time.Minute), byConn: map[net.Conn]string{}, perPeer: map[string]int{}}
+}
+
+// take admits a new connection from peer unless a cap is reached (logged once a minute
+// per source).
+func (g *loginGuard) take(c net.Conn, peer string) bool {
+	g.mu.Lock()
+	full := ""
+	switch {
+	case g.perPeer[peer] >= g.perAddr:
+		full = "max_unauthenticated_per_address"
+	case len(g.byConn) >= g.overall:
+		full = "max_unauthenticated"
+	default:
+		g.byConn[c] = peer
+		g.perPeer[peer]++
+	}
+	g.mu.Unlock()
+	if full != "" {
+		if ok, n := g.gate.Allow(full + peer); ok {
+			g.log.Warn("mqtt: too many connections that have not logged in yet; closing the new one",
+				"event", "mqtt_connect_shed", "remote", peer, "limit", full, "suppressed", n)
+		}
+		return false
+	}
+	return true
+}
+
+// settled ends c's pending state: it logged in, or it ended. Calling it again is a no-op.
+func (g *loginGuard) settled(c net.Conn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	peer, ok := g.byConn[c]
+	if !ok {
+		return
+	}
+	delete(g.byConn, c)
+	if g.perPeer[peer]--; g.perPeer[peer] <= 0 {
+		delete(g.perPeer, peer)
+	}
+}
