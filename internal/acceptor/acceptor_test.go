@@ -3,9 +3,12 @@ package acceptor
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -172,4 +175,64 @@ func TestLimitPerPeer(t *testing.T) {
 	a1.Close()
 	dial()
 	<-accepted // room again
+}
+
+// scriptedListener returns its errors in turn, then the real listener's connections.
+type scriptedListener struct {
+	net.Listener
+	errs []error
+}
+
+func (s *scriptedListener) Accept() (net.Conn, error) {
+	if len(s.errs) > 0 {
+		err := s.errs[0]
+		s.errs = s.errs[1:]
+		return nil, err
+	}
+	return s.Listener.Accept()
+}
+
+// A server with its own loop (net/http) behind Retrying never sees a temporary error:
+// running out of descriptors, an aborted connection; it sees the close, and other errors.
+func TestRetryingHidesTemporaryErrors(t *testing.T) {
+	ln, path := unixListener(t)
+	var logged syncBuffer
+	r := Retrying(&scriptedListener{Listener: ln, errs: []error{
+		&net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", syscall.EMFILE)},
+		&net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", syscall.ECONNABORTED)},
+	}}, "test", slog.New(slog.NewTextHandler(&logged, nil)))
+	go func() { c := dial(t, path); c.Close() }()
+	c, err := r.Accept()
+	if err != nil {
+		t.Fatalf("Accept returned %v; want the connection after the errors", err)
+	}
+	c.Close()
+	if !strings.Contains(logged.String(), "accept failed; retrying") || !strings.Contains(logged.String(), "too many open files") {
+		t.Fatalf("the error was not logged: %s", logged.String())
+	}
+	fatal := &scriptedListener{Listener: ln, errs: []error{errors.New("not temporary")}}
+	if _, err := Retrying(fatal, "test", nil).Accept(); err == nil || err.Error() != "not temporary" {
+		t.Fatalf("a fatal error: %v", err)
+	}
+	ln.Close()
+	if _, err := r.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

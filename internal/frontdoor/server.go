@@ -184,7 +184,7 @@ func (s *Server) Listen() (net.Addr, error) {
 		return nil, fmt.Errorf("frontdoor: %w", err)
 	}
 	gate := throttle.NewLogGate(time.Minute)
-	perAddr := acceptor.LimitPerPeer(ln, s.cfg.MaxConnsPerAddress, acceptor.PeerHost, func(peer string) {
+	perAddr := acceptor.LimitPerPeer(acceptor.Retrying(ln, "front door", s.log), s.cfg.MaxConnsPerAddress, acceptor.PeerHost, func(peer string) {
 		if ok, n := gate.Allow(peer); ok {
 			s.log.Warn("a client address holds too many connections; closing the new one", "remote", peer,
 				"max_conns_per_address", s.cfg.MaxConnsPerAddress, "similar_suppressed", n)

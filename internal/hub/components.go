@@ -143,7 +143,7 @@ func (h *Hub) startMetrics(ctx context.Context) error {
 		return nil
 	}
 	h.metrics = metrics.New(h.cfg.Metrics)
-	addr, err := h.metrics.Serve(ctx, h.cfg.Metrics.Listen)
+	addr, err := h.metrics.Serve(ctx, h.cfg.Metrics.Listen, h.log.With("component", "metrics"))
 	if err != nil {
 		return err
 	}

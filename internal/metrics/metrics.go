@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/contain"
 )
 
@@ -190,13 +192,18 @@ func (m *Metrics) Register(cs ...prometheus.Collector) error {
 	return nil
 }
 
+// maxScrapersPerAddress bounds the connections one address holds (a scraper needs one).
+const maxScrapersPerAddress = 16
+
 // Serve listens on addr and serves /metrics until ctx ends. The listener is bound before
-// Serve returns so the caller can report errors at start.
-func (m *Metrics) Serve(ctx context.Context, addr string) (net.Addr, error) {
-	ln, err := net.Listen("tcp", addr)
+// Serve returns so the caller can report errors at start; log (nil discards) hears of
+// accept errors, which never stop it.
+func (m *Metrics) Serve(ctx context.Context, addr string, log *slog.Logger) (net.Addr, error) {
+	bound, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen %s: %w", addr, err)
 	}
+	ln := acceptor.LimitPerPeer(acceptor.Retrying(bound, "metrics", log), maxScrapersPerAddress, acceptor.PeerHost, nil)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

@@ -14,7 +14,7 @@ func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	addr, err := m.Serve(ctx, "127.0.0.1:0")
+	addr, err := m.Serve(ctx, "127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

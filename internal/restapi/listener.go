@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/deviceconn"
 )
@@ -28,6 +29,10 @@ type Plain struct {
 // device is the normal case).
 const maxPlainConns = 65536
 
+// maxPlainConnsPerAddress bounds what one local address holds over TCP (devices' own
+// forwards come in process and are bounded by their profiles' max_channels).
+const maxPlainConnsPerAddress = 64
+
 // ListenPlain binds cfg.Listen, refusing an address that is not loopback.
 func (a *API) ListenPlain(log *slog.Logger) (*Plain, error) {
 	if err := a.cfg.Validate(); err != nil || a.cfg.Listen == "" {
@@ -37,7 +42,9 @@ func (a *API) ListenPlain(log *slog.Logger) (*Plain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rest: %w", err)
 	}
-	p := &Plain{ln: netutil.LimitListener(ln, maxPlainConns), session: deviceconn.NewListener(ln.Addr())}
+	retrying := acceptor.Retrying(ln, "rest plain", log)
+	perAddr := acceptor.LimitPerPeer(retrying, maxPlainConnsPerAddress, acceptor.PeerHost, nil)
+	p := &Plain{ln: netutil.LimitListener(perAddr, maxPlainConns), session: deviceconn.NewListener(ln.Addr())}
 	p.srv = &http.Server{
 		ConnContext: connContext,
 		Handler: contain.HTTP(log, "rest plain listener", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

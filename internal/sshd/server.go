@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
@@ -179,7 +180,7 @@ func (s *Server) Listen() (net.Addr, error) {
 		return nil, fmt.Errorf("sshd: listen: %w", err)
 	}
 	s.mu.Lock()
-	s.ln = ln
+	s.ln = acceptor.Retrying(ln, "sshd", s.log)
 	s.mu.Unlock()
 	return ln.Addr(), nil
 }

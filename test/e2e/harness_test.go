@@ -245,6 +245,7 @@ type hubProc struct {
 	mqtt    string // host:port of the broker's plain and TLS listeners, if configured
 	mqttTLS string
 	metrics string // host:port of /metrics, if configured
+	ready   hub.Ready
 	port    string
 	hostFP  string
 	hostPK  string // authorized_keys form of the host key
@@ -336,6 +337,7 @@ func (h *hubProc) start() {
 	if err != nil || len(ready.HostKeys) == 0 {
 		t.Fatalf("ready file %s: %v\n%s", readyPath, err, b)
 	}
+	h.ready = ready
 	h.addr, h.front, h.rest, h.mqtt, h.mqttTLS, h.metrics = ready.SSH, ready.Frontdoor, ready.REST, ready.MQTT, ready.MQTTTLS, ready.Metrics
 	h.hostFP, h.hostPK = ready.HostKeys[0].Fingerprint, ready.HostKeys[0].PublicKey
 	if printedFP != h.hostFP {
