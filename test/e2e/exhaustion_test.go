@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -147,5 +148,44 @@ func checkEveryListenerCovered(t *testing.T, h *hubProc, ls []exhaustedListener)
 		if _, _, err := net.SplitHostPort(s); err == nil && !covered[s] {
 			t.Fatalf("the hub listens on %s (%s) and this test has no probe for it: add one", s, f.Name)
 		}
+	}
+}
+
+// closedByHub reads c until the hub closes it (a guard deadline only catches a hang).
+func closedByHub(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("%s: the hub did not close it: %v", what, err)
+	}
+}
+
+// Connections that never log in cannot pile up on the broker (issue 48, item 2): one
+// that never finishes TLS or never sends CONNECT is closed at connect_timeout, and one
+// address holds at most max_unauthenticated_per_address of them; a client that logs in
+// is not counted any more.
+func TestMQTTConnectionsThatNeverLogIn(t *testing.T) {
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n"+
+		"mqtt: {listen: '127.0.0.1:0', tls_listen: '127.0.0.1:0', connect_timeout: 1s, max_unauthenticated_per_address: 2}\n")
+	dial := func(addr string) net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// Three from one address, none logging in: one is shed at once, the other two wait
+	// for their deadline (the TLS one never finishes its handshake).
+	idle := []net.Conn{dial(h.mqtt), dial(h.mqttTLS), dial(h.mqtt)}
+	h.log.wait(t, "mqtt: too many connections that have not logged in yet; closing the new one", "event", "mqtt_connect_shed", "limit", "max_unauthenticated_per_address")
+	for i, c := range idle {
+		closedByHub(t, c, fmt.Sprintf("idle connection %d", i))
+	}
+	// The address is welcome again, and a client that speaks gets its answer.
+	host, port := splitHostPort(t, h.mqtt)
+	out, _ := exec.Command(needTool(t, "mosquitto_pub"), "-h", host, "-p", port, "-i", "probe", "-t", "x", "-m", "y").CombinedOutput()
+	if !strings.Contains(strings.ToLower(string(out)), "not authori") {
+		t.Fatalf("a client after the idle ones: %s", out)
 	}
 }
