@@ -159,6 +159,17 @@ type bridgedStore struct {
 }
 
 func (s bridgedStore) Append(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error) {
+	return s.bridged(ctx, items, s.Store.Append)
+}
+
+// AppendOnce is Append for a message that must be stored once (SOAP's message ids).
+func (s bridgedStore) AppendOnce(ctx context.Context, once telemetry.Once, items ...telemetry.Notification) ([]telemetry.Notification, error) {
+	return s.bridged(ctx, items, func(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error) {
+		return s.Store.AppendOnce(ctx, once, items...)
+	})
+}
+
+func (s bridgedStore) bridged(ctx context.Context, items []telemetry.Notification, store func(context.Context, ...telemetry.Notification) ([]telemetry.Notification, error)) ([]telemetry.Notification, error) {
 	b := s.h.mqtt.Load()
 	var out []telemetry.Notification // what an out rule sends to the centre
 	if b != nil {
@@ -169,7 +180,7 @@ func (s bridgedStore) Append(ctx context.Context, items ...telemetry.Notificatio
 		}
 	}
 	if len(out) == 0 {
-		return s.Store.Append(ctx, items...)
+		return store(ctx, items...)
 	}
 	for i := range items {
 		// What the store refuses is not bridged either.
@@ -187,7 +198,7 @@ func (s bridgedStore) Append(ctx context.Context, items ...telemetry.Notificatio
 		}
 		forwarded <- err
 	}()
-	got, err := s.Store.Append(ctx, items...)
+	got, err := store(ctx, items...)
 	if ferr := <-forwarded; ferr != nil && err == nil {
 		return nil, fmt.Errorf("%w: stored, but the MQTT bridge's queue did not take it: %v", telemetry.ErrOverloaded, ferr)
 	}

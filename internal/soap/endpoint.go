@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -41,7 +43,8 @@ type Config struct {
 	Window time.Duration `yaml:"window"`
 	// MaxBody bounds a request; 0 means 256 KiB.
 	MaxBody bytesize.Size `yaml:"max_body"`
-	// MaxIDs bounds the message ids remembered in the window; 0 means 200000.
+	// MaxIDs bounds the message ids remembered in the window for one key (one device):
+	// past it that key's new messages wait (503) until ids expire; 0 means 10000.
 	MaxIDs int `yaml:"max_ids"`
 }
 
@@ -77,7 +80,9 @@ func (c *Config) applyDefaults() {
 
 // Store is where notifications go.
 type Store interface {
-	Append(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error)
+	// AppendOnce stores unless the key was used (telemetry.ErrDuplicate): a message id
+	// is then refused on this hub after a restart and on every hub sharing the store.
+	AppendOnce(ctx context.Context, once telemetry.Once, items ...telemetry.Notification) ([]telemetry.Notification, error)
 }
 
 // Auditor records refusals.
@@ -182,22 +187,36 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.refuse(w, q, fmt.Errorf("%w: the message is sealed with %s's key but comes over %s's SSH session", wssec.ErrUnknownKey, q.keyDevice, q.via))
 		return
 	}
+	if err := addressedHere(o.To, r); err != nil {
+		// Not stored: the id may still be used where the message was meant to go.
+		e.replay.Forget(o.KeyID, o.MessageID)
+		e.refuse(w, q, err)
+		return
+	}
 	if o.Action != ActionNotify {
+		e.replay.Forget(o.KeyID, o.MessageID)
 		writeFault(w, http.StatusBadRequest, "s:Sender", "wsa:ActionNotSupported", fmt.Sprintf("action %q is not supported here (%s)", trim(o.Action), ActionNotify))
 		return
 	}
 	name, params, err := toNotification(o.Payload)
 	if err != nil {
+		e.replay.Forget(o.KeyID, o.MessageID)
 		writeFault(w, http.StatusBadRequest, "s:Sender", "", err.Error())
 		return
 	}
 	created := o.Created
-	got, err := e.store.Append(r.Context(), telemetry.Notification{Device: q.keyDevice, Name: name, Parameters: params, DeviceTime: &created})
-	if err != nil && !errors.Is(err, telemetry.ErrInvalid) {
+	// The store claims the id too: across restarts and the hubs sharing the store, the
+	// message is stored once (the window above answers most replays without a write).
+	once := telemetry.Once{Key: "soap\x00" + o.KeyID + "\x00" + o.MessageID, Until: created.Add(e.cfg.Window)}
+	got, err := e.store.AppendOnce(r.Context(), once, telemetry.Notification{Device: q.keyDevice, Name: name, Parameters: params, DeviceTime: &created})
+	if err != nil && !errors.Is(err, telemetry.ErrInvalid) && !errors.Is(err, telemetry.ErrDuplicate) {
 		// Not stored: the device may send this very message again.
 		e.replay.Forget(o.KeyID, o.MessageID)
 	}
 	switch {
+	case errors.Is(err, telemetry.ErrDuplicate):
+		e.refuse(w, q, fmt.Errorf("%w: %s (stored before)", wssec.ErrReplay, trim(o.MessageID)))
+		return
 	case errors.Is(err, telemetry.ErrOverloaded):
 		w.Header().Set("Retry-After", "1")
 		writeFault(w, http.StatusServiceUnavailable, "s:Receiver", "", "the hub is storing as fast as it can; retry after 1 s")
@@ -227,6 +246,39 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
+// errNotHere: a message addressed (its signed wsa:To) to another endpoint.
+var errNotHere = errors.New("message addressed elsewhere")
+
+// addressedHere checks a message's signed wsa:To against the URL the request reached:
+// the scheme of the listener, the host the client named, the endpoint's path. A message
+// sealed for another service cannot be replayed here.
+func addressedHere(to string, r *http.Request) error {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	here := scheme + "://" + r.Host + Path
+	u, err := url.Parse(to)
+	if to == "" || err != nil || !strings.EqualFold(u.Scheme, scheme) || u.Path != Path || u.RawQuery != "" ||
+		canonicalHost(u.Host, scheme) != canonicalHost(r.Host, scheme) {
+		return fmt.Errorf("%w: the message is addressed to %q, not to this endpoint (%s)", errNotHere, trim(to), here)
+	}
+	return nil
+}
+
+// canonicalHost is host:port in lower case, with the scheme's default port written out.
+func canonicalHost(host, scheme string) string {
+	host = strings.ToLower(host)
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		port := "80"
+		if scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(strings.Trim(host, "[]"), port)
+	}
+	return host
+}
+
 // ContentType of SOAP 1.2 over HTTP.
 const ContentType = "application/soap+xml; charset=utf-8"
 
@@ -249,21 +301,29 @@ func (e *Endpoint) refuse(w http.ResponseWriter, q *request, err error) {
 		sub = "wsu:MessageExpired"
 	case errors.Is(err, wssec.ErrReplay):
 		sub = "wsse:InvalidSecurity"
+	case errors.Is(err, wssec.ErrBusy):
+		status, sub = http.StatusServiceUnavailable, ""
+		w.Header().Set("Retry-After", "5")
+	case errors.Is(err, errNotHere):
+		sub = "wsa:DestinationUnreachable"
 	default:
 		status, sub = http.StatusInternalServerError, ""
 	}
 	writeFault(w, status, "s:Sender", sub, reason)
 
-	// Who to hold responsible: on the SSH path the source address says which device
-	// sent it. On the front door anyone can name any key id, so a failure counts against
-	// that key's device only once the message proved it holds the key (a replay); the
-	// others are audited under the device the key id names, without a violation, so a
-	// stranger cannot run a device into its on_violation policy.
-	device, attributable := q.via, q.via != ""
+	// Who to hold responsible: on the SSH path the session says which device sent it,
+	// and a message it could not have sealed right counts against it. A copy of a good
+	// message (a replay, one too old, one addressed elsewhere) proves only that someone
+	// once held the key, and a full window is no fault of the message: those are audited,
+	// never a violation, so whoever holds one captured message cannot run a device into
+	// its on_violation policy. Elsewhere anyone can name any key id: refusals are audited
+	// under the device the key id names, without a violation.
+	device := q.via
 	if device == "" {
 		device = q.keyDevice
-		attributable = device != "" && errors.Is(err, wssec.ErrReplay)
 	}
+	attributable := q.via != "" && !errors.Is(err, wssec.ErrReplay) && !errors.Is(err, wssec.ErrExpired) &&
+		!errors.Is(err, wssec.ErrBusy) && !errors.Is(err, errNotHere)
 	detail := "soap: " + reason
 	if ok, n := e.gate.Allow(q.remote.String() + "\x00" + sub + "\x00" + device); ok {
 		e.log.Warn("SOAP message refused", "event", EventRefused, "device", device, "fault", sub, "reason", reason, "remote", q.remote.String(), "similar_suppressed", n)

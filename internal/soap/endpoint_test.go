@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ type fixture struct {
 	store      *telemetry.Store
 	dir        *devicedir.Directory
 	ep         *Endpoint
+	serving    atomic.Pointer[Endpoint] // what the test server serves (a restart swaps it)
 	url        string
 	keys       map[string]wssec.Key
 	addrs      map[string]netip.Addr
@@ -89,7 +91,8 @@ func newFixture(t *testing.T, cfg Config, plain bool) *fixture {
 		f.violations = append(f.violations, device+": "+detail)
 		f.mu.Unlock()
 	}
-	srv := httptest.NewServer(f.ep)
+	f.serving.Store(f.ep)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.serving.Load().ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL + Path
 	return f
@@ -152,69 +155,83 @@ func faultOf(t *testing.T, err error) *Fault {
 	return fault
 }
 
-// Every refusal is a fault with the WS-Security code a client can act on, an audit
-// event, and on the SSH path a violation of the sending device; nothing is stored.
+// Every refusal is a fault with the WS-Security code a client can act on and an audit
+// event; nothing is stored. On the SSH path a message the device could not have sealed
+// right is a violation of the sending device; a copy of a good message (a replay, one
+// too old, one addressed elsewhere) is not: it proves only that someone once held the key.
 func TestRefusalsAreFaultsAuditedAndCounted(t *testing.T) {
 	f := newFixture(t, Config{Enabled: true}, true)
 	ctx := context.Background()
 	c := f.client("dev1", wssec.CSec, "aes128-gcm")
-	good := wssec.Message{Action: ActionNotify, MessageID: wssec.NewMessageID(), Created: time.Now(), Body: payload()}
+	good := wssec.Message{To: f.url, Action: ActionNotify, MessageID: wssec.NewMessageID(), Created: time.Now(), Body: payload()}
 	sealed, _ := wssec.Seal(wssec.CSec, good, c.Suite, c.Key)
 	if _, err := c.Post(ctx, good.MessageID, sealed); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
 		name, subcode string
+		violation     bool
 		send          func() error
 	}{
-		{"replay", "wsse:InvalidSecurity", func() error { _, err := c.Post(ctx, good.MessageID, sealed); return err }},
-		{"bad signature", "wsse:FailedCheck", func() error {
+		{"replay", "wsse:InvalidSecurity", false, func() error { _, err := c.Post(ctx, good.MessageID, sealed); return err }},
+		{"addressed elsewhere", "wsa:DestinationUnreachable", false, func() error {
+			elsewhere := good
+			elsewhere.MessageID, elsewhere.To = wssec.NewMessageID(), "https://evil.example/soap"
+			b, _ := wssec.Seal(wssec.CSec, elsewhere, c.Suite, c.Key)
+			_, err := c.Post(ctx, elsewhere.MessageID, b)
+			return err
+		}},
+		{"bad signature", "wsse:FailedCheck", true, func() error {
 			bad := strings.Replace(string(sealed), "Notify<", "Notifx<", 1)
 			_, err := c.Post(ctx, good.MessageID, []byte(bad))
 			return err
 		}},
-		{"unknown key", "wsse:SecurityTokenUnavailable", func() error {
+		{"unknown key", "wsse:SecurityTokenUnavailable", true, func() error {
 			other := NewClient(f.url, c.HTTP, wssec.Key{ID: "knobody", Secret: make([]byte, wssec.KeySize)}, c.Suite, wssec.CSec)
 			_, err := other.Notify(ctx, payload())
 			return err
 		}},
-		{"legacy algorithm", "wsse:UnsupportedAlgorithm", func() error {
+		{"legacy algorithm", "wsse:UnsupportedAlgorithm", true, func() error {
 			_, err := f.client("dev1", wssec.SecRec, "aes128-cbc-sha1").Notify(ctx, payload())
 			return err
 		}},
-		{"expired", "wsu:MessageExpired", func() error {
+		{"expired", "wsu:MessageExpired", false, func() error {
 			old := good
 			old.MessageID, old.Created = wssec.NewMessageID(), time.Now().Add(-time.Hour)
 			b, _ := wssec.Seal(wssec.CSec, old, c.Suite, c.Key)
 			_, err := c.Post(ctx, old.MessageID, b)
 			return err
 		}},
-		{"entity expansion", "wsse:InvalidSecurity", func() error {
+		{"entity expansion", "wsse:InvalidSecurity", true, func() error {
 			_, err := c.Post(ctx, "x", []byte(`<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;&a;">]><l>&b;</l>`))
 			return err
 		}},
-		{"another device's key", "wsse:SecurityTokenUnavailable", func() error {
+		{"another device's key", "wsse:SecurityTokenUnavailable", true, func() error {
 			stolen := NewClient(f.url, c.HTTP, f.keys["dev2"], c.Suite, wssec.CSec)
 			_, err := stolen.Notify(ctx, payload())
 			return err
 		}},
 	}
-	for i, tc := range cases {
+	want := 0
+	for _, tc := range cases {
 		fault := faultOf(t, tc.send())
 		if fault.Subcode != tc.subcode || fault.Status != http.StatusBadRequest || fault.Reason == "" {
 			t.Errorf("%s: %+v", tc.name, fault)
 		}
-		if got := f.violationCount(); got != i+1 {
-			t.Errorf("%s: %d violations, want %d (%v)", tc.name, got, i+1, f.violations)
+		if tc.violation {
+			want++
+		}
+		if got := f.violationCount(); got != want {
+			t.Errorf("%s: %d violations, want %d (%v)", tc.name, got, want, f.violations)
 		}
 	}
 	if ns, _ := f.store.List(ctx, telemetry.Filter{Devices: []string{"dev1", "dev2"}}); len(ns) != 1 {
 		t.Fatalf("%d notifications stored, want the one good one", len(ns))
 	}
 	// The audit log gets one event a minute per sender and fault code (the rest are
-	// counted in the next one): five codes here. Violations count every refusal.
+	// counted in the next one): six codes here.
 	events, err := f.reg.Events(ctx, registry.EventFilter{Kind: EventRefused})
-	if err != nil || len(events) != 5 || events[0].Device != "dev1" {
+	if err != nil || len(events) != 6 || events[0].Device != "dev1" {
 		t.Fatalf("audit events %+v (%v), want one per fault code", events, err)
 	}
 	// A malformed payload inside a good message: a clear fault, nothing stored.
@@ -280,5 +297,63 @@ func TestConfigValidate(t *testing.T) {
 	weak, err := (&Config{Algorithms: []string{"aes128-gcm", "aes128-cbc-sha1"}, AllowLegacy: true}).Validate()
 	if err != nil || len(weak) != 1 {
 		t.Fatalf("legacy opted in: %v %v", weak, err)
+	}
+}
+
+// One device's key cannot block another's (issue 48, item 3): a key that fills its own
+// replay window waits (503, not a violation) while every other key goes on.
+func TestReplayWindowIsPerKey(t *testing.T) {
+	f := newFixture(t, Config{Enabled: true, MaxIDs: 3}, true)
+	ctx := context.Background()
+	hog := f.client("dev1", wssec.CSec, "aes128-gcm")
+	for i := range 3 {
+		if _, err := hog.Notify(ctx, payload()); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	_, err := hog.Notify(ctx, payload())
+	if fault := faultOf(t, err); fault.Status != http.StatusServiceUnavailable || !strings.Contains(fault.Reason, "try again later") {
+		t.Fatalf("a full window: %+v", fault)
+	}
+	if _, err := f.client("dev2", wssec.CSec, "aes128-gcm").Notify(ctx, payload()); err != nil {
+		t.Fatalf("another device while dev1's window is full: %v", err)
+	}
+	if n := f.violationCount(); n != 0 {
+		t.Fatalf("window pressure counted as a violation: %v", f.violations)
+	}
+}
+
+// A captured message is not stored again after the hub restarts (issue 48, item 16:
+// the store holds the ids), and replaying it charges its device nothing (item 15), on
+// the SSH path and on the front door.
+func TestReplayAfterRestartIsRefusedWithoutViolation(t *testing.T) {
+	for _, plain := range []bool{true, false} {
+		f := newFixture(t, Config{Enabled: true}, plain)
+		ctx := context.Background()
+		c := f.client("dev1", wssec.SecRec, "aes256-gcm")
+		m := wssec.Message{To: f.url, Action: ActionNotify, MessageID: wssec.NewMessageID(), Created: time.Now(), Body: payload()}
+		sealed, _ := wssec.Seal(wssec.SecRec, m, c.Suite, c.Key)
+		if _, err := c.Post(ctx, m.MessageID, sealed); err != nil {
+			t.Fatal(err)
+		}
+		// A restart: a new endpoint (empty memory) on the same store.
+		ep, err := New(Config{Enabled: true}, f.dir, f.store, f.reg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep.Proven, ep.Violation = f.ep.Proven, f.ep.Violation
+		f.serving.Store(ep)
+		for range 3 {
+			_, err := c.Post(ctx, m.MessageID, sealed)
+			if fault := faultOf(t, err); fault.Subcode != "wsse:InvalidSecurity" || !strings.Contains(fault.Reason, "already seen") {
+				t.Fatalf("plain=%v: a replay after a restart: %+v", plain, fault)
+			}
+		}
+		if ns, _ := f.store.List(ctx, telemetry.Filter{Devices: []string{"dev1"}}); len(ns) != 1 {
+			t.Fatalf("plain=%v: stored %d times", plain, len(ns))
+		}
+		if n := f.violationCount(); n != 0 {
+			t.Fatalf("plain=%v: replays counted against the device: %v", plain, f.violations)
+		}
 	}
 }

@@ -191,6 +191,8 @@ type appendReq struct {
 	claim atomic.Int32
 	// relay, if set, marks relayed items (AppendRelayed).
 	relay *relayTag
+	// once, if set, stores the items only if its key is free (AppendOnce).
+	once *onceTag
 	done  chan error
 	at    time.Time // when it was queued
 }
@@ -213,7 +215,7 @@ const Channel = "iotsafe_notifications"
 // migrations are the store's schema steps, oldest first (package migrate). The first
 // is idempotent: a store made before versions were kept takes it as is.
 var migrations = []migrate.Step{{Version: 1, Name: "notifications", SQL: schemaV1}, {Version: 2, Name: "removals", SQL: schemaV2},
-	{Version: 3, Name: "commands", SQL: schemaV3}}
+	{Version: 3, Name: "commands", SQL: schemaV3}, {Version: 4, Name: "once keys", SQL: schemaV4}}
 
 // SchemaVersion is the newest store schema this build knows.
 func SchemaVersion() int { return migrate.Latest(migrations) }
@@ -361,12 +363,16 @@ func (s *Store) Close() error {
 // once with ErrOverloaded when the queue is full, and with ErrInvalid for a
 // notification the store refuses (then nothing of the call is stored).
 func (s *Store) Append(ctx context.Context, items ...Notification) ([]Notification, error) {
+	return s.append(ctx, nil, items)
+}
+
+func (s *Store) append(ctx context.Context, once *onceTag, items []Notification) ([]Notification, error) {
 	for i := range items {
 		if err := items[i].Validate(); err != nil {
 			return nil, err
 		}
 	}
-	req := &appendReq{items: items, done: make(chan error, 1), at: time.Now()}
+	req := &appendReq{items: items, once: once, done: make(chan error, 1), at: time.Now()}
 	if err := s.enqueue(req, len(items)); err != nil {
 		return nil, err
 	}
@@ -590,6 +596,13 @@ func (s *Store) commit(batch []*appendReq) {
 				}
 			}
 		}
+		for _, r := range batch {
+			if r.once != nil {
+				if err := claimOnce(tx, r, start); err != nil {
+					return err
+				}
+			}
+		}
 		var items []*Notification
 		for _, r := range batch {
 			for i := range r.items {
@@ -670,6 +683,10 @@ func (s *Store) commit(batch []*appendReq) {
 		}
 	}
 	for _, r := range batch {
+		if err == nil && r.once != nil && r.once.dup {
+			r.done <- ErrDuplicate
+			continue
+		}
 		r.done <- err
 	}
 }
@@ -1021,6 +1038,9 @@ func (s *Store) PruneAge(ctx context.Context, now time.Time) (int64, error) {
 	// Commands age out with the notifications; they are not counted in n.
 	if _, err := s.pruneCommands(ctx, cutoff); err != nil {
 		return n, fmt.Errorf("telemetry: prune commands by age: %w", err)
+	}
+	if err := s.pruneOnce(ctx, now); err != nil {
+		return n, fmt.Errorf("telemetry: prune expired once keys: %w", err)
 	}
 	return n, nil
 }

@@ -57,6 +57,9 @@ var (
 	ErrUnknownKey = errors.New("unknown key id")
 	ErrExpired    = errors.New("message outside the time window")
 	ErrReplay     = errors.New("message id already seen")
+	// ErrBusy: the key sent more messages within the window than the receiver
+	// remembers for one key; the sender waits, no message is wrong.
+	ErrBusy = errors.New("the key's replay window is full")
 )
 
 // Opened is a message that verified and decrypted.

@@ -158,10 +158,14 @@ func TestReplayAndTimeWindow(t *testing.T) {
 	if err := rp.Check("k", "a", t0, t0); err != nil {
 		t.Fatal(err)
 	}
-	if err := rp.Check("k", "b", t0, t0); !errors.Is(err, ErrExpired) {
+	if err := rp.Check("k", "b", t0, t0); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a full window took another id: %v", err)
 	}
-	if err := rp.Check("k", "b", t0.Add(time.Minute), t0.Add(time.Minute)); err != nil || rp.Len() != 1 {
+	// Each key has its own window: another key is not affected by a full one.
+	if err := rp.Check("k2", "b", t0, t0); err != nil {
+		t.Fatalf("another key refused while one key's window is full: %v", err)
+	}
+	if err := rp.Check("k", "b", t0.Add(time.Minute), t0.Add(time.Minute)); err != nil || rp.Len() != 2 {
 		t.Fatalf("an expired id was not forgotten: %v %d", err, rp.Len())
 	}
 	// A message the receiver could not act on may come again.
