@@ -193,8 +193,8 @@ type appendReq struct {
 	relay *relayTag
 	// once, if set, stores the items only if its key is free (AppendOnce).
 	once *onceTag
-	done  chan error
-	at    time.Time // when it was queued
+	done chan error
+	at   time.Time // when it was queued
 }
 
 // versionsTable is where the store records its schema versions on PostgreSQL: the
