@@ -156,7 +156,7 @@ func (t *Tokens) verifyCompact(token string, ks *KeySet, now time.Time, tm *Timi
 		if len(want) != 0 {
 			return nil, false, nil
 		}
-		if !t.cfg.AllowUnsigned {
+		if !t.unsignedAllowed() {
 			return nil, true, ErrUnsigned
 		}
 	} else {

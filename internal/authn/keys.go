@@ -200,8 +200,19 @@ func Rotate(dir, alg string, maxTTL time.Duration) (*Key, error) {
 
 // RotateIn adds a new current key of alg; the previous ones are retired (they keep
 // verifying for the longest token lifetime) and keys retired longer ago than maxTTL are
-// dropped.
+// dropped. An unsigned key (none) is dropped at once: once another key signs, a token
+// anyone could have forged must not verify any more.
 func RotateIn(ctx context.Context, store KeyStore, alg string, maxTTL time.Duration) (*Key, error) {
+	return rotate(ctx, store, alg, maxTTL, false)
+}
+
+// RetireNow adds a new current key of alg and drops every other key at once: the tokens
+// they signed stop verifying (a leaked key). Devices and accounts log in again.
+func RetireNow(ctx context.Context, store KeyStore, alg string) (*Key, error) {
+	return rotate(ctx, store, alg, 0, true)
+}
+
+func rotate(ctx context.Context, store KeyStore, alg string, maxTTL time.Duration, dropAll bool) (*Key, error) {
 	if _, _, err := loadOrCreateKeys(ctx, store, alg); err != nil {
 		return nil, err
 	}
@@ -220,7 +231,7 @@ func RotateIn(ctx context.Context, store KeyStore, alg string, maxTTL time.Durat
 			if o.Retired == nil {
 				o.Retired = &now
 			}
-			if now.Sub(*o.Retired) <= maxTTL {
+			if !dropAll && o.Alg != None && now.Sub(*o.Retired) <= maxTTL {
 				kept = append(kept, o)
 			}
 		}

@@ -17,7 +17,8 @@ type Config struct {
 	// Algorithm signs new tokens: HS256 (the default), HS384, HS512, or none.
 	Algorithm string `yaml:"algorithm"`
 	// AllowUnsigned must be true for Algorithm none: tokens anyone can forge, for
-	// measuring only. The hub warns at start and on every request that uses one.
+	// measuring only. The hub and --check-config warn whenever it is set, and on every
+	// request that uses an unsigned token.
 	AllowUnsigned bool `yaml:"allow_unsigned"`
 	// AccessTTL is an access token's life; 0 means 30s (the paper's).
 	AccessTTL time.Duration `yaml:"access_ttl"`
@@ -159,6 +160,11 @@ func OpenStore(ctx context.Context, store KeyStore, cfg Config) (*Tokens, Opened
 	)
 	return t, what, nil
 }
+
+// unsignedAllowed reports whether an unsigned token may verify: only while the
+// configuration both allows them and signs with none (a none key left in a shared key
+// set by another hub's configuration verifies nothing here).
+func (t *Tokens) unsignedAllowed() bool { return t.cfg.AllowUnsigned && t.cfg.Algorithm == None }
 
 // Config is the configuration in use (defaults applied).
 func (t *Tokens) Config() Config { return t.cfg }
@@ -335,7 +341,7 @@ func (t *Tokens) verifyLibrary(token string, ks *KeySet, now time.Time, tm *Timi
 		// The parser checks the signature with tok.Method right after this function.
 		tok.Method = timedMethod{tok.Method, &tm.Signature}
 		if k.Alg == None {
-			if !t.cfg.AllowUnsigned {
+			if !t.unsignedAllowed() {
 				return nil, ErrUnsigned
 			}
 			return jwt.UnsafeAllowNoneSignatureType, nil

@@ -1,6 +1,7 @@
 package authn
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"os"
@@ -136,10 +137,33 @@ func TestUnsignedOnlyWhenAllowed(t *testing.T) {
 	if _, err := tk.Verify(tok, Access); err != nil {
 		t.Fatalf("unsigned allowed: %v", err)
 	}
-	// The operator turns signing back on: the none key's tokens stop at once.
-	signed := openTokens(t, dir, Config{Algorithm: HS256})
-	if _, err := signed.Verify(tok, Access); !errors.Is(err, ErrUnsigned) {
+	// The operator turns signing back on, leaving allow_unsigned set: the none key is
+	// gone from the key set and its tokens stop at once (issue 48, item 9).
+	signed := openTokens(t, dir, Config{Algorithm: HS256, AllowUnsigned: true})
+	if _, err := signed.Verify(tok, Access); !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnsigned) {
 		t.Fatalf("unsigned token after signing was turned on: %v", err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, KeysFile))
+	if strings.Contains(string(raw), `"alg": "none"`) {
+		t.Fatalf("the none key is still in the key set:\n%s", raw)
+	}
+}
+
+// A leaked key is retired at once: its tokens stop verifying, new ones work (item 13).
+func TestRetireNow(t *testing.T) {
+	dir := t.TempDir()
+	tk := openTokens(t, dir, Config{})
+	leaked, _, _ := tk.Issue(Refresh, KindDevice, "dev1", 1, 0)
+	if _, err := RetireNow(context.Background(), FileKeys(dir), HS256); err != nil {
+		t.Fatal(err)
+	}
+	fresh := openTokens(t, dir, Config{})
+	if _, err := fresh.Verify(leaked, Refresh); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a token of the retired key: %v", err)
+	}
+	tok, _, _ := fresh.Issue(Refresh, KindDevice, "dev1", 1, 0)
+	if _, err := fresh.Verify(tok, Refresh); err != nil {
+		t.Fatalf("a token of the new key: %v", err)
 	}
 }
 

@@ -107,14 +107,20 @@ func deviceState(ctx context.Context, reg *registry.Registry, name string) (regi
 
 func jwtCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "jwt", Short: "The REST API's token signing keys"}
-	c.AddCommand(&cobra.Command{
+	var retireNow bool
+	rotate := &cobra.Command{
 		Use:   "rotate",
 		Short: "Sign new tokens with a new key; tokens of the old one stay valid until they expire",
 		Long: `Add a new signing key (of jwt.algorithm) and retire the current one: new tokens carry the
 new key id, and the old key keeps verifying the tokens it signed for at most
 jwt.max_refresh_ttl. A running hub picks the new key up within a second; with a
-PostgreSQL registry the keys are the registry's, and every hub of it does.`,
-		Args: cobra.NoArgs,
+PostgreSQL registry the keys are the registry's, and every hub of it does.
+
+With --retire-now every older key is dropped at once, for a key that leaked: every token
+it signed stops working within a second, so devices and accounts must log in again
+(devices with their secret, 'iotsafe device token' tokens must be issued anew).`,
+		Example: "  iotsafe jwt rotate\n  iotsafe jwt rotate --retire-now   # the signing key leaked",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg, cfg, err := g.openRegistry(cmd.Context())
 			if err != nil {
@@ -131,16 +137,27 @@ PostgreSQL registry the keys are the registry's, and every hub of it does.`,
 			if note != "" {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", note)
 			}
-			k, err := authn.RotateIn(cmd.Context(), keys, cfg.JWT.Algorithm, cfg.JWT.MaxRefreshTTL)
+			var k *authn.Key
+			if retireNow {
+				k, err = authn.RetireNow(cmd.Context(), keys, cfg.JWT.Algorithm)
+			} else {
+				k, err = authn.RotateIn(cmd.Context(), keys, cfg.JWT.Algorithm, cfg.JWT.MaxRefreshTTL)
+			}
 			if err != nil {
 				return err
 			}
-			if err := reg.AddEvent(cmd.Context(), registry.Event{Kind: "jwt_key_rotated", Detail: "new signing key " + k.ID + " (" + k.Alg + ")"}); err != nil {
+			detail, said := "new signing key "+k.ID+" ("+k.Alg+")", "earlier keys verify their tokens until those expire"
+			if retireNow {
+				detail, said = detail+"; every earlier key retired at once", "every earlier key is retired now: its tokens no longer verify"
+			}
+			if err := reg.AddEvent(cmd.Context(), registry.Event{Kind: "jwt_key_rotated", Detail: detail}); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "new signing key %s (%s); earlier keys verify their tokens until those expire\n", k.ID, k.Alg)
+			fmt.Fprintf(cmd.OutOrStdout(), "new signing key %s (%s); %s\n", k.ID, k.Alg, said)
 			return nil
 		},
-	})
+	}
+	rotate.Flags().BoolVar(&retireNow, "retire-now", false, "drop every older key at once (a leaked key): its tokens stop working")
+	c.AddCommand(rotate)
 	return c
 }

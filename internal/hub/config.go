@@ -291,6 +291,9 @@ func (c *Config) Validate() ([]string, error) {
 	if err := c.JWT.Validate(); err != nil {
 		return nil, err
 	}
+	if c.JWT.AllowUnsigned {
+		insecure = append(insecure, "jwt.allow_unsigned: unsigned tokens verify while jwt.algorithm is none: anyone can forge them (for measuring only)")
+	}
 	if _, err := sockets.NewPool(c.Pool); err != nil {
 		return nil, err
 	}
