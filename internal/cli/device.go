@@ -399,9 +399,9 @@ func printDevice(w io.Writer, v deviceView, hs hubState) {
 	}
 	if a := d.LastAlgos; a != nil && d.Via != "" {
 		// What the gateway reported of the device's own session there.
-		fmt.Fprintf(tw, "last session\tfrom %s, client %s, cipher %s, key %s\n", d.LastRemote, a.Client, a.Cipher, a.Key)
+		fmt.Fprintf(tw, "last session\tfrom %s, client %s, cipher %s, key %s\n", printable(d.LastRemote), printable(a.Client), printable(a.Cipher), printable(a.Key))
 	} else if a != nil {
-		fmt.Fprintf(tw, "last session\tfrom %s, client %s\n", d.LastRemote, a.Client)
+		fmt.Fprintf(tw, "last session\tfrom %s, client %s\n", printable(d.LastRemote), printable(a.Client))
 		fmt.Fprintf(tw, "negotiated\tkex %s, cipher %s, host key %s, device key %s", a.KeyExchange, a.Cipher, a.HostKey, a.KeyType)
 		if a.MAC != "" {
 			fmt.Fprintf(tw, ", mac %s", a.MAC)

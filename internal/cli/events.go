@@ -29,7 +29,7 @@ func eventsCmd(g *globals) *cobra.Command {
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "TIME\tDEVICE\tKIND\tREMOTE\tDETAIL")
 				for _, e := range ev {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), e.Device, e.Kind, e.Remote, e.Detail)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At.Local().Format(time.DateTime), printable(e.Device), e.Kind, printable(e.Remote), printable(e.Detail))
 				}
 				return tw.Flush()
 			})

@@ -94,6 +94,11 @@ func (ss *session) announce(as []sshext.Announce) []sshext.AnnounceReply {
 			refuse(i, why, why)
 			continue
 		}
+		if err := a.Check(); err != nil {
+			why := fmt.Sprintf("malformed announcement of %q: %v", a.Device, err)
+			refuse(i, why, why)
+			continue
+		}
 		claims = append(claims, registry.Claim{Name: a.Device, Aliases: a.Aliases, Remote: ss.childRemote(a),
 			Algos: registry.Algorithms{Key: a.Key, Client: a.Client, Cipher: a.Cipher}})
 		idx = append(idx, i)

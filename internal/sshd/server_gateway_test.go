@@ -301,3 +301,29 @@ func TestGatewayChannelsDoNotWaitForItsRequests(t *testing.T) {
 		t.Fatalf("the mark request's answer: %+v", r)
 	}
 }
+
+// What a gateway says of its devices' sessions reaches the registry and operators'
+// terminals: a record with a control character or an oversized field is refused, counted
+// against the gateway, and stores nothing (issue 48, item 10).
+func TestMalformedAnnouncementIsRefused(t *testing.T) {
+	f := newFixture(t, testProfile(gatewayProfile), nil)
+	conn, _, reqs := f.dial(t)
+	go ssh.DiscardRequests(reqs)
+	rs := announce(t, conn,
+		sshext.Announce{Device: "cam-1", Aliases: []string{"http"}, Client: "SSH-2.0-x\nsocket\tforged line"},
+		sshext.Announce{Device: "cam-2", Aliases: []string{"http"}, Key: strings.Repeat("k", 4096)},
+		sshext.Announce{Device: "cam-3", Aliases: []string{"http"}, Remote: "10.0.0.9:22\x1b[2J"})
+	for i, r := range rs {
+		if !strings.Contains(r.Refused, "malformed announcement") {
+			t.Errorf("record %d: %+v", i, r)
+		}
+	}
+	for _, name := range []string{"cam-1", "cam-2", "cam-3"} {
+		if _, err := f.reg.Device(context.Background(), name); err == nil {
+			t.Errorf("%s was recorded from a malformed announcement", name)
+		}
+	}
+	if g, _ := f.reg.Device(context.Background(), "dev1"); g.Violations != 3 {
+		t.Fatalf("gateway violations %d, want 3", g.Violations)
+	}
+}

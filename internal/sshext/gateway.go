@@ -40,6 +40,36 @@ type Announce struct {
 	Remote  string // its address as the gateway sees it
 }
 
+// Bounds of what an Announce carries: what a gateway says of its devices' sessions is
+// stored and shown to operators, so each string is short printable ASCII.
+const (
+	maxAnnounceField = 255 // RFC 4253 bounds an SSH version string at 255 bytes
+	maxAnnounceAlias = 64  // aliases of one device
+)
+
+// Check says why an announcement must be refused: a field too long, or holding bytes
+// that are not printable ASCII (a newline would forge lines in 'device show').
+func (a Announce) Check() error {
+	if len(a.Aliases) > maxAnnounceAlias {
+		return fmt.Errorf("%d aliases: at most %d", len(a.Aliases), maxAnnounceAlias)
+	}
+	fields := []struct{ name, v string }{{"key", a.Key}, {"client", a.Client}, {"cipher", a.Cipher}, {"remote", a.Remote}}
+	for _, al := range a.Aliases {
+		fields = append(fields, struct{ name, v string }{"alias", al})
+	}
+	for _, f := range fields {
+		if len(f.v) > maxAnnounceField {
+			return fmt.Errorf("%s: %d bytes, at most %d", f.name, len(f.v), maxAnnounceField)
+		}
+		for i := 0; i < len(f.v); i++ {
+			if c := f.v[i]; c < 0x20 || c > 0x7e {
+				return fmt.Errorf("%s %q: only printable ASCII", f.name, f.v)
+			}
+		}
+	}
+	return nil
+}
+
 // AnnounceReply answers an Announce. Refused says why the whole device was refused
 // (Revoked: because it is revoked at the centre, so the gateway closes it); otherwise
 // Served are the aliases the centre serves and Why says why the others are not (empty
