@@ -138,14 +138,36 @@ func (c RegistryConfig) validate() error {
 	return nil
 }
 
-// InlinePassword reports whether the DSN carries its password (the hub warns).
+// InlinePassword reports whether the DSN carries its password, in its user part or as a
+// password parameter (the hub warns, and refuses a config file others can read).
 func (c RegistryConfig) InlinePassword() bool {
 	u, err := url.Parse(c.DSN)
-	if err != nil || u.User == nil {
+	if err != nil {
 		return false
 	}
-	_, ok := u.User.Password()
-	return ok
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return true
+		}
+	}
+	return u.Query().Has("password")
+}
+
+// checkSecretFile refuses a config file that holds a password other local users can
+// read: the data folder's hub.yaml has a well-known name in a folder anyone may traverse.
+func checkSecretFile(path string, c Config) error {
+	if !c.Registry.InlinePassword() {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("%w: %s holds registry.dsn's password and other users can read it (mode %s): chmod 600 %s, or keep the password in a passfile (?passfile=/path/to/pgpass, mode 0600)",
+			ErrConfig, path, perm, path)
+	}
+	return nil
 }
 
 // ErrConfig wraps every configuration error.
@@ -182,6 +204,9 @@ func LoadConfig(path, dataDir string) (Config, error) {
 	c, err := ParseConfig(b)
 	if err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := checkSecretFile(path, c); err != nil {
+		return Config{}, err
 	}
 	c.Source = path
 	var top map[string]any

@@ -152,3 +152,27 @@ func TestConfigMarshalRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A config file with the registry's password that other users can read is refused with
+// what to do (issue 48, item 11); at 0600, or without a password, it loads.
+func TestConfigWithAPasswordMustBePrivate(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "hub.yaml")
+	for _, dsn := range []string{"postgres://iotsafe:s3cret@db.example/iotsafe", "postgres://iotsafe@db.example/iotsafe?password=s3cret"} {
+		os.WriteFile(p, []byte("registry: {dsn: '"+dsn+"'}\n"), 0o644)
+		os.Chmod(p, 0o644)
+		_, err := LoadConfig(p, dir)
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "chmod 600") || strings.Contains(err.Error(), "s3cret") {
+			t.Fatalf("%s readable by others: %v", dsn, err)
+		}
+		os.Chmod(p, 0o600)
+		if _, err := LoadConfig(p, dir); err != nil {
+			t.Fatalf("%s at 0600: %v", dsn, err)
+		}
+	}
+	os.WriteFile(p, []byte("registry: {dsn: 'postgres://iotsafe@db.example/iotsafe?passfile=/etc/iotsafe/pgpass'}\n"), 0o644)
+	os.Chmod(p, 0o644)
+	if _, err := LoadConfig(p, dir); err != nil {
+		t.Fatalf("a passfile DSN in a readable file: %v", err)
+	}
+}
