@@ -75,3 +75,38 @@ func TestRoute(t *testing.T) {
 		t.Fatalf("alias never offered has a socket: %+v", rt)
 	}
 }
+
+// Grants naming a device go with its removal: the device enrolled again under the same
+// name starts with none (issue 48, item 14); grants on its groups and other devices stay.
+func TestGrantsGoWithTheDevice(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, t.TempDir())
+	a, _ := r.AddAccount(ctx, "ctl", "")
+	if _, err := r.AddDevice(ctx, "dev1", "default", newKey(t), "valves"); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"dev1", "@valves", "dev2"} {
+		if err := r.AddGrant(ctx, Grant{Kind: PrincipalAccount, Name: "ctl", XID: uint32(a.ID), Target: target, Alias: RightCommand}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.RemoveDevice(ctx, "dev1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AddDevice(ctx, "dev1", "default", newKey(t)); err != nil {
+		t.Fatal(err)
+	}
+	gs, err := r.Grants(ctx)
+	if err != nil || len(gs) != 2 {
+		t.Fatalf("grants after removal: %+v %v", gs, err)
+	}
+	for _, g := range gs {
+		if g.Target == "dev1" {
+			t.Fatalf("the new dev1 inherited %v", g)
+		}
+	}
+	ev, _ := r.Events(ctx, EventFilter{Device: "dev1", Kind: EventDeviceRemoved})
+	if len(ev) != 1 || ev[0].Detail != "1 grant(s) of the device removed with it" {
+		t.Fatalf("removal event %+v", ev)
+	}
+}

@@ -389,7 +389,17 @@ func (r *Registry) RemoveDevice(ctx context.Context, name string) error {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("%w: device %q", ErrNotFound, name)
 		}
-		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceRemoved})
+		// Grants name the device, not its enrolment: they go with it, so a device enrolled
+		// (or announced by a gateway) later under the same name starts with none.
+		res, err = tx.ExecContext(ctx, `DELETE FROM grants WHERE target=?`, name)
+		if err != nil {
+			return fmt.Errorf("registry: remove %s's grants: %w", name, err)
+		}
+		detail := ""
+		if n, _ := res.RowsAffected(); n > 0 {
+			detail = fmt.Sprintf("%d grant(s) of the device removed with it", n)
+		}
+		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceRemoved, Detail: detail})
 	})
 }
 
