@@ -27,6 +27,7 @@ const EventAuthRefused = "telemetry_auth_refused"
 // caller is who sent a request: a device or a front-door account.
 type caller struct {
 	device    string // a device, or ""
+	gen       int64  // the device's enrolment (registry.DeviceState.Gen) it proved
 	accountID int64
 	account   string
 	via       string // token, address, password, api-token
@@ -105,7 +106,7 @@ func (a *API) identify(r *http.Request) (caller, int, string) {
 			if st.Revoked {
 				return caller{}, http.StatusUnauthorized, fmt.Sprintf("device %s is revoked", st.Name)
 			}
-			return caller{device: st.Name, via: via}, 0, ""
+			return caller{device: st.Name, gen: st.Gen(), via: via}, 0, ""
 		}
 		return caller{}, http.StatusUnauthorized, "log in: Authorization: Bearer ACCESS_TOKEN (from POST " + Prefix + "/token)"
 	}
@@ -174,7 +175,7 @@ func (a *API) fromJWT(r *http.Request, ip netip.Addr, tok, want string) (caller,
 			a.refused(r, ip, cl.Subject, "token of a revoked device")
 			return caller{}, http.StatusUnauthorized, fmt.Sprintf("device %s is revoked", cl.Subject)
 		}
-		return caller{device: cl.Subject, via: "token"}, 0, ""
+		return caller{device: cl.Subject, gen: cl.Gen, via: "token"}, 0, ""
 	default:
 		acc := a.accountsOrNil()
 		name, ok := "", false

@@ -34,6 +34,7 @@ func (noHub) RemoveDevice(context.Context, string) error         { return nil }
 // an access token of dev1.
 type insertFixture struct {
 	api   *API
+	reg   *registry.Registry
 	store *telemetry.Store
 	token string
 }
@@ -72,7 +73,7 @@ func newInsertFixture(t testing.TB) *insertFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &insertFixture{api: api, store: store, token: tok}
+	return &insertFixture{api: api, reg: reg, store: store, token: tok}
 }
 
 // post sends body as dev1 to path and returns the answer.

@@ -272,6 +272,7 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request, c caller, devices []s
 	if !ok {
 		return
 	}
+	gens := a.enrolments(devices)
 	var got []telemetry.Notification
 	if wait == 0 {
 		got = []telemetry.Notification{}
@@ -288,7 +289,44 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request, c caller, devices []s
 		got, err = a.store.Poll(ctx, f)
 		cancel()
 	}
-	answerList(w, got, err, "polling")
+	answerList(w, a.sameEnrolments(gens, got), err, "polling")
+}
+
+// enrolments are the devices' enrolments (registry.DeviceState.Gen) as a poll or stream
+// starts: what it delivers belongs to them, not to whichever device later has the name.
+func (a *API) enrolments(devices []string) map[string]int64 {
+	d := a.dir.Load()
+	gens := make(map[string]int64, len(devices))
+	for _, name := range devices {
+		if st, ok := d.Device(name); ok {
+			gens[name] = st.Gen()
+		}
+	}
+	return gens
+}
+
+// sameEnrolments keeps the notifications of devices still enrolled as they were when
+// gens was taken: a device removed (and maybe enrolled again) since delivers nothing.
+func (a *API) sameEnrolments(gens map[string]int64, ns []telemetry.Notification) []telemetry.Notification {
+	d := a.dir.Load()
+	kept := ns[:0]
+	for _, n := range ns {
+		if st, ok := d.Device(n.Device); ok && gens[n.Device] == st.Gen() {
+			kept = append(kept, n)
+		}
+	}
+	return kept
+}
+
+// enrolled reports whether any device of gens is still the enrolment it was.
+func (a *API) enrolled(gens map[string]int64) bool {
+	d := a.dir.Load()
+	for name, gen := range gens {
+		if st, ok := d.Device(name); ok && st.Gen() == gen {
+			return true
+		}
+	}
+	return false
 }
 
 // holdPoll takes one of rest.max_polls places for a long poll or stream, or answers 503.
@@ -334,15 +372,17 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c caller) {
 	if err := rc.Flush(); err != nil {
 		return
 	}
+	gens := a.enrolments(devs)
 	a.store.Stream(r.Context(), f, func(ns []telemetry.Notification) error {
 		// Rights are checked on every batch: a revoked device or account, or a removed
-		// grant, ends the stream.
-		if !a.stillValid(c) {
+		// grant, ends the stream; so does the removal of every device it follows (a
+		// device enrolled again under a name is another device).
+		if !a.stillValid(c) || !a.enrolled(gens) {
 			fmt.Fprint(w, "event: end\ndata: {\"message\":\"access ended\"}\n\n")
 			rc.Flush()
 			return errors.New("access ended")
 		}
-		for _, n := range toJSON(ns) {
+		for _, n := range toJSON(a.sameEnrolments(gens, ns)) {
 			if !a.mayRead(c, n.DeviceID) {
 				continue
 			}
@@ -358,7 +398,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c caller) {
 func (a *API) stillValid(c caller) bool {
 	if c.device != "" {
 		st, ok := a.dir.Load().Device(c.device)
-		return ok && !st.Revoked
+		return ok && !st.Revoked && st.Gen() == c.gen
 	}
 	acc := a.accountsOrNil()
 	if acc == nil {
