@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,10 @@ type Broker struct {
 	addrs   map[string]net.Addr
 	session *deviceconn.Listener // beside the plain listener; nil without one
 	guard   *loginGuard
+	// gens are the devices' enrolments as the last Revalidate saw them: a name gone or
+	// enrolled again since has its retained messages deleted.
+	retainMu sync.Mutex
+	gens     map[string]int64
 	bridge  *mqttbridge.Bridge // nil without mqtt.bridge
 	// sessions is the session store (nil without mqtt.persist): dropping a removed
 	// device's session deletes its records there too.
@@ -195,6 +200,8 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 	if err := b.srv.Serve(); err != nil {
 		return err
 	}
+	// Retained messages restored from the session store of devices removed meanwhile.
+	b.clearRetainedOfGone(b.dir.Load())
 	if b.bridge != nil {
 		b.bridge.Start()
 	}
@@ -288,7 +295,48 @@ func (b *Broker) Revalidate() int {
 		b.srv.DisconnectClient(cl, packets.ErrNotAuthorized)
 		n++
 	}
+	b.clearRetainedOfGone(snap)
 	return n
+}
+
+// clearRetainedOfGone deletes the retained messages under devices/NAME/ of every device
+// removed (or enrolled again: another device) since the last call, so a device enrolled
+// later under the name starts with none. The first call, at start, clears those of
+// devices the registry no longer has.
+func (b *Broker) clearRetainedOfGone(snap *devicedir.Snapshot) {
+	b.retainMu.Lock()
+	defer b.retainMu.Unlock()
+	gens := make(map[string]int64, len(snap.Names()))
+	for _, name := range snap.Names() {
+		st, _ := snap.Device(name)
+		gens[name] = st.Gen()
+	}
+	var gone []string
+	if b.gens == nil {
+		for _, pk := range b.srv.Topics.Messages("devices/+/#") {
+			if device := strings.SplitN(pk.TopicName, "/", 3)[1]; gens[device] == 0 && !slices.Contains(gone, device) {
+				gone = append(gone, device)
+			}
+		}
+	}
+	for name, gen := range b.gens {
+		if gens[name] != gen {
+			gone = append(gone, name)
+		}
+	}
+	b.gens = gens
+	for _, device := range gone {
+		n := 0
+		for _, pk := range b.srv.Topics.Messages("devices/" + device + "/#") {
+			// An empty retained publish deletes it, in memory and in the session store.
+			if err := b.srv.Publish(pk.TopicName, nil, true, 0); err == nil {
+				n++
+			}
+		}
+		if n > 0 {
+			b.log.Info("deleted the retained messages of a removed device", "device", device, "messages", n)
+		}
+	}
 }
 
 // inGoodStanding reports whether the device a client identifier names (NAME or
@@ -465,8 +513,8 @@ func (b *Broker) authenticateAccount(cl *mqtt.Client, pk packets.Packet) (identi
 
 // accountMay reports whether a platform app may use topic (a name or a filter): under
 // devices/, reading devices it holds +telemetry on (a wildcard in the device's level is
-// a subscription filtered message by message), publishing to devices it holds +command
-// (or +manage) on.
+// a subscription filtered message by message), publishing commands to devices it holds
+// +command (or +manage) on.
 func (b *Broker) accountMay(id identity, topic string, write bool) bool {
 	levels := strings.SplitN(topic, "/", 3)
 	if len(levels) < 2 || levels[0] != "devices" || levels[1] == "" {
@@ -475,6 +523,11 @@ func (b *Broker) accountMay(id identity, topic string, write bool) bool {
 	device := levels[1]
 	if device == "+" || device == "#" {
 		return !write
+	}
+	// Only the device writes its notifications (and the rest of its tree): a platform
+	// app publishes commands, devices/NAME/commands[/...], and nothing else.
+	if write && (len(levels) < 3 || (levels[2] != "commands" && !strings.HasPrefix(levels[2], "commands/"))) {
+		return false
 	}
 	right := registry.RightTelemetry
 	if write {

@@ -473,3 +473,53 @@ func TestMQTTClientsWithoutBroker(t *testing.T) {
 		t.Fatalf("mqtt clients without a broker: %v\n%s", err, out)
 	}
 }
+
+// Only a device writes its own tree (issue 48, item 7): a platform app with +command
+// publishes commands and nothing that would read as the device's telemetry, retained or
+// not; and a device's retained messages go with its removal, so the device enrolled
+// again under its name finds none.
+func TestMQTTOnlyTheDeviceWritesItsTelemetry(t *testing.T) {
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '127.0.0.1:0'}\n")
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	conn := func(user, pw string, more ...string) []string {
+		return append([]string{"-h", "127.0.0.1", "-p", portOf(h.mqttTLS), "--cafile", ca, "--insecure", "-u", user, "-P", pw, "-V", "mqttv5", "-q", "1"}, more...)
+	}
+	h.addDevice("dev1")
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	h.addAccount("ctl", "ctl-password-1")
+	h.mustCLI("grant", "--account", "ctl", "dev1", "+command")
+	for _, topic := range []string{"devices/dev1/notifications/temp", "devices/dev1/status", "devices/dev1"} {
+		if out, _ := mosq(t, "mosquitto_pub", conn("ctl", "ctl-password-1", "-r", "-t", topic, "-m", "forged")...); !strings.Contains(out, "Not authorized") {
+			t.Errorf("an app with +command published on %s: %s", topic, out)
+		}
+	}
+	if out, err := mosq(t, "mosquitto_pub", conn("ctl", "ctl-password-1", "-t", "devices/dev1/commands/open", "-m", "now")...); err != nil {
+		t.Fatalf("a command: %v %s", err, out)
+	}
+	if out, err := mosq(t, "mosquitto_pub", conn("dev1", secret, "-r", "-t", "devices/dev1/status", "-m", "online")...); err != nil {
+		t.Fatalf("dev1's retained status: %v %s", err, out)
+	}
+	// What a subscriber of dev1's tree is sent as retained: up to the first message that
+	// is not (the probe published after its SUBACK ends the list).
+	retained := func(secret string) string {
+		sub, exited := startSub(t, conn("dev1", secret, "--retained-only", "-v", "-d", "-t", "devices/dev1/#")...)
+		sub.waitText(t, "received SUBACK")
+		if out, err := mosq(t, "mosquitto_pub", conn("dev1", secret, "-t", "devices/dev1/probe", "-m", "x")...); err != nil {
+			t.Fatalf("probe: %v %s", err, out)
+		}
+		<-exited
+		return sub.text()
+	}
+	if got := retained(secret); !strings.Contains(got, "devices/dev1/status online") {
+		t.Fatalf("dev1's own retained status is not delivered:\n%s", got)
+	}
+	h.mustCLI("device", "remove", "dev1")
+	os.Remove(filepath.Join(h.data, "keys", "dev1"))
+	os.Remove(filepath.Join(h.data, "keys", "dev1.pub"))
+	h.addDevice("dev1")
+	secret = strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	if got := retained(secret); strings.Contains(got, "online") {
+		t.Fatalf("the device enrolled again under the name got the old one's retained message:\n%s", got)
+	}
+}
