@@ -77,7 +77,7 @@ type Broker struct {
 	// enrolled again since has its retained messages deleted.
 	retainMu sync.Mutex
 	gens     map[string]int64
-	bridge  *mqttbridge.Bridge // nil without mqtt.bridge
+	bridge   *mqttbridge.Bridge // nil without mqtt.bridge
 	// sessions is the session store (nil without mqtt.persist): dropping a removed
 	// device's session deletes its records there too.
 	sessions *sessionStore
