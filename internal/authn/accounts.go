@@ -9,6 +9,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"strconv"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/credential"
@@ -45,6 +46,17 @@ func (a *Accounts) Stamp(id int64) (s string, ok bool) {
 		return "", false
 	}
 	return stamp(acct), true
+}
+
+// Credential is the account's credential generation for its tokens: its password stamp
+// and token epoch, so a new password or a logout ends the tokens issued before; ok is
+// false when the account is gone.
+func (a *Accounts) Credential(id int64) (cred string, ok bool) {
+	acct := a.dir.Load().byID[id]
+	if acct == nil {
+		return "", false
+	}
+	return stamp(acct) + "." + strconv.FormatInt(acct.TokenEpoch, 36), true
 }
 
 // AccountStore is what Accounts reads and writes in the registry.

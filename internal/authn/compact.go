@@ -86,6 +86,7 @@ type flatClaims struct {
 	TokenType string          `json:"tokenType"`
 	Kind      string          `json:"kind"`
 	Gen       int64           `json:"gen"`
+	Cred      string          `json:"cred"`
 }
 
 // Refusals of the compact path, worded as the library's.
@@ -186,7 +187,7 @@ func (t *Tokens) verifyCompact(token string, ks *KeySet, now time.Time, tm *Timi
 	if f.IssuedAt != nil && now.Before(time.Unix(*f.IssuedAt, 0).Add(-leeway)) {
 		return nil, true, errFuture
 	}
-	c = &Claims{TokenType: f.TokenType, Kind: f.Kind, Gen: f.Gen}
+	c = &Claims{TokenType: f.TokenType, Kind: f.Kind, Gen: f.Gen, Cred: f.Cred}
 	c.Subject, c.Issuer, c.ID = f.Subject, f.Issuer, f.ID
 	c.ExpiresAt = newDate(f.ExpiresAt)
 	c.NotBefore = newDate(f.NotBefore)
@@ -211,7 +212,7 @@ func canonicalClaims(b []byte) (f flatClaims, ok bool) {
 	ok = p.lit(`{"sub":`) && p.str(&f.Subject) &&
 		p.lit(`,"exp":`) && p.int(&exp) && p.lit(`,"nbf":`) && p.int(&nbf) && p.lit(`,"iat":`) && p.int(&iat) &&
 		p.lit(`,"tokenType":`) && p.str(&f.TokenType) && p.lit(`,"kind":`) && p.str(&f.Kind) &&
-		p.lit(`,"gen":`) && p.int(&f.Gen) && p.lit(`}`) && len(p.b) == 0
+		p.lit(`,"gen":`) && p.int(&f.Gen) && (!p.lit(`,"cred":`) || p.str(&f.Cred)) && p.lit(`}`) && len(p.b) == 0
 	if !ok {
 		return flatClaims{}, false
 	}

@@ -142,7 +142,7 @@ func TestCompactAgreesWithLibrary(t *testing.T) {
 func TestIssuedTokensTakeTheCompactPath(t *testing.T) {
 	for _, alg := range []string{HS256, HS384, HS512, None} {
 		tk := openTokens(t, t.TempDir(), Config{Algorithm: alg, AllowUnsigned: alg == None})
-		tok, _, err := tk.Issue(Access, KindDevice, "dev9", 3, 0)
+		tok, _, err := tk.Issue(Access, KindDevice, "dev9", 3, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

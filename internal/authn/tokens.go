@@ -82,6 +82,10 @@ type Claims struct {
 	TokenType string `json:"tokenType"`
 	Kind      string `json:"kind"`
 	Gen       int64  `json:"gen"`
+	// Cred is the subject's credential generation when the token was issued (a device's
+	// telemetry secret, an account's password and token epoch): a new secret, a new
+	// password or a logout changes it, and the subject's older tokens stop verifying.
+	Cred string `json:"cred,omitempty"`
 }
 
 // Verification errors, each a distinct answer for the client.
@@ -209,7 +213,7 @@ func (t *Tokens) maybeReload() {
 
 // Issue signs a token of typ for subject. ttl 0 takes the configured default; a refresh
 // token's ttl may not exceed MaxRefreshTTL.
-func (t *Tokens) Issue(typ, kind, subject string, gen int64, ttl time.Duration) (string, time.Time, error) {
+func (t *Tokens) Issue(typ, kind, subject string, gen int64, cred string, ttl time.Duration) (string, time.Time, error) {
 	t.maybeReload()
 	switch typ {
 	case Access:
@@ -236,7 +240,7 @@ func (t *Tokens) Issue(typ, kind, subject string, gen int64, ttl time.Duration) 
 			NotBefore: jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(exp),
 		},
-		TokenType: typ, Kind: kind, Gen: gen,
+		TokenType: typ, Kind: kind, Gen: gen, Cred: cred,
 	}
 	var s string
 	var err error

@@ -32,7 +32,7 @@ func TestIssueAndVerifyEachAlgorithm(t *testing.T) {
 		if ks, _ := LoadKeys(dir); len(ks.Current().Secret) != keyBytes[alg] {
 			t.Fatalf("%s: key of %d bytes", alg, len(ks.Current().Secret))
 		}
-		tok, exp, err := tk.Issue(Access, KindDevice, "dev42", 7, 0)
+		tok, exp, err := tk.Issue(Access, KindDevice, "dev42", 7, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestIssueAndVerifyEachAlgorithm(t *testing.T) {
 // part of the whole, named by the key's algorithm, also when the signature is wrong.
 func TestVerifyTimedSplitsSignature(t *testing.T) {
 	tk := openTokens(t, t.TempDir(), Config{Algorithm: HS384})
-	tok, _, _ := tk.Issue(Access, KindDevice, "dev42", 1, 0)
+	tok, _, _ := tk.Issue(Access, KindDevice, "dev42", 1, "", 0)
 	c, tm, err := tk.VerifyTimed(tok, Access)
 	if err != nil || c.Subject != "dev42" {
 		t.Fatal(c, err)
@@ -78,7 +78,7 @@ func TestVerifyTimedSplitsSignature(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	dir := t.TempDir()
 	tk := openTokens(t, dir, Config{})
-	tok, _, _ := tk.Issue(Refresh, KindDevice, "dev42", 1, time.Hour)
+	tok, _, _ := tk.Issue(Refresh, KindDevice, "dev42", 1, "", time.Hour)
 	if _, err := tk.Verify(tok, Access); !errors.Is(err, ErrWrongType) {
 		t.Fatalf("a refresh token must not call the API: %v", err)
 	}
@@ -108,7 +108,7 @@ func TestRefusals(t *testing.T) {
 	}
 	// Expired.
 	tk.Now = func() time.Time { return time.Now().Add(-time.Hour) }
-	old, _, _ := tk.Issue(Access, KindDevice, "dev42", 1, 0)
+	old, _, _ := tk.Issue(Access, KindDevice, "dev42", 1, "", 0)
 	tk.Now = nil
 	if _, err := tk.Verify(old, Access); !errors.Is(err, ErrExpired) {
 		t.Fatalf("expired token: %v", err)
@@ -119,7 +119,7 @@ func TestRefusals(t *testing.T) {
 			t.Fatalf("%.10q: %v", bad, err)
 		}
 	}
-	if _, _, err := tk.Issue(Refresh, KindDevice, "dev42", 1, 9000*time.Hour); err == nil {
+	if _, _, err := tk.Issue(Refresh, KindDevice, "dev42", 1, "", 9000*time.Hour); err == nil {
 		t.Fatal("a refresh token beyond max_refresh_ttl was issued")
 	}
 }
@@ -130,7 +130,7 @@ func TestUnsignedOnlyWhenAllowed(t *testing.T) {
 	}
 	dir := t.TempDir()
 	tk := openTokens(t, dir, Config{Algorithm: None, AllowUnsigned: true})
-	tok, _, err := tk.Issue(Access, KindDevice, "dev1", 1, 0)
+	tok, _, err := tk.Issue(Access, KindDevice, "dev1", 1, "", 0)
 	if err != nil || !strings.HasSuffix(tok, ".") {
 		t.Fatalf("unsigned token %q %v", tok, err)
 	}
@@ -153,7 +153,7 @@ func TestUnsignedOnlyWhenAllowed(t *testing.T) {
 func TestRetireNow(t *testing.T) {
 	dir := t.TempDir()
 	tk := openTokens(t, dir, Config{})
-	leaked, _, _ := tk.Issue(Refresh, KindDevice, "dev1", 1, 0)
+	leaked, _, _ := tk.Issue(Refresh, KindDevice, "dev1", 1, "", 0)
 	if _, err := RetireNow(context.Background(), FileKeys(dir), HS256); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestRetireNow(t *testing.T) {
 	if _, err := fresh.Verify(leaked, Refresh); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a token of the retired key: %v", err)
 	}
-	tok, _, _ := fresh.Issue(Refresh, KindDevice, "dev1", 1, 0)
+	tok, _, _ := fresh.Issue(Refresh, KindDevice, "dev1", 1, "", 0)
 	if _, err := fresh.Verify(tok, Refresh); err != nil {
 		t.Fatalf("a token of the new key: %v", err)
 	}
@@ -170,7 +170,7 @@ func TestRetireNow(t *testing.T) {
 func TestRotationKeepsOldTokensValid(t *testing.T) {
 	dir := t.TempDir()
 	tk := openTokens(t, dir, Config{})
-	old, _, _ := tk.Issue(Refresh, KindDevice, "dev1", 1, 0)
+	old, _, _ := tk.Issue(Refresh, KindDevice, "dev1", 1, "", 0)
 	oldKid, _ := tk.CurrentKey()
 	k, err := Rotate(dir, HS512, 8760*time.Hour)
 	if err != nil {
@@ -212,7 +212,7 @@ func FuzzVerify(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	good, _, _ := tk.Issue(Access, KindDevice, "dev1", 1, 0)
+	good, _, _ := tk.Issue(Access, KindDevice, "dev1", 1, "", 0)
 	f.Add(good)
 	f.Add("eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.")
 	f.Add("..")
@@ -239,7 +239,7 @@ func BenchmarkVerify(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			tok, _, _ := tk.Issue(Access, KindDevice, "dev1", 1, 0)
+			tok, _, _ := tk.Issue(Access, KindDevice, "dev1", 1, "", 0)
 			b.ResetTimer()
 			for b.Loop() {
 				if _, err := tk.Verify(tok, Access); err != nil {

@@ -176,10 +176,11 @@ func accountRemoveCmd(g *globals) *cobra.Command {
 func accountLogoutCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "logout NAME",
-		Short: "End an account's login-page sessions at once (its password and tokens stay)",
-		Long: `Ends every login-page session of the account, on the running hub at once: its browsers
-must log in again. Passwords and API tokens are not touched; 'iotsafe account passwd'
-(which also ends the sessions) and 'iotsafe account revoke-token' handle those.`,
+		Short: "End an account's login-page sessions and REST tokens at once (its password and API tokens stay)",
+		Long: `Ends every login-page session of the account and every REST token (JWT, refresh tokens
+included) issued to it, on the running hub at once: its browsers and apps must log in
+again. The password and API tokens are not touched; 'iotsafe account passwd' (which also
+ends the sessions and REST tokens) and 'iotsafe account revoke-token' handle those.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, err := g.change(cmd, control.EndLoginSessions{Account: args[0]})

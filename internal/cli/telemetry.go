@@ -10,6 +10,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/credential"
+	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -79,7 +80,12 @@ or removed (then at once); rotating the signing key ('iotsafe jwt rotate') keeps
 			if err := reg.AddEvent(ctx, registry.Event{Device: st.Name, Kind: registry.EventTokenIssued, Detail: "refresh token issued by 'iotsafe device token'"}); err != nil {
 				return err
 			}
-			tok, exp, err := tokens.Issue(authn.Refresh, authn.KindDevice, st.Name, st.Gen(), expires)
+			secrets, err := reg.DeviceSecretHashes(ctx)
+			if err != nil {
+				return err
+			}
+			// Bound to the device's current secret: 'iotsafe device secret' ends it.
+			tok, exp, err := tokens.Issue(authn.Refresh, authn.KindDevice, st.Name, st.Gen(), devicedir.SecretStamp(secrets[st.Name]), expires)
 			if err != nil {
 				return err
 			}

@@ -86,6 +86,20 @@ func (s *Snapshot) Device(name string) (registry.DeviceState, bool) {
 	return st, ok
 }
 
+// SecretStamp names the generation of a device's telemetry secret by its stored hash
+// (hex SHA-256): a digest, never the hash itself; "" when the device has no secret.
+// Tokens carry it, so a new secret ends the tokens issued under the old one.
+func SecretStamp(hash string) string {
+	if hash == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(hash))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Cred is the device's credential generation (SecretStamp of its current secret).
+func (s *Snapshot) Cred(name string) string { return SecretStamp(s.secrets[name]) }
+
 // CurrentCert reports whether serial (decimal) is the device's current client
 // certificate: the last one issued; an older one, or one the registry has no record of,
 // is not.

@@ -23,6 +23,9 @@ type Account struct {
 	CreatedAt time.Time `json:"created_at"`
 	Tokens    int       `json:"active_tokens"`
 	Sessions  int       `json:"login_sessions"` // open login-page sessions
+	// TokenEpoch changes when the account logs out everywhere or its password changes:
+	// the account's JWTs carry the one they were issued under.
+	TokenEpoch int64 `json:"-"`
 }
 
 // Token is an API token of an account; only its hash is stored.
@@ -80,7 +83,7 @@ func (r *Registry) SetPassword(ctx context.Context, name, passwordHash string) e
 			return err
 		}
 		return r.addEvent(ctx, tx, Event{Kind: "account_password",
-			Detail: fmt.Sprintf("password changed for account %s; %d login session(s) ended", name, ended)})
+			Detail: fmt.Sprintf("password changed for account %s; %d login session(s) and every REST token ended", name, ended)})
 	})
 }
 
@@ -104,14 +107,14 @@ func (r *Registry) RemoveAccount(ctx context.Context, name string) error {
 }
 
 // accountCols reads an account with its counts; ?1 is the current time.
-const accountCols = `a.id, a.name, a.password, a.created_at,
+const accountCols = `a.id, a.name, a.password, a.created_at, a.token_epoch,
 	(SELECT COUNT(*) FROM tokens t WHERE t.account=a.id AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > ?1)),
 	(SELECT COUNT(*) FROM login_sessions s WHERE s.account=a.id AND s.expires_at > ?1)`
 
 func scanAccount(sc interface{ Scan(...any) error }) (*Account, error) {
 	var a Account
 	var created string
-	if err := sc.Scan(&a.ID, &a.Name, &a.Password, &created, &a.Tokens, &a.Sessions); err != nil {
+	if err := sc.Scan(&a.ID, &a.Name, &a.Password, &created, &a.TokenEpoch, &a.Tokens, &a.Sessions); err != nil {
 		return nil, err
 	}
 	a.HasPass = a.Password != ""

@@ -18,6 +18,7 @@ var migrations = []migrate.Step{
 	{Version: 8, Name: "peer hubs", SQL: schemaV8},
 	{Version: 9, Name: "events by kind", SQL: schemaV9},
 	{Version: 10, Name: "host key rotation notes", SQL: schemaV10},
+	{Version: 11, Name: "account token epochs", SQL: schemaV11},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

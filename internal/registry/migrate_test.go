@@ -30,7 +30,7 @@ func TestRegistryFromBeforeVersions(t *testing.T) {
 	// What version 1 was: no record of versions, nothing the later steps added.
 	rawExec(t, dir, `DROP TABLE schema_migrations; DROP TABLE device_certs; DROP TABLE soap_keys; DROP TABLE leases;
 		DROP INDEX devices_via; DROP INDEX devices_created; DROP INDEX devices_hub; ALTER TABLE devices DROP COLUMN via;
-		ALTER TABLE devices DROP COLUMN hub; ALTER TABLE events DROP COLUMN hub`)
+		ALTER TABLE devices DROP COLUMN hub; ALTER TABLE events DROP COLUMN hub; ALTER TABLE accounts DROP COLUMN token_epoch`)
 	r = open(t, dir)
 	if _, err := r.Device(ctx, "dev1"); err != nil {
 		t.Fatalf("dev1 lost: %v", err)

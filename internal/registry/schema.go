@@ -200,3 +200,9 @@ CREATE TABLE IF NOT EXISTS hostkey_notes (
 );
 CREATE INDEX IF NOT EXISTS hostkey_notes_key ON hostkey_notes(fingerprint);
 `
+
+// schemaV11: an account's tokens issued before its token epoch (µs; set by logout and a
+// password change) stop verifying.
+const schemaV11 = `
+ALTER TABLE accounts ADD COLUMN token_epoch INTEGER NOT NULL DEFAULT 0;
+`

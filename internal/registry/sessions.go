@@ -85,15 +85,20 @@ func (r *Registry) EndLoginSessions(ctx context.Context, account string) (int64,
 		if ended, err = endLoginSessions(ctx, tx, account); err != nil {
 			return err
 		}
-		return r.addEvent(ctx, tx, Event{Kind: "account_logout", Detail: fmt.Sprintf("%d login session(s) of account %s ended by the operator", ended, account)})
+		return r.addEvent(ctx, tx, Event{Kind: "account_logout", Detail: fmt.Sprintf("%d login session(s) and every REST token of account %s ended by the operator", ended, account)})
 	})
 	return ended, err
 }
 
+// endLoginSessions ends an account's login-page sessions and starts a new token epoch:
+// its REST tokens (refresh tokens included) stop verifying too.
 func endLoginSessions(ctx context.Context, tx *sqldb.Tx, account string) (int64, error) {
 	res, err := tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE account=(SELECT id FROM accounts WHERE name=?)`, account)
 	if err != nil {
 		return 0, fmt.Errorf("registry: end login sessions: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE accounts SET token_epoch=? WHERE name=?`, time.Now().UnixMicro(), account); err != nil {
+		return 0, fmt.Errorf("registry: end an account's tokens: %w", err)
 	}
 	return res.RowsAffected()
 }

@@ -61,6 +61,8 @@ type Accounts interface {
 	Token(ip, token string) (authn.Principal, error)
 	// Name returns the name of a live account.
 	Name(id int64) (string, bool)
+	// Credential is a live account's credential generation, which its tokens carry.
+	Credential(id int64) (string, bool)
 }
 
 // Config of the API (hub.yaml "rest:").

@@ -174,6 +174,9 @@ func (a *API) fromJWT(r *http.Request, ip netip.Addr, tok, want string) (caller,
 		case st.Revoked:
 			a.refused(r, ip, cl.Subject, "token of a revoked device")
 			return caller{}, http.StatusUnauthorized, fmt.Sprintf("device %s is revoked", cl.Subject)
+		case cl.Cred != a.dir.Load().Cred(cl.Subject):
+			a.refused(r, ip, cl.Subject, "token of a replaced secret")
+			return caller{}, http.StatusUnauthorized, "the token was issued under the device's earlier secret: log in again at POST " + Prefix + "/token"
 		}
 		return caller{device: cl.Subject, gen: cl.Gen, via: "token"}, 0, ""
 	default:
@@ -184,6 +187,9 @@ func (a *API) fromJWT(r *http.Request, ip netip.Addr, tok, want string) (caller,
 		}
 		if !ok || name != cl.Subject {
 			return caller{}, http.StatusUnauthorized, "the token's account no longer exists"
+		}
+		if cred, _ := acc.Credential(cl.Gen); cred != cl.Cred {
+			return caller{}, http.StatusUnauthorized, "the token was issued before the account's password changed or it logged out: log in again at POST " + Prefix + "/token"
 		}
 		return caller{accountID: cl.Gen, account: name, via: "token"}, 0, ""
 	}
@@ -265,13 +271,26 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	a.issuePair(w, authn.KindAccount, p.Name, p.ID, 0)
 }
 
+// credOf is the credential generation a new token of the subject carries.
+func (a *API) credOf(kind, subject string, gen int64) string {
+	if kind == authn.KindDevice {
+		return a.dir.Load().Cred(subject)
+	}
+	if acc := a.accountsOrNil(); acc != nil {
+		cred, _ := acc.Credential(gen)
+		return cred
+	}
+	return ""
+}
+
 func (a *API) issuePair(w http.ResponseWriter, kind, subject string, gen int64, refreshTTL time.Duration) {
-	acc, _, err := a.tokens.Issue(authn.Access, kind, subject, gen, 0)
+	cred := a.credOf(kind, subject, gen)
+	acc, _, err := a.tokens.Issue(authn.Access, kind, subject, gen, cred, 0)
 	if err != nil {
 		fail(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	ref, _, err := a.tokens.Issue(authn.Refresh, kind, subject, gen, refreshTTL)
+	ref, _, err := a.tokens.Issue(authn.Refresh, kind, subject, gen, cred, refreshTTL)
 	if err != nil {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
@@ -300,7 +319,7 @@ func (a *API) refresh(w http.ResponseWriter, r *http.Request) {
 	if c.device != "" {
 		kind, subject, gen = authn.KindDevice, c.device, deviceGen(a.dir.Load(), c.device)
 	}
-	tok, _, err := a.tokens.Issue(authn.Access, kind, subject, gen, 0)
+	tok, _, err := a.tokens.Issue(authn.Access, kind, subject, gen, a.credOf(kind, subject, gen), 0)
 	if err != nil {
 		fail(w, http.StatusInternalServerError, err.Error())
 		return

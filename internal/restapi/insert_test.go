@@ -69,7 +69,7 @@ func newInsertFixture(t testing.TB) *insertFixture {
 		t.Fatal(err)
 	}
 	st, _ := api.dir.Load().Device("dev1")
-	tok, _, err := tokens.Issue(authn.Access, authn.KindDevice, "dev1", st.Gen(), time.Hour)
+	tok, _, err := tokens.Issue(authn.Access, authn.KindDevice, "dev1", st.Gen(), "", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
