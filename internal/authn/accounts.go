@@ -7,9 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
-	"strconv"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/credential"
