@@ -68,7 +68,8 @@ type Accounts interface {
 // Config of the API (hub.yaml "rest:").
 type Config struct {
 	// Listen is the plain HTTP listener for devices on their SSH session's direct alias;
-	// "" leaves it off. It must be a loopback address: it trusts source addresses.
+	// "" leaves it off. It must be a loopback address: devices reach it over their SSH
+	// session, which tells the hub who they are.
 	Listen string `yaml:"listen"`
 	// MaxBody bounds a request body (512KiB, 1MiB or bytes); 0 means 64 KiB.
 	MaxBody bytesize.Size `yaml:"max_body"`
@@ -76,6 +77,11 @@ type Config struct {
 	MaxWait time.Duration `yaml:"max_wait"`
 	// MaxPolls bounds long polls and streams open at once; 0 means 10000.
 	MaxPolls int `yaml:"max_polls"`
+	// MaxPollsPerDevice bounds what one device holds of them; 0 means 8.
+	MaxPollsPerDevice int `yaml:"max_polls_per_device"`
+	// MaxPollsPerAccount bounds what one account holds of them (a platform app follows
+	// many devices with one stream); 0 means 100.
+	MaxPollsPerAccount int `yaml:"max_polls_per_account"`
 	// Frontdoor mounts the API on the front door's HTTPS host at /api/rest: "on" (the
 	// default, also for "") or "off". Callers there always present credentials.
 	Frontdoor string `yaml:"frontdoor"`
@@ -91,11 +97,11 @@ func (c *Config) Validate() error {
 	if c.Listen != "" {
 		ap, err := netip.ParseAddrPort(c.Listen)
 		if err != nil || !ap.Addr().IsLoopback() {
-			return fmt.Errorf("rest.listen %q: want a loopback IP:PORT such as 127.0.0.1:8080 (the plain listener identifies devices by their pool source address, which only loopback makes trustworthy; platform apps use the front door)", c.Listen)
+			return fmt.Errorf("rest.listen %q: want a loopback IP:PORT such as 127.0.0.1:8080 (devices reach it over their SSH session; platform apps use the front door)", c.Listen)
 		}
 	}
-	if c.MaxBody < 0 || c.MaxPolls < 0 || c.MaxWait < 0 {
-		return errors.New("rest: max_body, max_wait and max_polls must not be negative")
+	if c.MaxBody < 0 || c.MaxPolls < 0 || c.MaxWait < 0 || c.MaxPollsPerDevice < 0 || c.MaxPollsPerAccount < 0 {
+		return errors.New("rest: max_body, max_wait, max_polls, max_polls_per_device and max_polls_per_account must not be negative")
 	}
 	return nil
 }
@@ -114,6 +120,12 @@ func (c *Config) ApplyDefaults() {
 	if c.MaxPolls <= 0 {
 		c.MaxPolls = 10000
 	}
+	if c.MaxPollsPerDevice <= 0 {
+		c.MaxPollsPerDevice = 8
+	}
+	if c.MaxPollsPerAccount <= 0 {
+		c.MaxPollsPerAccount = 100
+	}
 }
 
 // API is the handler set. Reload refreshes its snapshot of the registry.
@@ -129,6 +141,7 @@ type API struct {
 	dir      *devicedir.Directory // the identities requests are checked against
 	mux      *http.ServeMux
 	polls    chan struct{}
+	held     pollHolders // places of polls and streams, per device and account
 	metrics  *Metrics
 	gate     *throttle.LogGate
 	// unsignedWarned: with unsigned tokens allowed, every request using one is logged.

@@ -248,7 +248,7 @@ func (a *API) listCommands(w http.ResponseWriter, r *http.Request, c caller) {
 // pollDeviceCommands is GET /device/{id}/command/poll.
 func (a *API) pollDeviceCommands(w http.ResponseWriter, r *http.Request, c caller) {
 	if id, ok := a.commandDevice(w, r, c); ok {
-		a.pollCommands(w, r, []string{id})
+		a.pollCommands(w, r, c, []string{id})
 	}
 }
 
@@ -280,13 +280,13 @@ func (a *API) pollManyCommands(w http.ResponseWriter, r *http.Request, c caller)
 			devs = append(devs, id)
 		}
 	}
-	a.pollCommands(w, r, devs)
+	a.pollCommands(w, r, c, devs)
 }
 
 // pollCommands answers a long poll for the devices' new commands (or, with
 // returnUpdatedCommands=true, their answers), DeviceHive's parameters: timestamp,
 // names, limit, waitTimeout. Commands past their lifetime are not delivered.
-func (a *API) pollCommands(w http.ResponseWriter, r *http.Request, devices []string) {
+func (a *API) pollCommands(w http.ResponseWriter, r *http.Request, c caller, devices []string) {
 	f, err := commandPollFilter(r.URL.Query(), devices)
 	if err != nil {
 		fail(w, http.StatusBadRequest, err.Error())
@@ -303,7 +303,7 @@ func (a *API) pollCommands(w http.ResponseWriter, r *http.Request, devices []str
 			got, err = a.commands.ListCommands(r.Context(), f)
 		}
 	} else {
-		release, ok := a.holdPoll(w)
+		release, ok := a.holdPoll(w, c)
 		if !ok {
 			return
 		}
@@ -349,7 +349,7 @@ func (a *API) pollCommandUpdate(w http.ResponseWriter, r *http.Request, c caller
 	if !ok {
 		return
 	}
-	release, ok := a.holdPoll(w)
+	release, ok := a.holdPoll(w, c)
 	if !ok {
 		return
 	}

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -59,5 +61,46 @@ func TestStreamEndsWithItsEnrolment(t *testing.T) {
 	all := strings.Join(got, "\n")
 	if strings.Contains(all, "the new dev1") || !strings.Contains(all, "event: end") {
 		t.Fatalf("the old enrolment's stream after re-enrolment:\n%s", all)
+	}
+}
+
+// One device cannot take every long-poll place (issue 48, item 6): past its own budget
+// it gets 429 naming the limit, another device still gets a place, and when the hub's
+// places are all taken the answer says so (503), not that the store is busy.
+func TestPollPlacesHaveAPerDeviceBudget(t *testing.T) {
+	f := newInsertFixtureWith(t, Config{MaxPolls: 3, MaxPollsPerDevice: 2})
+	srv := httptest.NewServer(f.api)
+	t.Cleanup(srv.Close) // after the streams' bodies close (cleanups run last first)
+	st2, _ := f.api.dir.Load().Device("dev2")
+	tok2, _, _ := f.tokens.Issue("ACCESS", "device", "dev2", st2.Gen(), f.api.dir.Load().Cred("dev2"), time.Hour)
+	open := func(tok string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+Prefix+"/device/notification/stream", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	message := func(resp *http.Response) string {
+		var body struct{ Message string }
+		json.NewDecoder(resp.Body).Decode(&body)
+		return body.Message
+	}
+	for i := range 2 {
+		if resp := open(f.token); resp.StatusCode != 200 {
+			t.Fatalf("dev1's stream %d: %d", i, resp.StatusCode)
+		}
+	}
+	if resp := open(f.token); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(message(resp), "rest.max_polls_per_device") {
+		t.Fatalf("dev1 past its budget: %d", resp.StatusCode)
+	}
+	if resp := open(tok2); resp.StatusCode != 200 {
+		t.Fatalf("dev2 while dev1 is at its budget: %d", resp.StatusCode)
+	}
+	if resp := open(tok2); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(message(resp), "rest.max_polls") {
+		t.Fatalf("the hub's places all taken: %d", resp.StatusCode)
 	}
 }

@@ -33,13 +33,19 @@ func (noHub) RemoveDevice(context.Context, string) error         { return nil }
 // insertFixture is an API on a real registry and store with devices dev1 and dev2, and
 // an access token of dev1.
 type insertFixture struct {
-	api   *API
-	reg   *registry.Registry
-	store *telemetry.Store
-	token string
+	tokens *authn.Tokens
+	api    *API
+	reg    *registry.Registry
+	store  *telemetry.Store
+	token  string
 }
 
 func newInsertFixture(t testing.TB) *insertFixture {
+	t.Helper()
+	return newInsertFixtureWith(t, Config{MaxBody: 1024})
+}
+
+func newInsertFixtureWith(t testing.TB, cfg Config) *insertFixture {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -64,7 +70,7 @@ func newInsertFixture(t testing.TB) *insertFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := New(Config{MaxBody: 1024}, reg, nil, store, noHub{}, tokens, nil, slog.New(slog.DiscardHandler))
+	api := New(cfg, reg, nil, store, noHub{}, tokens, nil, slog.New(slog.DiscardHandler))
 	if err := api.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +79,7 @@ func newInsertFixture(t testing.TB) *insertFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &insertFixture{api: api, reg: reg, store: store, token: tok}
+	return &insertFixture{api: api, reg: reg, store: store, token: tok, tokens: tokens}
 }
 
 // post sends body as dev1 to path and returns the answer.

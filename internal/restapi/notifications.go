@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/profile"
@@ -280,7 +281,7 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request, c caller, devices []s
 			got, err = a.store.List(r.Context(), telemetry.Filter{Devices: f.Devices, Names: f.Names, After: f.After, Take: f.Take})
 		}
 	} else {
-		release, ok := a.holdPoll(w)
+		release, ok := a.holdPoll(w, c)
 		if !ok {
 			return
 		}
@@ -329,16 +330,56 @@ func (a *API) enrolled(gens map[string]int64) bool {
 	return false
 }
 
-// holdPoll takes one of rest.max_polls places for a long poll or stream, or answers 503.
-func (a *API) holdPoll(w http.ResponseWriter) (release func(), ok bool) {
+// holdPoll takes one of rest.max_polls places for a long poll or stream, within the
+// caller's own budget (rest.max_polls_per_device or _per_account), or answers why not:
+// 429 for a caller over its budget, 503 when the hub's places are all taken.
+func (a *API) holdPoll(w http.ResponseWriter, c caller) (release func(), ok bool) {
+	key, limit, what := "a:"+strconv.FormatInt(c.accountID, 10), a.cfg.MaxPollsPerAccount, "account "+c.account+" holds"
+	if c.device != "" {
+		key, limit, what = "d:"+c.device, a.cfg.MaxPollsPerDevice, "device "+c.device+" holds"
+	}
+	if !a.held.take(key, limit) {
+		w.Header().Set("Retry-After", "5")
+		fail(w, http.StatusTooManyRequests, fmt.Sprintf("%s %d long polls and streams, its most (rest.max_polls_per_%s): end one first", what, limit, strings.Fields(what)[0]))
+		return nil, false
+	}
 	select {
 	case a.polls <- struct{}{}:
 	default:
-		overloaded(w, 5)
+		a.held.give(key)
+		w.Header().Set("Retry-After", "5")
+		fail(w, http.StatusServiceUnavailable, fmt.Sprintf("the hub holds %d long polls and streams, its most (rest.max_polls): retry after 5 s", a.cfg.MaxPolls))
 		return nil, false
 	}
 	a.metrics.polls.Inc()
-	return func() { a.metrics.polls.Dec(); <-a.polls }, true
+	return func() { a.metrics.polls.Dec(); <-a.polls; a.held.give(key) }, true
+}
+
+// pollHolders counts the polls and streams each device and account holds.
+type pollHolders struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (p *pollHolders) take(key string, limit int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == nil {
+		p.n = map[string]int{}
+	}
+	if p.n[key] >= limit {
+		return false
+	}
+	p.n[key]++
+	return true
+}
+
+func (p *pollHolders) give(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[key]--; p.n[key] <= 0 {
+		delete(p.n, key)
+	}
 }
 
 // stream is GET /device/notification/stream: server-sent events, one "notification"
@@ -358,7 +399,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c caller) {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	release, ok := a.holdPoll(w)
+	release, ok := a.holdPoll(w, c)
 	if !ok {
 		return
 	}
