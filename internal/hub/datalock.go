@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/iotsafe/iotsafe/internal/diskspace"
 	"github.com/iotsafe/iotsafe/internal/lockfile"
-	"golang.org/x/sys/unix"
 )
 
 // LockName is the lock file in the data folder: whoever holds it owns the folder.
@@ -57,10 +57,4 @@ func CheckFreeSpace(dir string, minMiB int) error {
 
 // FreeMiB is the space left to unprivileged writers on the filesystem holding dir, in
 // MiB; -1 when it cannot be read.
-func FreeMiB(dir string) int64 {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return -1
-	}
-	return int64(st.Bavail) * int64(st.Bsize) >> 20
-}
+func FreeMiB(dir string) int64 { return diskspace.FreeMiB(dir) }

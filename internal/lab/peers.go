@@ -20,6 +20,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
+	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
 
 // SSHServer is one SSH server under test with what the fleet needs to use it.
@@ -296,6 +297,9 @@ func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 	if err != nil {
 		return err
 	}
+	// The lab measures the paths at full speed: a simulated device sends far faster than
+	// the per-device budgets a fleet should keep.
+	c.Telemetry.LiftDeviceBudgets()
 	onOff := func(b bool) string {
 		if b {
 			return "on"
@@ -328,6 +332,14 @@ func writeLabHubConfig(dir string, pool sockets.Config, o IoTsafeOpts) error {
 		o.Configure(&c)
 	}
 	return WriteHubConfig(dir, c)
+}
+
+// UnlimitedStore is a notification store's configuration for the lab: defaults, with the
+// per-device budgets lifted (the lab measures the store at full speed).
+func UnlimitedStore() telemetry.Config {
+	var c telemetry.Config
+	c.LiftDeviceBudgets()
+	return c
 }
 
 // WriteHubConfig writes c as DIR/hub.yaml (mode 0600: it may name key files and a DSN).

@@ -35,6 +35,8 @@ import (
 // Store is where stored topics go: the telemetry store.
 type Store interface {
 	Append(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error)
+	// Admit spends a device's message budget for a publish that is not stored.
+	Admit(device string, n, size int) error
 }
 
 // Auditor records refusals in the audit log.

@@ -146,6 +146,13 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	}
 	device := id.device
 	stored := h.b.stored(pk.TopicName)
+	if !stored {
+		// Not a notification, but it costs the hub all the same (a retained message is
+		// kept): the device's one budget, as for what it stores.
+		if err := h.b.store.Admit(device, 1, len(pk.TopicName)+len(pk.Payload)); err != nil {
+			return pk, h.overBudget(cl, pk, device, err)
+		}
+	}
 	br := h.b.bridge
 	if !stored && br == nil {
 		return pk, nil
@@ -191,6 +198,9 @@ func (b *Broker) stored(topic string) bool {
 func (h *hook) storeMessage(ctx context.Context, cl *mqtt.Client, device string, pk packets.Packet) error {
 	n := notification(device, pk.TopicName, pk.Payload)
 	if _, err := h.b.store.Append(ctx, n); err != nil {
+		if errors.Is(err, telemetry.ErrRateLimited) || errors.Is(err, telemetry.ErrDiskFull) {
+			return h.overBudget(cl, pk, device, err)
+		}
 		if errors.Is(err, telemetry.ErrInvalid) {
 			h.b.counts.notStored.Add(1)
 			// The message itself cannot be stored (too large, a name too long): it is
@@ -203,4 +213,17 @@ func (h *hook) storeMessage(ctx context.Context, cl *mqtt.Client, device string,
 	}
 	h.b.counts.stored.Add(1)
 	return nil
+}
+
+// overBudget refuses a message the store would not take now (the device over its rate,
+// the disk nearly full): an MQTT 5 client sending QoS 1 or 2 is told (PUBACK 0x97, quota
+// exceeded), any other message is dropped unacknowledged, so QoS 1 and 2 come again.
+func (h *hook) overBudget(cl *mqtt.Client, pk packets.Packet, device string, err error) error {
+	h.b.refuse(EventNotStored, device, cl.Net.Remote, "refused: "+strings.TrimPrefix(err.Error(), "telemetry: "))
+	// mochi answers a reason code only to MQTT 5 at QoS 1 and 2; any other code would
+	// let the message through.
+	if cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos > 0 {
+		return packets.ErrQuotaExceeded
+	}
+	return packets.ErrRejectPacket
 }

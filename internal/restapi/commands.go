@@ -112,6 +112,7 @@ func (a *API) pathCommand(w http.ResponseWriter, r *http.Request, c caller) (str
 // not taking its commands, else 503 (retry).
 func (a *API) commandFailed(w http.ResponseWriter, err error, what string) {
 	switch {
+	case refusedBeforeWrite(w, err):
 	case errors.Is(err, telemetry.ErrInvalid):
 		fail(w, http.StatusBadRequest, strings.TrimPrefix(strings.TrimPrefix(err.Error(), "telemetry: "), "invalid notification: "))
 	case errors.Is(err, telemetry.ErrNotFound):

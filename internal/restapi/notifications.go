@@ -87,6 +87,8 @@ func (a *API) insertNotification(w http.ResponseWriter, r *http.Request, c calle
 	}
 	got, err := a.store.Append(r.Context(), n)
 	switch {
+	case refusedBeforeWrite(w, err):
+		return
 	case errors.Is(err, telemetry.ErrOverloaded):
 		a.metrics.overloaded.Inc()
 		overloaded(w, 1)

@@ -217,6 +217,14 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, telemetry.ErrDuplicate):
 		e.refuse(w, q, fmt.Errorf("%w: %s (stored before)", wssec.ErrReplay, trim(o.MessageID)))
 		return
+	case errors.Is(err, telemetry.ErrRateLimited):
+		w.Header().Set("Retry-After", "5")
+		writeFault(w, http.StatusTooManyRequests, "s:Sender", "", strings.TrimPrefix(err.Error(), "telemetry: "))
+		return
+	case errors.Is(err, telemetry.ErrDiskFull):
+		w.Header().Set("Retry-After", "60")
+		writeFault(w, http.StatusServiceUnavailable, "s:Receiver", "", "the hub's disk is nearly full: nothing was stored; retry later")
+		return
 	case errors.Is(err, telemetry.ErrOverloaded):
 		w.Header().Set("Retry-After", "1")
 		writeFault(w, http.StatusServiceUnavailable, "s:Receiver", "", "the hub is storing as fast as it can; retry after 1 s")

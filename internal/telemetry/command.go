@@ -209,6 +209,9 @@ func commandClock(ctx context.Context, tx *sqldb.Tx) (int64, error) {
 // LastUpdated set. A device holding Config.MaxCommands commands loses its oldest
 // answered or expired one; if none is, the command is refused (ErrTooManyCommands).
 func (s *Store) InsertCommand(ctx context.Context, c Command) (Command, error) {
+	if err := s.disk.check(time.Now()); err != nil {
+		return Command{}, err
+	}
 	if err := c.Validate(); err != nil {
 		return c, err
 	}

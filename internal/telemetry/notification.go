@@ -58,6 +58,9 @@ func (n *Notification) Validate() error {
 	return nil
 }
 
+// size is what the notification costs a device's byte budget.
+func (n *Notification) size() int { return len(n.Name) + len(n.Parameters) }
+
 // TimeLayout is how timestamps are written: DeviceHive's layout (UTC, no zone) with
 // microseconds, so per-hub timestamps stay unique at high rates.
 const TimeLayout = "2006-01-02T15:04:05.000000"

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/bytesize"
 	"github.com/iotsafe/iotsafe/internal/migrate"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
@@ -44,6 +45,18 @@ type Config struct {
 	// is committed at once, and a few steady senders (steadySenders) are waited for
 	// only until each has sent again.
 	CommitInterval time.Duration `yaml:"commit_interval"`
+	// DeviceRate is how many messages a second one device may send over all paths
+	// (notifications over REST, SOAP and MQTT, and its other MQTT publishes); 0 means 10.
+	// DeviceBurst is how many it may send at once above it; 0 means 100.
+	DeviceRate  float64 `yaml:"device_rate"`
+	DeviceBurst int     `yaml:"device_burst"`
+	// DeviceBytesRate is how many bytes a second one device may send so (16 seconds'
+	// worth at once); 0 means 64 KiB.
+	DeviceBytesRate bytesize.Size `yaml:"device_bytes_rate"`
+	// MinFreeMiB is the free space the data folder's disk keeps: below it notifications
+	// and commands are refused (the registry and the audit log go on); 0 means 256. A
+	// PostgreSQL store is guarded by its database server instead.
+	MinFreeMiB int `yaml:"min_free_mib"`
 }
 
 // DefaultCommitInterval bounds commits to 500 a second. Measured with 12,800 devices
@@ -81,10 +94,31 @@ func (c *Config) ApplyDefaults() {
 	if c.MaxCommands <= 0 {
 		c.MaxCommands = 1000
 	}
+	if c.DeviceRate == 0 {
+		c.DeviceRate = 10
+	}
+	if c.DeviceBurst == 0 {
+		c.DeviceBurst = 100
+	}
+	if c.DeviceBytesRate == 0 {
+		c.DeviceBytesRate = 64 << 10
+	}
+	if c.MinFreeMiB == 0 {
+		c.MinFreeMiB = 256
+	}
+}
+
+// LiftDeviceBudgets sets the per-device rates so high that no device meets them: for the
+// lab, which measures the hub's paths at full speed, not their budgets.
+func (c *Config) LiftDeviceBudgets() {
+	c.DeviceRate, c.DeviceBurst, c.DeviceBytesRate = 1e9, 1<<30, 1<<40
 }
 
 // Validate checks the bounds a hub.yaml may set.
 func (c *Config) Validate() error {
+	if c.DeviceRate < 0 || c.DeviceBurst < 0 || c.DeviceBytesRate < 0 || c.MinFreeMiB < 0 {
+		return errors.New("telemetry: device_rate, device_burst, device_bytes_rate and min_free_mib must not be negative")
+	}
 	if c.CommitInterval < 0 || c.CommitInterval > MaxCommitInterval {
 		return fmt.Errorf("telemetry.commit_interval: %s is not between 0 (the default, %s) and %s", c.CommitInterval, DefaultCommitInterval, MaxCommitInterval)
 	}
@@ -128,11 +162,13 @@ type Options struct {
 // Store is the notification store: an SQLite file of one hub, or a table in the
 // PostgreSQL database several hubs share (see shared).
 type Store struct {
-	cfg   Config
-	db    *sqldb.DB
-	where string // the file, or the DSN without its password
-	feed  *feed
-	queue chan *appendReq
+	cfg     Config
+	budgets *budgets   // per-device message and byte rates
+	disk    *diskGuard // the data folder's free space (SQLite)
+	db      *sqldb.DB
+	where   string // the file, or the DSN without its password
+	feed    *feed
+	queue   chan *appendReq
 	// queued counts notifications waiting in the queue, bounded by cfg.QueueDepth.
 	mu      sync.Mutex
 	queued  int
@@ -259,7 +295,10 @@ func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, 
 		stop: make(chan struct{}), stopped: make(chan struct{}), obs: o.Observer, log: o.Log,
 		others: o.Others, own: map[int64]struct{}{}, linger: o.linger, arrived: make(chan struct{}, 1),
 		deleteChunk: o.deleteChunk, chunkDone: o.chunkDone, removing: make(chan struct{}, 1), removerDone: make(chan struct{}),
-		removalsDone: o.removalsDone, commands: newCommandFeed()}
+		removalsDone: o.removalsDone, commands: newCommandFeed(), budgets: newBudgets(cfg), disk: &diskGuard{minMiB: int64(cfg.MinFreeMiB)}}
+	if !sqldb.IsDSN(location) {
+		s.disk.dir = location
+	}
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(ts), 0) FROM notifications`).Scan(&s.lastTS); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("telemetry: %s: %w", where, err)
@@ -371,6 +410,9 @@ func (s *Store) append(ctx context.Context, once *onceTag, items []Notification)
 		if err := items[i].Validate(); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.admit(items); err != nil {
+		return nil, err
 	}
 	req := &appendReq{items: items, once: once, done: make(chan error, 1), at: time.Now()}
 	if err := s.enqueue(req, len(items)); err != nil {

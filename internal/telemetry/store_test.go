@@ -35,6 +35,9 @@ func pgOnly(t *testing.T) {
 
 func open(t *testing.T, dir string, cfg Config) *Store {
 	t.Helper()
+	if cfg.DeviceRate == 0 {
+		cfg.LiftDeviceBudgets() // these tests check order and durability; guard_test the budgets
+	}
 	s, err := Open(context.Background(), location(t, dir), cfg, Options{})
 	if err != nil {
 		t.Fatal(err)

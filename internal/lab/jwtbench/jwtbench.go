@@ -356,7 +356,7 @@ func (r *runner) prefill(ctx context.Context) error {
 	}
 	total := r.o.Prefill * r.devices
 	r.o.Progress.Note(fmt.Sprintf("storing %d notifications (%d per device) before the hub starts...", total, r.o.Prefill))
-	st, err := telemetry.Open(ctx, r.storeLocation(), telemetry.Config{}, telemetry.Options{})
+	st, err := telemetry.Open(ctx, r.storeLocation(), lab.UnlimitedStore(), telemetry.Options{})
 	if err != nil {
 		return err
 	}

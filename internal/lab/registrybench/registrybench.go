@@ -379,7 +379,7 @@ func notifications(ctx context.Context, where, backend string, o Options) ([]Row
 func appendRate(ctx context.Context, where string, hubs, total int) (float64, error) {
 	stores := make([]*telemetry.Store, hubs)
 	for i := range stores {
-		st, err := telemetry.Open(ctx, where, telemetry.Config{}, telemetry.Options{})
+		st, err := telemetry.Open(ctx, where, lab.UnlimitedStore(), telemetry.Options{})
 		if err != nil {
 			return 0, err
 		}

@@ -218,7 +218,7 @@ func measureRep(ctx context.Context, b *lab.Bench, o Options, r int) (Rep, error
 // prefill stores n notifications of devices prefix0..prefix(devices-1) in turn in the
 // store of a gateway's data folder, before the gateway starts.
 func prefill(ctx context.Context, dir, prefix string, devices, n int) error {
-	s, err := telemetry.Open(ctx, dir, telemetry.Config{}, telemetry.Options{})
+	s, err := telemetry.Open(ctx, dir, lab.UnlimitedStore(), telemetry.Options{})
 	if err != nil {
 		return err
 	}
