@@ -82,6 +82,12 @@ type Config struct {
 	// MaxPollsPerAccount bounds what one account holds of them (a platform app follows
 	// many devices with one stream); 0 means 100.
 	MaxPollsPerAccount int `yaml:"max_polls_per_account"`
+	// DeviceDataRate is how many times a second one device may replace its data (PUT
+	// /device/{id}: one registry transaction each), 5 at once; 0 means 1.
+	DeviceDataRate float64 `yaml:"device_data_rate"`
+	// DataWrites bounds those registry transactions a second over all devices, so that
+	// revocations and enrolments never queue behind device traffic; 0 means 100.
+	DataWrites float64 `yaml:"data_writes"`
 	// Frontdoor mounts the API on the front door's HTTPS host at /api/rest: "on" (the
 	// default, also for "") or "off". Callers there always present credentials.
 	Frontdoor string `yaml:"frontdoor"`
@@ -126,6 +132,12 @@ func (c *Config) ApplyDefaults() {
 	if c.MaxPollsPerAccount <= 0 {
 		c.MaxPollsPerAccount = 100
 	}
+	if c.DeviceDataRate <= 0 {
+		c.DeviceDataRate = 1
+	}
+	if c.DataWrites <= 0 {
+		c.DataWrites = 100
+	}
 }
 
 // API is the handler set. Reload refreshes its snapshot of the registry.
@@ -142,6 +154,8 @@ type API struct {
 	mux      *http.ServeMux
 	polls    chan struct{}
 	held     pollHolders // places of polls and streams, per device and account
+	// dataWrites are the budgets of PUT /device/{id}: per caller, and the hub's ("").
+	dataWrites, allDataWrites *throttle.Buckets
 	metrics  *Metrics
 	gate     *throttle.LogGate
 	// unsignedWarned: with unsigned tokens allowed, every request using one is logged.
@@ -164,6 +178,8 @@ func New(cfg Config, reg Registry, dir *devicedir.Directory, store Store, hub Hu
 	}
 	a := &API{cfg: cfg, reg: reg, store: store, commands: store, hub: hub, tokens: tokens, log: log, metrics: m,
 		polls: make(chan struct{}, cfg.MaxPolls), gate: throttle.NewLogGate(time.Minute)}
+	a.dataWrites = throttle.NewBuckets(cfg.DeviceDataRate, 5)
+	a.allDataWrites = throttle.NewBuckets(cfg.DataWrites, cfg.DataWrites)
 	a.unsigned = tokens.Config().AllowUnsigned
 	if a.dir = dir; dir == nil {
 		a.dir = devicedir.New(reg)

@@ -174,6 +174,9 @@ func (a *API) putDevice(w http.ResponseWriter, r *http.Request, c caller) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	if in.Data != nil {
+		if !a.mayWriteData(w, c) {
+			return
+		}
 		if err := a.reg.SetDeviceData(ctx, id, in.Data); err != nil {
 			if errors.Is(err, registry.ErrNotFound) {
 				fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found", id))
@@ -235,4 +238,28 @@ func paging(take, skip string) (int, int, error) {
 		}
 	}
 	return t, s, nil
+}
+
+// mayWriteData spends a data write of the caller's budget (rest.device_data_rate) and
+// of the hub's (rest.data_writes), or answers 429 saying which is spent: each write is a
+// registry transaction, and a device replacing its data in a loop must not slow the
+// revocations and enrolments that share the registry.
+func (a *API) mayWriteData(w http.ResponseWriter, c caller) bool {
+	now := time.Now()
+	key := "account " + c.account
+	if c.device != "" {
+		key = "device " + c.device
+	}
+	if wait, ok := a.dataWrites.Take(key, 1, now); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		fail(w, http.StatusTooManyRequests, fmt.Sprintf("%s replaces its data faster than rest.device_data_rate (%g a second) allows: retry after %s", key, a.cfg.DeviceDataRate, wait.Round(time.Second)))
+		return false
+	}
+	if wait, ok := a.allDataWrites.Take("", 1, now); !ok {
+		a.dataWrites.Refund(key, 1)
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		fail(w, http.StatusTooManyRequests, fmt.Sprintf("devices replace their data faster than rest.data_writes (%g a second) allows: retry after %s", a.cfg.DataWrites, wait.Round(time.Second)))
+		return false
+	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -102,5 +103,42 @@ func TestPollPlacesHaveAPerDeviceBudget(t *testing.T) {
 	}
 	if resp := open(tok2); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(message(resp), "rest.max_polls") {
 		t.Fatalf("the hub's places all taken: %d", resp.StatusCode)
+	}
+}
+
+// A device replacing its data in a loop is held to rest.device_data_rate (issue 48,
+// item 12): past its burst it gets 429 naming the setting, and the write is not made;
+// another device still writes.
+func TestDeviceDataWritesAreRateLimited(t *testing.T) {
+	f := newInsertFixtureWith(t, Config{DeviceDataRate: 0.001}) // no refill during the test
+	srv := httptest.NewServer(f.api)
+	t.Cleanup(srv.Close)
+	put := func(tok, dev, data string) (int, string) {
+		req, _ := http.NewRequest("PUT", srv.URL+Prefix+"/device/"+dev, strings.NewReader(`{"data":`+data+`}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body struct{ Message string }
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body.Message
+	}
+	for i := range 5 {
+		if code, msg := put(f.token, "dev1", fmt.Sprintf(`{"n":%d}`, i)); code != http.StatusNoContent {
+			t.Fatalf("write %d within the burst: %d %s", i, code, msg)
+		}
+	}
+	if code, msg := put(f.token, "dev1", `{"n":"flood"}`); code != http.StatusTooManyRequests || !strings.Contains(msg, "rest.device_data_rate") {
+		t.Fatalf("past the burst: %d %s", code, msg)
+	}
+	if d, _ := f.reg.DeviceData(context.Background(), "dev1"); strings.Contains(string(d), "flood") {
+		t.Fatalf("a refused write was made: %s", d)
+	}
+	st2, _ := f.api.dir.Load().Device("dev2")
+	tok2, _, _ := f.tokens.Issue("ACCESS", "device", "dev2", st2.Gen(), f.api.dir.Load().Cred("dev2"), time.Hour)
+	if code, msg := put(tok2, "dev2", `{"ok":true}`); code != http.StatusNoContent {
+		t.Fatalf("another device: %d %s", code, msg)
 	}
 }

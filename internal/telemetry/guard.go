@@ -3,11 +3,11 @@ package telemetry
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/diskspace"
+	"github.com/iotsafe/iotsafe/internal/throttle"
 )
 
 // What the store refuses before it writes: a device over its budget, a disk nearly
@@ -38,23 +38,12 @@ func (e *RateError) Unwrap() error { return ErrRateLimited }
 // rates up to their bursts. One set for every path (REST, SOAP, MQTT), so a device
 // cannot spread a flood over them.
 type budgets struct {
-	msgRate, msgBurst   float64
-	byteRate, byteBurst float64
-
-	mu      sync.Mutex
-	devices map[string]*bucket
-	swept   time.Time
-}
-
-type bucket struct {
-	msgs, bytes float64
-	at          time.Time
+	msgs, bytes *throttle.Buckets
 }
 
 func newBudgets(c Config) *budgets {
-	return &budgets{msgRate: c.DeviceRate, msgBurst: float64(c.DeviceBurst),
-		byteRate: float64(c.DeviceBytesRate), byteBurst: float64(c.DeviceBytesRate) * bytesBurstSeconds,
-		devices: map[string]*bucket{}}
+	return &budgets{msgs: throttle.NewBuckets(c.DeviceRate, float64(c.DeviceBurst)),
+		bytes: throttle.NewBuckets(float64(c.DeviceBytesRate), float64(c.DeviceBytesRate)*bytesBurstSeconds)}
 }
 
 // bytesBurstSeconds is how many seconds of the byte rate a device may send at once.
@@ -62,46 +51,14 @@ const bytesBurstSeconds = 16
 
 // take spends n messages of size bytes from the device's budget, or says when they fit.
 func (b *budgets) take(device string, n int, size int, now time.Time) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sweep(now)
-	k := b.devices[device]
-	if k == nil {
-		k = &bucket{msgs: b.msgBurst, bytes: b.byteBurst, at: now}
-		b.devices[device] = k
+	if wait, ok := b.msgs.Take(device, float64(n), now); !ok {
+		return &RateError{Device: device, Limit: "telemetry.device_rate", RetryAfter: wait}
 	}
-	dt := now.Sub(k.at).Seconds()
-	k.msgs = math.Min(b.msgBurst, k.msgs+dt*b.msgRate)
-	k.bytes = math.Min(b.byteBurst, k.bytes+dt*b.byteRate)
-	k.at = now
-	need, needBytes := float64(n), float64(size)
-	switch {
-	case need > k.msgs:
-		return &RateError{Device: device, Limit: "telemetry.device_rate", RetryAfter: wait(need-k.msgs, b.msgRate)}
-	case needBytes > k.bytes:
-		return &RateError{Device: device, Limit: "telemetry.device_bytes_rate", RetryAfter: wait(needBytes-k.bytes, b.byteRate)}
+	if wait, ok := b.bytes.Take(device, float64(size), now); !ok {
+		b.msgs.Refund(device, float64(n))
+		return &RateError{Device: device, Limit: "telemetry.device_bytes_rate", RetryAfter: wait}
 	}
-	k.msgs -= need
-	k.bytes -= needBytes
 	return nil
-}
-
-func wait(missing, rate float64) time.Duration {
-	return max(time.Second, time.Duration(missing/rate*float64(time.Second)))
-}
-
-// sweep forgets, once a minute, the buckets that are full again (idle devices).
-func (b *budgets) sweep(now time.Time) {
-	if now.Sub(b.swept) < time.Minute {
-		return
-	}
-	b.swept = now
-	for d, k := range b.devices {
-		dt := now.Sub(k.at).Seconds()
-		if k.msgs+dt*b.msgRate >= b.msgBurst && k.bytes+dt*b.byteRate >= b.byteBurst {
-			delete(b.devices, d)
-		}
-	}
 }
 
 // diskGuard refuses writes while the store's disk is below its floor; it reads the free
