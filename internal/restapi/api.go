@@ -156,8 +156,8 @@ type API struct {
 	held     pollHolders // places of polls and streams, per device and account
 	// dataWrites are the budgets of PUT /device/{id}: per caller, and the hub's ("").
 	dataWrites, allDataWrites *throttle.Buckets
-	metrics  *Metrics
-	gate     *throttle.LogGate
+	metrics                   *Metrics
+	gate                      *throttle.LogGate
 	// unsignedWarned: with unsigned tokens allowed, every request using one is logged.
 	unsigned bool
 	// plainExtra are other handlers on the plain listener, by exact path (MountPlain).
