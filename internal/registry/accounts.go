@@ -83,7 +83,7 @@ func (r *Registry) SetPassword(ctx context.Context, name, passwordHash string) e
 			return err
 		}
 		return r.addEvent(ctx, tx, Event{Kind: "account_password",
-			Detail: fmt.Sprintf("password changed for account %s; %d login session(s) and every REST token ended", name, ended)})
+			Detail: fmt.Sprintf("password changed for account %s; %d login session(s) ended, with every REST token of the account", name, ended)})
 	})
 }
 

@@ -85,7 +85,7 @@ func (r *Registry) EndLoginSessions(ctx context.Context, account string) (int64,
 		if ended, err = endLoginSessions(ctx, tx, account); err != nil {
 			return err
 		}
-		return r.addEvent(ctx, tx, Event{Kind: "account_logout", Detail: fmt.Sprintf("%d login session(s) and every REST token of account %s ended by the operator", ended, account)})
+		return r.addEvent(ctx, tx, Event{Kind: "account_logout", Detail: fmt.Sprintf("%d login session(s) of account %s ended by the operator, with every REST token of the account", ended, account)})
 	})
 	return ended, err
 }
