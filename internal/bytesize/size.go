@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // Size is a byte count written as 1048576, "512KiB", "10MiB", "1GiB" (or KB/MB/GB, 1000-based).

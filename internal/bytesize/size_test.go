@@ -3,7 +3,7 @@ package bytesize
 import (
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 func TestParse(t *testing.T) {

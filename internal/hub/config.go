@@ -24,7 +24,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/strictyaml"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // DefaultData is the data folder used when neither --data nor IOTSAFE_DATA is given.

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strconv"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/iotsafe/iotsafe/internal/strictyaml"
 )
