@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/cli/service"
+	"github.com/iotsafe/iotsafe/internal/cpuprofile"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
@@ -55,7 +55,7 @@ retry it), 75 when another hub of the same name holds the registry, 1 otherwise.
 				return err
 			}
 			if cpuProfile != "" {
-				stop, err := startCPUProfile(cpuProfile)
+				stop, err := cpuprofile.Start(cpuProfile)
 				if err != nil {
 					return err
 				}
@@ -213,16 +213,4 @@ func (sm *hubSupervision) stopping(why string) {
 func (sm *hubSupervision) stop() {
 	sm.cancel()
 	<-sm.done
-}
-
-func startCPUProfile(path string) (func(), error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/cli/agentcmd"
+	"github.com/iotsafe/iotsafe/internal/cli/labcmd"
 	"github.com/iotsafe/iotsafe/internal/cli/service"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -53,7 +54,7 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 	root.PersistentFlags().StringVar(&g.config, "config", "", "hub config file (default DATA/hub.yaml if present)")
 	root.AddCommand(hubCmd(g), scanCmd(g), deviceCmd(g), jwtCmd(g), profileCmd(g), eventsCmd(g), agentcmd.Command(), connectCmd(g), demoCmd(g),
 		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), statusCmd(g), mqttCmd(g), soapCmd(g), registryCmd(g),
-		backupCmd(g), restoreCmd(g), hostkeyCmd(g), benchCmd())
+		backupCmd(g), restoreCmd(g), hostkeyCmd(g), labcmd.Command())
 	if err := root.ExecuteContext(ctx); err != nil {
 		service.PrintError(stderr, "iotsafe", err)
 		return exitStatus(err)

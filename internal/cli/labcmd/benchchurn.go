@@ -1,4 +1,4 @@
-package cli
+package labcmd
 
 import (
 	"context"

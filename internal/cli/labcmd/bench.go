@@ -1,8 +1,10 @@
-package cli
+package labcmd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/iotsafe/iotsafe/internal/cpuprofile"
 	"github.com/iotsafe/iotsafe/internal/lab"
 	"github.com/iotsafe/iotsafe/internal/lab/devicebench"
 	"github.com/iotsafe/iotsafe/internal/lab/hubbench"
@@ -20,7 +23,8 @@ import (
 	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
-func benchCmd() *cobra.Command {
+// Command is 'iotsafe bench': every experiment of the lab and its hidden helpers.
+func Command() *cobra.Command {
 	var cpuProfile, logs string
 	var stopProfile func()
 	c := &cobra.Command{Use: "bench", Short: "The lab: reproduce the papers' experiments on this machine with real peers",
@@ -33,7 +37,7 @@ func benchCmd() *cobra.Command {
 				}
 			}
 			if cpuProfile != "" {
-				stopProfile, err = startCPUProfile(cpuProfile)
+				stopProfile, err = cpuprofile.Start(cpuProfile)
 			}
 			return err
 		},
@@ -96,7 +100,7 @@ registry/ in the results folder (alone: the folder itself).`,
 				o.Progress, b.Size = p, size
 				if b.ProfileDir != "" {
 					// This process is the load generator during the rps part.
-					stop, err := startCPUProfile(filepath.Join(b.ProfileDir, "bench.pprof"))
+					stop, err := cpuprofile.Start(filepath.Join(b.ProfileDir, "bench.pprof"))
 					if err != nil {
 						return err
 					}
@@ -353,4 +357,10 @@ func benchFleetCmd() *cobra.Command {
 	fl.StringVar(&fc.KeyDir, "key-dir", "", "folder of the keys")
 	fl.IntVar(&fc.Parallel, "parallel", 32, "concurrent handshakes")
 	return c
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
