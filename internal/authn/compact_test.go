@@ -164,6 +164,8 @@ func FuzzCompactAgrees(f *testing.F) {
 	f.Add([]byte(`{"exp":null,"nbf":1e3}`), uint8(3), uint8(2), int64(-5), true)
 	// The issuer's own form, read without reflection.
 	f.Add([]byte(`{"sub":"dev1","exp":1900000030,"nbf":1900000000,"iat":1900000000,"tokenType":"ACCESS","kind":"device","gen":-0}`), uint8(2), uint8(0), int64(0), false)
+	// With the credential generation, as tokens are issued now.
+	f.Add([]byte(`{"sub":"dev1","exp":1900000030,"nbf":1900000000,"iat":1900000000,"tokenType":"REFRESH","kind":"device","gen":7,"cred":"a1b2c3d4e5f60718"}`), uint8(0), uint8(0), int64(0), false)
 	fx := [2]*compactFixture{newCompactFixture(f, false), newCompactFixture(f, true)}
 	f.Fuzz(func(t *testing.T, payload []byte, key, sigMode uint8, clock int64, allow bool) {
 		x := fx[0]
@@ -186,7 +188,11 @@ func TestCanonicalClaims(t *testing.T) {
 	if !ok || f.Subject != "dev-1" || *f.ExpiresAt != 1900000030 || f.Gen != 1763879000123456 || f.Kind != "device" {
 		t.Fatalf("%+v %v", f, ok)
 	}
-	for _, bad := range []string{strings.Replace(good, "dev-1", `d\u0065v`, 1), strings.Replace(good, "1763879000123456", "01", 1),
+	withCred := strings.TrimSuffix(good, "}") + `,"cred":"a1b2.c3"}`
+	if f, ok := canonicalClaims([]byte(withCred)); !ok || f.Cred != "a1b2.c3" {
+		t.Fatalf("with cred: %+v %v", f, ok)
+	}
+	for _, bad := range []string{strings.Replace(good, "dev-1", `d\u0065v`, 1), strings.TrimSuffix(good, "}") + `,"cred":7}`, strings.Replace(good, "1763879000123456", "01", 1),
 		good + " ", strings.Replace(good, `"exp"`, `"EXP"`, 1), strings.Replace(good, "dev-1", "dév", 1)} {
 		if _, ok := canonicalClaims([]byte(bad)); ok {
 			t.Errorf("accepted %s", bad)

@@ -2,6 +2,7 @@ package sshext
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -50,6 +51,7 @@ func FuzzParseAnnounces(f *testing.F) {
 	f.Add(MarshalAnnounces([]Announce{{Device: "cam-1", Aliases: []string{"http", "rtsp"}, Key: "SHA256:x"}}))
 	f.Add(MarshalAnnounces(nil))
 	f.Add([]byte{0, 0, 0, 2, 0, 0, 0, 0})
+	f.Add(MarshalAnnounces([]Announce{{Device: "cam-1", Client: "SSH-2.0-x\nforged", Remote: "10.0.0.1:22\x1b[2J"}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		as, err := ParseAnnounces(b)
 		if err != nil {
@@ -61,6 +63,17 @@ func FuzzParseAnnounces(f *testing.F) {
 		again, err := ParseAnnounces(MarshalAnnounces(as))
 		if err != nil || !reflect.DeepEqual(normalize(again), normalize(as)) {
 			t.Fatalf("re-encoding changed %+v into %+v (%v)", as, again, err)
+		}
+		// What Check lets through is safe to store and print: short printable ASCII.
+		for _, a := range as {
+			if a.Check() != nil {
+				continue
+			}
+			for _, v := range append([]string{a.Key, a.Client, a.Cipher, a.Remote}, a.Aliases...) {
+				if len(v) > maxAnnounceField || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+					t.Fatalf("Check let %q through", v)
+				}
+			}
 		}
 	})
 }
