@@ -42,16 +42,21 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) Close() error {
 	l.once.Do(func() {
 		close(l.done)
-		for {
-			select {
-			case c := <-l.conns:
-				c.Close()
-			default:
-				return
-			}
-		}
+		l.drain()
 	})
 	return nil
+}
+
+// drain closes what waits in the queue: after Close, nothing will accept it.
+func (l *Listener) drain() {
+	for {
+		select {
+		case c := <-l.conns:
+			c.Close()
+		default:
+			return
+		}
+	}
 }
 
 // Addr is the TCP listener's address this one stands beside.
@@ -72,6 +77,12 @@ func (l *Listener) Dial(ctx context.Context, id Identity) (net.Conn, error) {
 	}
 	select {
 	case l.conns <- &Conn{Conn: server, id: id, local: l.addr}:
+		select {
+		case <-l.done:
+			// Closed while this one went in: Close's drain may have run before it.
+			l.drain()
+		default:
+		}
 		return hub, nil
 	case <-l.done:
 		err = net.ErrClosed
