@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -116,4 +117,56 @@ func (s *Store) admit(items []Notification) error {
 		}
 	}
 	return nil
+}
+
+// capCheck applies telemetry.max_per_device as devices write, not only hourly: after
+// every capEvery of a device's appends (a hundredth of the cap) its oldest past the cap
+// are deleted in the background, so a device holds at most the cap and a hundredth.
+type capCheck struct {
+	every  int
+	pruned func(device string) // tests
+
+	mu       sync.Mutex
+	since    map[string]int      // appends since the device's last check
+	inFlight map[string]struct{} // devices being pruned
+}
+
+func newCapCheck(maxPerDevice int, pruned func(string)) *capCheck {
+	return &capCheck{every: max(1, maxPerDevice/100), pruned: pruned, since: map[string]int{}, inFlight: map[string]struct{}{}}
+}
+
+// committed counts a batch's appends and starts the prunes that are due.
+func (s *Store) capCommitted(batch []*appendReq) {
+	c := s.caps
+	if c == nil {
+		return
+	}
+	var due []string
+	c.mu.Lock()
+	for _, r := range batch {
+		for i := range r.items {
+			d := r.items[i].Device
+			if c.since[d]++; c.since[d] >= c.every {
+				if _, busy := c.inFlight[d]; !busy {
+					c.inFlight[d] = struct{}{}
+					delete(c.since, d)
+					due = append(due, d)
+				}
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, d := range due {
+		go func() {
+			defer func() { c.mu.Lock(); delete(c.inFlight, d); c.mu.Unlock() }()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := s.pruneDevice(ctx, d); err != nil && !errors.Is(err, ErrClosed) && s.log != nil {
+				s.log.Warn("applying telemetry.max_per_device to a device failed; the hourly pass applies it", "device", d, "err", err)
+			}
+			if c.pruned != nil {
+				c.pruned(d)
+			}
+		}()
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -60,5 +61,40 @@ func TestDiskGuard(t *testing.T) {
 	}
 	if _, err := s.List(ctx, Filter{Devices: []string{"dev1"}}); err != nil {
 		t.Fatalf("reading on a full disk: %v", err)
+	}
+}
+
+// telemetry.max_per_device holds as a device writes (issue 48, item 8), not only at the
+// hourly pass: a device writing past it keeps its newest, within a hundredth of the cap.
+func TestMaxPerDeviceAtWriteTime(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{MaxPerDevice: 5}
+	cfg.LiftDeviceBudgets()
+	pruned := make(chan string, 100)
+	s, err := Open(ctx, location(t, t.TempDir()), cfg, Options{capPruned: func(d string) { pruned <- d }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for i := range 20 {
+		if _, err := s.Append(ctx, note("dev1", fmt.Sprintf("n%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Prunes run beside the writer, one at a time per device: after the last append's
+	// own one, the device is at the cap.
+	for {
+		<-pruned
+		kept, _ := s.List(ctx, Filter{Devices: []string{"dev1"}})
+		if len(kept) == 5 && kept[len(kept)-1].Name == "n19" {
+			return
+		}
+		if len(kept) < 5 {
+			t.Fatalf("kept %d, want the newest 5", len(kept))
+		}
+		// A prune that started before the last appends: append once more to start another.
+		if _, err := s.Append(ctx, note("dev1", "n19")); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

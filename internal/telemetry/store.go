@@ -157,6 +157,10 @@ type Options struct {
 	// removalsDone, in tests, is called when the remover has deleted every removal's
 	// notifications.
 	removalsDone func()
+	// capPruned, in tests, is called after a device was pruned to max_per_device as it
+	// wrote; hourlyCapOnly leaves the cap to the hourly pass (PruneCount's own tests).
+	capPruned     func(device string)
+	hourlyCapOnly bool
 }
 
 // Store is the notification store: an SQLite file of one hub, or a table in the
@@ -165,6 +169,7 @@ type Store struct {
 	cfg     Config
 	budgets *budgets   // per-device message and byte rates
 	disk    *diskGuard // the data folder's free space (SQLite)
+	caps    *capCheck  // telemetry.max_per_device, applied as devices write
 	db      *sqldb.DB
 	where   string // the file, or the DSN without its password
 	feed    *feed
@@ -295,7 +300,10 @@ func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, 
 		stop: make(chan struct{}), stopped: make(chan struct{}), obs: o.Observer, log: o.Log,
 		others: o.Others, own: map[int64]struct{}{}, linger: o.linger, arrived: make(chan struct{}, 1),
 		deleteChunk: o.deleteChunk, chunkDone: o.chunkDone, removing: make(chan struct{}, 1), removerDone: make(chan struct{}),
-		removalsDone: o.removalsDone, commands: newCommandFeed(), budgets: newBudgets(cfg), disk: &diskGuard{minMiB: int64(cfg.MinFreeMiB)}}
+		removalsDone: o.removalsDone, commands: newCommandFeed(), budgets: newBudgets(cfg), disk: &diskGuard{minMiB: int64(cfg.MinFreeMiB)}, caps: newCapCheck(cfg.MaxPerDevice, o.capPruned)}
+	if o.hourlyCapOnly {
+		s.caps = nil
+	}
 	if !sqldb.IsDSN(location) {
 		s.disk.dir = location
 	}
@@ -701,6 +709,9 @@ func (s *Store) commit(batch []*appendReq) {
 			n += len(r.items)
 		}
 	}
+	if err == nil && n > 0 {
+		s.capCommitted(batch)
+	}
 	if s.shared && n > 0 {
 		if err != nil {
 			s.markOwn(batch, false)
@@ -1097,23 +1108,32 @@ func (s *Store) PruneCount(ctx context.Context) (int64, error) {
 	}
 	var total int64
 	for _, d := range over {
-		// The newest notification past the limit; what arrives meanwhile is newer.
-		var edge int64
-		err := s.db.QueryRowContext(ctx, `SELECT ts FROM notifications WHERE device=? ORDER BY ts DESC LIMIT 1 OFFSET ?`,
-			d, s.cfg.MaxPerDevice).Scan(&edge)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return total, fmt.Errorf("telemetry: prune by count: %w", err)
-		}
-		n, err := s.deleteChunks(ctx, d, edge)
+		n, err := s.pruneDevice(ctx, d)
 		total += n
 		if err != nil {
-			return total, fmt.Errorf("telemetry: prune by count: %w", err)
+			return total, err
 		}
 	}
 	return total, nil
+}
+
+// pruneDevice deletes the device's oldest notifications past telemetry.max_per_device.
+func (s *Store) pruneDevice(ctx context.Context, device string) (int64, error) {
+	// The newest notification past the limit; what arrives meanwhile is newer.
+	var edge int64
+	err := s.db.QueryRowContext(ctx, `SELECT ts FROM notifications WHERE device=? ORDER BY ts DESC LIMIT 1 OFFSET ?`,
+		device, s.cfg.MaxPerDevice).Scan(&edge)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("telemetry: prune by count: %w", err)
+	}
+	n, err := s.deleteChunks(ctx, device, edge)
+	if err != nil {
+		return n, fmt.Errorf("telemetry: prune by count: %w", err)
+	}
+	return n, nil
 }
 
 // countSlice is how many devices one read of devicesOver counts on SQLite.

@@ -38,7 +38,9 @@ func open(t *testing.T, dir string, cfg Config) *Store {
 	if cfg.DeviceRate == 0 {
 		cfg.LiftDeviceBudgets() // these tests check order and durability; guard_test the budgets
 	}
-	s, err := Open(context.Background(), location(t, dir), cfg, Options{})
+	// max_per_device by the hourly pass alone, which these tests call (guard_test checks
+	// it at write time).
+	s, err := Open(context.Background(), location(t, dir), cfg, Options{hourlyCapOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +401,9 @@ func TestRemovalCutShortGoesOnAtTheNextOpen(t *testing.T) {
 func openChunked(t *testing.T, cfg Config, chunk int, between func(i int)) *Store {
 	t.Helper()
 	i := 0
-	s, err := Open(context.Background(), location(t, t.TempDir()), cfg, Options{deleteChunk: chunk, chunkDone: func() {
+	cfg.LiftDeviceBudgets()
+	// The hourly pass alone deletes here, so that its chunks are the ones counted.
+	s, err := Open(context.Background(), location(t, t.TempDir()), cfg, Options{deleteChunk: chunk, hourlyCapOnly: true, chunkDone: func() {
 		i++
 		between(i)
 	}})
@@ -478,7 +482,13 @@ func TestRetentionByCountDeletesInChunks(t *testing.T) {
 // index is read a slice of devices at a time, and the last slice counts too.
 func TestRetentionByCountFindsDevicesInEverySlice(t *testing.T) {
 	ctx := context.Background()
-	s := open(t, t.TempDir(), Config{MaxPerDevice: 1})
+	cfg := Config{MaxPerDevice: 1}
+	cfg.LiftDeviceBudgets()
+	s, err := Open(ctx, location(t, t.TempDir()), cfg, Options{hourlyCapOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
 	var batch []Notification
 	for i := range countSlice + 6 {
 		batch = append(batch, note(fmt.Sprintf("d%03d", i), "n"))
