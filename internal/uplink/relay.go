@@ -51,33 +51,19 @@ const relayIdle = 30 * time.Second
 var errRelayRefused = errors.New("the centre refused relayed notifications (does it run a telemetry path? is this a gateway profile?)")
 
 // relay hands the gateway's notifications to the centre in id order, one batch at a
-// time, from where the centre's store is, until the session ends.
+// time, from where the centre's store is, until the session ends. Its steps: learn the
+// centre's mark (handshake), restart the store's relay from it (restartAt), then send
+// batch after batch (send), resting while there is nothing new (idle).
 func (u *Uplink) relay(ctx context.Context, conn ssh.Conn, ended <-chan struct{}) {
-	store := u.cfg.Telemetry
 	u.setRelay(func(r *RelayStatus) { r.State, r.LastError = "starting", "" })
 	defer u.setRelay(func(r *RelayStatus) {
 		if r.State != "refused" {
 			r.State = "waiting for the centre"
 		}
 	})
-	var source string
-	var mark int64
+	run := &relayRun{u: u, conn: conn, ended: ended, store: u.cfg.Telemetry, told: map[string]bool{}}
 	for attempt := 0; ; attempt++ {
-		err := func() (err error) {
-			if source, err = store.Identity(ctx); err != nil {
-				return err
-			}
-			ok, body, err := conn.SendRequest(sshext.TelemetryMarkRequest, true, ssh.Marshal(sshext.TelemetryMark{Source: source}))
-			if err != nil {
-				return err
-			}
-			var m sshext.TelemetryMarkReply
-			if !ok || ssh.Unmarshal(body, &m) != nil {
-				return errRelayRefused
-			}
-			mark = int64(m.Upto)
-			return nil
-		}()
+		err := run.handshake(ctx)
 		if err == nil {
 			break
 		}
@@ -85,63 +71,22 @@ func (u *Uplink) relay(ctx context.Context, conn ssh.Conn, ended <-chan struct{}
 			return
 		}
 	}
-	u.setRelay(func(r *RelayStatus) { r.State, r.Mark = "relaying", mark })
-	u.log.Info("relaying notifications to the centre", "store", source, "from_id", mark)
-	persisted, unsaved := time.Now(), false
-	persist := func(force bool) {
-		if !unsaved || !force && time.Since(persisted) < relayPersistEvery {
-			return
-		}
-		// Its own context: the last write, as the hub stops, is the one a restart reads.
-		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := store.SetRelayedUpTo(wctx, mark, true); err != nil {
-			if !errors.Is(err, telemetry.ErrClosed) {
-				u.log.Warn("recording the centre's mark in the store failed", "err", err)
-			}
-			return
-		}
-		persisted, unsaved = time.Now(), false
-	}
-	// The centre's answer is what it has now, even below what it acknowledged before.
-	if prev, err := store.RestartRelayAt(ctx, mark); err != nil {
-		u.log.Warn("recording the centre's mark in the store failed", "err", err)
-		unsaved = true
-	} else if prev > mark {
-		u.log.Warn("the centre has fewer of this gateway's notifications than it acknowledged (restored from a backup?); sending the rest again",
-			"acknowledged_id", prev, "centre_id", mark)
-	}
-	defer persist(true)
+	u.setRelay(func(r *RelayStatus) { r.State, r.Mark = "relaying", run.mark })
+	u.log.Info("relaying notifications to the centre", "store", run.source, "from_id", run.mark)
+	run.restartAt(ctx)
+	defer run.persist(true)
 	attempt := 0
-	told := map[string]bool{} // devices whose refusal was logged this session
 	for {
-		next := store.NextCommit()
-		batch, err := u.nextBatch(ctx, source, mark)
-		if err != nil {
-			if !u.relayWait(ctx, ended, err, attempt) {
-				return
-			}
-			attempt++
-			continue
-		}
-		if batch.Upto == uint64(mark) {
-			persist(true)
-			t := time.NewTimer(relayIdle)
-			select {
-			case <-next:
-			case <-t.C:
-			case <-ended:
-			case <-ctx.Done():
-			}
-			t.Stop()
-			if ctx.Err() != nil || isClosed(ended) {
+		next := run.store.NextCommit()
+		batch, err := u.nextBatch(ctx, run.source, run.mark)
+		switch {
+		case err == nil && batch.Upto == uint64(run.mark):
+			if !run.idle(ctx, next) {
 				return
 			}
 			continue
-		}
-		ack, err := u.sendBatch(conn, batch)
-		if err == nil && ack.Retry {
-			err = errors.New("the centre could not store the batch now")
+		case err == nil:
+			err = run.send(ctx, batch)
 		}
 		if err != nil {
 			if !u.relayWait(ctx, ended, err, attempt) {
@@ -151,29 +96,128 @@ func (u *Uplink) relay(ctx context.Context, conn ssh.Conn, ended <-chan struct{}
 			continue
 		}
 		attempt = 0
-		mark = max(mark, int64(ack.Upto))
-		_ = store.SetRelayedUpTo(ctx, mark, false) // in memory only: cannot fail
-		unsaved = true
-		persist(false)
-		refused := int64(len(batch.Items)) - int64(ack.Stored) - int64(ack.Duplicates)
-		u.setRelay(func(r *RelayStatus) {
-			r.State, r.Mark, r.LastError = "relaying", mark, ""
-			r.Relayed += int64(ack.Stored)
-			r.Duplicates += int64(ack.Duplicates)
-			r.Refused += max(refused, 0)
-		})
-		u.log.Debug("notifications relayed", "stored", ack.Stored, "duplicates", ack.Duplicates, "mark", mark)
-		for _, r := range ack.Refused {
-			level := slog.LevelWarn
-			if told[r.Device] {
-				level = slog.LevelDebug // a device sending every second would flood the log
-			} else if len(told) < 10000 {
-				told[r.Device] = true
-			}
-			u.log.Log(ctx, level, "the centre refused a device's notifications; they stay here", "device", r.Device, "why", r.Why)
-			if r.Revoked {
-				u.revoked(r.Device, "at the centre: "+r.Why)
-			}
+	}
+}
+
+// relayRun is one session's relay: where the centre is (mark), and what of it the
+// gateway's store has on disk.
+type relayRun struct {
+	u     *Uplink
+	conn  ssh.Conn
+	ended <-chan struct{}
+	store Telemetry
+
+	source    string // the gateway store's identity
+	mark      int64  // the highest id the centre holds
+	persisted time.Time
+	unsaved   bool            // mark moved since it was last written
+	told      map[string]bool // devices whose refusal was logged this session
+}
+
+// handshake asks the centre for its mark of this gateway's store.
+func (r *relayRun) handshake(ctx context.Context) (err error) {
+	if r.source, err = r.store.Identity(ctx); err != nil {
+		return err
+	}
+	ok, body, err := r.conn.SendRequest(sshext.TelemetryMarkRequest, true, ssh.Marshal(sshext.TelemetryMark{Source: r.source}))
+	if err != nil {
+		return err
+	}
+	var m sshext.TelemetryMarkReply
+	if !ok || ssh.Unmarshal(body, &m) != nil {
+		return errRelayRefused
+	}
+	r.mark = int64(m.Upto)
+	return nil
+}
+
+// restartAt records the centre's answer as the relay's mark: what it has now, even
+// below what it acknowledged before.
+func (r *relayRun) restartAt(ctx context.Context) {
+	r.persisted = time.Now()
+	prev, err := r.store.RestartRelayAt(ctx, r.mark)
+	switch {
+	case err != nil:
+		r.u.log.Warn("recording the centre's mark in the store failed", "err", err)
+		r.unsaved = true
+	case prev > r.mark:
+		r.u.log.Warn("the centre has fewer of this gateway's notifications than it acknowledged (restored from a backup?); sending the rest again",
+			"acknowledged_id", prev, "centre_id", r.mark)
+	}
+}
+
+// persist writes the mark to disk: at once when force, else at most every
+// relayPersistEvery.
+func (r *relayRun) persist(force bool) {
+	if !r.unsaved || !force && time.Since(r.persisted) < relayPersistEvery {
+		return
+	}
+	// Its own context: the last write, as the hub stops, is the one a restart reads.
+	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.store.SetRelayedUpTo(wctx, r.mark, true); err != nil {
+		if !errors.Is(err, telemetry.ErrClosed) {
+			r.u.log.Warn("recording the centre's mark in the store failed", "err", err)
+		}
+		return
+	}
+	r.persisted, r.unsaved = time.Now(), false
+}
+
+// idle rests until the store commits again (or relayIdle passes); false when the
+// session or the hub ended meanwhile.
+func (r *relayRun) idle(ctx context.Context, next <-chan struct{}) bool {
+	r.persist(true)
+	t := time.NewTimer(relayIdle)
+	defer t.Stop()
+	select {
+	case <-next:
+	case <-t.C:
+	case <-r.ended:
+	case <-ctx.Done():
+	}
+	return ctx.Err() == nil && !isClosed(r.ended)
+}
+
+// send hands the centre one batch and takes in its answer: the new mark, the counts, and
+// the devices it refused.
+func (r *relayRun) send(ctx context.Context, batch sshext.TelemetryBatch) error {
+	ack, err := r.u.sendBatch(r.conn, batch)
+	if err == nil && ack.Retry {
+		err = errors.New("the centre could not store the batch now")
+	}
+	if err != nil {
+		return err
+	}
+	r.mark = max(r.mark, int64(ack.Upto))
+	_ = r.store.SetRelayedUpTo(ctx, r.mark, false) // in memory only: cannot fail
+	r.unsaved = true
+	r.persist(false)
+	refused := int64(len(batch.Items)) - int64(ack.Stored) - int64(ack.Duplicates)
+	r.u.setRelay(func(s *RelayStatus) {
+		s.State, s.Mark, s.LastError = "relaying", r.mark, ""
+		s.Relayed += int64(ack.Stored)
+		s.Duplicates += int64(ack.Duplicates)
+		s.Refused += max(refused, 0)
+	})
+	r.u.log.Debug("notifications relayed", "stored", ack.Stored, "duplicates", ack.Duplicates, "mark", r.mark)
+	r.refusals(ctx, ack.Refused)
+	return nil
+}
+
+// refusals logs the devices the centre refused (once a session at warning level: a
+// device sending every second would flood the log) and closes those revoked there.
+func (r *relayRun) refusals(ctx context.Context, refused []sshext.TelemetryRefusal) {
+	for _, f := range refused {
+		level := slog.LevelWarn
+		if r.told[f.Device] {
+			level = slog.LevelDebug
+		} else if len(r.told) < 10000 {
+			r.told[f.Device] = true
+		}
+		r.u.log.Log(ctx, level, "the centre refused a device's notifications; they stay here", "device", f.Device, "why", f.Why)
+		if f.Revoked {
+			r.u.revoked(f.Device, "at the centre: "+f.Why)
 		}
 	}
 }
