@@ -140,6 +140,8 @@ type request struct {
 	revoked   bool
 }
 
+// ServeHTTP answers one message: read (readBody), open and check it (open), store it
+// once (storeOnce), and answer with a sealed acknowledgement (answer).
 func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := &request{r: r}
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
@@ -152,20 +154,47 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e.Proven != nil {
 		q.via = e.Proven(r)
 	}
+	body, ok := e.readBody(w, r)
+	if !ok {
+		return
+	}
+	o, ok := e.open(w, q, snap, body)
+	if !ok {
+		return
+	}
+	n, ok := e.storeOnce(w, q, o)
+	if !ok {
+		return
+	}
+	if e.Stored != nil {
+		e.Stored(n)
+	}
+	e.answer(w, q, snap, o, n)
+}
+
+// readBody reads a POSTed message within soap.max_body, or answers why not.
+func (e *Endpoint) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		writeFault(w, http.StatusMethodNotAllowed, "s:Sender", "", "POST a SOAP 1.2 envelope (application/soap+xml)")
-		return
+		return nil, false
 	}
+	tooLarge := fmt.Sprintf("message larger than %d bytes", e.cfg.MaxBody)
 	if r.ContentLength > int64(e.cfg.MaxBody) {
-		writeFault(w, http.StatusRequestEntityTooLarge, "s:Sender", "", fmt.Sprintf("message larger than %d bytes", e.cfg.MaxBody))
-		return
+		writeFault(w, http.StatusRequestEntityTooLarge, "s:Sender", "", tooLarge)
+		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(e.cfg.MaxBody)))
 	if err != nil {
-		writeFault(w, http.StatusRequestEntityTooLarge, "s:Sender", "", fmt.Sprintf("message larger than %d bytes", e.cfg.MaxBody))
-		return
+		writeFault(w, http.StatusRequestEntityTooLarge, "s:Sender", "", tooLarge)
+		return nil, false
 	}
+	return body, true
+}
+
+// open verifies and decrypts a message and checks who sent it, where to and what for;
+// what fails is refused (and a message not acted on leaves the replay window).
+func (e *Endpoint) open(w http.ResponseWriter, q *request, snap *devicedir.Snapshot, body []byte) (*wssec.Opened, bool) {
 	recv := &wssec.Receiver{Policy: e.policy, Replay: e.replay, Keyring: e.ring, Key: func(id string) (wssec.Key, bool) {
 		k, st, ok := snap.SOAPKey(id)
 		if !ok {
@@ -181,66 +210,68 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o, err := recv.Open(body)
 	if err != nil {
 		e.refuse(w, q, err)
-		return
+		return nil, false
 	}
 	if q.via != "" && q.via != q.keyDevice {
 		e.refuse(w, q, fmt.Errorf("%w: the message is sealed with %s's key but comes over %s's SSH session", wssec.ErrUnknownKey, q.keyDevice, q.via))
-		return
+		return nil, false
 	}
-	if err := addressedHere(o.To, r); err != nil {
+	if err := addressedHere(o.To, q.r); err != nil {
 		// Not stored: the id may still be used where the message was meant to go.
 		e.replay.Forget(o.KeyID, o.MessageID)
 		e.refuse(w, q, err)
-		return
+		return nil, false
 	}
 	if o.Action != ActionNotify {
 		e.replay.Forget(o.KeyID, o.MessageID)
 		writeFault(w, http.StatusBadRequest, "s:Sender", "wsa:ActionNotSupported", fmt.Sprintf("action %q is not supported here (%s)", trim(o.Action), ActionNotify))
-		return
+		return nil, false
 	}
+	return o, true
+}
+
+// storeOnce stores the message's notification once (the store claims its id too: across
+// restarts and the hubs sharing the store it is stored once; the window answers most
+// replays without a write), or answers why not.
+func (e *Endpoint) storeOnce(w http.ResponseWriter, q *request, o *wssec.Opened) (telemetry.Notification, bool) {
 	name, params, err := toNotification(o.Payload)
 	if err != nil {
 		e.replay.Forget(o.KeyID, o.MessageID)
 		writeFault(w, http.StatusBadRequest, "s:Sender", "", err.Error())
-		return
+		return telemetry.Notification{}, false
 	}
 	created := o.Created
-	// The store claims the id too: across restarts and the hubs sharing the store, the
-	// message is stored once (the window above answers most replays without a write).
 	once := telemetry.Once{Key: "soap\x00" + o.KeyID + "\x00" + o.MessageID, Until: created.Add(e.cfg.Window)}
-	got, err := e.store.AppendOnce(r.Context(), once, telemetry.Notification{Device: q.keyDevice, Name: name, Parameters: params, DeviceTime: &created})
+	got, err := e.store.AppendOnce(q.r.Context(), once, telemetry.Notification{Device: q.keyDevice, Name: name, Parameters: params, DeviceTime: &created})
 	if err != nil && !errors.Is(err, telemetry.ErrInvalid) && !errors.Is(err, telemetry.ErrDuplicate) {
 		// Not stored: the device may send this very message again.
 		e.replay.Forget(o.KeyID, o.MessageID)
 	}
 	switch {
+	case err == nil:
+		return got[0], true
 	case errors.Is(err, telemetry.ErrDuplicate):
 		e.refuse(w, q, fmt.Errorf("%w: %s (stored before)", wssec.ErrReplay, trim(o.MessageID)))
-		return
 	case errors.Is(err, telemetry.ErrRateLimited):
 		w.Header().Set("Retry-After", "5")
 		writeFault(w, http.StatusTooManyRequests, "s:Sender", "", strings.TrimPrefix(err.Error(), "telemetry: "))
-		return
 	case errors.Is(err, telemetry.ErrDiskFull):
 		w.Header().Set("Retry-After", "60")
 		writeFault(w, http.StatusServiceUnavailable, "s:Receiver", "", "the hub's disk is nearly full: nothing was stored; retry later")
-		return
 	case errors.Is(err, telemetry.ErrOverloaded):
 		w.Header().Set("Retry-After", "1")
 		writeFault(w, http.StatusServiceUnavailable, "s:Receiver", "", "the hub is storing as fast as it can; retry after 1 s")
-		return
 	case errors.Is(err, telemetry.ErrInvalid):
 		writeFault(w, http.StatusBadRequest, "s:Sender", "", err.Error())
-		return
-	case err != nil:
+	default:
 		e.log.Error("storing a SOAP notification failed", "device", q.keyDevice, "err", err)
 		writeFault(w, http.StatusInternalServerError, "s:Receiver", "", "the notification could not be stored")
-		return
 	}
-	n := got[0]
-	if e.Stored != nil {
-		e.Stored(n)
-	}
+	return telemetry.Notification{}, false
+}
+
+// answer sends the sealed acknowledgement of a stored notification.
+func (e *Endpoint) answer(w http.ResponseWriter, q *request, snap *devicedir.Snapshot, o *wssec.Opened, n telemetry.Notification) {
 	answer := wssec.Message{Action: ActionNotifyResponse, MessageID: wssec.NewMessageID(), RelatesTo: o.MessageID, Created: time.Now(),
 		Body: AckPayload(n.ID, telemetry.FormatTime(n.Timestamp))}
 	k, _, _ := snap.SOAPKey(o.KeyID)
