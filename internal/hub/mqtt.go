@@ -5,9 +5,14 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/pki"
+	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
 // startMQTT starts the broker when a listener is configured; after the front door, whose
@@ -58,6 +63,7 @@ func (h *Hub) startMQTT(context.Context) error {
 		}
 	}
 	h.mqtt.Store(b)
+	h.forgetMissedMQTTRemovals(context.Background(), b)
 	if b.Session() != nil {
 		h.services.Add(b.Session())
 	}
@@ -93,3 +99,75 @@ func (p platform) AllowedAccount(id int64, device, right string) bool {
 }
 
 func (p platform) AccountStamp(id int64) (string, bool) { return p.h.accounts.Stamp(id) }
+
+// mqttRemovalsMark is the data folder's record of the last registry change the broker's
+// session store has seen applied: devices removed after it (while this hub did not run)
+// still have sessions and retained messages there.
+const mqttRemovalsMark = "mqtt-removals.mark"
+
+// forgetMissedMQTTRemovals drops, at start, what the restored session store keeps of
+// devices removed while the hub was down: a device enrolled again under a removed name
+// must not inherit the old one's persistent session or retained messages.
+func (h *Hub) forgetMissedMQTTRemovals(ctx context.Context, b *mqttbroker.Broker) {
+	if !h.cfg.MQTT.Persists() {
+		return
+	}
+	path := filepath.Join(h.dir, mqttRemovalsMark)
+	raw, err := os.ReadFile(path)
+	after, perr := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err == nil && perr == nil {
+		var names []string
+		for {
+			evs, err := h.reg.EventsAfter(ctx, registry.EventDeviceRemoved, after, 1000)
+			if err != nil {
+				h.log.Error("reading device removals for the MQTT session store failed; removed devices' sessions may stay until they are removed again", "err", err)
+				return
+			}
+			if len(evs) == 0 {
+				break
+			}
+			for _, e := range evs {
+				names = append(names, e.Device)
+			}
+			after = evs[len(evs)-1].ID
+		}
+		if len(names) > 0 {
+			b.ForgetDevices(names)
+			h.log.Info("dropped the MQTT sessions and retained messages of devices removed while the hub was down", "component", "mqtt", "devices", len(names))
+		}
+	}
+	h.markMQTTRemovals(ctx)
+}
+
+// markMQTTRemovals records that every change up to now is applied to the broker's
+// session store (at start, and after each reload: a running broker drops removed
+// devices' sessions itself).
+func (h *Hub) markMQTTRemovals(ctx context.Context) {
+	if !h.cfg.MQTT.Persists() || h.mqtt.Load() == nil {
+		return
+	}
+	id, err := h.reg.LastChangeID(ctx)
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(h.dir, mqttRemovalsMark), []byte(strconv.FormatInt(id, 10)+"\n"))
+	}
+	if err != nil {
+		h.log.Warn("recording the MQTT session store's removals mark failed", "err", err)
+	}
+}
+
+// writeFileAtomic writes b to path (0600) through a temporary file and a rename.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -263,6 +263,7 @@ func (h *Hub) reloadTelemetry() {
 	}
 	if b := h.mqtt.Load(); b != nil {
 		b.Revalidate() // a revoked or removed device's MQTT clients go now
+		h.markMQTTRemovals(ctx)
 	}
 }
 

@@ -328,16 +328,44 @@ func (b *Broker) clearRetainedOfGone(snap *devicedir.Snapshot) {
 	}
 	b.gens = gens
 	for _, device := range gone {
-		n := 0
-		for _, pk := range b.srv.Topics.Messages("devices/" + device + "/#") {
-			// An empty retained publish deletes it, in memory and in the session store.
-			if err := b.srv.Publish(pk.TopicName, nil, true, 0); err == nil {
-				n++
-			}
+		b.clearRetained(device)
+	}
+}
+
+// clearRetained deletes the retained messages under devices/DEVICE/.
+func (b *Broker) clearRetained(device string) {
+	n := 0
+	for _, pk := range b.srv.Topics.Messages("devices/" + device + "/#") {
+		// An empty retained publish deletes it, in memory and in the session store.
+		if err := b.srv.Publish(pk.TopicName, nil, true, 0); err == nil {
+			n++
 		}
-		if n > 0 {
-			b.log.Info("deleted the retained messages of a removed device", "device", device, "messages", n)
+	}
+	if n > 0 {
+		b.log.Info("deleted the retained messages of a removed device", "device", device, "messages", n)
+	}
+}
+
+// ForgetDevices drops what the broker keeps of devices removed while it did not run
+// (restored from its session store at start): their away sessions and their retained
+// messages. The devices' names may be enrolled again since: what is dropped is the old
+// enrolment's, which no client of the new one has taken over yet.
+func (b *Broker) ForgetDevices(names []string) {
+	if b.srv == nil || len(names) == 0 {
+		return
+	}
+	gone := map[string]bool{}
+	for _, n := range names {
+		gone[n] = true
+	}
+	for _, cl := range b.srv.Clients.GetAll() {
+		device, _, _ := strings.Cut(cl.ID, "/")
+		if _, connected := b.clients.Load(cl); gone[device] && !connected && !cl.Net.Inline {
+			b.dropSession(cl)
 		}
+	}
+	for name := range gone {
+		b.clearRetained(name)
 	}
 }
 

@@ -60,6 +60,9 @@ type Config struct {
 // persist reports whether session state is kept on disk.
 func (c Config) persist() bool { return c.Persist == nil || *c.Persist }
 
+// Persists reports whether session state is kept on disk (mqtt.persist).
+func (c Config) Persists() bool { return c.persist() }
+
 // Enabled reports whether a listener is configured.
 func (c Config) Enabled() bool { return c.Listen != "" || c.TLSListen != "" }
 

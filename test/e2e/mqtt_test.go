@@ -523,3 +523,44 @@ func TestMQTTOnlyTheDeviceWritesItsTelemetry(t *testing.T) {
 		t.Fatalf("the device enrolled again under the name got the old one's retained message:\n%s", got)
 	}
 }
+
+// A device removed and enrolled again while the hub was down (offline commands) does not
+// inherit the old enrolment's persistent MQTT session, whose messages were for it (issue
+// 48, item 5): at start the broker drops what its session store kept of devices removed
+// meanwhile.
+func TestMQTTSessionOfADeviceRemovedWhileDown(t *testing.T) {
+	port := freePort(t)
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '"+port+"'}\n")
+	h.addDevice("dev1")
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	args := func(secret string, more ...string) []string {
+		return append([]string{"-h", "127.0.0.1", "-p", portOf(port), "--cafile", ca, "--insecure", "-u", "dev1", "-P", secret, "-V", "mqttv311"}, more...)
+	}
+	if out, err := mosq(t, "mosquitto_sub", args(secret, "-c", "-i", "dev1", "-q", "1", "-t", "devices/dev1/commands/#", "-E")...); err != nil {
+		t.Fatalf("persistent subscription: %v\n%s", err, out)
+	}
+	if out, err := mosq(t, "mosquitto_pub", args(secret, "-i", "dev1/app", "-q", "1", "-t", "devices/dev1/commands/unlock", "-m", "4711")...); err != nil {
+		t.Fatalf("publish while the subscriber is away: %v\n%s", err, out)
+	}
+	h.stop()
+	h.mustCLI("device", "remove", "dev1")
+	os.Remove(filepath.Join(h.data, "keys", "dev1"))
+	os.Remove(filepath.Join(h.data, "keys", "dev1.pub"))
+	h.addDevice("dev1")
+	h.start()
+	h.log.wait(t, "dropped the MQTT sessions and retained messages of devices removed while the hub was down", "devices", "1")
+	// The new dev1 asks for its persistent session: a message waiting in the old one would
+	// come at once, before the probe published after its SUBACK.
+	secret = strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	sub, exited := startSub(t, args(secret, "-c", "-i", "dev1", "-q", "1", "-t", "devices/dev1/commands/#", "-C", "1", "-v", "-d")...)
+	sub.waitText(t, "received SUBACK")
+	if out, err := mosq(t, "mosquitto_pub", args(secret, "-i", "dev1/app", "-q", "1", "-t", "devices/dev1/commands/probe", "-m", "probe")...); err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	<-exited
+	if got := sub.text(); strings.Contains(got, "4711") || !strings.Contains(got, "devices/dev1/commands/probe probe") {
+		t.Fatalf("the new dev1 got the old one's session:\n%s", got)
+	}
+}
