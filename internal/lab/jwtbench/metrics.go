@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // insertRoute is the route label of POST notification in the hub's metrics.
@@ -97,54 +93,42 @@ func scrape(ctx context.Context, url string) (HubWindow, error) {
 	if resp.StatusCode != http.StatusOK {
 		return h, fmt.Errorf("hub metrics: %s", resp.Status)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	samples, err := parseExposition(resp.Body)
 	if err != nil {
 		return h, fmt.Errorf("hub metrics: %w", err)
 	}
-	for _, m := range metricsOf(fams, "iotsafe_rest_request_seconds") {
-		if labelOf(m, "route") == insertRoute {
-			h.Inserts += float64(m.GetHistogram().GetSampleCount())
-			h.InsertSum += m.GetHistogram().GetSampleSum()
+	// A histogram is NAME_sum and NAME_count; a counter is NAME.
+	for _, m := range samples {
+		switch m.name {
+		case "iotsafe_rest_request_seconds_count":
+			if m.labels["route"] == insertRoute {
+				h.Inserts += m.value
+			}
+		case "iotsafe_rest_request_seconds_sum":
+			if m.labels["route"] == insertRoute {
+				h.InsertSum += m.value
+			}
+		case "iotsafe_jwt_verify_seconds_count":
+			h.JWTCount += m.value
+		case "iotsafe_jwt_verify_seconds_sum":
+			h.JWTSum += m.value
+		case "iotsafe_jwt_signature_seconds_count":
+			h.SigCount += m.value
+		case "iotsafe_jwt_signature_seconds_sum":
+			h.SigSum += m.value
+		case "iotsafe_rest_notifications_stored_total":
+			h.Stored += m.value
+		case "iotsafe_telemetry_queue_wait_seconds_sum":
+			h.WaitSum += m.value
+		case "iotsafe_telemetry_append_seconds_count":
+			h.Appends += m.value
+		case "iotsafe_telemetry_append_seconds_sum":
+			h.AppendSum += m.value
+		case "iotsafe_telemetry_commit_seconds_count":
+			h.Batches += m.value
+		case "iotsafe_telemetry_commit_seconds_sum":
+			h.CommitSum += m.value
 		}
-	}
-	for _, m := range metricsOf(fams, "iotsafe_jwt_verify_seconds") {
-		h.JWTCount += float64(m.GetHistogram().GetSampleCount())
-		h.JWTSum += m.GetHistogram().GetSampleSum()
-	}
-	for _, m := range metricsOf(fams, "iotsafe_jwt_signature_seconds") {
-		h.SigCount += float64(m.GetHistogram().GetSampleCount())
-		h.SigSum += m.GetHistogram().GetSampleSum()
-	}
-	for _, m := range metricsOf(fams, "iotsafe_rest_notifications_stored_total") {
-		h.Stored += m.GetCounter().GetValue()
-	}
-	for _, m := range metricsOf(fams, "iotsafe_telemetry_queue_wait_seconds") {
-		h.WaitSum += m.GetHistogram().GetSampleSum()
-	}
-	for _, m := range metricsOf(fams, "iotsafe_telemetry_append_seconds") {
-		h.Appends += float64(m.GetHistogram().GetSampleCount())
-		h.AppendSum += m.GetHistogram().GetSampleSum()
-	}
-	for _, m := range metricsOf(fams, "iotsafe_telemetry_commit_seconds") {
-		h.Batches += float64(m.GetHistogram().GetSampleCount())
-		h.CommitSum += m.GetHistogram().GetSampleSum()
 	}
 	return h, nil
-}
-
-func metricsOf(fams map[string]*dto.MetricFamily, name string) []*dto.Metric {
-	if f, ok := fams[name]; ok {
-		return f.GetMetric()
-	}
-	return nil
-}
-
-func labelOf(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
