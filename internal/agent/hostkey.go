@@ -9,13 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/iotsafe/iotsafe/internal/atomicfile"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
 )
 
@@ -250,23 +250,7 @@ func (k *KnownHostsFile) dropKeys(host string, keys []ssh.PublicKey) ([]string, 
 	if err != nil {
 		return nil, fmt.Errorf("agent: known hosts: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(k.path), ".known_hosts-*")
-	if err != nil {
-		return nil, fmt.Errorf("agent: known hosts: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(out.Bytes()); err != nil {
-		tmp.Close()
-		return nil, fmt.Errorf("agent: known hosts: %w", err)
-	}
-	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
-		tmp.Close()
-		return nil, fmt.Errorf("agent: known hosts: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return nil, fmt.Errorf("agent: known hosts: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), k.path); err != nil {
+	if err := atomicfile.Write(k.path, out.Bytes(), atomicfile.Options{Mode: fi.Mode().Perm()}); err != nil {
 		return nil, fmt.Errorf("agent: known hosts: %w", err)
 	}
 	return dropped, nil

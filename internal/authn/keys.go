@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/atomicfile"
 )
 
 // KeysFile holds the signing keys inside the data folder (mode 0600).
@@ -247,25 +249,5 @@ func rotate(ctx context.Context, store KeyStore, alg string, maxTTL time.Duratio
 // writeKeys writes b 0600 through a temporary file, so a reader never sees half a file:
 // renamed over the old one, or linked only if there is none (createOnly).
 func writeKeys(dir string, b []byte, createOnly bool) error {
-	tmp, err := os.CreateTemp(dir, ".jwt-keys-*") // 0600
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	path := filepath.Join(dir, KeysFile)
-	if createOnly {
-		return os.Link(tmp.Name(), path)
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(filepath.Join(dir, KeysFile), b, atomicfile.Options{CreateOnly: createOnly})
 }

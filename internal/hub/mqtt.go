@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/iotsafe/iotsafe/internal/atomicfile"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/pki"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -148,26 +149,9 @@ func (h *Hub) markMQTTRemovals(ctx context.Context) {
 	}
 	id, err := h.reg.LastChangeID(ctx)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(h.dir, mqttRemovalsMark), []byte(strconv.FormatInt(id, 10)+"\n"))
+		err = atomicfile.Write(filepath.Join(h.dir, mqttRemovalsMark), []byte(strconv.FormatInt(id, 10)+"\n"), atomicfile.Options{})
 	}
 	if err != nil {
 		h.log.Warn("recording the MQTT session store's removals mark failed", "err", err)
 	}
-}
-
-// writeFileAtomic writes b to path (0600) through a temporary file and a rename.
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
