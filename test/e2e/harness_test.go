@@ -101,6 +101,9 @@ func newLogWatch(r io.Reader) *logWatch {
 			w.cond.Broadcast()
 			w.mu.Unlock()
 		}
+		if c, ok := r.(io.Closer); ok {
+			c.Close()
+		}
 		w.mu.Lock()
 		w.done = true
 		w.cond.Broadcast()
@@ -200,6 +203,44 @@ func (w *logWatch) ended() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.done
+}
+
+// drained waits until the output has ended (all of it read), for at most d: a
+// grandchild that kept the pipe open must not hang the test.
+func (w *logWatch) drained(d time.Duration) {
+	stop := time.AfterFunc(d, func() {
+		w.mu.Lock()
+		w.done = true
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	})
+	defer stop.Stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for !w.done {
+		w.cond.Wait()
+	}
+}
+
+// startWatched starts cmd (as a child that dies with the test binary, even when a
+// timeout kills it before the cleanups run) with its standard error read into a
+// logWatch. The pipe is our own, not StderrPipe: Wait closes that one's read end, and
+// the last lines a process wrote before it exited would be lost to a reader not yet
+// done. After Wait, drained says when all of it is read.
+func startWatched(t *testing.T, cmd *exec.Cmd) *logWatch {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = w
+	err = childproc.Start(cmd)
+	w.Close()
+	if err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+	return newLogWatch(r)
 }
 
 // seen is closed once a line matching msg and the key/value pairs has come, or the
@@ -303,11 +344,7 @@ func (h *hubProc) start() {
 		h.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: h.cred}
 	}
 	stdout, _ := h.cmd.StdoutPipe()
-	stderr, _ := h.cmd.StderrPipe()
-	if err := childproc.Start(h.cmd); err != nil {
-		t.Fatal(err)
-	}
-	h.log = newLogWatch(stderr)
+	h.log = startWatched(t, h.cmd)
 	// The last start line says the hub is ready; its ready file then says the rest. The
 	// printed host key must be the file's (people copy it from the output).
 	sc := bufio.NewScanner(stdout)
@@ -325,6 +362,7 @@ func (h *hubProc) start() {
 	go io.Copy(io.Discard, stdout)
 	if !up {
 		h.cmd.Wait()
+		h.log.drained(10 * time.Second)
 		t.Fatalf("hub did not start; log:\n%s", h.log.text())
 	}
 	// Where the CLI runs (cliWrap): the data folder may live in a mount namespace.
@@ -364,6 +402,7 @@ func (h *hubProc) stop() {
 	}
 	h.cmd.Process.Signal(syscall.SIGTERM)
 	h.cmd.Wait()
+	h.log.drained(10 * time.Second)
 }
 
 // cli runs an admin command against this hub's data folder.
@@ -502,14 +541,13 @@ func startProcEnv(t *testing.T, env []string, name string, args ...string) *proc
 	if env != nil {
 		p.cmd.Env = append(os.Environ(), env...)
 	}
-	stderr, _ := p.cmd.StderrPipe()
 	p.cmd.Stdout = &p.out
-	// Dies with the test binary even when a timeout kills it before the cleanups run.
-	if err := childproc.Start(p.cmd); err != nil {
-		t.Fatal(err)
-	}
-	p.stderr = newLogWatch(stderr)
-	go func() { p.cmd.Wait(); close(p.exited) }()
+	p.stderr = startWatched(t, p.cmd)
+	go func() {
+		p.cmd.Wait()
+		p.stderr.drained(10 * time.Second)
+		close(p.exited)
+	}()
 	t.Cleanup(func() {
 		p.cmd.Process.Signal(syscall.SIGCONT)
 		p.cmd.Process.Kill()

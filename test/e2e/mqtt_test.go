@@ -41,7 +41,8 @@ func startSub(t *testing.T, args ...string) (*logWatch, <-chan struct{}) {
 	}
 	w := newLogWatch(pr)
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); pw.Close(); close(exited) }()
+	// exited is closed once the last line is in w, not merely once the process is gone.
+	go func() { cmd.Wait(); pw.Close(); w.drained(10 * time.Second); close(exited) }()
 	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
 	return w, exited
 }
