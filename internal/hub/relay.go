@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
@@ -61,27 +60,9 @@ func (r relaySink) StoreRelayed(ctx context.Context, source string, upto uint64,
 		}
 		ns = append(ns, n)
 	}
-	// An MQTT bridge takes what its out rules match before the batch is stored, as for a
-	// device's REST notification; a batch the bridge refuses is sent again.
-	if b := r.h.mqtt.Load(); b != nil {
-		mark, err := r.h.store.RelayMark(ctx, source)
-		if err != nil {
-			return ack, err
-		}
-		for _, n := range ns {
-			if n.Origin > mark && b.Bridges(n.Notification) {
-				if err := b.ForwardNotification(ctx, n.Notification); err != nil {
-					return ack, errors.Join(telemetry.ErrOverloaded, err)
-				}
-			}
-		}
-	}
 	stored, dups, mark, err := r.h.store.AppendRelayed(ctx, source, int64(upto), ns)
 	if err != nil {
 		return ack, err
-	}
-	for _, n := range stored {
-		r.h.toMQTT(n)
 	}
 	if r.received != nil && len(stored) > 0 {
 		gateway, _, _ := strings.Cut(source, "/") // sshd keys a source by its gateway's name

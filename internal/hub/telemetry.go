@@ -29,14 +29,7 @@ func (h *Hub) openStore(ctx context.Context) (err error) {
 	if h.metrics != nil {
 		obs = telemetry.NewMetrics()
 	}
-	if h.store, err = telemetry.Open(ctx, h.cfg.RegistryLocation(h.dir), h.cfg.Telemetry, telemetry.Options{Observer: observer(obs), Log: h.log.With("component", "telemetry"),
-		// What other hubs stored reaches this hub's MQTT subscribers as its own REST and
-		// SOAP notifications do.
-		Others: func(ns []telemetry.Notification) {
-			for _, n := range ns {
-				h.toMQTT(n)
-			}
-		}}); err != nil {
+	if h.store, err = telemetry.Open(ctx, h.cfg.RegistryLocation(h.dir), h.cfg.Telemetry, telemetry.Options{Observer: observer(obs), Log: h.log.With("component", "telemetry")}); err != nil {
 		return err
 	}
 	if err := h.applyMissedRemovals(ctx); err != nil {
@@ -98,8 +91,7 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 	if err := h.devices.Reload(ctx); err != nil {
 		return err
 	}
-	h.api = restapi.New(h.cfg.REST, h.guard, h.devices, bridgedStore{h.store, h}, h, tokens, m, log)
-	h.api.Stored = h.toMQTT
+	h.api = restapi.New(h.cfg.REST, h.guard, h.devices, h.store, h, tokens, m, log)
 	return h.buildSOAP()
 }
 
@@ -133,7 +125,7 @@ func (h *Hub) buildSOAP() error {
 		return nil
 	}
 	log := h.log.With("component", "soap")
-	ep, err := soap.New(h.cfg.SOAP, h.devices, bridgedStore{h.store, h}, h.guard, log)
+	ep, err := soap.New(h.cfg.SOAP, h.devices, h.store, h.guard, log)
 	if err != nil {
 		return fmt.Errorf("hub: soap: %w", err)
 	}
@@ -141,76 +133,9 @@ func (h *Hub) buildSOAP() error {
 	// request is served.
 	ep.Violation = func(device, detail, remote string) { h.ssh.Violation(device, detail, remote) }
 	ep.Proven = h.api.ProvenDevice
-	ep.Stored = h.toMQTT
 	h.soap = ep
 	h.api.MountPlain(soap.Path, ep) // served when rest.listen is set
 	return nil
-}
-
-// bridgedStore is the store as the REST API and the SOAP endpoint write to it: with an
-// MQTT bridge, a notification an out rule matches is put in the bridge's queue at the
-// same time as it is stored, and Append succeeds only when both took it, as for a
-// device's MQTT message; so what a device was answered reaches the central broker too.
-// When only the bridge refused (its queue is full), the error is ErrOverloaded: the
-// device is told to retry, and the store will hold that notification twice.
-type bridgedStore struct {
-	*telemetry.Store
-	h *Hub
-}
-
-func (s bridgedStore) Append(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error) {
-	return s.bridged(ctx, items, s.Store.Append)
-}
-
-// AppendOnce is Append for a message that must be stored once (SOAP's message ids).
-func (s bridgedStore) AppendOnce(ctx context.Context, once telemetry.Once, items ...telemetry.Notification) ([]telemetry.Notification, error) {
-	return s.bridged(ctx, items, func(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error) {
-		return s.Store.AppendOnce(ctx, once, items...)
-	})
-}
-
-func (s bridgedStore) bridged(ctx context.Context, items []telemetry.Notification, store func(context.Context, ...telemetry.Notification) ([]telemetry.Notification, error)) ([]telemetry.Notification, error) {
-	b := s.h.mqtt.Load()
-	var out []telemetry.Notification // what an out rule sends to the centre
-	if b != nil {
-		for _, n := range items {
-			if b.Bridges(n) {
-				out = append(out, n)
-			}
-		}
-	}
-	if len(out) == 0 {
-		return store(ctx, items...)
-	}
-	for i := range items {
-		// What the store refuses is not bridged either.
-		if err := items[i].Validate(); err != nil {
-			return nil, err
-		}
-	}
-	forwarded := make(chan error, 1)
-	go func() {
-		var err error
-		for _, n := range out {
-			if err = b.ForwardNotification(ctx, n); err != nil {
-				break
-			}
-		}
-		forwarded <- err
-	}()
-	got, err := store(ctx, items...)
-	if ferr := <-forwarded; ferr != nil && err == nil {
-		return nil, fmt.Errorf("%w: stored, but the MQTT bridge's queue did not take it: %v", telemetry.ErrOverloaded, ferr)
-	}
-	return got, err
-}
-
-// toMQTT hands a notification stored over REST or SOAP to the broker's subscribers (when
-// the broker runs), so every telemetry reader sees every path's data.
-func (h *Hub) toMQTT(n telemetry.Notification) {
-	if b := h.mqtt.Load(); b != nil {
-		b.PublishNotification(n)
-	}
 }
 
 // observer is m as a telemetry.Observer: nil (no metrics) stays an untyped nil.

@@ -37,6 +37,9 @@ type Store interface {
 	Append(ctx context.Context, items ...telemetry.Notification) ([]telemetry.Notification, error)
 	// Admit spends a device's message budget for a publish that is not stored.
 	Admit(device string, n, size int) error
+	// Subscribe and SetDurableHook are the store's fan-out (fanout.go).
+	Subscribe(ctx context.Context, fn func([]telemetry.Notification)) (wait func())
+	SetDurableHook(fn telemetry.DurableHook)
 }
 
 // Auditor records refusals in the audit log.
@@ -88,6 +91,9 @@ type Broker struct {
 	Violation func(device, detail, remote string)
 	// Platform, if set before Start, lets platform apps log in as front-door accounts.
 	Platform Platform
+	// unsubscribe ends the subscription to the store's commits; subscribed waits for it.
+	unsubscribe context.CancelFunc
+	subscribed  func()
 }
 
 // Platform is how platform apps (front-door accounts) log in on the TLS listener and
@@ -143,7 +149,7 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 	// mochi logs every client's end at WARN (a closed connection, a refused login the
 	// hook already reported): only its errors reach the hub's log.
 	// The inline client publishes what comes in from the centre (the bridge) and the
-	// notifications that arrive over REST and SOAP (PublishNotification).
+	// notifications that arrive other ways (publishNotifications).
 	b.srv = mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(errorsOnly{b.log.Handler()}), InlineClient: true})
 	if err := b.srv.AddHook(&hook{b: b}, nil); err != nil {
 		return err
@@ -202,6 +208,7 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 	if err := b.srv.Serve(); err != nil {
 		return err
 	}
+	b.joinFanout()
 	// Retained messages restored from the session store of devices removed meanwhile.
 	b.clearRetainedOfGone(b.dir.Load())
 	if b.bridge != nil {
@@ -234,6 +241,7 @@ func (b *Broker) Close() error {
 	if b.srv == nil {
 		return nil
 	}
+	b.leaveFanout()
 	var berr error
 	if b.bridge != nil {
 		berr = b.bridge.Close()
@@ -590,7 +598,7 @@ func notification(device, topic string, payload []byte) telemetry.Notification {
 	if name == topic {
 		name = topic[strings.LastIndexByte(topic, '/')+1:]
 	}
-	n := telemetry.Notification{Device: device, Name: name}
+	n := telemetry.Notification{Device: device, Name: name, Via: Via}
 	switch {
 	case len(payload) == 0:
 	case json.Valid(payload):
@@ -603,46 +611,6 @@ func notification(device, topic string, payload []byte) telemetry.Notification {
 	return n
 }
 
-// PublishNotification delivers a notification that arrived another way (the REST API,
-// SOAP) to the broker's subscribers, as a device's MQTT message would be: on
-// devices/DEVICE/notifications/NAME with the parameters as the payload, at QoS 0, not
-// retained. Subscribers' grants are checked on delivery as for any message; it is not
-// stored again (it is stored). A name no topic can carry (+, #, NUL) is only stored.
-func (b *Broker) PublishNotification(n telemetry.Notification) {
-	topic, ok := notificationTopic(n)
-	if !ok {
-		return
-	}
-	if err := b.srv.Publish(topic, n.Parameters, false, 0); err != nil {
-		b.log.Debug("publishing a notification to MQTT subscribers failed", "topic", topic, "err", err)
-	}
-}
-
-// Bridges reports whether ForwardNotification would queue n: a bridge runs and an out
-// rule matches n's topic.
-func (b *Broker) Bridges(n telemetry.Notification) bool {
-	topic, ok := notificationTopic(n)
-	return ok && b.bridge != nil && b.bridge.Sends(topic)
-}
-
-// ForwardNotification hands a notification that arrives another way (the REST API,
-// SOAP) to the bridge, on PublishNotification's topic, at QoS 1 as far as the rule
-// allows: when it returns nil, a notification an out rule matches is on disk in the
-// bridge's queue. The hub calls it beside the store's Append and answers the device
-// only when both took the notification, as for a device's MQTT message. Without a
-// bridge, or with no rule for the topic, it does nothing.
-func (b *Broker) ForwardNotification(ctx context.Context, n telemetry.Notification) error {
-	topic, ok := notificationTopic(n)
-	if b.bridge == nil || !ok {
-		return nil
-	}
-	err := b.bridge.Forward(ctx, topic, n.Parameters, 1, false)
-	if err != nil {
-		b.notBridged(err, "the bridge's queue did not take a REST or SOAP notification; the device is told to send it again", "device", n.Device, "topic", topic)
-	}
-	return err
-}
-
 // notBridged counts a message the bridge's queue refused and says so, once a minute
 // per kind of error.
 func (b *Broker) notBridged(err error, msg string, attrs ...any) {
@@ -650,15 +618,6 @@ func (b *Broker) notBridged(err error, msg string, attrs ...any) {
 	if ok, more := b.gate.Allow("bridge|" + err.Error()); ok {
 		b.log.Warn(msg, append(attrs, "err", err, "more_not_logged", more)...)
 	}
-}
-
-// notificationTopic is where a notification stored another way is published, if a
-// topic can carry its device and name.
-func notificationTopic(n telemetry.Notification) (string, bool) {
-	if n.Name == "" || strings.ContainsAny(n.Name, "+#\x00") || strings.ContainsAny(n.Device, "/+#\x00") {
-		return "", false
-	}
-	return "devices/" + n.Device + "/notifications/" + n.Name, true
 }
 
 // errorsOnly passes a handler's ERROR records only.

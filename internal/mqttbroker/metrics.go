@@ -46,7 +46,7 @@ func (b *Broker) Collectors() []prometheus.Collector {
 		counter("iotsafe_mqtt_auth_refused_total", "CONNECTs refused: no valid device identity.", b.counts.authRefused.Load),
 		counter("iotsafe_mqtt_topic_refused_total", "Topics, wills or client identifiers refused to a known device (violations).", b.counts.topicRefused.Load),
 		counter("iotsafe_mqtt_not_stored_total", "Messages on a stored topic the store refused as invalid (delivered all the same).", b.counts.notStored.Load),
-		counter("iotsafe_mqtt_not_bridged_total", "Messages and REST or SOAP notifications the bridge's queue did not take (full or failing): not acknowledged to their sender.", b.counts.notBridged.Load),
+		counter("iotsafe_mqtt_not_bridged_total", "Messages, and notifications stored another way (REST, SOAP, a gateway's relay), the bridge's queue did not take (full or failing): not acknowledged to their sender.", b.counts.notBridged.Load),
 	}
 	if b.bridge != nil {
 		cs = append(cs, b.bridge.Collectors()...)

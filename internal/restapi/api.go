@@ -162,9 +162,6 @@ type API struct {
 	unsigned bool
 	// plainExtra are other handlers on the plain listener, by exact path (MountPlain).
 	plainExtra map[string]http.Handler
-	// Stored, if set, is told of each notification a device inserted (the hub hands it
-	// to MQTT subscribers).
-	Stored func(telemetry.Notification)
 }
 
 type accountsBox struct{ a Accounts }

@@ -102,9 +102,6 @@ func (a *API) insertNotification(w http.ResponseWriter, r *http.Request, c calle
 		return
 	}
 	a.metrics.stored.Inc()
-	if a.Stored != nil {
-		a.Stored(got[0])
-	}
 	writeJSON(w, http.StatusCreated, insertAnswer{ID: got[0].ID, Timestamp: telemetry.FormatTime(got[0].Timestamp)})
 }
 

@@ -110,9 +110,6 @@ type Endpoint struct {
 	// on the hub's plain listener), or "": a message there must be sealed with that
 	// device's key.
 	Proven func(*http.Request) string
-	// Stored, if set, is told of each notification stored (the hub hands it to MQTT
-	// subscribers).
-	Stored func(telemetry.Notification)
 }
 
 // New builds the endpoint over the hub's device directory and telemetry store.
@@ -165,9 +162,6 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n, ok := e.storeOnce(w, q, o)
 	if !ok {
 		return
-	}
-	if e.Stored != nil {
-		e.Stored(n)
 	}
 	e.answer(w, q, snap, o, n)
 }

@@ -107,8 +107,8 @@ func (s *Store) catchUp(ctx context.Context, last int64) (int64, error) {
 		if len(page) == 0 {
 			return last, nil
 		}
+		s.ownVia(page)
 		s.feed.publish(page)
-		s.tellOthers(page)
 		last = page[len(page)-1].Timestamp.UnixMicro()
 		if len(page) < followPage {
 			return last, nil
@@ -116,20 +116,17 @@ func (s *Store) catchUp(ctx context.Context, last int64) (int64, error) {
 	}
 }
 
-// tellOthers gives Options.Others the rows of page this hub did not commit. Ids rise
-// with timestamps, so an own id at or below the page's last that follow never read was
-// deleted meanwhile (a removed device): it is forgotten too.
-func (s *Store) tellOthers(page []Notification) {
-	if s.others == nil {
-		return
-	}
-	var others []Notification
+// ownVia gives this hub's rows of page the Via they came in with and forgets them;
+// other hubs' rows keep an empty Via. Ids rise with timestamps, so an own id at or
+// below the page's last that follow never read was deleted meanwhile (a removed
+// device): it is forgotten too.
+func (s *Store) ownVia(page []Notification) {
 	s.ownMu.Lock()
-	for _, n := range page {
-		if _, mine := s.own[n.ID]; mine {
-			delete(s.own, n.ID)
-		} else {
-			others = append(others, n)
+	defer s.ownMu.Unlock()
+	for i := range page {
+		if via, mine := s.own[page[i].ID]; mine {
+			page[i].Via = via
+			delete(s.own, page[i].ID)
 		}
 	}
 	lastID := page[len(page)-1].ID
@@ -137,9 +134,5 @@ func (s *Store) tellOthers(page []Notification) {
 		if id <= lastID {
 			delete(s.own, id)
 		}
-	}
-	s.ownMu.Unlock()
-	if len(others) > 0 {
-		s.others(others)
 	}
 }

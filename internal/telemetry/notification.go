@@ -39,6 +39,9 @@ type Notification struct {
 	Timestamp time.Time
 	// DeviceTime is the time the device gave, if it gave one.
 	DeviceTime *time.Time
+	// Via names the path that carried it in ("mqtt"), for the store's subscribers: not
+	// stored, so a notification read back from the table, or another hub's, has none.
+	Via string
 }
 
 // Validate checks what the store requires of a notification before queuing it.

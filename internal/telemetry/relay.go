@@ -164,6 +164,9 @@ func (s *Store) AppendRelayed(ctx context.Context, source string, upto int64, it
 		}
 		ns[i], tag.origins = items[i].Notification, append(tag.origins, items[i].Origin)
 	}
+	if err := s.holdRelayed(ctx, source, items); err != nil {
+		return nil, 0, 0, err
+	}
 	req := &appendReq{items: ns, relay: tag, done: make(chan error, 1), at: time.Now()}
 	if err := s.enqueue(req, len(ns)); err != nil {
 		return nil, 0, 0, err
@@ -177,6 +180,33 @@ func (s *Store) AppendRelayed(ctx context.Context, source string, upto int64, it
 	case <-ctx.Done():
 		return nil, 0, 0, ctx.Err()
 	}
+}
+
+// holdRelayed hands the durable hook what of items is above source's mark, before the
+// batch is queued: a batch the hook refuses is sent again by the source (ErrOverloaded),
+// and what it took before is not stored twice (the mark decides).
+func (s *Store) holdRelayed(ctx context.Context, source string, items []Relayed) error {
+	h := s.hook()
+	if h == nil {
+		return nil
+	}
+	mark, err := s.RelayMark(ctx, source)
+	if err != nil {
+		return err
+	}
+	var fresh []Notification
+	for _, it := range items {
+		if it.Origin > mark {
+			fresh = append(fresh, it.Notification)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	if err := h(ctx, fresh); err != nil {
+		return &overloadedError{err}
+	}
+	return nil
 }
 
 // applyRelay drops from a relayed request, in the writer's transaction, what its source

@@ -143,11 +143,6 @@ type appendObserver interface {
 type Options struct {
 	Observer Observer     // nil: no metrics
 	Log      *slog.Logger // nil: no log (PostgreSQL: a lost or restored change feed)
-	// Others, if set, is given the notifications other hubs stored in a shared store,
-	// in order, as this hub learns of them (the hub hands them to its MQTT subscribers,
-	// as it does its own REST and SOAP ones). It runs on the follower: keep it short.
-	Others func([]Notification)
-
 	// linger, in tests, replaces the writer's wait for the commit interval, or for
 	// senders requests (steadySenders; 0: none); it may call the store's waitFor.
 	linger func(wait time.Duration, senders int, stop <-chan struct{})
@@ -206,9 +201,11 @@ type Store struct {
 	wake     chan struct{} // to follow; buffered 1
 	unfollow context.CancelFunc
 	followed chan struct{} // closed when follow and the listeners have returned
-	others   func([]Notification)
 	ownMu    sync.Mutex
-	own      map[int64]struct{} // ids this hub committed that follow has not read yet
+	own      map[int64]string // ids this hub committed that follow has not read yet: their Via
+
+	// durable is the hook Append waits for beside the commit (fanout.go).
+	durable durable
 
 	// relayedUpTo is, in a gateway's store, the last id its centre has (-1: the store
 	// is not relayed); unrelayedDeleted counts what retention deleted above it
@@ -298,7 +295,7 @@ func Open(ctx context.Context, location string, cfg Config, o Options) (*Store, 
 	}
 	s := &Store{cfg: cfg, db: db, where: where, feed: newFeed(), queue: make(chan *appendReq, cfg.QueueDepth),
 		stop: make(chan struct{}), stopped: make(chan struct{}), obs: o.Observer, log: o.Log,
-		others: o.Others, own: map[int64]struct{}{}, linger: o.linger, arrived: make(chan struct{}, 1),
+		own: map[int64]string{}, linger: o.linger, arrived: make(chan struct{}, 1),
 		deleteChunk: o.deleteChunk, chunkDone: o.chunkDone, removing: make(chan struct{}, 1), removerDone: make(chan struct{}),
 		removalsDone: o.removalsDone, commands: newCommandFeed(), budgets: newBudgets(cfg), disk: &diskGuard{minMiB: int64(cfg.MinFreeMiB)}, caps: newCapCheck(cfg.MaxPerDevice, o.capPruned)}
 	if o.hourlyCapOnly {
@@ -423,19 +420,22 @@ func (s *Store) append(ctx context.Context, once *onceTag, items []Notification)
 		return nil, err
 	}
 	req := &appendReq{items: items, once: once, done: make(chan error, 1), at: time.Now()}
-	if err := s.enqueue(req, len(items)); err != nil {
+	err := s.alongside(ctx, items, func() error {
+		if err := s.enqueue(req, len(items)); err != nil {
+			return err
+		}
+		select {
+		case err := <-req.done:
+			return err
+		case <-ctx.Done():
+			// Still committed if the writer gets to it; the caller gave up on the answer.
+			return ctx.Err()
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
-	select {
-	case err := <-req.done:
-		if err != nil {
-			return nil, err
-		}
-		return req.items, nil
-	case <-ctx.Done():
-		// Still committed if the writer gets to it; the caller gave up on the answer.
-		return nil, ctx.Err()
-	}
+	return req.items, nil
 }
 
 func (s *Store) enqueue(req *appendReq, n int) error {
@@ -614,17 +614,15 @@ func insertSQL(n int) string {
 }
 
 // markOwn records (or, after a failed commit, forgets) the ids of a batch this hub
-// stores in a shared store, so follow tells Options.Others only of the other hubs'.
+// stores in a shared store with the path each came in on, which the table does not
+// keep: follow gives them back their Via (ownVia).
 func (s *Store) markOwn(batch []*appendReq, add bool) {
-	if s.others == nil {
-		return
-	}
 	s.ownMu.Lock()
 	defer s.ownMu.Unlock()
 	for _, r := range batch {
 		for _, it := range r.items {
 			if add {
-				s.own[it.ID] = struct{}{}
+				s.own[it.ID] = it.Via
 			} else {
 				delete(s.own, it.ID)
 			}

@@ -196,7 +196,7 @@ mqtt:
 	if code != 503 || got["error"] != float64(503) {
 		t.Fatalf("a notification the full queue refused: %d %v; want 503, to be sent again", code, got)
 	}
-	h.log.wait(t, "the bridge's queue did not take a REST or SOAP notification; the device is told to send it again")
+	h.log.wait(t, "the bridge's queue did not take a notification; its device is told to send it again")
 	if st, _ := mqttStatus(t, h); st.Bridge == nil || st.Bridge.Queued != 1 {
 		t.Fatalf("bridge %+v: want the first notification queued", st.Bridge)
 	}
