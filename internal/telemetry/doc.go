@@ -15,4 +15,15 @@
 // that lock, with timestamps above every committed one, so a timestamp stays a lossless
 // poll cursor across hubs; each hub's waiting readers are fed by follow, which reads
 // what any hub committed when LISTEN/NOTIFY says so (or each second without it).
+//
+// The store is also the one place a notification fans out from (fanout.go): a
+// subscriber (the MQTT broker, later other transports) sees every commit, this hub's
+// and the other hubs', in order; the durable hook (the MQTT bridge's queue) holds what
+// must be durable elsewhere too before a device is answered.
+//
+// Files by facet: store.go (configuration, schema, open and close), writer.go (the
+// queue and the group commit), queries.go (get, list, poll, stream), retention.go (by
+// age and count), follow.go (the other hubs' commits), fanout.go, guard.go (per-device
+// budgets), once.go, relay.go (a gateway's store and its centre), removal.go,
+// command.go, copy.go.
 package telemetry

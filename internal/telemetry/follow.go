@@ -136,3 +136,20 @@ func (s *Store) ownVia(page []Notification) {
 		}
 	}
 }
+
+// markOwn records (or, after a failed commit, forgets) the ids of a batch this hub
+// stores in a shared store with the path each came in on, which the table does not
+// keep: follow gives them back their Via (ownVia).
+func (s *Store) markOwn(batch []*appendReq, add bool) {
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	for _, r := range batch {
+		for _, it := range r.items {
+			if add {
+				s.own[it.ID] = it.Via
+			} else {
+				delete(s.own, it.ID)
+			}
+		}
+	}
+}

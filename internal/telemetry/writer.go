@@ -3,14 +3,318 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/sqldb"
 )
 
-// The writer's commit, step by step: one transaction writes a batch (relay marks, once
-// keys, the rows), then what was stored is announced (cap, feed or follow, metrics) and
-// each request answered.
+// The writer: appends queue requests, and one goroutine commits them in batches (at most
+// one commit per commit interval while devices keep sending). A commit, step by step:
+// one transaction writes a batch (relay marks, once keys, the rows), then what was
+// stored is announced (cap, feed or follow, metrics) and each request answered.
+
+// Append stores items durably and returns them with ID and Timestamp set. It fails at
+// once with ErrOverloaded when the queue is full, and with ErrInvalid for a
+// notification the store refuses (then nothing of the call is stored).
+func (s *Store) Append(ctx context.Context, items ...Notification) ([]Notification, error) {
+	return s.append(ctx, nil, items)
+}
+
+func (s *Store) append(ctx context.Context, once *onceTag, items []Notification) ([]Notification, error) {
+	for i := range items {
+		if err := items[i].Validate(); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.admit(items); err != nil {
+		return nil, err
+	}
+	req := &appendReq{items: items, once: once, done: make(chan error, 1), at: time.Now()}
+	err := s.alongside(ctx, items, func() error {
+		if err := s.enqueue(req, len(items)); err != nil {
+			return err
+		}
+		select {
+		case err := <-req.done:
+			return err
+		case <-ctx.Done():
+			// Still committed if the writer gets to it; the caller gave up on the answer.
+			return ctx.Err()
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return req.items, nil
+}
+
+func (s *Store) enqueue(req *appendReq, n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.queued+n > s.cfg.QueueDepth && s.queued > 0:
+		return ErrOverloaded
+	}
+	select {
+	case s.queue <- req:
+		s.queued += n
+	default:
+		return ErrOverloaded
+	}
+	select {
+	case s.arrived <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Queued is the number of notifications waiting for the writer.
+func (s *Store) Queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queued
+}
+
+// writer commits queued requests in batches until Close.
+func (s *Store) writer() {
+	defer close(s.stopped)
+	var next *appendReq           // a maintenance request gather met: it goes right after its batch
+	var last time.Time            // when the last commit of notifications started
+	var lastBatch int             // the requests it held
+	var recent [steadyBatches]int // the requests of the last batches, newest first
+	for {
+		first := next
+		next = nil
+		if first == nil {
+			select {
+			case first = <-s.queue:
+			case <-s.stop:
+				// Commit what was queued before Close.
+				for {
+					select {
+					case first = <-s.queue:
+						batch, after := s.gather(first)
+						s.commit(batch)
+						if after != nil {
+							s.commit([]*appendReq{after})
+						}
+					default:
+						return
+					}
+				}
+			}
+		}
+		if first.fn == nil {
+			wait := s.cfg.CommitInterval - time.Since(last)
+			if wait > 0 && lastBatch >= commitSiblings && s.Queued() < s.cfg.MaxBatch {
+				s.wait(wait, steadySenders(recent))
+			}
+			last = time.Now()
+		}
+		var batch []*appendReq
+		batch, next = s.gather(first)
+		s.commit(batch)
+		if batch[0].fn == nil {
+			lastBatch = len(batch)
+			copy(recent[1:], recent[:])
+			recent[0] = lastBatch
+		}
+	}
+}
+
+// wait is the writer's wait before a batch: waitFor, or the tests' linger.
+func (s *Store) wait(d time.Duration, senders int) {
+	if s.linger != nil {
+		s.linger(d, senders, s.stop)
+		return
+	}
+	s.waitFor(d, senders)
+}
+
+// waitFor waits for d to pass, for Close (which commits at once), or, with senders > 0,
+// for that many requests to be waiting (the one the writer took included): all of the
+// steady senders have sent again, and nobody else is expected.
+func (s *Store) waitFor(d time.Duration, senders int) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		if senders > 0 && len(s.queue)+1 >= senders {
+			return
+		}
+		select {
+		case <-t.C:
+			return
+		case <-s.stop:
+			return
+		case <-s.arrived:
+		}
+	}
+}
+
+// steadyBatches is how many batches in a row must hold the same number of requests for
+// the writer to take that number as its senders (steadySenders).
+const steadyBatches = 4
+
+// steadySenders is the number of clients sending one request after the other, each
+// waiting for its answer (a few bridges or gateways relaying their devices), when the
+// last batches say so: they all held that many requests. Then the writer waits for
+// those clients only, not the whole interval: nobody else would join the batch, and
+// each round would otherwise take an interval. Many devices sending on their own
+// clocks make batches of varying sizes: 0, the whole interval. A run of equal batches
+// among them ends a wait early at a batch as large as the last: no smaller batches.
+func steadySenders(recent [steadyBatches]int) int {
+	for _, n := range recent[1:] {
+		if n != recent[0] {
+			return 0
+		}
+	}
+	if recent[0] < commitSiblings {
+		return 0
+	}
+	return recent[0]
+}
+
+// gather takes first and whatever else is queued, up to MaxBatch notifications. A
+// maintenance request is committed alone: met while gathering, it is returned as after.
+func (s *Store) gather(first *appendReq) (batch []*appendReq, after *appendReq) {
+	batch = []*appendReq{first}
+	if first.fn != nil {
+		return batch, nil
+	}
+	n := len(first.items)
+	for n < s.cfg.MaxBatch {
+		select {
+		case r := <-s.queue:
+			if r.fn != nil {
+				return batch, r
+			}
+			batch = append(batch, r)
+			n += len(r.items)
+		default:
+			return batch, nil
+		}
+	}
+	return batch, nil
+}
+
+// rowsPerInsert bounds one INSERT statement (5 parameters a row, well below SQLite's
+// 32766).
+const rowsPerInsert = 256
+
+var insertSQLs sync.Map // rows -> statement text
+
+// insertSQL is the INSERT of n notifications.
+func insertSQL(n int) string {
+	if q, ok := insertSQLs.Load(n); ok {
+		return q.(string)
+	}
+	var b strings.Builder
+	b.WriteString("INSERT INTO notifications(device, name, parameters, ts, device_ts) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?)")
+	}
+	q := b.String()
+	insertSQLs.Store(n, q)
+	return q
+}
+
+// insertChunk inserts one statement's notifications and sets their ids.
+func insertChunk(tx *sqldb.Tx, chunk []*Notification, args []any) error {
+	if tx.Dialect() == sqldb.Postgres {
+		rows, err := tx.Query(insertSQL(len(chunk))+" RETURNING id", args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var got []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			got = append(got, id)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(got) != len(chunk) {
+			return fmt.Errorf("inserted %d notifications, got %d ids", len(chunk), len(got))
+		}
+		// The identity is drawn row by row in VALUES order, under the writer lock:
+		// ascending ids belong to the rows in order, whatever order RETURNING uses.
+		slices.Sort(got)
+		for i, it := range chunk {
+			it.ID = got[i]
+		}
+		return nil
+	}
+	res, err := tx.Exec(insertSQL(len(chunk)), args...)
+	if err != nil {
+		return err
+	}
+	last, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	// AUTOINCREMENT with this single writer numbers one statement's rows consecutively.
+	for i, it := range chunk {
+		it.ID = last - int64(len(chunk)-1-i)
+	}
+	return nil
+}
+
+func (s *Store) inTx(fn func(*sqldb.Tx) error) error {
+	tx, err := s.db.Begin()
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// maintain runs fn in the writer's transaction, between batches.
+func (s *Store) maintain(ctx context.Context, fn func(*sqldb.Tx) error) error {
+	req := &appendReq{fn: fn, done: make(chan error, 1)}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	// Maintenance waits for room rather than failing: it is what makes room.
+	select {
+	case s.queue <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		if req.claim.CompareAndSwap(reqQueued, reqAbandoned) {
+			return ctx.Err()
+		}
+		return <-req.done // already running: its results are the caller's once it ends
+	}
+}
+
+// The states of a maintenance request's claim.
+const (
+	reqQueued int32 = iota
+	reqRunning
+	reqAbandoned
+)
 
 // commit runs one batch: a maintenance request alone, or appends together.
 func (s *Store) commit(batch []*appendReq) {
