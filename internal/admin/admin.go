@@ -84,13 +84,24 @@ type MQTTClient struct {
 	Inflight      int       `json:"inflight"`
 }
 
+// Endpoint is one listener of a running hub.
+type Endpoint struct {
+	Role       string `json:"role"`
+	Addr       string `json:"addr"`
+	Proto      string `json:"proto"`                 // http, https, mqtt, mqtts, ssh
+	ServerName string `json:"server_name,omitempty"` // the name a TLS client checks
+}
+
 // HubInfo is what `iotsafe status` shows of a running hub.
 type HubInfo struct {
 	Version string    `json:"version"`
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
-	// Listeners maps a listener's role (ssh, frontdoor, rest, metrics) to its address.
+	// Listeners maps a listener's role (ssh, frontdoor, rest, metrics, and each device
+	// transport's: mqtt, mqtt_tls) to its address.
 	Listeners map[string]string `json:"listeners"`
+	// Endpoints are the same listeners with what a client speaks there, for scan --hub.
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
 	Sessions  int               `json:"sessions"` // device sessions open
 	Online    int               `json:"online"`   // devices with a live session
 	// Forwards open hub-wide and the most the memory budget allows.

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -17,7 +18,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/cpuprofile"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/logging"
-	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/sdnotify"
 )
 
@@ -42,99 +42,106 @@ retry it), 75 when another hub of the same name holds the registry, 1 otherwise.
 			if checkConfig {
 				return checkHubConfig(cmd, g)
 			}
-			// Before anything can announce the hub ready: a SIGHUP that arrives between
-			// the ready file and a later Notify would kill the hub (SIGHUP's default).
-			// Signals during start wait in the channel until the loop below.
-			sig := make(chan os.Signal, 4)
-			signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-			defer signal.Stop(sig)
-			// Read (and cleared) before anything could start a child process.
-			notify, notifyErr := service.NotifierFromEnv()
-			cfg, err := hub.LoadConfig(g.config, g.data)
-			if err != nil {
-				return err
-			}
-			if cpuProfile != "" {
-				stop, err := cpuprofile.Start(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			cfg.Log.Journal = service.OnJournal(cmd.ErrOrStderr())
-			log, level := logging.New(cfg.Log, cmd.ErrOrStderr())
-			if notifyErr != nil {
-				log.Warn("the service manager's notification settings are unusable; running without them", "err", notifyErr)
-			}
-			h, err := hub.Start(cmd.Context(), cfg, hub.Options{DataDir: g.data, Logger: log, Level: level, Version: Version, ReadyFile: readyFile})
-			if err != nil {
-				return err
-			}
-			defer h.Close()
-			for _, k := range h.HostKeys() {
-				fmt.Fprintf(cmd.OutOrStdout(), "host key %s %s\n", k.Type(), ssh.FingerprintSHA256(k))
-			}
-			for _, k := range h.NextHostKeys() {
-				fmt.Fprintf(cmd.OutOrStdout(), "next host key %s %s (announced to devices; 'iotsafe hostkey list')\n", k.Type(), ssh.FingerprintSHA256(k))
-			}
-			if fa := h.FrontdoorAddr(); fa != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "front door on %s for https://DEVICE.%s/ (local CA: 'iotsafe frontdoor ca')\n", fa, cfg.Frontdoor.Domain)
-			}
-			if ra := h.RESTAddr(); ra != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "REST API for devices on http://%s/api/rest (give devices a direct alias to it)\n", ra)
-			}
-			if a := h.MQTTAddr(mqttbroker.PlainListener); a != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "MQTT for devices on %s (give devices a direct alias to it)\n", a)
-			}
-			if a := h.MQTTAddr(mqttbroker.TLSListener); a != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "MQTT over TLS on %s (devices log in with their name and telemetry secret)\n", a)
-			}
-			if ma := h.MetricsAddr(); ma != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "metrics on http://%s/metrics\n", ma)
-			}
-			if readyFile != "" {
-				// Before the last line: whoever waits for that line finds the file.
-				if err := hub.WriteReadyFile(readyFile, h.Ready()); err != nil {
-					return err
-				}
-				defer os.Remove(readyFile)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "hub listening for devices on %s (data %s)\n", h.SSHAddr(), g.data)
-			log.Info("hub ready", "ssh", h.SSHAddr().String(), "data", g.data)
-			sm := superviseHub(cmd.Context(), h, notify, log)
-			defer sm.stop()
-			for {
-				select {
-				case <-cmd.Context().Done():
-					sm.stopping("stopping")
-					return nil
-				case err := <-h.Failed():
-					log.Error("stopping: this hub can no longer serve safely", "err", err)
-					sm.stopping(fmt.Sprintf("stopping: %v", err))
-					return err
-				case s := <-sig:
-					if s != syscall.SIGHUP {
-						log.Info("shutting down", "signal", s.String())
-						sm.stopping("stopping on " + s.String())
-						return nil
-					}
-					notify.Reloading()
-					nc, err := hub.LoadConfig(g.config, g.data)
-					if err == nil {
-						err = h.Reload(nc)
-					}
-					if err != nil {
-						log.Error("reload refused; keeping the running configuration", "err", err)
-					}
-					sm.reloaded(err)
-				}
-			}
+			return runHub(cmd, g, readyFile, cpuProfile)
 		},
 	}
 	c.Flags().StringVar(&readyFile, "ready-file", "", "once every listener is up, write FILE (JSON: pid, addresses, host keys, the front door's CA); removed at a clean stop")
 	c.Flags().BoolVar(&checkConfig, "check-config", false, "check the configuration as a start or a reload would (hub.yaml's settings and their weak choices), print the result and exit: 78 if the hub would refuse it; touches nothing")
 	c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile to FILE until the hub stops (for 'go tool pprof')")
 	return c
+}
+
+// runHub is 'iotsafe hub': start, say where it listens, serve until a signal or a
+// failure, reload on SIGHUP.
+func runHub(cmd *cobra.Command, g *globals, readyFile, cpuProfile string) error {
+	// Before anything can announce the hub ready: a SIGHUP that arrives between the
+	// ready file and a later Notify would kill the hub (SIGHUP's default). Signals
+	// during start wait in the channel until serveHub.
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	// Read (and cleared) before anything could start a child process.
+	notify, notifyErr := service.NotifierFromEnv()
+	cfg, err := hub.LoadConfig(g.config, g.data)
+	if err != nil {
+		return err
+	}
+	if cpuProfile != "" {
+		stop, err := cpuprofile.Start(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	cfg.Log.Journal = service.OnJournal(cmd.ErrOrStderr())
+	log, level := logging.New(cfg.Log, cmd.ErrOrStderr())
+	if notifyErr != nil {
+		log.Warn("the service manager's notification settings are unusable; running without them", "err", notifyErr)
+	}
+	h, err := hub.Start(cmd.Context(), cfg, hub.Options{DataDir: g.data, Logger: log, Level: level, Version: Version, ReadyFile: readyFile})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	printHubStart(cmd.OutOrStdout(), h)
+	if readyFile != "" {
+		// Before the last line: whoever waits for that line finds the file.
+		if err := hub.WriteReadyFile(readyFile, h.Ready()); err != nil {
+			return err
+		}
+		defer os.Remove(readyFile)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "hub listening for devices on %s (data %s)\n", h.SSHAddr(), g.data)
+	log.Info("hub ready", "ssh", h.SSHAddr().String(), "data", g.data)
+	sm := superviseHub(cmd.Context(), h, notify, log)
+	defer sm.stop()
+	return serveHub(cmd.Context(), g, h, sig, sm, notify, log)
+}
+
+// printHubStart prints the host keys and where each listener is.
+func printHubStart(w io.Writer, h *hub.Hub) {
+	for _, k := range h.HostKeys() {
+		fmt.Fprintf(w, "host key %s %s\n", k.Type(), ssh.FingerprintSHA256(k))
+	}
+	for _, k := range h.NextHostKeys() {
+		fmt.Fprintf(w, "next host key %s %s (announced to devices; 'iotsafe hostkey list')\n", k.Type(), ssh.FingerprintSHA256(k))
+	}
+	for _, l := range h.Listeners() {
+		if l.Says != "" {
+			fmt.Fprintf(w, l.Says+"\n", l.Addr)
+		}
+	}
+}
+
+// serveHub waits for the end (the context, a failure, SIGTERM or SIGINT) and reloads
+// the configuration on SIGHUP.
+func serveHub(ctx context.Context, g *globals, h *hub.Hub, sig <-chan os.Signal, sm *hubSupervision, notify *sdnotify.Notifier, log *slog.Logger) error {
+	for {
+		select {
+		case <-ctx.Done():
+			sm.stopping("stopping")
+			return nil
+		case err := <-h.Failed():
+			log.Error("stopping: this hub can no longer serve safely", "err", err)
+			sm.stopping(fmt.Sprintf("stopping: %v", err))
+			return err
+		case s := <-sig:
+			if s != syscall.SIGHUP {
+				log.Info("shutting down", "signal", s.String())
+				sm.stopping("stopping on " + s.String())
+				return nil
+			}
+			notify.Reloading()
+			nc, err := hub.LoadConfig(g.config, g.data)
+			if err == nil {
+				err = h.Reload(nc)
+			}
+			if err != nil {
+				log.Error("reload refused; keeping the running configuration", "err", err)
+			}
+			sm.reloaded(err)
+		}
+	}
 }
 
 // checkHubConfig is 'iotsafe hub --check-config': what a start or a reload would say

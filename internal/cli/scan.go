@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
-	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/pki"
 	"github.com/iotsafe/iotsafe/internal/scan"
 )
@@ -63,35 +62,9 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 					return fmt.Errorf("--fail-on: %q: use weak, insecure or none", failOn)
 				}
 			}
-			switch proto {
-			case "tls", "https", "mqtts", "ssh", "dtls":
-			default:
-				return fmt.Errorf("--proto: %q: use tls, https, mqtts, ssh or dtls", proto)
-			}
-			var roots *x509.CertPool
-			if caFile != "" {
-				pem, err := os.ReadFile(caFile)
-				if err != nil {
-					return fmt.Errorf("--ca: %w", err)
-				}
-				roots = x509.NewCertPool()
-				if !roots.AppendCertsFromPEM(pem) {
-					return fmt.Errorf("--ca: no PEM certificate in %s", caFile)
-				}
-			}
-			var targets []scanTarget
-			for _, a := range args {
-				if _, _, err := net.SplitHostPort(a); err != nil {
-					return fmt.Errorf("target %q: want HOST:PORT: %v", a, err)
-				}
-				targets = append(targets, scanTarget{addr: a, proto: proto, name: name, roots: roots})
-			}
-			if ofHub {
-				ht, err := g.hubScanTargets()
-				if err != nil {
-					return err
-				}
-				targets = append(targets, ht...)
+			targets, err := g.scanTargets(args, proto, name, caFile, ofHub)
+			if err != nil {
+				return err
 			}
 			if len(targets) == 0 {
 				return errors.New("nothing to scan: name HOST:PORT targets, or --hub")
@@ -100,22 +73,7 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 			for _, t := range targets {
 				reports = append(reports, scanOne(cmd.Context(), t, timeout))
 			}
-			var err error
-			if asJSON {
-				err = scan.PrintJSON(cmd.OutOrStdout(), reports)
-			} else {
-				err = scan.Print(cmd.OutOrStdout(), reports)
-			}
-			if err != nil {
-				return err
-			}
-			for _, r := range reports {
-				if r.Worst() >= threshold {
-					cmd.SilenceUsage = true
-					return fmt.Errorf("%s: findings rated %s or worse", r.Target, threshold)
-				}
-			}
-			return nil
+			return printScans(cmd, reports, asJSON, threshold)
 		},
 	}
 	fl := c.Flags()
@@ -127,6 +85,62 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 	fl.StringVar(&failOn, "fail-on", "weak", "exit 1 on a finding this bad or worse: weak, insecure, none")
 	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per probe")
 	return c
+}
+
+// scanTargets are the HOST:PORT arguments, spoken proto and checked against name and
+// the roots in caFile, and with ofHub the running hub's endpoints.
+func (g *globals) scanTargets(args []string, proto, name, caFile string, ofHub bool) ([]scanTarget, error) {
+	switch proto {
+	case "tls", "https", "mqtts", "ssh", "dtls":
+	default:
+		return nil, fmt.Errorf("--proto: %q: use tls, https, mqtts, ssh or dtls", proto)
+	}
+	var roots *x509.CertPool
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca: %w", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca: no PEM certificate in %s", caFile)
+		}
+	}
+	var targets []scanTarget
+	for _, a := range args {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("target %q: want HOST:PORT: %v", a, err)
+		}
+		targets = append(targets, scanTarget{addr: a, proto: proto, name: name, roots: roots})
+	}
+	if ofHub {
+		ht, err := g.hubScanTargets()
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, ht...)
+	}
+	return targets, nil
+}
+
+// printScans prints the reports and fails when one has a finding at or above threshold.
+func printScans(cmd *cobra.Command, reports []*scan.Report, asJSON bool, threshold scan.Severity) error {
+	var err error
+	if asJSON {
+		err = scan.PrintJSON(cmd.OutOrStdout(), reports)
+	} else {
+		err = scan.Print(cmd.OutOrStdout(), reports)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range reports {
+		if r.Worst() >= threshold {
+			cmd.SilenceUsage = true
+			return fmt.Errorf("%s: findings rated %s or worse", r.Target, threshold)
+		}
+	}
+	return nil
 }
 
 // scanOne runs every check that fits the target's protocol.
@@ -166,30 +180,18 @@ func (g *globals) hubScanTargets() ([]scanTarget, error) {
 	if rep.Hub == nil {
 		return nil, errors.New("--hub: the hub did not describe itself")
 	}
-	cfg, err := hub.LoadConfig(g.config, g.data)
-	if err != nil {
-		return nil, err
-	}
 	var roots *x509.CertPool
 	if ca, err := pki.LoadCA(g.data); err == nil {
 		roots = ca.Pool()
 	}
-	domain := cfg.Frontdoor.Domain
 	var out []scanTarget
-	for _, l := range []struct{ role, proto, name string }{
-		{"ssh", "ssh", ""},
-		{"frontdoor", "https", domain},
-		{"mqtt_tls", "mqtts", "mqtt." + domain},
-	} {
-		a, ok := rep.Hub.Listeners[l.role]
-		if !ok {
-			continue
+	for _, e := range rep.Hub.Endpoints {
+		// What a client reaches over TLS, and SSH: the plain listeners are loopback and
+		// carry devices' SSH sessions.
+		switch e.Proto {
+		case "ssh", "https", "mqtts":
+			out = append(out, scanTarget{addr: reachable(e.Addr), proto: e.Proto, name: e.ServerName, roots: roots})
 		}
-		name := l.name
-		if domain == "" {
-			name = ""
-		}
-		out = append(out, scanTarget{addr: reachable(a), proto: l.proto, name: name, roots: roots})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("--hub: the hub names no listener")

@@ -21,7 +21,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/hub"
-	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -64,7 +63,7 @@ func Run(ctx context.Context, o Options) error {
 	// With the broker's plain listener on, the last device's MQTT goes over its SSH
 	// session: a profile with a direct alias to the broker, a local forward in its agent.
 	var via mqttVia
-	if a := h.MQTTAddr(mqttbroker.PlainListener); a != nil && o.Devices >= 2 {
+	if a := h.Listener("mqtt"); a != nil && o.Devices >= 2 {
 		if err := putMQTTProfile(ctx, h.Registry(), a.String()); err != nil {
 			return err
 		}

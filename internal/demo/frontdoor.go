@@ -17,7 +17,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/hub"
-	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/pki"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -78,7 +77,7 @@ func frontdoorDemo(ctx context.Context, h *hub.Hub, o Options, addr string, mqtt
 			return err
 		}
 	}
-	if mqttVia.sshDevice == "" || h.MQTTAddr(mqttbroker.TLSListener) == nil {
+	if mqttVia.sshDevice == "" || h.Listener("mqtt_tls") == nil {
 		return nil
 	}
 	api := fmt.Sprintf("https://%s:%s/api/rest", domain, port)

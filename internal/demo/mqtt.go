@@ -13,7 +13,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/hub"
-	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/mqttclient"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -51,7 +50,7 @@ func mqttDemo(ctx context.Context, h *hub.Hub, o Options, api, frontAddr string,
 		return err
 	}
 	domain := o.Config.Frontdoor.Domain
-	tlsAddr := h.MQTTAddr(mqttbroker.TLSListener).String()
+	tlsAddr := h.Listener("mqtt_tls").String()
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	publish := func(dial func() (net.Conn, error), device string, pw []byte, celsius float64) error {

@@ -233,4 +233,7 @@ func (s *Server) Close() {
 	if err := s.srv.Shutdown(ctx); err != nil {
 		s.srv.Close()
 	}
+	if s.ln != nil {
+		s.ln.Close() // bound but never served (a start that failed later)
+	}
 }

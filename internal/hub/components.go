@@ -72,21 +72,10 @@ func (h *Hub) components() []component {
 				h.front.Close()
 			}
 		}},
-		{name: "rest", start: h.startREST, close: func() {
-			if h.plainREST != nil {
-				h.services.Remove(h.plainREST.Session())
-				h.plainREST.Close()
-			}
-		}},
-		{name: "mqtt", start: h.startMQTT, close: func() {
-			if b := h.mqtt.Load(); b != nil {
-				if b.Session() != nil {
-					h.services.Remove(b.Session())
-				}
-				b.Close()
-			}
-		}},
-		{name: "uplink", start: h.startUplink}, // stops with the hub's context
+		{name: "device listener", start: h.startPlain, close: h.closePlain},
+		{name: "device transports", start: h.startTransports, close: h.closeTransports},
+		{name: "serving", start: h.startServing}, // the HTTP servers stop with their parts above
+		{name: "uplink", start: h.startUplink},   // stops with the hub's context
 		{name: "change feed", start: h.followChanges},
 		{name: "devices", start: h.serveDevices},
 	}
@@ -262,12 +251,7 @@ func (h *Hub) startFrontdoor(ctx context.Context) (err error) {
 	if h.frontAt, err = f.Listen(); err != nil {
 		return err
 	}
-	h.mountREST() // before Serve
-	go func() {
-		if err := f.Serve(); err != nil {
-			h.log.Error("front door stopped", "err", err)
-		}
-	}()
+	h.mountREST() // it serves from startServing on, once every path is mounted
 	h.log.Info("front door", "listen", h.frontAt.String(), "domain", cfg.Domain)
 	return nil
 }

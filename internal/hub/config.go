@@ -258,7 +258,7 @@ func (c *Config) ApplyDefaults() {
 // listener, the front door (which carries the API unless rest.frontdoor is off), or the
 // MQTT broker, or the SOAP endpoint.
 func (c *Config) TelemetryEnabled() bool {
-	return c.REST.Listen != "" || c.Frontdoor.Enabled() && c.REST.OnFrontdoor() || c.MQTT.Enabled() || c.SOAP.Enabled
+	return c.REST.Listen != "" || c.Frontdoor.Enabled() && c.REST.OnFrontdoor() || anyTransport(*c)
 }
 
 // Validate checks all sections and returns insecure algorithms that are enabled.

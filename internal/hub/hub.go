@@ -23,6 +23,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/deviceconn"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
+	"github.com/iotsafe/iotsafe/internal/deviceplain"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/logging"
@@ -33,7 +34,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
 	"github.com/iotsafe/iotsafe/internal/restapi"
-	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
@@ -89,15 +89,15 @@ type Hub struct {
 	recorded    bool             // hub_started was recorded: Close records hub_stopped
 	store       *telemetry.Store // nil without a telemetry path
 	api         *restapi.API
-	soap        *soap.Endpoint                    // nil unless soap.enabled
 	devices     *devicedir.Directory              // device identities of the telemetry paths; nil without one
-	mqtt        atomic.Pointer[mqttbroker.Broker] // nil when off; set after the admin socket listens
-	plainREST   *restapi.Plain
-	uplink      atomic.Pointer[uplink.Uplink] // a gateway's session to its centre; nil without upstream
-	shared      *sockets.Shared               // the protected sockets' listeners with pool.shared_listeners; nil without
-	version     string                        // of the binary, for iotsafe status
-	upSince     time.Time                     // for iotsafe status
-	readyFile   string                        // absolute path of the --ready-file, or ""
+	plain       *deviceplain.Server               // the plain device listener (rest.listen); nil when off
+	transports  transports                        // the device transports (transports.go)
+	mqtt        atomic.Pointer[mqttbroker.Broker] // the MQTT transport, for its admin commands; nil when off
+	uplink      atomic.Pointer[uplink.Uplink]     // a gateway's session to its centre; nil without upstream
+	shared      *sockets.Shared                   // the protected sockets' listeners with pool.shared_listeners; nil without
+	version     string                            // of the binary, for iotsafe status
+	upSince     time.Time                         // for iotsafe status
+	readyFile   string                            // absolute path of the --ready-file, or ""
 }
 
 // Options are what the caller decides besides the config file.

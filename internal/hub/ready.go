@@ -35,6 +35,8 @@ type Ready struct {
 	MQTT            string `json:"mqtt,omitempty"`     // the broker's plain listener
 	MQTTTLS         string `json:"mqtt_tls,omitempty"` // the broker's TLS listener
 	Metrics         string `json:"metrics,omitempty"`  // host:port of /metrics
+	// Listeners are all of the above and every device transport's, by role.
+	Listeners map[string]string `json:"listeners,omitempty"`
 }
 
 // ReadyHostKey is one host key.
@@ -62,8 +64,10 @@ func (h *Hub) Ready() Ready {
 	r.HostKeys = readyKeys(h.HostKeys())
 	r.NextHostKeys = readyKeys(h.NextHostKeys())
 	at := map[string]*string{"ssh": &r.SSH, "frontdoor": &r.Frontdoor, "rest": &r.REST, "metrics": &r.Metrics, "mqtt": &r.MQTT, "mqtt_tls": &r.MQTTTLS}
+	r.Listeners = map[string]string{}
 	for role, a := range h.listeners() {
-		if field := at[role]; field != nil { // a role without a field here is not in the file
+		r.Listeners[role] = a.String()
+		if field := at[role]; field != nil { // the fields of the first transports, kept for readers of those
 			*field = a.String()
 		}
 	}

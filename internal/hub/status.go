@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
-	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 )
 
 // Info implements admin.Handler: what `iotsafe status` shows of this hub.
@@ -20,8 +19,9 @@ func (h *Hub) Info() admin.HubInfo {
 		Listeners: map[string]string{}, Sessions: sessions, Online: h.ssh.OnlineCount(), Forwards: forwards, ForwardLimit: limit,
 		DataFreeMiB: FreeMiB(h.dir), MinFreeMiB: h.cfg.Audit.MinFreeMiB, ReadyFile: h.readyFile,
 	}
-	for role, a := range h.listeners() {
-		info.Listeners[role] = a.String()
+	for _, l := range h.Listeners() {
+		info.Listeners[l.Role] = l.Addr.String()
+		info.Endpoints = append(info.Endpoints, admin.Endpoint{Role: l.Role, Addr: l.Addr.String(), Proto: l.Proto, ServerName: l.ServerName})
 	}
 	if b := h.mqtt.Load(); b != nil {
 		info.MQTT = b.Info()
@@ -59,14 +59,12 @@ func (h *Hub) MQTTClients(device string) ([]admin.MQTTClient, error) {
 }
 
 // listeners are the hub's listening addresses by role (ssh, frontdoor, rest, metrics,
-// mqtt, mqtt_tls), those that are on: one list for iotsafe status and the ready file.
+// and each transport's: mqtt, mqtt_tls), those that are on: one list for iotsafe status
+// and the ready file.
 func (h *Hub) listeners() map[string]net.Addr {
 	out := map[string]net.Addr{}
-	for role, a := range map[string]net.Addr{"ssh": h.sshAddr, "frontdoor": h.frontAt, "rest": h.RESTAddr(), "metrics": h.metricsAt,
-		"mqtt": h.MQTTAddr(mqttbroker.PlainListener), "mqtt_tls": h.MQTTAddr(mqttbroker.TLSListener)} {
-		if a != nil {
-			out[role] = a
-		}
+	for _, l := range h.Listeners() {
+		out[l.Role] = l.Addr
 	}
 	return out
 }

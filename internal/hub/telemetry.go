@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/restapi"
-	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
 
@@ -52,8 +50,8 @@ func (h *Hub) openStore(ctx context.Context) (err error) {
 }
 
 // startTelemetry builds what the telemetry paths share on the store: the token keys,
-// one directory of device identities, the REST API and the SOAP endpoint. The REST part
-// binds the plain listener, the front door mounts both.
+// one directory of device identities and the REST API (which the front door and the
+// plain device listener mount; the other transports come in startTransports).
 func (h *Hub) startTelemetry(ctx context.Context) error {
 	if h.store == nil {
 		return nil
@@ -92,49 +90,6 @@ func (h *Hub) startTelemetry(ctx context.Context) error {
 		return err
 	}
 	h.api = restapi.New(h.cfg.REST, h.guard, h.devices, h.store, h, tokens, m, log)
-	return h.buildSOAP()
-}
-
-// startREST binds and serves the plain listener of the REST API (and SOAP) for devices
-// on their SSH session, when rest.listen is set.
-func (h *Hub) startREST(context.Context) (err error) {
-	if h.api == nil || h.cfg.REST.Listen == "" {
-		return nil
-	}
-	log := h.log.With("component", "rest")
-	if h.plainREST, err = h.api.ListenPlain(log); err != nil {
-		return err
-	}
-	h.services.Add(h.plainREST.Session())
-	log.Info("REST API for devices on their SSH session", "listen", h.plainREST.Addr().String(), "path", restapi.Prefix)
-	if h.soap != nil {
-		h.log.Info("SOAP endpoint for devices on their SSH session", "component", "soap", "listen", h.plainREST.Addr().String(), "path", soap.Path, "algorithms", h.soap.Algorithms())
-	}
-	go func() {
-		if err := h.plainREST.Serve(); err != nil {
-			h.log.Error("plain REST listener stopped", "err", err)
-		}
-	}()
-	return nil
-}
-
-// buildSOAP makes the SOAP endpoint when it is enabled and puts it on the plain listener
-// (the front door mounts it in mountREST).
-func (h *Hub) buildSOAP() error {
-	if !h.cfg.SOAP.Enabled {
-		return nil
-	}
-	log := h.log.With("component", "soap")
-	ep, err := soap.New(h.cfg.SOAP, h.devices, h.store, h.guard, log)
-	if err != nil {
-		return fmt.Errorf("hub: soap: %w", err)
-	}
-	// One count per device, whichever path it broke; sshd starts after this, before any
-	// request is served.
-	ep.Violation = func(device, detail, remote string) { h.ssh.Violation(device, detail, remote) }
-	ep.Proven = h.api.ProvenDevice
-	h.soap = ep
-	h.api.MountPlain(soap.Path, ep) // served when rest.listen is set
 	return nil
 }
 
@@ -146,27 +101,12 @@ func observer(m *telemetry.Metrics) telemetry.Observer {
 	return m
 }
 
-// RESTAddr is the plain REST listener's address, or nil when it is off.
-func (h *Hub) RESTAddr() net.Addr {
-	if h.plainREST == nil {
-		return nil
-	}
-	return h.plainREST.Addr()
-}
-
 // Store is the telemetry store (nil without a telemetry path), for in-process callers.
 func (h *Hub) Store() *telemetry.Store { return h.store }
 
-// mountREST puts the API and the SOAP endpoint on the front door (after both started).
+// mountREST puts the API on the front door.
 func (h *Hub) mountREST() {
-	if h.front == nil {
-		return
-	}
-	if h.soap != nil {
-		h.front.Mount(soap.Path, h.soap)
-		h.log.Info("SOAP endpoint on the front door", "url", "https://"+h.cfg.Frontdoor.Domain+soap.Path, "algorithms", h.soap.Algorithms())
-	}
-	if h.api == nil || !h.cfg.REST.OnFrontdoor() {
+	if h.front == nil || h.api == nil || !h.cfg.REST.OnFrontdoor() {
 		return
 	}
 	h.front.Mount(restapi.Prefix+"/", h.api)
@@ -186,8 +126,8 @@ func (h *Hub) reloadTelemetry() {
 		h.log.Error("reloading the device directory of the telemetry paths failed", "err", err)
 		return
 	}
-	if b := h.mqtt.Load(); b != nil {
-		b.Revalidate() // a revoked or removed device's MQTT clients go now
+	h.devicesChanged() // a revoked or removed device's clients go now
+	if h.mqtt.Load() != nil {
 		h.markMQTTRemovals(ctx)
 	}
 }

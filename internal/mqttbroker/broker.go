@@ -30,6 +30,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
+	"github.com/iotsafe/iotsafe/internal/transport"
 )
 
 // Store is where stored topics go: the telemetry store.
@@ -91,6 +92,10 @@ type Broker struct {
 	Violation func(device, detail, remote string)
 	// Platform, if set before Start, lets platform apps log in as front-door accounts.
 	Platform Platform
+	// services is sshd's table the plain listener's in-process twin is in (Open); domain
+	// is the front door's, the TLS listener's name for scan --hub.
+	services *deviceconn.Services
+	domain   string
 	// unsubscribe ends the subscription to the store's commits; subscribed waits for it.
 	unsubscribe context.CancelFunc
 	subscribed  func()
@@ -98,17 +103,7 @@ type Broker struct {
 
 // Platform is how platform apps (front-door accounts) log in on the TLS listener and
 // what their grants let them read and publish.
-type Platform interface {
-	// CheckPassword verifies an account's password under the front door's failed-login
-	// limits.
-	// stamp changes whenever the account's password does.
-	CheckPassword(ctx context.Context, ip, name, password string) (id int64, account, stamp string, err error)
-	// AllowedAccount reports whether account id holds right on device.
-	AllowedAccount(id int64, device, right string) bool
-	// AccountStamp is account id's current password stamp; ok is false when the account
-	// is removed.
-	AccountStamp(id int64) (stamp string, ok bool)
-}
+type Platform = transport.Accounts
 
 // AccountClientPrefix starts a platform app's client identifier (app:NAME or
 // app:NAME/anything): a device name has no colon, so the two never meet.
@@ -240,6 +235,9 @@ func (b *Broker) Addr(id string) net.Addr { return b.addrs[id] }
 func (b *Broker) Close() error {
 	if b.srv == nil {
 		return nil
+	}
+	if b.services != nil && b.session != nil {
+		b.services.Remove(b.session)
 	}
 	b.leaveFanout()
 	var berr error

@@ -160,8 +160,6 @@ type API struct {
 	gate                      *throttle.LogGate
 	// unsignedWarned: with unsigned tokens allowed, every request using one is logged.
 	unsigned bool
-	// plainExtra are other handlers on the plain listener, by exact path (MountPlain).
-	plainExtra map[string]http.Handler
 }
 
 type accountsBox struct{ a Accounts }

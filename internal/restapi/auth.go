@@ -16,6 +16,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/accessnote"
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
+	"github.com/iotsafe/iotsafe/internal/deviceplain"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
@@ -40,40 +41,10 @@ func (c caller) String() string {
 	return "account " + c.account
 }
 
-// plainKey marks requests of the plain listener, where a device's SSH session proves
-// who it is.
-type plainKey struct{}
-
-// provenDevice is the device a plain listener's request comes from without credentials:
-// the one whose SSH session handed the connection over (via "session"), or, for a
-// connection the hub itself opened over TCP, the one whose pool address it comes from
-// (via "address"). Anything else (another local user bound to a pool address, a request
-// on the front door) proves no device.
-func (a *API) provenDevice(r *http.Request) (st registry.DeviceState, via string, ok bool) {
-	if r.Context().Value(plainKey{}) == nil {
-		return st, "", false
-	}
-	p, _ := r.Context().Value(proofKey{}).(proof)
-	snap := a.dir.Load()
-	switch {
-	case p.session.Device != "":
-		st, ok = snap.Device(p.session.Device)
-		// The enrolment the session proved, not a later one of the same name.
-		return st, "session", ok && st.Gen() == p.session.Gen
-	case p.fromHub:
-		st, ok = snap.ByAddress(remoteAddr(r))
-		return st, "address", ok
-	}
-	return st, "", false
-}
-
-// ProvenDevice is the device a request's connection proves, for another handler on the
-// plain listener (SOAP): "" when it proves none.
-func (a *API) ProvenDevice(r *http.Request) string {
-	if st, _, ok := a.provenDevice(r); ok {
-		return st.Name
-	}
-	return ""
+// provenDevice is the device a plain listener's request comes from without credentials
+// (deviceplain.Device): via says how it was proved.
+func (a *API) provenDevice(r *http.Request) (registry.DeviceState, string, bool) {
+	return deviceplain.Device(r, a.dir.Load())
 }
 
 func (a *API) authed(fn func(http.ResponseWriter, *http.Request, caller)) http.HandlerFunc {

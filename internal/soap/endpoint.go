@@ -16,6 +16,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/bytesize"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
+	"github.com/iotsafe/iotsafe/internal/deviceplain"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -106,10 +107,6 @@ type Endpoint struct {
 	gate     *throttle.LogGate
 	// Violation counts a breach against a device's profile (the hub's one counter).
 	Violation func(device, detail, remote string)
-	// Proven, if set, names the device a request's connection proves (its SSH session
-	// on the hub's plain listener), or "": a message there must be sealed with that
-	// device's key.
-	Proven func(*http.Request) string
 }
 
 // New builds the endpoint over the hub's device directory and telemetry store.
@@ -148,8 +145,10 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if old := e.ringSnap.Swap(snap); old != snap {
 		e.ring.Reset()
 	}
-	if e.Proven != nil {
-		q.via = e.Proven(r)
+	// On the hub's plain listener the connection may prove its device (its SSH session):
+	// a message there must be sealed with that device's key.
+	if st, _, ok := deviceplain.Device(r, snap); ok {
+		q.via = st.Name
 	}
 	body, ok := e.readBody(w, r)
 	if !ok {

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/devicedir"
+	"github.com/iotsafe/iotsafe/internal/deviceplain"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
@@ -76,25 +77,29 @@ func newFixture(t *testing.T, cfg Config, plain bool) *fixture {
 	if f.ep, err = New(cfg, f.dir, f.store, reg, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
-	// The plain listener's proof of a device (restapi.ProvenDevice) for connections the
-	// hub dialled from a device's pool address, as these clients do.
-	f.ep.Proven = func(r *http.Request) string {
-		ap, err := netip.ParseAddrPort(r.RemoteAddr)
-		if !plain || err != nil {
-			return ""
-		}
-		st, _ := f.dir.Load().ByAddress(ap.Addr())
-		return st.Name
-	}
 	f.ep.Violation = func(device, detail, remote string) {
 		f.mu.Lock()
 		f.violations = append(f.violations, device+": "+detail)
 		f.mu.Unlock()
 	}
 	f.serving.Store(f.ep)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.serving.Load().ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	f.url = srv.URL + Path
+	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.serving.Load().ServeHTTP(w, r) })
+	if !plain {
+		srv := httptest.NewServer(serve)
+		t.Cleanup(srv.Close)
+		f.url = srv.URL + Path
+		return f
+	}
+	// The hub's own plain device listener: these clients connect from their device's pool
+	// address as the hub's forwards do, in this process (the hub's uid), so it knows them.
+	pl, err := deviceplain.Listen("127.0.0.1:0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl.Mount(Path, serve)
+	go pl.Serve()
+	t.Cleanup(pl.Close)
+	f.url = "http://" + pl.Addr().String() + Path
 	return f
 }
 
@@ -341,7 +346,7 @@ func TestReplayAfterRestartIsRefusedWithoutViolation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ep.Proven, ep.Violation = f.ep.Proven, f.ep.Violation
+		ep.Violation = f.ep.Violation
 		f.serving.Store(ep)
 		for range 3 {
 			_, err := c.Post(ctx, m.MessageID, sealed)

@@ -69,7 +69,7 @@ func TestEveryListenerSurvivesDescriptorExhaustion(t *testing.T) {
 			_, port := splitHostPort(t, h.front)
 			return curl("--cacert", ca, "--resolve", fdDomain+":"+port+":127.0.0.1", "https://"+fdDomain+":"+port+"/api/rest/info")
 		}},
-		{"rest plain", h.rest, func() error { return curl("http://" + h.rest + "/api/rest/info") }},
+		{"device plain", h.rest, func() error { return curl("http://" + h.rest + "/api/rest/info") }},
 		{"mqtt plain", h.mqtt, func() error { return mqttRefuses(hp(h.mqtt)...) }},
 		{"mqtt tls", h.mqttTLS, func() error {
 			return mqttRefuses(append(hp(h.mqttTLS), "--cafile", ca, "--insecure")...)
