@@ -102,8 +102,8 @@ type HubInfo struct {
 	Listeners map[string]string `json:"listeners"`
 	// Endpoints are the same listeners with what a client speaks there, for scan --hub.
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
-	Sessions  int               `json:"sessions"` // device sessions open
-	Online    int               `json:"online"`   // devices with a live session
+	Sessions  int        `json:"sessions"` // device sessions open
+	Online    int        `json:"online"`   // devices with a live session
 	// Forwards open hub-wide and the most the memory budget allows.
 	Forwards     int64 `json:"forwards"`
 	ForwardLimit int64 `json:"forward_limit"`
