@@ -139,3 +139,47 @@ func TestSessionStoreCleanSessionsLeaveNothing(t *testing.T) {
 		t.Fatalf("client records after the clean session ended: %v", got)
 	}
 }
+
+// The upstream behaviour the session store's corrections rely on (docs/design.md, "mochi
+// stays"). If a new mochi changes one of these, this test says which correction to look
+// at again: the in-flight key's format (the packet id is read back from it), the bolt
+// hook storing in-flight messages without their packet id (the correction restores it;
+// if upstream fixes it, the correction becomes a no-op and may go), and the bolt hook
+// providing the $SYS events the session store turns off.
+func TestUpstreamFormatsTheCorrectionsRelyOn(t *testing.T) {
+	raw := new(bolt.Hook)
+	if err := raw.Init(&bolt.Options{Path: filepath.Join(t.TempDir(), "raw.db")}); err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Stop()
+	cl := &mqtt.Client{ID: "dev1/app"}
+	cl.Properties.ProtocolVersion = 4
+	raw.OnQosPublish(cl, packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, PacketID: 42, TopicName: "devices/dev1/commands/x"}, 0, 0)
+	msgs, err := raw.StoredInflightMessages()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("mochi's bolt hook stored %d in-flight messages (%v), want 1", len(msgs), err)
+	}
+	if want := storage.InflightKey + "_dev1/app:42"; msgs[0].ID != want {
+		t.Errorf("in-flight key %q, want %q: packetIDFromKey reads the id from the key's end", msgs[0].ID, want)
+	}
+	if msgs[0].PacketID != 0 {
+		t.Logf("mochi now stores the packet id itself (%d): StoredInflightMessages' correction is a no-op and may go", msgs[0].PacketID)
+	}
+	if got := packetIDFromKey(msgs[0].ID); got != 42 {
+		t.Errorf("packet id %d read back from %q, want 42", got, msgs[0].ID)
+	}
+	if !raw.Provides(mqtt.StoredSysInfo) || !raw.Provides(mqtt.OnSysInfoTick) {
+		t.Error("mochi's bolt hook no longer stores $SYS statistics: newSessionStore's filter is moot")
+	}
+	// And the correction, on the session store over the same hook.
+	s := newSessionStore()
+	if err := s.Init(&bolt.Options{Path: filepath.Join(t.TempDir(), "mqtt.db")}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	cl.Properties.Clean = false
+	s.OnQosPublish(cl, packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, PacketID: 42, TopicName: "devices/dev1/commands/x"}, 0, 0)
+	if msgs, err := s.StoredInflightMessages(); err != nil || len(msgs) != 1 || msgs[0].PacketID != 42 {
+		t.Fatalf("restored in-flight messages %+v (%v): want packet id 42", msgs, err)
+	}
+}
