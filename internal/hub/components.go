@@ -23,6 +23,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
 	"github.com/iotsafe/iotsafe/internal/sshd"
+	"github.com/iotsafe/iotsafe/internal/uplink"
 )
 
 // component is one part of the hub. Start runs the parts in list order; a part whose
@@ -178,7 +179,11 @@ func (h *Hub) startSSH(ctx context.Context) (err error) {
 		sc.Relay = h.relayChanged
 	}
 	if h.store != nil {
-		sink, err := newRelaySink(h) // gateways' notifications, when this hub is their centre
+		var reg uplink.Registerer
+		if h.metrics != nil {
+			reg = h.metrics
+		}
+		sink, err := uplink.NewCentre(h.store, reg) // gateways' notifications, when this hub is their centre
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package hub
+package uplink
 
 import (
 	"context"
@@ -11,33 +11,44 @@ import (
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 )
 
-// relaySink is the centre's side of a gateway's notification relay (sshd.TelemetrySink):
-// what gateways relay goes into the hub's store, once per gateway store and id, and on
-// to its MQTT subscribers and bridge as the hub's own REST notifications do.
-type relaySink struct {
-	h *Hub
+// Centre is the centre's side of a gateway's notification relay (sshd.TelemetrySink,
+// which sshd's telemetry request handler calls): what gateways relay goes into the
+// centre's store, once per gateway store and id; the store's fan-out takes it on to the
+// centre's MQTT subscribers and bridge as any notification.
+type Centre struct {
+	store *telemetry.Store
 	// received counts what each gateway's relay stored here (nil without metrics).
 	received *prometheus.CounterVec
 }
 
-func newRelaySink(h *Hub) (relaySink, error) {
-	r := relaySink{h: h}
-	if h.metrics != nil {
-		r.received = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_relay_received_total",
+// NewCentre is the centre's sink over its store; with reg, it counts what each gateway
+// relayed (iotsafe_relay_received_total).
+func NewCentre(store *telemetry.Store, reg Registerer) (*Centre, error) {
+	c := &Centre{store: store}
+	if reg != nil {
+		c.received = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "iotsafe_relay_received_total",
 			Help: "Notifications gateways relayed that this hub stored, by gateway (duplicates not counted)."}, []string{"gateway"})
-		if err := h.metrics.Register(r.received); err != nil {
-			return r, err
+		if err := reg.Register(c.received); err != nil {
+			return nil, err
 		}
 	}
-	return r, nil
+	return c, nil
 }
 
-func (r relaySink) RelayMark(ctx context.Context, source string) (uint64, error) {
-	m, err := r.h.store.RelayMark(ctx, source)
+// Registerer takes metrics (the hub's registry).
+type Registerer interface {
+	Register(cs ...prometheus.Collector) error
+}
+
+// RelayMark is the last id the centre stored from source.
+func (r *Centre) RelayMark(ctx context.Context, source string) (uint64, error) {
+	m, err := r.store.RelayMark(ctx, source)
 	return uint64(m), err
 }
 
-func (r relaySink) StoreRelayed(ctx context.Context, source string, upto uint64, items []sshext.RelayedNotification) (sshext.TelemetryAck, error) {
+// StoreRelayed stores a gateway's batch from source (step 4 of the relay, doc.go): what
+// the store refuses is named per device in the answer, not failed whole.
+func (r *Centre) StoreRelayed(ctx context.Context, source string, upto uint64, items []sshext.RelayedNotification) (sshext.TelemetryAck, error) {
 	var ack sshext.TelemetryAck
 	invalid := map[string]string{}
 	ns := make([]telemetry.Relayed, 0, len(items))
@@ -60,7 +71,7 @@ func (r relaySink) StoreRelayed(ctx context.Context, source string, upto uint64,
 		}
 		ns = append(ns, n)
 	}
-	stored, dups, mark, err := r.h.store.AppendRelayed(ctx, source, int64(upto), ns)
+	stored, dups, mark, err := r.store.AppendRelayed(ctx, source, int64(upto), ns)
 	if err != nil {
 		return ack, err
 	}
