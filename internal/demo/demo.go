@@ -81,51 +81,92 @@ func Run(ctx context.Context, o Options) error {
 	ready := make(chan struct{}, o.Devices)
 	var first string
 	for i := 1; i <= o.Devices; i++ {
-		name := fmt.Sprintf("dev%d", i)
-		prof, forwards := profile.DefaultName, []agent.Forward(nil)
-		if name == via.sshDevice {
-			prof, forwards = MQTTProfile, []agent.Forward{{Listen: via.forward, Alias: "broker"}}
-		}
-		d, signer, err := enroll(ctx, h, filepath.Join(o.DataDir, "demo-keys"), name, prof)
+		d, err := startDevice(ctx, h, o, fmt.Sprintf("dev%d", i), via, trust, ready, &wg)
 		if err != nil {
 			return err
 		}
-		appLn, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		app := &http.Server{Handler: SensorApp(name), ReadHeaderTimeout: 5 * time.Second}
-		go app.Serve(appLn)
-		defer app.Close()
-		var once sync.Once
-		a, err := agent.New(agent.Config{
-			Hub: h.SSHAddr().String(), Device: name, Signer: signer,
-			HostKey:    trust.Check,
-			HostKeys:   trust,
-			Expose:     []agent.Expose{{Alias: "http", Target: appLn.Addr().String()}},
-			Forward:    forwards,
-			Logger:     o.Logger.With("component", "agent"),
-			BackoffMin: 200 * time.Millisecond,
-			OnReady:    func(string) { once.Do(func() { ready <- struct{}{} }) },
-		})
-		if err != nil {
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.Run(ctx)
-		}()
-		sock := d.Sockets[0].Addr.String()
+		defer d.app.Close()
 		if i == 1 {
-			first = sock
-		}
-		fmt.Fprintf(o.Out, "device %s: sensor app on %s, agent connected, service http on protected socket %s\n", name, appLn.Addr(), sock)
-		if forwards != nil {
-			fmt.Fprintf(o.Out, "device %s: MQTT broker of the hub reached over its SSH session at %s (profile %s)\n", name, via.forward, MQTTProfile)
+			first = d.sock
 		}
 	}
-	for range o.Devices {
+	if err := waitReady(ctx, ready, o.Devices); err != nil || ctx.Err() != nil {
+		return err
+	}
+	body, err := fetch(ctx, first)
+	if err != nil {
+		return fmt.Errorf("demo: request through dev1 failed: %w", err)
+	}
+	fmt.Fprintf(o.Out, "\nGET / through dev1's SSH session -> %s\n", body)
+	printTryNext(o, h)
+	if fa := h.FrontdoorAddr(); fa != nil {
+		if err := frontdoorDemo(ctx, h, o, fa.String(), via); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(o.Out, "Press Ctrl-C to stop everything.")
+	if o.Ready != nil {
+		o.Ready <- first
+	}
+	<-ctx.Done()
+	fmt.Fprintln(o.Out, "stopping")
+	return nil
+}
+
+// demoDevice is one simulated device: its sensor app and its protected socket.
+type demoDevice struct {
+	sock string
+	app  *http.Server
+}
+
+// startDevice enrolls name, starts its sensor app and its agent (which says on ready
+// when its session is up); the last device's MQTT goes over its session (via).
+func startDevice(ctx context.Context, h *hub.Hub, o Options, name string, via mqttVia, trust *agent.KnownHostsFile, ready chan<- struct{}, wg *sync.WaitGroup) (demoDevice, error) {
+	prof, forwards := profile.DefaultName, []agent.Forward(nil)
+	if name == via.sshDevice {
+		prof, forwards = MQTTProfile, []agent.Forward{{Listen: via.forward, Alias: "broker"}}
+	}
+	d, signer, err := enroll(ctx, h, filepath.Join(o.DataDir, "demo-keys"), name, prof)
+	if err != nil {
+		return demoDevice{}, err
+	}
+	appLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return demoDevice{}, err
+	}
+	app := &http.Server{Handler: SensorApp(name), ReadHeaderTimeout: 5 * time.Second}
+	go app.Serve(appLn)
+	var once sync.Once
+	a, err := agent.New(agent.Config{
+		Hub: h.SSHAddr().String(), Device: name, Signer: signer,
+		HostKey:    trust.Check,
+		HostKeys:   trust,
+		Expose:     []agent.Expose{{Alias: "http", Target: appLn.Addr().String()}},
+		Forward:    forwards,
+		Logger:     o.Logger.With("component", "agent"),
+		BackoffMin: 200 * time.Millisecond,
+		OnReady:    func(string) { once.Do(func() { ready <- struct{}{} }) },
+	})
+	if err != nil {
+		app.Close()
+		return demoDevice{}, err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.Run(ctx)
+	}()
+	sock := d.Sockets[0].Addr.String()
+	fmt.Fprintf(o.Out, "device %s: sensor app on %s, agent connected, service http on protected socket %s\n", name, appLn.Addr(), sock)
+	if forwards != nil {
+		fmt.Fprintf(o.Out, "device %s: MQTT broker of the hub reached over its SSH session at %s (profile %s)\n", name, via.forward, MQTTProfile)
+	}
+	return demoDevice{sock: sock, app: app}, nil
+}
+
+// waitReady waits for n devices' sessions; nil also when ctx ends first (a Ctrl-C).
+func waitReady(ctx context.Context, ready <-chan struct{}, n int) error {
+	for range n {
 		select {
 		case <-ready:
 		case <-ctx.Done():
@@ -134,11 +175,11 @@ func Run(ctx context.Context, o Options) error {
 			return errors.New("demo: devices did not come up within 30s; see the log above")
 		}
 	}
-	body, err := fetch(ctx, first)
-	if err != nil {
-		return fmt.Errorf("demo: request through dev1 failed: %w", err)
-	}
-	fmt.Fprintf(o.Out, "\nGET / through dev1's SSH session -> %s\n", body)
+	return nil
+}
+
+// printTryNext prints what to try in another terminal.
+func printTryNext(o Options, h *hub.Hub) {
 	data := o.DataDir
 	fmt.Fprintf(o.Out, `All set. In another terminal, try:
   printf 'GET / HTTP/1.0\r\n\r\n' | %[1]s connect dev2 http --data %[2]s
@@ -152,18 +193,6 @@ func Run(ctx context.Context, o Options) error {
   %[1]s hostkey add --data %[2]s && %[1]s hostkey list --data %[2]s   # the devices learn the hub's next host key
   %[1]s device agent-config dev2 --hub %[3]s --expose http=127.0.0.1:80 --data %[2]s   # agent.yaml for a real device ('make agents' builds its agent)
 `, o.Binary, data, h.SSHAddr())
-	if fa := h.FrontdoorAddr(); fa != nil {
-		if err := frontdoorDemo(ctx, h, o, fa.String(), via); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(o.Out, "Press Ctrl-C to stop everything.")
-	if o.Ready != nil {
-		o.Ready <- first
-	}
-	<-ctx.Done()
-	fmt.Fprintln(o.Out, "stopping")
-	return nil
 }
 
 // enroll makes sure the demo device exists with a key we hold and the given profile.
