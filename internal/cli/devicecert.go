@@ -71,26 +71,7 @@ Revoking the device refuses its certificate at once.`,
 				if err != nil {
 					return err
 				}
-				kder, err := x509.MarshalPKCS8PrivateKey(key)
-				if err != nil {
-					return err
-				}
-				if err := os.MkdirAll(out, 0o755); err != nil {
-					return err
-				}
-				keyPath, certPath := filepath.Join(out, name+".key"), filepath.Join(out, name+".crt")
-				// The key first, 0600 from its first byte, never over an existing file.
-				kf, err := os.OpenFile(keyPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-				if err != nil {
-					return fmt.Errorf("%w (move the old key away to issue a new certificate)", err)
-				}
-				if err := errors.Join(pem.Encode(kf, &pem.Block{Type: "PRIVATE KEY", Bytes: kder}), kf.Close()); err != nil {
-					return err
-				}
-				if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-					return err
-				}
-				cert, err := x509.ParseCertificate(der)
+				keyPath, certPath, cert, err := writeDeviceCert(out, name, key, der)
 				if err != nil {
 					return err
 				}
@@ -111,4 +92,29 @@ Revoking the device refuses its certificate at once.`,
 	c.Flags().DurationVar(&expires, "expires", 365*24*time.Hour, "how long the certificate is valid")
 	c.Flags().StringVar(&out, "out", ".", "folder for NAME.crt and NAME.key")
 	return c
+}
+
+// writeDeviceCert writes NAME.key (0600, from its first byte, never over an existing
+// file) and then NAME.crt into out.
+func writeDeviceCert(out, name string, key *ecdsa.PrivateKey, der []byte) (keyPath, certPath string, cert *x509.Certificate, err error) {
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", "", nil, err
+	}
+	keyPath, certPath = filepath.Join(out, name+".key"), filepath.Join(out, name+".crt")
+	kf, err := os.OpenFile(keyPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("%w (move the old key away to issue a new certificate)", err)
+	}
+	if err := errors.Join(pem.Encode(kf, &pem.Block{Type: "PRIVATE KEY", Bytes: kder}), kf.Close()); err != nil {
+		return "", "", nil, err
+	}
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return "", "", nil, err
+	}
+	cert, err = x509.ParseCertificate(der)
+	return keyPath, certPath, cert, err
 }

@@ -167,73 +167,7 @@ fingerprint, protected sockets, secret.`,
   iotsafe device import fleet.txt --profile sensor --skip-existing        # after an import stopped half-way`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := cmd.InOrStdin()
-			if args[0] != "-" {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				in = f
-			}
-			list, err := readImportList(in)
-			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
-			}
-			ctx := cmd.Context()
-			reg, cfg, err := g.openRegistry(ctx)
-			if err != nil {
-				return err
-			}
-			profName, err := resolveProfile(ctx, reg, prof)
-			if err == nil {
-				err = hub.CheckFreeSpace(g.data, cfg.Audit.MinFreeMiB)
-			}
-			var skipped []*registry.Device
-			if err == nil && skipExisting {
-				list, skipped, err = splitEnrolled(ctx, reg, list)
-			}
-			reg.Close()
-			if err != nil {
-				return err
-			}
-			b := g.batch(cmd)
-			defer b.close()
-			w := bufio.NewWriter(cmd.OutOrStdout())
-			defer w.Flush()
-			enc := json.NewEncoder(w)
-			if asJSON {
-				for _, d := range skipped {
-					out := importedFrom(d)
-					out.Skipped = alreadyEnrolled
-					enc.Encode(out)
-				}
-			}
-			for i, d := range list {
-				out, err := importOne(b, d, profName, groups, secrets)
-				if err != nil {
-					w.Flush()
-					return fmt.Errorf("device %s (%d of %d): %w; the %d before it are enrolled", d.Name, i+1, len(list), err, i)
-				}
-				if asJSON {
-					enc.Encode(out)
-				} else if out.Secret != "" {
-					fmt.Fprintf(w, "%s %s %s\n", out.Name, out.Address, out.Secret)
-				}
-			}
-			if !asJSON {
-				fmt.Fprintf(cmd.ErrOrStderr(), "enrolled %d device(s) with profile %s\n", len(list), profName)
-				if len(skipped) > 0 {
-					fmt.Fprintf(cmd.ErrOrStderr(), "skipped %d device(s) %s\n", len(skipped), alreadyEnrolled)
-				}
-				if secrets {
-					fmt.Fprintln(cmd.ErrOrStderr(), "the secrets above are not shown again: keep them now (a new 'iotsafe device secret NAME' replaces one)")
-				}
-			}
-			if !b.hubRunning && len(list) > 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), noHubNote)
-			}
-			return nil
+			return g.runImport(cmd, args[0], importOptions{profile: prof, groups: groups, secrets: secrets, asJSON: asJSON, skipExisting: skipExisting})
 		},
 	}
 	c.Flags().StringVar(&prof, "profile", profile.DefaultName, "profile NAME from the registry, or a profile FILE (YAML) to store and use")
@@ -242,6 +176,95 @@ fingerprint, protected sockets, secret.`,
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per device")
 	c.Flags().BoolVar(&skipExisting, "skip-existing", false, "leave devices already enrolled with the same name and key as they are; enroll the rest")
 	return c
+}
+
+// importOptions are device import's flags.
+type importOptions struct {
+	profile                       string
+	groups                        []string
+	secrets, asJSON, skipExisting bool
+}
+
+// runImport reads the list at path ("-": stdin), checks it against the registry
+// (planImport), enrolls it device by device and reports.
+func (g *globals) runImport(cmd *cobra.Command, path string, o importOptions) error {
+	in := cmd.InOrStdin()
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	list, err := readImportList(in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	list, skipped, profName, err := g.planImport(cmd.Context(), list, o)
+	if err != nil {
+		return err
+	}
+	b := g.batch(cmd)
+	defer b.close()
+	w := bufio.NewWriter(cmd.OutOrStdout())
+	defer w.Flush()
+	enc := json.NewEncoder(w)
+	if o.asJSON {
+		for _, d := range skipped {
+			out := importedFrom(d)
+			out.Skipped = alreadyEnrolled
+			enc.Encode(out)
+		}
+	}
+	for i, d := range list {
+		out, err := importOne(b, d, profName, o.groups, o.secrets)
+		if err != nil {
+			w.Flush()
+			return fmt.Errorf("device %s (%d of %d): %w; the %d before it are enrolled", d.Name, i+1, len(list), err, i)
+		}
+		if o.asJSON {
+			enc.Encode(out)
+		} else if out.Secret != "" {
+			fmt.Fprintf(w, "%s %s %s\n", out.Name, out.Address, out.Secret)
+		}
+	}
+	if !o.asJSON {
+		fmt.Fprintf(cmd.ErrOrStderr(), "enrolled %d device(s) with profile %s\n", len(list), profName)
+		if len(skipped) > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "skipped %d device(s) %s\n", len(skipped), alreadyEnrolled)
+		}
+		if o.secrets {
+			fmt.Fprintln(cmd.ErrOrStderr(), "the secrets above are not shown again: keep them now (a new 'iotsafe device secret NAME' replaces one)")
+		}
+	}
+	if !b.hubRunning && len(list) > 0 {
+		fmt.Fprintln(cmd.ErrOrStderr(), noHubNote)
+	}
+	return nil
+}
+
+// planImport resolves the profile, checks the data folder's free space and, with
+// --skip-existing, splits off what is already enrolled as listed.
+func (g *globals) planImport(ctx context.Context, list []importLine, o importOptions) (rest []importLine, skipped []*registry.Device, profName string, err error) {
+	reg, cfg, err := g.openRegistry(ctx)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	defer reg.Close()
+	if profName, err = resolveProfile(ctx, reg, o.profile); err != nil {
+		return nil, nil, "", err
+	}
+	if err := hub.CheckFreeSpace(g.data, cfg.Audit.MinFreeMiB); err != nil {
+		return nil, nil, "", err
+	}
+	rest = list
+	if o.skipExisting {
+		if rest, skipped, err = splitEnrolled(ctx, reg, list); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	return rest, skipped, profName, nil
 }
 
 // importOne enrolls one device of an import (and gives it a secret).

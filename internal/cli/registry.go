@@ -27,6 +27,12 @@ func registryCmd(g *globals) *cobra.Command {
 It is an SQLite file in the data folder unless hub.yaml names a PostgreSQL database
 (registry: {dsn: postgres://...}); every admin command uses the same one as the hub.`,
 	}
+	c.AddCommand(registryInfoCmd(g), registryMigrateCmd(g))
+	return c
+}
+
+// registryInfoCmd is 'iotsafe registry info'.
+func registryInfoCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	info := &cobra.Command{
 		Use: "info", Short: "Print where the registry is, its schema version, its rows per table and the notifications beside it", Args: cobra.NoArgs,
@@ -70,6 +76,11 @@ It is an SQLite file in the data folder unless hub.yaml names a PostgreSQL datab
 		},
 	}
 	info.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return info
+}
+
+// registryMigrateCmd is 'iotsafe registry migrate'.
+func registryMigrateCmd(g *globals) *cobra.Command {
 	var from, to string
 	var migJSON, onlyNotes bool
 	migrate := &cobra.Command{
@@ -138,8 +149,7 @@ store) they are appended with new ids and their timestamps.`,
 	migrate.Flags().StringVar(&from, "from", "", "source: a data folder or a postgres:// DSN (default: the configured registry)")
 	migrate.Flags().BoolVar(&migJSON, "json", false, "print the rows moved per table as JSON")
 	migrate.Flags().BoolVar(&onlyNotes, "notifications", false, "copy only the telemetry notifications (into an empty or a non-empty store)")
-	c.AddCommand(info, migrate)
-	return c
+	return migrate
 }
 
 // show is a registry location for messages: never a password.

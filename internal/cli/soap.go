@@ -87,19 +87,9 @@ front door, read from the hub's config.`,
 			if err != nil {
 				return err
 			}
-			if name == "" {
-				return errors.New("--name: the notification's name is required")
-			}
-			var ps [][2]string
-			for _, p := range params {
-				k, v, ok := strings.Cut(p, "=")
-				if !ok || !soap.ValidParamName(k) {
-					return fmt.Errorf("--param %q: want NAME=VALUE with NAME a letter then letters, digits, '-', '_' or '.'", p)
-				}
-				ps = append(ps, [2]string{k, v})
-			}
-			if len(ps) > 0 && text != "" {
-				return errors.New("--text and --param: a notification holds text or parameters, not both")
+			ps, err := soapParams(name, text, params)
+			if err != nil {
+				return err
 			}
 			if count < 1 {
 				return errors.New("--count must be at least 1")
@@ -108,18 +98,10 @@ front door, read from the hub's config.`,
 			if err != nil {
 				return err
 			}
-			var dial string
-			u, tlsConf, err := g.soapTarget(target, caFile, &dial)
+			u, hc, err := g.soapHTTP(target, caFile)
 			if err != nil {
 				return err
 			}
-			tr := &http.Transport{TLSClientConfig: tlsConf, MaxIdleConnsPerHost: 1}
-			if dial != "" {
-				tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-					return (&net.Dialer{}).DialContext(ctx, network, dial)
-				}
-			}
-			hc := &http.Client{Timeout: 30 * time.Second, Transport: tr}
 			client := soap.NewClient(u, hc, key, suite, f)
 			payload := soap.Notification(name, text, ps)
 			for i := 0; i < count; i++ {
@@ -150,6 +132,41 @@ front door, read from the hub's config.`,
 	fl.IntVar(&count, "count", 1, "messages to send over one connection")
 	fl.BoolVar(&asJSON, "json", false, "one JSON object per answer")
 	return c
+}
+
+// soapParams checks --name, --text and --param and returns the parameters.
+func soapParams(name, text string, params []string) ([][2]string, error) {
+	if name == "" {
+		return nil, errors.New("--name: the notification's name is required")
+	}
+	var ps [][2]string
+	for _, p := range params {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || !soap.ValidParamName(k) {
+			return nil, fmt.Errorf("--param %q: want NAME=VALUE with NAME a letter then letters, digits, '-', '_' or '.'", p)
+		}
+		ps = append(ps, [2]string{k, v})
+	}
+	if len(ps) > 0 && text != "" {
+		return nil, errors.New("--text and --param: a notification holds text or parameters, not both")
+	}
+	return ps, nil
+}
+
+// soapHTTP is the endpoint's URL and one kept-alive client for it (soapTarget).
+func (g *globals) soapHTTP(target, caFile string) (string, *http.Client, error) {
+	var dial string
+	u, tlsConf, err := g.soapTarget(target, caFile, &dial)
+	if err != nil {
+		return "", nil, err
+	}
+	tr := &http.Transport{TLSClientConfig: tlsConf, MaxIdleConnsPerHost: 1}
+	if dial != "" {
+		tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, dial)
+		}
+	}
+	return u, &http.Client{Timeout: 30 * time.Second, Transport: tr}, nil
 }
 
 // soapKey finds the device key: a file, the environment, or the registry.

@@ -149,6 +149,18 @@ func printStatus(w io.Writer, data string, st hubStatus) {
 	row := func(name, format string, args ...any) {
 		fmt.Fprintf(w, "%-10s %s\n", name, fmt.Sprintf(format, args...))
 	}
+	statusOfHub(row, data, st)
+	statusOfFleet(row, st)
+	if h := st.Hub; h != nil && h.Upstream != nil {
+		statusOfUpstream(row, h.Upstream)
+	}
+}
+
+// statusRow prints one row of iotsafe status.
+type statusRow func(name, format string, args ...any)
+
+// statusOfHub is the hub, its registry, its data folder and its listeners.
+func statusOfHub(row statusRow, data string, st hubStatus) {
 	if !st.Running {
 		row("hub", "not running (no answer on %s/%s)", data, admin.SocketName)
 	} else if h := st.Hub; h != nil {
@@ -191,6 +203,10 @@ func printStatus(w io.Writer, data string, st hubStatus) {
 		}
 		row("listeners", "%s", strings.Join(ls, ", "))
 	}
+}
+
+// statusOfFleet is the devices, forwards, the last backup and the host keys.
+func statusOfFleet(row statusRow, st hubStatus) {
 	if d := st.Devices; d != nil {
 		if st.Running {
 			sessions := ""
@@ -221,25 +237,26 @@ func printStatus(w io.Writer, data string, st hubStatus) {
 			row("host key", "%s %s retired %s: devices are told it is gone ('iotsafe hostkey list')", k.Kind, k.Fingerprint, k.Since.Local().Format(time.DateTime))
 		}
 	}
-	if h := st.Hub; h != nil && h.Upstream != nil {
-		u := h.Upstream
-		last := ""
-		if u.LastError != "" && u.State != "connected" {
-			last = "; last error: " + u.LastError
+}
+
+// statusOfUpstream is a gateway's session to its centre and its relay.
+func statusOfUpstream(row statusRow, u *admin.UpstreamInfo) {
+	last := ""
+	if u.LastError != "" && u.State != "connected" {
+		last = "; last error: " + u.LastError
+	}
+	row("upstream", "%s to %s as gateway %q: %d devices announced, %d refused, %d reconnections%s",
+		u.State, u.Hub, u.Name, u.Announced, u.Refused, u.Reconnects, last)
+	if r := u.Relay; r != nil {
+		last = ""
+		if r.LastError != "" && r.State != "relaying" {
+			last = "; last error: " + r.LastError
 		}
-		row("upstream", "%s to %s as gateway %q: %d devices announced, %d refused, %d reconnections%s",
-			u.State, u.Hub, u.Name, u.Announced, u.Refused, u.Reconnects, last)
-		if r := u.Relay; r != nil {
-			last = ""
-			if r.LastError != "" && r.State != "relaying" {
-				last = "; last error: " + r.LastError
-			}
-			lost := ""
-			if r.Lost > 0 {
-				lost = fmt.Sprintf("; %d deleted by retention before the centre got them", r.Lost)
-			}
-			row("relay", "%s: %d notifications stored at the centre since this start (its mark: id %d here, %d ids behind), %d duplicates recognised, %d refused%s%s",
-				r.State, r.Relayed, r.Mark, r.Behind, r.Duplicates, r.Refused, lost, last)
+		lost := ""
+		if r.Lost > 0 {
+			lost = fmt.Sprintf("; %d deleted by retention before the centre got them", r.Lost)
 		}
+		row("relay", "%s: %d notifications stored at the centre since this start (its mark: id %d here, %d ids behind), %d duplicates recognised, %d refused%s%s",
+			r.State, r.Relayed, r.Mark, r.Behind, r.Duplicates, r.Refused, lost, last)
 	}
 }
