@@ -160,39 +160,55 @@ func (t *Tokens) verifyCompact(token string, ks *KeySet, now time.Time, tm *Timi
 		if !t.unsignedAllowed() {
 			return nil, true, ErrUnsigned
 		}
-	} else {
-		start := time.Now()
-		mac := ck.macs.Get().(hash.Hash)
-		mac.Write(signed)
-		good := hmac.Equal(mac.Sum(b[len(b):]), want)
-		mac.Reset()
-		ck.macs.Put(mac)
-		tm.Signature = time.Since(start)
-		if !good {
-			return nil, true, errBadSignature
-		}
+	} else if !ck.signed(signed, want, b[len(b):], tm) {
+		return nil, true, errBadSignature
 	}
-	// The library's order of answers: expired first, then any other failed claim.
+	if err := f.inTime(now); err != nil {
+		return nil, true, err
+	}
+	return f.claims(), true, nil
+}
+
+// signed reports whether want is the MAC of signed under ck's key; out is room for the
+// MAC (the pooled buffer's tail).
+func (ck *compactKey) signed(signed, want, out []byte, tm *Timing) bool {
+	start := time.Now()
+	mac := ck.macs.Get().(hash.Hash)
+	mac.Write(signed)
+	good := hmac.Equal(mac.Sum(out), want)
+	mac.Reset()
+	ck.macs.Put(mac)
+	tm.Signature = time.Since(start)
+	return good
+}
+
+// inTime checks the time claims at now, in the library's order of answers: expired
+// first, then any other failed claim.
+func (f *flatClaims) inTime(now time.Time) error {
 	const leeway = 2 * time.Second
 	if f.ExpiresAt == nil {
-		return nil, true, errNoExpiry
+		return errNoExpiry
 	}
-	exp := time.Unix(*f.ExpiresAt, 0)
-	if !now.Before(exp.Add(leeway)) {
-		return nil, true, ErrExpired
+	if !now.Before(time.Unix(*f.ExpiresAt, 0).Add(leeway)) {
+		return ErrExpired
 	}
 	if f.NotBefore != nil && now.Before(time.Unix(*f.NotBefore, 0).Add(-leeway)) {
-		return nil, true, errNotYet
+		return errNotYet
 	}
 	if f.IssuedAt != nil && now.Before(time.Unix(*f.IssuedAt, 0).Add(-leeway)) {
-		return nil, true, errFuture
+		return errFuture
 	}
-	c = &Claims{TokenType: f.TokenType, Kind: f.Kind, Gen: f.Gen, Cred: f.Cred}
+	return nil
+}
+
+// claims are f as the Claims a check returns.
+func (f *flatClaims) claims() *Claims {
+	c := &Claims{TokenType: f.TokenType, Kind: f.Kind, Gen: f.Gen, Cred: f.Cred}
 	c.Subject, c.Issuer, c.ID = f.Subject, f.Issuer, f.ID
 	c.ExpiresAt = newDate(f.ExpiresAt)
 	c.NotBefore = newDate(f.NotBefore)
 	c.IssuedAt = newDate(f.IssuedAt)
-	return c, true, nil
+	return c
 }
 
 func newDate(v *int64) *jwt.NumericDate {

@@ -138,74 +138,19 @@ func (r *Registry) claimOne(ctx context.Context, tx *sqldb.Tx, st *claimStmts, g
 	if !profile.ValidName(c.Name) {
 		return nil, fmt.Errorf("device name %q: use lower-case letters, digits and '-' (max 63)", c.Name)
 	}
-	d := &Device{Name: c.Name}
-	var addr, via string
-	var revoked sql.NullString
-	err := st.device.QueryRowContext(ctx, c.Name).Scan(&d.Profile, &addr, &revoked, &d.RevokeWhy, &via)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		if *bound >= maxDevices {
-			return nil, fmt.Errorf("%w: gateway %q has %d devices, its profile allows %d (gateway.max_devices; remove old ones with 'iotsafe device remove')",
-				ErrGatewayFull, gateway, *bound, maxDevices)
-		}
-		a, err := r.freeAddress(ctx, tx)
-		if err != nil {
-			return nil, &fatalErr{err}
-		}
-		d.Profile, addr, via = devProfile, a.String(), gateway
-		if _, err := tx.ExecContext(ctx, `INSERT INTO devices(name, profile, address, created_at, via) VALUES(?,?,?,?,?)`,
-			c.Name, devProfile, addr, t, gateway); err != nil {
-			return nil, &fatalErr{fmt.Errorf("registry: add device %s: %w", c.Name, err)}
-		}
-		*bound++
-		if err := r.addEvent(ctx, tx, Event{Device: c.Name, Kind: EventDeviceAdded, Detail: "profile " + devProfile + ", announced by gateway " + gateway}); err != nil {
-			return nil, &fatalErr{err}
-		}
-	case err != nil:
-		return nil, &fatalErr{fmt.Errorf("registry: device %s: %w", c.Name, err)}
+	d, err := r.claimRow(ctx, tx, st, gateway, devProfile, maxDevices, bound, c.Name, t)
+	if err != nil {
+		return nil, err
 	}
-	d.Via = via
 	if err := claimedBy(d, gateway); err != nil {
 		return nil, err
 	}
-	d.Address, _ = netip.ParseAddr(addr)
-	d.RevokedAt = parseTime(revoked)
-
-	// Its sockets: those it has, and one for every alias it serves that its profile
-	// allows (a profile may have gained aliases since).
 	prof, err := profileOf(d.Profile)
 	if err != nil {
 		return nil, fmt.Errorf("device %q has no usable profile %q here", c.Name, d.Profile)
 	}
-	rows, err := st.sockets.QueryContext(ctx, c.Name)
-	if err != nil {
-		return nil, &fatalErr{fmt.Errorf("registry: sockets of %s: %w", c.Name, err)}
-	}
-	have := map[string]bool{}
-	ports := &portSet{taken: map[int]bool{}}
-	for rows.Next() {
-		var alias, a string
-		var port int
-		if err := rows.Scan(&alias, &a, &port); err != nil {
-			rows.Close()
-			return nil, &fatalErr{err}
-		}
-		if s, err := socketFrom(alias, a, port); err == nil {
-			d.Sockets = append(d.Sockets, s)
-		}
-		have[alias], ports.taken[port] = true, true
-	}
-	rows.Close()
-	want := append(prof.ReverseAliases(), c.Aliases...)
-	for _, alias := range want {
-		if _, ok := prof.Reverse[alias]; !ok || have[alias] {
-			continue
-		}
-		s, err := r.ensureSocket(ctx, tx, c.Name, alias, ports)
-		if err != nil {
-			return nil, &fatalErr{err}
-		}
-		d.Sockets, have[alias] = append(d.Sockets, s), true
+	if err := r.claimSockets(ctx, tx, st, d, prof, c.Aliases); err != nil {
+		return nil, err
 	}
 	if d.Revoked() || c.Relayed {
 		return d, nil
@@ -219,6 +164,76 @@ func (r *Registry) claimOne(ctx context.Context, tx *sqldb.Tx, st *claimStmts, g
 		return nil, &fatalErr{fmt.Errorf("registry: add event: %w", err)}
 	}
 	return d, nil
+}
+
+// claimRow reads device name's row, or adds it for gateway (within maxDevices, bound
+// counting the gateway's devices so far).
+func (r *Registry) claimRow(ctx context.Context, tx *sqldb.Tx, st *claimStmts, gateway, devProfile string, maxDevices int, bound *int, name, t string) (*Device, error) {
+	d := &Device{Name: name}
+	var addr, via string
+	var revoked sql.NullString
+	err := st.device.QueryRowContext(ctx, name).Scan(&d.Profile, &addr, &revoked, &d.RevokeWhy, &via)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if *bound >= maxDevices {
+			return nil, fmt.Errorf("%w: gateway %q has %d devices, its profile allows %d (gateway.max_devices; remove old ones with 'iotsafe device remove')",
+				ErrGatewayFull, gateway, *bound, maxDevices)
+		}
+		a, err := r.freeAddress(ctx, tx)
+		if err != nil {
+			return nil, &fatalErr{err}
+		}
+		d.Profile, addr, via = devProfile, a.String(), gateway
+		if _, err := tx.ExecContext(ctx, `INSERT INTO devices(name, profile, address, created_at, via) VALUES(?,?,?,?,?)`,
+			name, devProfile, addr, t, gateway); err != nil {
+			return nil, &fatalErr{fmt.Errorf("registry: add device %s: %w", name, err)}
+		}
+		*bound++
+		if err := r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceAdded, Detail: "profile " + devProfile + ", announced by gateway " + gateway}); err != nil {
+			return nil, &fatalErr{err}
+		}
+	case err != nil:
+		return nil, &fatalErr{fmt.Errorf("registry: device %s: %w", name, err)}
+	}
+	d.Via = via
+	d.Address, _ = netip.ParseAddr(addr)
+	d.RevokedAt = parseTime(revoked)
+	return d, nil
+}
+
+// claimSockets gives d its sockets: those it has, and one for every alias it serves
+// that its profile allows (a profile may have gained aliases since).
+func (r *Registry) claimSockets(ctx context.Context, tx *sqldb.Tx, st *claimStmts, d *Device, prof *profile.Profile, served []string) error {
+	rows, err := st.sockets.QueryContext(ctx, d.Name)
+	if err != nil {
+		return &fatalErr{fmt.Errorf("registry: sockets of %s: %w", d.Name, err)}
+	}
+	have := map[string]bool{}
+	ports := &portSet{taken: map[int]bool{}}
+	for rows.Next() {
+		var alias, a string
+		var port int
+		if err := rows.Scan(&alias, &a, &port); err != nil {
+			rows.Close()
+			return &fatalErr{err}
+		}
+		if s, err := socketFrom(alias, a, port); err == nil {
+			d.Sockets = append(d.Sockets, s)
+		}
+		have[alias], ports.taken[port] = true, true
+	}
+	rows.Close()
+	for _, alias := range append(prof.ReverseAliases(), served...) {
+		if _, ok := prof.Reverse[alias]; !ok || have[alias] {
+			continue
+		}
+		s, err := r.ensureSocket(ctx, tx, d.Name, alias, ports)
+		if err != nil {
+			return &fatalErr{err}
+		}
+		d.Sockets, have[alias] = append(d.Sockets, s), true
+	}
+	return nil
 }
 
 func claimedBy(d *Device, gateway string) error {
