@@ -61,10 +61,45 @@ func (c *canon) node(n *Node) {
 		escapeText(b, n.Text)
 		return
 	}
-	// The namespaces this element visibly uses (its own prefix, and its attributes'),
-	// plus the inclusive ones in scope, each rendered unless an output ancestor already
-	// rendered the same binding.
 	mark := len(c.rendered)
+	decls := c.namespaces(n, mark)
+	attrs := c.sortedAttrs(n)
+	b.WriteByte('<')
+	writeQName(b, n.Prefix, n.Local)
+	for _, d := range decls {
+		if d.Prefix == "" {
+			b.WriteString(` xmlns="`)
+		} else {
+			b.WriteString(` xmlns:`)
+			b.WriteString(d.Prefix)
+			b.WriteString(`="`)
+		}
+		escapeAttr(b, d.URI)
+		b.WriteByte('"')
+	}
+	for _, a := range attrs {
+		b.WriteByte(' ')
+		writeQName(b, a.a.Prefix, a.a.Local)
+		b.WriteString(`="`)
+		escapeAttr(b, a.a.Value)
+		b.WriteByte('"')
+	}
+	c.attrs = attrs[:0] // reused by the children; this element is done with it
+	b.WriteByte('>')
+	for _, k := range n.Kids {
+		c.node(k)
+	}
+	b.WriteString("</")
+	writeQName(b, n.Prefix, n.Local)
+	b.WriteByte('>')
+	c.rendered = c.rendered[:mark]
+}
+
+// namespaces are the declarations n renders, sorted by prefix, appended to c.rendered
+// from mark on: the namespaces it visibly uses (its own prefix, and its attributes'),
+// plus the inclusive ones in scope, each unless an output ancestor already rendered the
+// same binding.
+func (c *canon) namespaces(n *Node, mark int) []NSDecl {
 	consider := func(p string) {
 		if p == "xml" {
 			return
@@ -99,6 +134,12 @@ func (c *canon) node(n *Node) {
 	if len(decls) > 1 {
 		slices.SortFunc(decls, func(x, y NSDecl) int { return strings.Compare(x.Prefix, y.Prefix) })
 	}
+	return decls
+}
+
+// sortedAttrs are n's attributes in canonical order (namespace URI, then local name), in
+// c's reused slice.
+func (c *canon) sortedAttrs(n *Node) []sattr {
 	attrs := c.attrs[:0]
 	for _, a := range n.Attrs {
 		uri := ""
@@ -115,35 +156,7 @@ func (c *canon) node(n *Node) {
 			return strings.Compare(x.a.Local, y.a.Local)
 		})
 	}
-	b.WriteByte('<')
-	writeQName(b, n.Prefix, n.Local)
-	for _, d := range decls {
-		if d.Prefix == "" {
-			b.WriteString(` xmlns="`)
-		} else {
-			b.WriteString(` xmlns:`)
-			b.WriteString(d.Prefix)
-			b.WriteString(`="`)
-		}
-		escapeAttr(b, d.URI)
-		b.WriteByte('"')
-	}
-	for _, a := range attrs {
-		b.WriteByte(' ')
-		writeQName(b, a.a.Prefix, a.a.Local)
-		b.WriteString(`="`)
-		escapeAttr(b, a.a.Value)
-		b.WriteByte('"')
-	}
-	c.attrs = attrs[:0] // reused by the children; this element is done with it
-	b.WriteByte('>')
-	for _, k := range n.Kids {
-		c.node(k)
-	}
-	b.WriteString("</")
-	writeQName(b, n.Prefix, n.Local)
-	b.WriteByte('>')
-	c.rendered = c.rendered[:mark]
+	return attrs
 }
 
 func writeQName(b *bytes.Buffer, prefix, local string) {

@@ -67,38 +67,89 @@ func FromClassic(data []byte, lim Limits) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	wsse, err := one(e.header, WSSENS, "Security")
+	c, err := readClassic(e)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := one(wsse, WSUNS, "Timestamp")
+	// Lossless: what the compact form implies must be exactly what is there.
+	if !bytes.Equal(Canonicalize(c.ed, nil), Canonicalize(classicEncryptedData(c.suite, c.encKey, c.cv), nil)) {
+		return nil, fmt.Errorf("%w: the EncryptedData has content beyond algorithm, key name and cipher value (whitespace, ids, other key info)", ErrNoClassicForm)
+	}
+	implied, err := signedInfo(c.suite, root, c.refs, c.prefixes)
 	if err != nil {
 		return nil, err
 	}
-	sig, err := one(wsse, dsNS, "Signature")
+	if !bytes.Equal(Canonicalize(c.si, nil), Canonicalize(implied, nil)) {
+		return nil, fmt.Errorf("%w: the SignedInfo differs from what a compact signature implies (other transforms or digests, whitespace, or digests that do not match the message)", ErrNoClassicForm)
+	}
+	c.toCompact(e)
+	return root.Marshal(), nil
+}
+
+// classic is what a classic message's security header and body hold.
+type classic struct {
+	wsse, ts, si, ed *Node
+	sigValue         []byte
+	keyID, encKey    string
+	suite            *Suite
+	refs, prefixes   []string
+	cv               string // the cipher value as written (xmlsec1 breaks base64 into lines): the Body's digest covers it
+}
+
+// readClassic finds the parts of a classic message: timestamp, signature, encrypted
+// body, their key names and the suite they pair to.
+func readClassic(e *envelope) (*classic, error) {
+	c := &classic{}
+	var err error
+	if c.wsse, err = one(e.header, WSSENS, "Security"); err != nil {
+		return nil, err
+	}
+	if c.ts, err = one(c.wsse, WSUNS, "Timestamp"); err != nil {
+		return nil, err
+	}
+	sig, err := one(c.wsse, dsNS, "Signature")
 	if err != nil {
 		return nil, err
 	}
-	si, err := one(sig, dsNS, "SignedInfo")
-	if err != nil {
+	if c.si, err = one(sig, dsNS, "SignedInfo"); err != nil {
 		return nil, err
 	}
 	sv, err := one(sig, dsNS, "SignatureValue")
 	if err != nil {
 		return nil, err
 	}
-	sigValue, err := b64.DecodeString(strings.Join(strings.Fields(sv.Content()), ""))
-	if err != nil {
+	if c.sigValue, err = b64.DecodeString(strings.Join(strings.Fields(sv.Content()), "")); err != nil {
 		return nil, fmt.Errorf("%w: SignatureValue is not base64", ErrFormat)
 	}
-	keyID, err := keyName(sig)
+	if c.keyID, err = keyName(sig); err != nil {
+		return nil, err
+	}
+	if c.ed, err = onlyChild(e.body, xencNS, "EncryptedData"); err != nil {
+		return nil, err
+	}
+	if c.suite, err = classicSuite(c.ed, c.si); err != nil {
+		return nil, err
+	}
+	if c.refs, c.prefixes, err = classicRefs(c.si); err != nil {
+		return nil, err
+	}
+	if c.encKey, err = keyName(c.ed); err != nil {
+		return nil, err
+	}
+	cvNode, err := one(c.ed, xencNS, "CipherData")
+	if err == nil {
+		cvNode, err = one(cvNode, xencNS, "CipherValue")
+	}
 	if err != nil {
 		return nil, err
 	}
-	ed, err := onlyChild(e.body, xencNS, "EncryptedData")
-	if err != nil {
-		return nil, err
-	}
+	c.cv = cvNode.Content()
+	return c, nil
+}
+
+// classicSuite is the suite whose XML Encryption and signature algorithms ed and si
+// name.
+func classicSuite(ed, si *Node) (*Suite, error) {
 	em, err := one(ed, xencNS, "EncryptionMethod")
 	if err != nil {
 		return nil, err
@@ -118,64 +169,49 @@ func FromClassic(data []byte, lim Limits) ([]byte, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: no suite pairs encryption %q with signature %q", ErrNoClassicForm, trim(encAlg), trim(sigAlg))
 	}
-	var refs, prefixes []string
+	return s, nil
+}
+
+// classicRefs are the ids si's references name, and their one inclusive prefix list.
+func classicRefs(si *Node) (refs, prefixes []string, err error) {
 	for _, ref := range si.Elements() {
 		if !ref.Is(dsNS, "Reference") {
 			continue
 		}
 		uri, _ := ref.Attr("", "URI")
 		if !strings.HasPrefix(uri, "#") || len(uri) < 2 {
-			return nil, fmt.Errorf("%w: Reference URI %q is not a same-document id", ErrNoClassicForm, trim(uri))
+			return nil, nil, fmt.Errorf("%w: Reference URI %q is not a same-document id", ErrNoClassicForm, trim(uri))
 		}
 		refs = append(refs, uri[1:])
 		p := inclusivePrefixes(ref)
 		if len(refs) > 1 && strings.Join(p, " ") != strings.Join(prefixes, " ") {
-			return nil, fmt.Errorf("%w: references with different inclusive prefix lists", ErrNoClassicForm)
+			return nil, nil, fmt.Errorf("%w: references with different inclusive prefix lists", ErrNoClassicForm)
 		}
 		prefixes = p
 	}
-	encKey, err := keyName(ed)
-	if err != nil {
-		return nil, err
-	}
-	cvNode, err := one(ed, xencNS, "CipherData")
-	if err == nil {
-		cvNode, err = one(cvNode, xencNS, "CipherValue")
-	}
-	if err != nil {
-		return nil, err
-	}
-	// Kept as written (xmlsec1 breaks base64 into lines): the Body's digest covers it.
-	cv := cvNode.Content()
-	// Lossless: what the compact form implies must be exactly what is there.
-	if !bytes.Equal(Canonicalize(ed, nil), Canonicalize(classicEncryptedData(s, encKey, cv), nil)) {
-		return nil, fmt.Errorf("%w: the EncryptedData has content beyond algorithm, key name and cipher value (whitespace, ids, other key info)", ErrNoClassicForm)
-	}
-	implied, err := signedInfo(s, root, refs, prefixes)
-	if err != nil {
-		return nil, err
-	}
-	if !bytes.Equal(Canonicalize(si, nil), Canonicalize(implied, nil)) {
-		return nil, fmt.Errorf("%w: the SignedInfo differs from what a compact signature implies (other transforms or digests, whitespace, or digests that do not match the message)", ErrNoClassicForm)
-	}
+	return refs, prefixes, nil
+}
+
+// toCompact rewrites e in place: the body's EncryptedData and the security header in
+// their compact forms.
+func (c *classic) toCompact(e *envelope) {
 	ns := func(prefix, uri string, n *Node) *Node {
 		n.NS = append(n.NS, NSDecl{prefix, uri})
 		return n
 	}
-	e.body.replaceKids([]*Node{ns("c", CompNS, el("c", "EncryptedData").add(text(cv)))})
-	enc := ns("c", CompNS, el("c", "Enc", "Scheme", s.encScheme()))
-	if encKey != keyID {
-		enc.Attrs = append(enc.Attrs, Attr{"", "KeyId", encKey})
+	e.body.replaceKids([]*Node{ns("c", CompNS, el("c", "EncryptedData").add(text(c.cv)))})
+	enc := ns("c", CompNS, el("c", "Enc", "Scheme", c.suite.encScheme()))
+	if c.encKey != c.keyID {
+		enc.Attrs = append(enc.Attrs, Attr{"", "KeyId", c.encKey})
 	}
-	compact := el("d", "Sig", "Scheme", s.sigScheme(), "KeyId", keyID, "Refs", strings.Join(refs, " "))
-	if len(prefixes) > 0 {
-		compact.Attrs = append(compact.Attrs, Attr{"", "PrefixList", strings.Join(prefixes, " ")})
+	compact := el("d", "Sig", "Scheme", c.suite.sigScheme(), "KeyId", c.keyID, "Refs", strings.Join(c.refs, " "))
+	if len(c.prefixes) > 0 {
+		compact.Attrs = append(compact.Attrs, Attr{"", "PrefixList", strings.Join(c.prefixes, " ")})
 	}
-	compact.Attrs = append(compact.Attrs, Attr{"", "Sig", b64.EncodeToString(sigValue)})
-	wsse.remove(ts)
-	sec := ns("d", WSDNS, el("d", "Security")).add(ts, enc, compact)
-	replaceNode(e.header, wsse, sec)
-	return root.Marshal(), nil
+	compact.Attrs = append(compact.Attrs, Attr{"", "Sig", b64.EncodeToString(c.sigValue)})
+	c.wsse.remove(c.ts)
+	sec := ns("d", WSDNS, el("d", "Security")).add(c.ts, enc, compact)
+	replaceNode(e.header, c.wsse, sec)
 }
 
 // keyName is the ds:KeyInfo/ds:KeyName under n.
