@@ -98,22 +98,7 @@ registry/ in the results folder (alone: the folder itself).`,
 			}
 			return runLab(cmd, "hub", out, profile, func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
 				o.Progress, b.Size = p, size
-				if b.ProfileDir != "" {
-					// This process is the load generator during the rps part.
-					stop, err := cpuprofile.Start(filepath.Join(b.ProfileDir, "bench.pprof"))
-					if err != nil {
-						return err
-					}
-					defer stop()
-				}
-				if !onlyRegistry {
-					if err := hubbench.Run(ctx, b, o, out, cmd.OutOrStdout()); err != nil || !withRegistry {
-						return err
-					}
-					out = filepath.Join(out, "registry")
-				}
-				ro.Quick, ro.Progress = o.Quick, p
-				return registrybench.Run(ctx, b, ro, out, cmd.OutOrStdout())
+				return runHubBench(ctx, cmd, b, o, ro, out, p, onlyRegistry, withRegistry)
 			})
 		},
 	}
@@ -139,6 +124,27 @@ registry/ in the results folder (alone: the folder itself).`,
 	fl.IntVar(&o.PayloadN, "payload-n", 0, "device sessions of the memory-vs-payload sweep (default 100, 10 with --quick)")
 	fl.StringVar(&profile, "profile", "", "write CPU profiles into DIR (go tool pprof): every hub under test, fleet and application, and this process (the load generator)")
 	return c
+}
+
+// runHubBench runs bench hub's parts: the servers' (hubbench) unless only the registry
+// part was asked for, then the registry part (registrybench) when asked for.
+func runHubBench(ctx context.Context, cmd *cobra.Command, b *lab.Bench, o hubbench.Options, ro registrybench.Options, out string, p *lab.Progress, onlyRegistry, withRegistry bool) error {
+	if b.ProfileDir != "" {
+		// This process is the load generator during the rps part.
+		stop, err := cpuprofile.Start(filepath.Join(b.ProfileDir, "bench.pprof"))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if !onlyRegistry {
+		if err := hubbench.Run(ctx, b, o, out, cmd.OutOrStdout()); err != nil || !withRegistry {
+			return err
+		}
+		out = filepath.Join(out, "registry")
+	}
+	ro.Quick, ro.Progress = o.Quick, p
+	return registrybench.Run(ctx, b, ro, out, cmd.OutOrStdout())
 }
 
 func benchDeviceCmd() *cobra.Command {

@@ -54,37 +54,8 @@ its figures are not measurements.`,
   iotsafe bench jwt --rate 1 --transports https --algs HS256 --devices 12800 --prefill 100 --store postgres`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if o.Algs, err = list("--algs", algs, jwtbench.Algorithms); err != nil {
+			if err := checkJWTOptions(&o, algs, transports); err != nil {
 				return err
-			}
-			if o.Transports, err = list("--transports", transports, jwtbench.Transports); err != nil {
-				return err
-			}
-			for _, n := range o.Devices {
-				if n < 1 || n > 65000 {
-					return fmt.Errorf("--devices: %d is out of range 1..65000 (each device has its own loopback address)", n)
-				}
-			}
-			if o.Rate < 0 {
-				return fmt.Errorf("--rate: %v is negative", o.Rate)
-			}
-			if o.Prefill < 0 {
-				return fmt.Errorf("--prefill: %d is negative", o.Prefill)
-			}
-			if o.Store != "" && !slices.Contains(jwtbench.Stores, o.Store) {
-				return fmt.Errorf("--store: %q is not one of %s", o.Store, strings.Join(jwtbench.Stores, ", "))
-			}
-			if o.DSN != "" {
-				if !sqldb.IsDSN(o.DSN) {
-					return fmt.Errorf("--registry: %q is not a postgres:// URL", o.DSN)
-				}
-				if o.Store == jwtbench.StoreSQLite {
-					return fmt.Errorf("--registry is a PostgreSQL database: it goes with --store postgres, not sqlite")
-				}
-			}
-			if o.DisconnectMax < o.DisconnectMin {
-				return fmt.Errorf("--disconnect-max %v is below --disconnect-min %v", o.DisconnectMax, o.DisconnectMin)
 			}
 			return runLab(cmd, "jwt", out, profile, func(ctx context.Context, b *lab.Bench, out string, p *lab.Progress) error {
 				o.Progress = p
@@ -110,6 +81,43 @@ its figures are not measurements.`,
 	fl.StringVar(&o.DSN, "registry", "", "with --store postgres: an EMPTY PostgreSQL database (postgres://...) instead of a scratch server; the lab fills it")
 	fl.StringVar(&profile, "profile", "", "write CPU profiles into DIR (go tool pprof): each hub start and each simulator run")
 	return c
+}
+
+// checkJWTOptions reads --algs and --transports into o and checks the other flags.
+func checkJWTOptions(o *jwtbench.Options, algs, transports string) error {
+	var err error
+	if o.Algs, err = list("--algs", algs, jwtbench.Algorithms); err != nil {
+		return err
+	}
+	if o.Transports, err = list("--transports", transports, jwtbench.Transports); err != nil {
+		return err
+	}
+	for _, n := range o.Devices {
+		if n < 1 || n > 65000 {
+			return fmt.Errorf("--devices: %d is out of range 1..65000 (each device has its own loopback address)", n)
+		}
+	}
+	if o.Rate < 0 {
+		return fmt.Errorf("--rate: %v is negative", o.Rate)
+	}
+	if o.Prefill < 0 {
+		return fmt.Errorf("--prefill: %d is negative", o.Prefill)
+	}
+	if o.Store != "" && !slices.Contains(jwtbench.Stores, o.Store) {
+		return fmt.Errorf("--store: %q is not one of %s", o.Store, strings.Join(jwtbench.Stores, ", "))
+	}
+	if o.DSN != "" {
+		if !sqldb.IsDSN(o.DSN) {
+			return fmt.Errorf("--registry: %q is not a postgres:// URL", o.DSN)
+		}
+		if o.Store == jwtbench.StoreSQLite {
+			return fmt.Errorf("--registry is a PostgreSQL database: it goes with --store postgres, not sqlite")
+		}
+	}
+	if o.DisconnectMax < o.DisconnectMin {
+		return fmt.Errorf("--disconnect-max %v is below --disconnect-min %v", o.DisconnectMax, o.DisconnectMin)
+	}
+	return nil
 }
 
 // list parses a comma-separated flag whose values come from allowed, kept in allowed's

@@ -145,15 +145,33 @@ func Summarize(r *Results, o Options) Summary {
 		k = Knee{Devices: ns[0]}
 		s.Targets.RateP99 = worstP99(s.Points, HTTPS, ns[0])
 	}
-	at := func(alg string, n int) (Point, bool) {
-		for _, p := range s.Points {
-			if p.Transport == HTTPS && p.Alg == alg && p.Devices == n {
-				return p, true
-			}
+	s.tables12(o.Algs, k.Devices)
+	s.table3(k.Devices)
+	if o.Rate > 0 {
+		if ok {
+			s.Targets.RateDevices, s.Targets.RateP99 = k.Devices, worstP99(s.Points, HTTPS, k.Devices)
 		}
-		return Point{}, false
+	} else {
+		s.Targets.KneeThroughput, s.Targets.KneeDevices = k.Throughput, k.Devices
 	}
-	for _, alg := range o.Algs {
+	return s
+}
+
+// atHTTPS is the HTTPS point of alg at n devices.
+func (s *Summary) atHTTPS(alg string, n int) (Point, bool) {
+	for _, p := range s.Points {
+		if p.Transport == HTTPS && p.Alg == alg && p.Devices == n {
+			return p, true
+		}
+	}
+	return Point{}, false
+}
+
+// tables12 are tables 1 and 2 at the knee's n devices.
+func (s *Summary) tables12(algs []string, n int) {
+	at := s.atHTTPS
+	k := Knee{Devices: n}
+	for _, alg := range algs {
 		p, ok := at(alg, k.Devices)
 		if !ok {
 			continue
@@ -166,6 +184,12 @@ func Summarize(r *Results, o Options) Summary {
 			PaperSignature: ps[0], PaperJWT: ps[1], HubCPUPerReq: p.HubCPUPerReq})
 		s.Targets.JWTShareMax = nanMax(s.Targets.JWTShareMax, p.JWTShareHandler)
 	}
+}
+
+// table3 is table 3 around the knee at n devices.
+func (s *Summary) table3(n int) {
+	at := s.atHTTPS
+	k := Knee{Devices: n}
 	// Table 3 at the N before the knee, the knee and the one after (the paper's 960,
 	// 1280, 1600 around its knee).
 	var ns []int
@@ -201,14 +225,6 @@ func Summarize(r *Results, o Options) Summary {
 			}
 		}
 	}
-	if o.Rate > 0 {
-		if ok {
-			s.Targets.RateDevices, s.Targets.RateP99 = k.Devices, worstP99(s.Points, HTTPS, k.Devices)
-		}
-	} else {
-		s.Targets.KneeThroughput, s.Targets.KneeDevices = k.Throughput, k.Devices
-	}
-	return s
 }
 
 func nanMax(a, b float64) float64 {

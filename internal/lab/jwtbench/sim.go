@@ -139,26 +139,8 @@ func RunSim(ctx context.Context, cfg SimConfig, out io.Writer) error {
 		return err
 	}
 	start := time.Now()
-	sem := make(chan struct{}, cfg.Parallel)
-	var wg sync.WaitGroup
-	for _, d := range devs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := d.login(ctx); err != nil {
-				s.loginFails.Add(1)
-				s.fail(err)
-			}
-		}()
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if err := s.loginAll(ctx, devs); err != nil {
+		return err
 	}
 	startup := time.Since(start)
 	fmt.Fprintf(out, "%s%d %d\n", lineReady, len(devs)-int(s.loginFails.Load()), s.loginFails.Load())
@@ -181,6 +163,7 @@ func RunSim(ctx context.Context, cfg SimConfig, out io.Writer) error {
 			}
 		}
 	}()
+	var wg sync.WaitGroup
 	for _, d := range devs {
 		wg.Add(1)
 		go func() {
@@ -204,6 +187,30 @@ func RunSim(ctx context.Context, cfg SimConfig, out io.Writer) error {
 	b, _ := json.Marshal(r)
 	fmt.Fprintf(out, "%s%s\n", lineResult, b)
 	return nil
+}
+
+// loginAll logs every device in, cfg.Parallel at a time; a device that fails is counted
+// and the rest go on.
+func (s *sim) loginAll(ctx context.Context, devs []*device) error {
+	sem := make(chan struct{}, s.cfg.Parallel)
+	var wg sync.WaitGroup
+	for _, d := range devs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := d.login(ctx); err != nil {
+				s.loginFails.Add(1)
+				s.fail(err)
+			}
+		}()
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	wg.Wait()
+	return ctx.Err()
 }
 
 // devices builds the simulated devices from the secrets file or the key folder.
