@@ -67,22 +67,10 @@ func (c *canon) node(n *Node) {
 	b.WriteByte('<')
 	writeQName(b, n.Prefix, n.Local)
 	for _, d := range decls {
-		if d.Prefix == "" {
-			b.WriteString(` xmlns="`)
-		} else {
-			b.WriteString(` xmlns:`)
-			b.WriteString(d.Prefix)
-			b.WriteString(`="`)
-		}
-		escapeAttr(b, d.URI)
-		b.WriteByte('"')
+		writeNSDecl(b, d)
 	}
 	for _, a := range attrs {
-		b.WriteByte(' ')
-		writeQName(b, a.a.Prefix, a.a.Local)
-		b.WriteString(`="`)
-		escapeAttr(b, a.a.Value)
-		b.WriteByte('"')
+		writeAttr(b, a.a)
 	}
 	c.attrs = attrs[:0] // reused by the children; this element is done with it
 	b.WriteByte('>')

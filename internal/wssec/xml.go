@@ -231,22 +231,10 @@ func (n *Node) write(b *bytes.Buffer) {
 	b.WriteByte('<')
 	writeQName(b, n.Prefix, n.Local)
 	for _, d := range n.NS {
-		if d.Prefix == "" {
-			b.WriteString(` xmlns="`)
-		} else {
-			b.WriteString(` xmlns:`)
-			b.WriteString(d.Prefix)
-			b.WriteString(`="`)
-		}
-		escapeAttr(b, d.URI)
-		b.WriteByte('"')
+		writeNSDecl(b, d)
 	}
 	for _, a := range n.Attrs {
-		b.WriteByte(' ')
-		writeQName(b, a.Prefix, a.Local)
-		b.WriteString(`="`)
-		escapeAttr(b, a.Value)
-		b.WriteByte('"')
+		writeAttr(b, a)
 	}
 	if len(n.Kids) == 0 {
 		b.WriteString("/>")
@@ -303,4 +291,26 @@ func (n *Node) remove(k *Node) {
 			return
 		}
 	}
+}
+
+// writeNSDecl writes one namespace declaration, with its leading space.
+func writeNSDecl(b *bytes.Buffer, d NSDecl) {
+	if d.Prefix == "" {
+		b.WriteString(` xmlns="`)
+	} else {
+		b.WriteString(` xmlns:`)
+		b.WriteString(d.Prefix)
+		b.WriteString(`="`)
+	}
+	escapeAttr(b, d.URI)
+	b.WriteByte('"')
+}
+
+// writeAttr writes one attribute, with its leading space.
+func writeAttr(b *bytes.Buffer, a Attr) {
+	b.WriteByte(' ')
+	writeQName(b, a.Prefix, a.Local)
+	b.WriteString(`="`)
+	escapeAttr(b, a.Value)
+	b.WriteByte('"')
 }

@@ -162,13 +162,7 @@ func (w *logWatch) last(msg string, kv ...string) map[string]any {
 // ends. The 60 s deadline is a failure guard, not a timing assertion.
 func (w *logWatch) waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	timer := time.AfterFunc(60*time.Second, func() {
-		w.mu.Lock()
-		w.done = true
-		w.cond.Broadcast()
-		w.mu.Unlock()
-	})
-	defer timer.Stop()
+	defer w.endAfter(60 * time.Second).Stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for !cond() {
@@ -205,16 +199,21 @@ func (w *logWatch) ended() bool {
 	return w.done
 }
 
-// drained waits until the output has ended (all of it read), for at most d: a
-// grandchild that kept the pipe open must not hang the test.
-func (w *logWatch) drained(d time.Duration) {
-	stop := time.AfterFunc(d, func() {
+// endAfter takes the output as ended after d, unless the timer is stopped first: a
+// wait's failure guard.
+func (w *logWatch) endAfter(d time.Duration) *time.Timer {
+	return time.AfterFunc(d, func() {
 		w.mu.Lock()
 		w.done = true
 		w.cond.Broadcast()
 		w.mu.Unlock()
 	})
-	defer stop.Stop()
+}
+
+// drained waits until the output has ended (all of it read), for at most d: a
+// grandchild that kept the pipe open must not hang the test.
+func (w *logWatch) drained(d time.Duration) {
+	defer w.endAfter(d).Stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for !w.done {
