@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +31,20 @@ type globals struct {
 
 // Execute runs the command line and returns the process exit code.
 func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	g := &globals{}
+	root := rootCmd(&globals{})
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		service.PrintError(stderr, "iotsafe", err)
+		return exitStatus(err)
+	}
+	return 0
+}
+
+// rootCmd is the whole command tree over g.
+func rootCmd(g *globals) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "iotsafe",
 		Short: "Secure IoT device fleets over SSH, without touching their firmware",
@@ -42,10 +57,6 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 		SilenceErrors: true,
 		Version:       Version,
 	}
-	root.SetArgs(args)
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
 	def := os.Getenv("IOTSAFE_DATA")
 	if def == "" {
 		def = hub.DefaultData
@@ -55,11 +66,44 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 	root.AddCommand(hubCmd(g), scanCmd(g), deviceCmd(g), jwtCmd(g), profileCmd(g), eventsCmd(g), agentcmd.Command(), connectCmd(g), demoCmd(g),
 		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), statusCmd(g), mqttCmd(g), soapCmd(g), registryCmd(g),
 		backupCmd(g), restoreCmd(g), hostkeyCmd(g), labcmd.Command())
-	if err := root.ExecuteContext(ctx); err != nil {
-		service.PrintError(stderr, "iotsafe", err)
-		return exitStatus(err)
+	refuseUnknownSubcommands(root)
+	return root
+}
+
+// refuseUnknownSubcommands makes every command group below the root (device, hostkey,
+// ...) refuse a word that is none of its subcommands, with a suggestion, and exit
+// non-zero: cobra only does so at the root, and elsewhere prints the group's help and
+// exits 0, so 'iotsafe device rm dev1' would look as if it had worked. A group called
+// alone still prints its help.
+func refuseUnknownSubcommands(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		refuseUnknownSubcommands(c)
+		c.SuggestFor = append(c.SuggestFor, synonyms[c.Name()]...)
+		if !c.HasSubCommands() || c.Runnable() {
+			continue
+		}
+		c.SuggestionsMinimumDistance = 2
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := slices.Compact(slices.Sorted(slices.Values(cmd.SuggestionsFor(args[0])))); len(s) > 0 {
+				msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+			}
+			return fmt.Errorf("%s\n\nRun '%s --help' for its commands", msg, cmd.CommandPath())
+		}
 	}
-	return 0
+}
+
+// synonyms are words other tools use for a subcommand: suggested, never run.
+var synonyms = map[string][]string{
+	"remove": {"rm", "delete", "del"},
+	"list":   {"ls"},
+	"show":   {"get", "describe", "inspect"},
+	"add":    {"create", "new", "rotate"},
+	"revoke": {"disable", "block"},
 }
 
 // Exit statuses other than 0 and 1 (sysexits.h), so that a service manager or a script

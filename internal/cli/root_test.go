@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/iotsafe/iotsafe/internal/registry"
+	"github.com/spf13/cobra"
 )
 
 // A wrong hub.yaml exits 78 (EX_CONFIG), which the hub's unit does not retry; a
@@ -73,5 +74,51 @@ func TestFailureLineInJournal(t *testing.T) {
 	Execute(context.Background(), args, nil, io.Discard, &plain)
 	if !strings.HasPrefix(plain.String(), "iotsafe: ") {
 		t.Fatalf("elsewhere: %q", plain.String())
+	}
+}
+
+// A word that is none of a command group's subcommands fails with a suggestion, exits 1
+// and touches nothing (issue 52.3: 'device rm dev1' printed help and exited 0); the
+// group alone still prints its help and exits 0.
+func TestUnknownSubcommandsAreRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	run := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := Execute(context.Background(), append(args, "--data", dir), nil, &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	for args, suggestion := range map[string]string{"device rm dev1": "remove", "device lst": "list", "hostkey rotate": "add",
+		"account ls": "list", "device secrets dev1": "secret"} {
+		code, out := run(strings.Fields(args)...)
+		if code != 1 || !strings.Contains(out, "unknown command") || !strings.Contains(out, "Did you mean this?\n\t"+suggestion+"\n") {
+			t.Errorf("iotsafe %s: exit %d, %q; want 1 and a suggestion of %q", args, code, out, suggestion)
+		}
+	}
+	// Every group refuses nonsense.
+	var groups []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, k := range c.Commands() {
+			if k.HasSubCommands() {
+				groups = append(groups, k.CommandPath())
+				walk(k)
+			}
+		}
+	}
+	walk(rootCmd(&globals{}))
+	if len(groups) < 10 {
+		t.Fatalf("only %d command groups found: %v", len(groups), groups)
+	}
+	for _, g := range groups {
+		args := append(strings.Fields(g)[1:], "zzqx")
+		if code, out := run(args...); code != 1 || !strings.Contains(out, "unknown command \"zzqx\"") {
+			t.Errorf("iotsafe %s: exit %d, %q", strings.Join(args, " "), code, out)
+		}
+	}
+	if code, out := run("device"); code != 0 || !strings.Contains(out, "Available Commands") {
+		t.Errorf("iotsafe device alone: exit %d, %q; want its help", code, out)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused command made the data folder %s", dir)
 	}
 }
