@@ -122,3 +122,19 @@ func TestUnknownSubcommandsAreRefused(t *testing.T) {
 		t.Errorf("a refused command made the data folder %s", dir)
 	}
 }
+
+// --check-config runs the checks the start runs: a listen address whose port is no
+// number, or out of range, is a wrong configuration (78), not a failed start (issue 52.7).
+func TestCheckConfigRefusesBadPorts(t *testing.T) {
+	for _, yaml := range []string{"ssh: {listen: '127.0.0.1:abc'}", "frontdoor: {listen: '127.0.0.1:99999', domain: x.test}",
+		"metrics: {listen: ':x'}", "mqtt: {tls_listen: '127.0.0.1:https'}", "upstream: {hub: 'centre:0', hub_key: 'SHA256:x', name: gw1}"} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "hub.yaml"), []byte(yaml+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		if code := Execute(context.Background(), []string{"hub", "--check-config", "--data", dir}, nil, &out, &errOut); code != exitConfig || !strings.Contains(errOut.String(), "port") {
+			t.Errorf("%s: exit %d, %q; want %d naming the port", yaml, code, errOut.String(), exitConfig)
+		}
+	}
+}

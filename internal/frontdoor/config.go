@@ -2,13 +2,13 @@ package frontdoor
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	"golang.org/x/net/publicsuffix"
 
 	"github.com/iotsafe/iotsafe/internal/bytesize"
+	"github.com/iotsafe/iotsafe/internal/hostport"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/tlspolicy"
 )
@@ -117,8 +117,8 @@ func (c Config) Validate() error {
 	if !c.Enabled() {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("frontdoor.listen: %q: %v", c.Listen, err)
+	if err := hostport.Listen(c.Listen); err != nil {
+		return fmt.Errorf("frontdoor.listen: %v", err)
 	}
 	if err := validDomain(c.Domain); err != nil {
 		return fmt.Errorf("frontdoor.domain: %v", err)

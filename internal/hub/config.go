@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
+	"github.com/iotsafe/iotsafe/internal/hostport"
 	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
@@ -122,8 +122,8 @@ func (c RegistryConfig) validate() error {
 		if c.DSN == "" {
 			return errors.New("registry.peer_address: peers share a PostgreSQL registry: set registry.dsn too")
 		}
-		if _, _, err := net.SplitHostPort(c.PeerAddress); err != nil {
-			return fmt.Errorf("registry.peer_address: %q is not host:port", c.PeerAddress)
+		if err := hostport.Dial(c.PeerAddress); err != nil {
+			return fmt.Errorf("registry.peer_address: %v", err)
 		}
 	}
 	if c.DSN == "" {
@@ -287,6 +287,11 @@ func (c *Config) Validate() ([]string, error) {
 	}
 	if err := c.Frontdoor.Validate(); err != nil {
 		return nil, err
+	}
+	if c.Metrics.Listen != "" {
+		if err := hostport.Listen(c.Metrics.Listen); err != nil {
+			return nil, fmt.Errorf("metrics.listen: %v", err)
+		}
 	}
 	if c.Frontdoor.Enabled() {
 		weak, _ := c.Frontdoor.TLS.Check("frontdoor.tls") // checked by Validate

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/agent"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
+	"github.com/iotsafe/iotsafe/internal/hostport"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/uplink"
 )
@@ -56,8 +56,8 @@ func (u UpstreamConfig) validate() error {
 		}
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(u.Hub); err != nil {
-		return fmt.Errorf("upstream.hub %q: want host:port of the centre's SSH server", u.Hub)
+	if err := hostport.Dial(u.Hub); err != nil {
+		return fmt.Errorf("upstream.hub: %v: want host:port of the centre's SSH server", err)
 	}
 	if !strings.HasPrefix(u.HubKey, "SHA256:") {
 		return fmt.Errorf("upstream.hub_key: pin the centre's host key as SHA256:... (the centre prints it at start; ssh-keyscan -p PORT HOST | ssh-keygen -lf -)")

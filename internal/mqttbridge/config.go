@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/bytesize"
+	"github.com/iotsafe/iotsafe/internal/hostport"
 	"github.com/iotsafe/iotsafe/internal/mqtttopic"
 	"github.com/iotsafe/iotsafe/internal/tlspolicy"
 )
@@ -130,8 +131,8 @@ func (c Config) version() byte {
 // operator made explicitly, for the hub to warn about, each as "SECTION: what".
 func (c Config) Validate() (insecure []string, err error) {
 	const p = "mqtt.bridge"
-	if _, _, err := net.SplitHostPort(c.Address); err != nil {
-		return nil, fmt.Errorf("%s.address: %q: %v", p, c.Address, err)
+	if err := hostport.Dial(c.Address); err != nil {
+		return nil, fmt.Errorf("%s.address: %v", p, err)
 	}
 	switch c.Protocol {
 	case "5", "3.1.1":

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/bytesize"
+	"github.com/iotsafe/iotsafe/internal/hostport"
 	"github.com/iotsafe/iotsafe/internal/mqttbridge"
 	"github.com/iotsafe/iotsafe/internal/mqtttopic"
 	"github.com/iotsafe/iotsafe/internal/tlspolicy"
@@ -109,18 +110,18 @@ func (c Config) Validate(frontdoor bool) ([]string, error) {
 		return nil, nil
 	}
 	if c.Listen != "" {
-		host, _, err := net.SplitHostPort(c.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("mqtt.listen: %q: %v", c.Listen, err)
+		if err := hostport.Listen(c.Listen); err != nil {
+			return nil, fmt.Errorf("mqtt.listen: %v", err)
 		}
+		host, _, _ := net.SplitHostPort(c.Listen)
 		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 			return nil, fmt.Errorf("mqtt.listen: %q must be a loopback address: devices reach it over their SSH session, and only a device's SSH session is trusted there (use mqtt.tls_listen for other networks)", c.Listen)
 		}
 	}
 	var weak []string
 	if c.TLSListen != "" {
-		if _, _, err := net.SplitHostPort(c.TLSListen); err != nil {
-			return nil, fmt.Errorf("mqtt.tls_listen: %q: %v", c.TLSListen, err)
+		if err := hostport.Listen(c.TLSListen); err != nil {
+			return nil, fmt.Errorf("mqtt.tls_listen: %v", err)
 		}
 		if (c.Cert == "") != (c.Key == "") {
 			return nil, fmt.Errorf("mqtt: give both cert and key, or neither (the front door's certificate)")

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/deviceconn"
+	"github.com/iotsafe/iotsafe/internal/hostport"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -144,8 +145,8 @@ func (c *Config) ApplyDefaults() {
 // Validate checks the configuration after defaults; it returns the insecure algorithms
 // the operator enabled so the caller can warn.
 func (c *Config) Validate() ([]string, error) {
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return nil, fmt.Errorf("sshd: ssh.listen %q: %v", c.Listen, err)
+	if err := hostport.Listen(c.Listen); err != nil {
+		return nil, fmt.Errorf("sshd: ssh.listen: %v", err)
 	}
 	for name, d := range map[string]time.Duration{"keepalive_interval": c.KeepaliveInterval, "keepalive_timeout": c.KeepaliveTimeout,
 		"takeover_probe": c.TakeoverProbe, "handshake_timeout": c.HandshakeTimeout, "dial_timeout": c.DialTimeout} {
