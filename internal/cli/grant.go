@@ -15,10 +15,10 @@ import (
 
 type principalFlags struct{ user, group, account string }
 
-func (p *principalFlags) add(c *cobra.Command) {
-	c.Flags().StringVar(&p.user, "user", "", "local user NAME (or uid) to permit")
-	c.Flags().StringVar(&p.group, "group", "", "local group NAME (or gid) to permit")
-	c.Flags().StringVar(&p.account, "account", "", "front-door account NAME to permit (people over HTTPS)")
+func (p *principalFlags) add(c *cobra.Command, verb string) {
+	c.Flags().StringVar(&p.user, "user", "", "local user NAME (or uid) to "+verb)
+	c.Flags().StringVar(&p.group, "group", "", "local group NAME (or gid) to "+verb)
+	c.Flags().StringVar(&p.account, "account", "", "front-door account NAME to "+verb+" (people over HTTPS)")
 }
 
 // grant builds a grant from flags and DEVICE|@GROUP ALIAS|'*', resolving user and group
@@ -74,7 +74,8 @@ func (p *principalFlags) grant(args []string) (registry.Grant, error) {
 }
 
 func grantCmd(g *globals) *cobra.Command {
-	return grantChangeCmd(g, &cobra.Command{
+	var allowUnknown bool
+	c := grantChangeCmd(g, "permit", &cobra.Command{
 		Use:   "grant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*' | +telemetry | +command | +manage)",
 		Short: "Let a local user or group, or a front-door account, reach a device service",
 		Long: `Let a local user or group, or a front-door account, reach a device service.
@@ -91,19 +92,27 @@ func grantCmd(g *globals) *cobra.Command {
   iotsafe grant --group operators @sensors '*'    # wide: every service of a device group
   iotsafe grant --account alice dev42 http        # a person, over HTTPS through the front door
   iotsafe grant --account dashboard @sensors +telemetry   # a platform app reads their data
-  iotsafe grant --account control @valves +command        # a platform app commands them`,
-	}, "granted", func(gr registry.Grant) control.Change { return control.AddGrant{Grant: gr} })
+  iotsafe grant --account control @valves +command        # a platform app commands them
+  iotsafe grant --user platform dev99 http --allow-unknown   # before dev99 is enrolled`,
+	}, "granted", func(gr registry.Grant) control.Change { return control.AddGrant{Grant: gr, AllowUnknown: allowUnknown} })
+	c.Long += `
+
+The device must be enrolled and have the service (a group must have a member), so a
+typo is refused rather than kept as a grant that never matches; --allow-unknown grants
+to a device or group not enrolled yet, or a service its profile will gain.`
+	c.Flags().BoolVar(&allowUnknown, "allow-unknown", false, "grant to a device or group not enrolled yet, or a service the device does not have yet")
+	return c
 }
 
 func ungrantCmd(g *globals) *cobra.Command {
-	return grantChangeCmd(g, &cobra.Command{
+	return grantChangeCmd(g, "no longer permit", &cobra.Command{
 		Use:   "ungrant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*' | +telemetry | +command | +manage)",
 		Short: "Remove a permission; new connections are refused at once",
 	}, "removed", func(gr registry.Grant) control.Change { return control.RemoveGrant{Grant: gr} })
 }
 
 // grantChangeCmd completes c: parse the principal and target, take the change.
-func grantChangeCmd(g *globals, c *cobra.Command, done string, change func(registry.Grant) control.Change) *cobra.Command {
+func grantChangeCmd(g *globals, verb string, c *cobra.Command, done string, change func(registry.Grant) control.Change) *cobra.Command {
 	var p principalFlags
 	c.Args = cobra.ExactArgs(2)
 	c.RunE = func(cmd *cobra.Command, args []string) error {
@@ -124,7 +133,7 @@ func grantChangeCmd(g *globals, c *cobra.Command, done string, change func(regis
 		}
 		return nil
 	}
-	p.add(c)
+	p.add(c, verb)
 	return c
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -227,15 +229,63 @@ func (ch SetSOAPKey) apply(ctx context.Context, c *Control) (Outcome, error) {
 // AddGrant lets a principal reach a device's service (or a right on it). An account is
 // named; its id is resolved here, so a re-created name does not inherit the grant. User
 // and group ids are resolved by the caller, on the machine whose kernel reports them.
+//
+// The target must exist: an enrolled device with that service (an alias it has a
+// protected socket for), or a device group with a member. AllowUnknown lifts that for
+// a device or group not enrolled yet, or a service its profile will gain.
 type AddGrant struct {
-	Grant registry.Grant `json:"grant"`
+	Grant        registry.Grant `json:"grant"`
+	AllowUnknown bool           `json:"allow_unknown,omitempty"`
 }
 
 func (AddGrant) Op() string         { return "grant.add" }
 func (ch AddGrant) Subject() string { return ch.Grant.Target }
 func (ch AddGrant) check() error    { return checkGrant(ch.Op(), ch.Grant) }
 func (ch AddGrant) apply(ctx context.Context, c *Control) (Outcome, error) {
-	return c.changeGrant(ctx, ch.Grant, c.store.AddGrant)
+	return c.changeGrant(ctx, ch.Grant, func(ctx context.Context, g registry.Grant) error {
+		if !ch.AllowUnknown {
+			if err := c.grantTargetExists(ctx, g); err != nil {
+				return err
+			}
+		}
+		return c.store.AddGrant(ctx, g)
+	})
+}
+
+// grantTargetExists refuses a grant to a device or group nobody enrolled, or to a
+// service the device does not have: a typo would otherwise be a grant that never
+// matches (or, worse, matches a device enrolled later under that name).
+func (c *Control) grantTargetExists(ctx context.Context, g registry.Grant) error {
+	if group, ok := strings.CutPrefix(g.Target, "@"); ok {
+		groups, err := c.store.DeviceGroups(ctx)
+		if err != nil {
+			return err
+		}
+		for _, gs := range groups {
+			if slices.Contains(gs, group) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: no device is in group %q ('iotsafe device set-groups DEVICE %s' puts one there; --allow-unknown grants to it before any is)", ErrInvalid, group, group)
+	}
+	d, err := c.store.Device(ctx, g.Target)
+	if errors.Is(err, registry.ErrNotFound) {
+		return fmt.Errorf("%w: no device %q is enrolled (--allow-unknown grants to a device not enrolled yet)", ErrInvalid, g.Target)
+	}
+	if err != nil {
+		return err
+	}
+	if g.Alias == "*" || registry.IsRight(g.Alias) {
+		return nil
+	}
+	var have []string
+	for _, s := range d.Sockets {
+		if s.Alias == g.Alias {
+			return nil
+		}
+		have = append(have, s.Alias)
+	}
+	return fmt.Errorf("%w: device %s has no service %q (it has: %s; '*' is all of them; --allow-unknown for one its profile will gain)", ErrInvalid, g.Target, g.Alias, strings.Join(have, ", "))
 }
 
 // RemoveGrant removes a permission; new connections are refused at once.

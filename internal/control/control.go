@@ -29,6 +29,7 @@ type Store interface {
 	SetSOAPKey(ctx context.Context, k registry.SOAPKey) error
 	StoreProfile(ctx context.Context, p *profile.Profile, applyNow bool) error
 
+	DeviceGroups(ctx context.Context) (map[string][]string, error)
 	AddGrant(ctx context.Context, g registry.Grant) error
 	RemoveGrant(ctx context.Context, g registry.Grant) error
 

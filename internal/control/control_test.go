@@ -296,3 +296,38 @@ func TestAccountChanges(t *testing.T) {
 		t.Fatalf("%d reloads, want one per change (6)", rec.reload)
 	}
 }
+
+// A grant names an enrolled device and one of its services, or a group with a member,
+// unless AllowUnknown says it is meant for one to come (issue 52.4).
+func TestGrantToWhatDoesNotExist(t *testing.T) {
+	reg := openRegistry(t)
+	c := control.New(reg, newRecorder())
+	ctx := context.Background()
+	_, key := newKey(t)
+	if _, err := c.Apply(ctx, control.AddDevice{Name: "dev1", Profile: "default", Key: key, Groups: []string{"sensors"}}); err != nil {
+		t.Fatal(err)
+	}
+	user := func(target, alias string) registry.Grant {
+		return registry.Grant{Kind: registry.PrincipalUser, Name: "app", XID: 1000, Target: target, Alias: alias}
+	}
+	for _, g := range []registry.Grant{user("nosuch", "http"), user("dev1", "htp"), user("@nobody", "*")} {
+		if _, err := c.Apply(ctx, control.AddGrant{Grant: g}); !errors.Is(err, control.ErrInvalid) {
+			t.Errorf("grant %s: %v, want it refused", g, err)
+		}
+	}
+	for _, g := range []registry.Grant{user("dev1", "http"), user("dev1", "*"), user("@sensors", "http")} {
+		if _, err := c.Apply(ctx, control.AddGrant{Grant: g}); err != nil {
+			t.Errorf("grant %s: %v", g, err)
+		}
+	}
+	if _, err := c.Apply(ctx, control.AddGrant{Grant: user("dev9", "http"), AllowUnknown: true}); err != nil {
+		t.Errorf("a grant to a device to come, with AllowUnknown: %v", err)
+	}
+	gs, err := reg.Grants(ctx)
+	if err != nil || len(gs) != 4 {
+		t.Fatalf("grants %v %v, want the four accepted", gs, err)
+	}
+	if _, err := c.Apply(ctx, control.AddGrant{Grant: registry.Grant{Kind: registry.PrincipalAccount, Name: "nobody", Target: "dev1", Alias: registry.RightTelemetry}}); err == nil {
+		t.Error("a grant to an unknown account was taken")
+	}
+}
