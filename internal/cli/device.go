@@ -27,7 +27,7 @@ import (
 
 func deviceCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "device", Short: "Enroll, list, show, revoke and remove devices"}
-	c.AddCommand(deviceAddCmd(g), deviceCertCmd(g), deviceListCmd(g), deviceShowCmd(g), deviceRevokeCmd(g), deviceRemoveCmd(g), deviceSetGroupsCmd(g),
+	c.AddCommand(deviceAddCmd(g), deviceCertCmd(g), deviceListCmd(g), deviceShowCmd(g), deviceRevokeCmd(g), deviceReinstateCmd(g), deviceRemoveCmd(g), deviceSetGroupsCmd(g),
 		deviceSecretCmd(g), deviceTokenCmd(g), deviceSOAPKeyCmd(g), deviceImportCmd(g),
 		deviceKeyCmd(g), deviceAgentConfigCmd(g))
 	return c
@@ -454,6 +454,33 @@ func deviceRevokeCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&reason, "reason", "revoked by operator", "why (kept in the registry and the audit log)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+func deviceReinstateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "reinstate NAME",
+		Short: "Undo a revoke: the device's keys revoked with it work again (audited)",
+		Long: `Undo a revoke made by mistake, or by the device's profile after violations: the keys
+revoked with the device log in again (a key revoked on its own before stays revoked), its
+violation count starts again at 0, and its address, sockets, grants and notifications are
+as they were. The audit log records it ('iotsafe events --device NAME').
+
+A device that was stolen or whose key leaked is not reinstated: remove it and enroll it
+again with a new key.`,
+		Example: "  iotsafe device reinstate dev42",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := g.change(cmd, control.ReinstateDevice{Device: args[0]})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "reinstated %s: its keys revoked with it log in again\n", args[0])
+			if !a.HubRunning {
+				fmt.Fprintln(cmd.OutOrStdout(), noHubNote)
+			}
+			return nil
+		},
+	}
 }
 
 func deviceRemoveCmd(g *globals) *cobra.Command {

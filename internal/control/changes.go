@@ -91,6 +91,22 @@ func (ch RevokeDevice) apply(ctx context.Context, c *Control) (Outcome, error) {
 	return Outcome{Closed: n}, err
 }
 
+// ReinstateDevice undoes a revocation: the device's keys revoked with it work again and
+// its violation count starts at 0 (audited). A stolen device is removed, not reinstated.
+type ReinstateDevice struct {
+	Device string `json:"device"`
+}
+
+func (ReinstateDevice) Op() string         { return "device.reinstate" }
+func (ch ReinstateDevice) Subject() string { return ch.Device }
+func (ch ReinstateDevice) check() error    { return need(ch.Op(), "a device", ch.Device) }
+func (ch ReinstateDevice) apply(ctx context.Context, c *Control) (Outcome, error) {
+	if err := c.store.ReinstateDevice(ctx, ch.Device); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{}, c.reload()
+}
+
 // RemoveDevice deletes the device, its keys and sockets, closes what it holds and drops
 // its notifications.
 type RemoveDevice struct {

@@ -20,6 +20,7 @@ type Store interface {
 
 	AddDevice(ctx context.Context, name, profile string, key ssh.PublicKey, groups ...string) (*registry.Device, error)
 	RevokeDevice(ctx context.Context, name, reason string) error
+	ReinstateDevice(ctx context.Context, name string) error
 	RemoveDevice(ctx context.Context, name string) error
 	AddKey(ctx context.Context, device string, key ssh.PublicKey) error
 	RevokeKey(ctx context.Context, device, fingerprint string) error

@@ -23,6 +23,7 @@ func init() {
 	}{
 		{AddDevice{}.Op(), decodeAs[AddDevice]},
 		{RevokeDevice{}.Op(), decodeAs[RevokeDevice]},
+		{ReinstateDevice{}.Op(), decodeAs[ReinstateDevice]},
 		{RemoveDevice{}.Op(), decodeAs[RemoveDevice]},
 		{AddKey{}.Op(), decodeAs[AddKey]},
 		{RevokeKey{}.Op(), decodeAs[RevokeKey]},

@@ -84,6 +84,19 @@ func (g *Guard) RevokeDevice(ctx context.Context, name, reason string) error {
 	return nil
 }
 
+// ReinstateDevice undoes a revocation, the registry's and one held in memory.
+func (g *Guard) ReinstateDevice(ctx context.Context, name string) error {
+	g.mu.Lock()
+	_, held := g.revoked[name]
+	delete(g.revoked, name)
+	g.mu.Unlock()
+	err := g.Registry.ReinstateDevice(ctx, name)
+	if held && errors.Is(err, registry.ErrNotRevoked) {
+		return nil // revoked in memory only: undone there
+	}
+	return err
+}
+
 // HeldRevocation reports whether name is revoked in memory only, and why.
 func (g *Guard) HeldRevocation(name string) (string, bool) {
 	g.mu.Lock()

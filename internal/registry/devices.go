@@ -421,6 +421,36 @@ func (r *Registry) RevokeDevice(ctx context.Context, name, reason string) error 
 	})
 }
 
+// ReinstateDevice undoes RevokeDevice: the device logs in again with the keys revoked
+// with it (a key revoked on its own before stays revoked), and its violation count
+// starts again at 0, so the next violation does not revoke it at once. ErrNotRevoked if
+// it is not revoked.
+func (r *Registry) ReinstateDevice(ctx context.Context, name string) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
+		var revoked sql.NullString
+		var violations int
+		err := tx.QueryRowContext(ctx, `SELECT revoked_at, violations FROM devices WHERE name=?`, name).Scan(&revoked, &violations)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("%w: device %q", ErrNotFound, name)
+		case err != nil:
+			return fmt.Errorf("registry: reinstate %s: %w", name, err)
+		case !revoked.Valid:
+			return fmt.Errorf("%w: device %q: nothing to undo", ErrNotRevoked, name)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE keys SET revoked_at=NULL WHERE device=? AND revoked_at=?`, name, revoked.String)
+		if err != nil {
+			return fmt.Errorf("registry: reinstate keys of %s: %w", name, err)
+		}
+		keys, _ := res.RowsAffected()
+		if _, err := tx.ExecContext(ctx, `UPDATE devices SET revoked_at=NULL, revoke_why='', violations=0 WHERE name=?`, name); err != nil {
+			return fmt.Errorf("registry: reinstate %s: %w", name, err)
+		}
+		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventReinstated,
+			Detail: fmt.Sprintf("revoked since %s; %d key(s) revoked with it work again; %d violation(s) cleared", revoked.String, keys, violations)})
+	})
+}
+
 // AddViolations adds n violations counted while the registry could not write to the
 // device's count, and returns the new count.
 func (r *Registry) AddViolations(ctx context.Context, device string, n int) (int, error) {

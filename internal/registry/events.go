@@ -16,6 +16,7 @@ const (
 	EventDeviceAdded   = "device_added"
 	EventDeviceRemoved = "device_removed"
 	EventRevoked       = "revoked"
+	EventReinstated    = "reinstated" // a revocation undone (iotsafe device reinstate)
 	EventKeyAdded      = "key_added"
 	EventKeyRevoked    = "key_revoked"
 	EventAuthRefused   = "auth_refused"
@@ -173,7 +174,7 @@ func scanEvents(rows *sql.Rows) ([]Event, error) {
 
 // changeKinds are the events that change what a running hub must enforce: its sessions
 // (revocations, removals) or its access policy (grants, device groups, accounts).
-var changeKinds = []string{EventRevoked, EventDeviceRemoved, EventKeyRevoked, "granted", "ungranted", "groups_set",
+var changeKinds = []string{EventRevoked, EventReinstated, EventDeviceRemoved, EventKeyRevoked, "granted", "ungranted", "groups_set",
 	EventProfileApplied,
 	// A new device is new addresses for the access policy of every hub (and new sockets
 	// for hubs that relay to their peers).

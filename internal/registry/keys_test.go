@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -72,5 +73,54 @@ func TestKeyRotation(t *testing.T) {
 	}
 	if err := r.AddKey(ctx, "dev2", newKey(t)); err == nil {
 		t.Fatal("a revoked device took a new key")
+	}
+}
+
+// Reinstating a revoked device lets the keys revoked with it log in again, not a key
+// revoked on its own before; its violations start again at 0; a device that is not
+// revoked has nothing to undo.
+func TestReinstateDevice(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, t.TempDir())
+	old, cur := newKey(t), newKey(t)
+	if _, err := r.AddDevice(ctx, "dev1", "default", old); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddKey(ctx, "dev1", cur); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RevokeKey(ctx, "dev1", ssh.FingerprintSHA256(old)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.AddViolations(ctx, "dev1", 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ReinstateDevice(ctx, "dev1"); !errors.Is(err, ErrNotRevoked) {
+		t.Fatalf("reinstating a device that is not revoked: %v", err)
+	}
+	if err := r.RevokeDevice(ctx, "dev1", "by mistake"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ReinstateDevice(ctx, "dev1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []struct {
+		key    ssh.PublicKey
+		usable bool
+	}{{cur, true}, {old, false}} {
+		if _, revoked, err := r.DeviceByKey(ctx, k.key); err != nil || revoked == k.usable {
+			t.Errorf("key %s after the reinstatement: revoked=%v %v, want usable=%v", ssh.FingerprintSHA256(k.key), revoked, err, k.usable)
+		}
+	}
+	d, err := r.Device(ctx, "dev1")
+	if err != nil || d.Revoked() || d.RevokeWhy != "" || d.Violations != 0 {
+		t.Fatalf("the device after the reinstatement: %+v %v", d, err)
+	}
+	evs, err := r.Events(ctx, EventFilter{Device: "dev1", Kind: EventReinstated})
+	if err != nil || len(evs) != 1 || !strings.Contains(evs[0].Detail, "1 key(s)") || !strings.Contains(evs[0].Detail, "5 violation(s)") {
+		t.Fatalf("the audit log: %+v %v", evs, err)
+	}
+	if err := r.ReinstateDevice(ctx, "nosuch"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("reinstating an unknown device: %v", err)
 	}
 }

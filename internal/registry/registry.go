@@ -19,6 +19,8 @@ import (
 var (
 	ErrNotFound = errors.New("registry: not found")
 	ErrExists   = errors.New("registry: already exists")
+	// ErrNotRevoked: a reinstatement of a device that is not revoked.
+	ErrNotRevoked = errors.New("registry: not revoked")
 	// ErrUnsafeMode means the database file is readable by others than its owner.
 	ErrUnsafeMode = errors.New("registry: unsafe file mode")
 )

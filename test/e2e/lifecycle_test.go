@@ -43,6 +43,42 @@ func TestRevokeClosesSessionAndRefusesKey(t *testing.T) {
 	}
 }
 
+// A revoke made by mistake is undone with 'device reinstate' (issue 52.6): the stock
+// client logs in again with the same key and serves on the same socket; the audit log
+// says so; a second reinstate has nothing to undo and fails.
+func TestReinstateUndoesARevoke(t *testing.T) {
+	h := startHub(t, "", "")
+	key := h.addDevice("dev1")
+	app := deviceApp(t, "back")
+	startProc(t, "ssh", append(sshArgs(h, key), "-R", "http:80:"+hostPortOf(app), "dev1@127.0.0.1")...)
+	h.log.wait(t, "reverse forward open", "device", "dev1")
+	sock := h.socket("dev1", "http")
+	h.mustCLI("grant", "--user", "1001", "dev1", "http")
+	h.mustCLI("device", "revoke", "dev1", "--reason", "by mistake")
+	h.log.wait(t, "session closed", "device", "dev1", "why", "key revoked")
+	if out := h.mustCLI("device", "reinstate", "dev1"); !strings.Contains(out, "reinstated dev1") {
+		t.Fatalf("reinstate said: %s", out)
+	}
+	startProc(t, "ssh", append(sshArgs(h, key), "-R", "http:80:"+hostPortOf(app), "dev1@127.0.0.1")...)
+	h.log.waitN(t, 2, "reverse forward open", "device", "dev1")
+	if again := h.socket("dev1", "http"); again != sock {
+		t.Fatalf("the socket moved from %s to %s", sock, again)
+	}
+	mustGet(t, sock, "back")
+	if d := h.device("dev1"); d.Revoked != nil {
+		t.Fatal("device show still reports the revocation")
+	}
+	if ev := h.events("dev1", "reinstated"); len(ev) != 1 || !strings.Contains(ev[0].Detail, "1 key(s)") {
+		t.Fatalf("audit: %+v", ev)
+	}
+	if gs := h.mustCLI("grants"); !strings.Contains(gs, "dev1") {
+		t.Fatalf("the grant went with the revoke: %s", gs)
+	}
+	if out, err := h.cli("device", "reinstate", "dev1"); err == nil || !strings.Contains(out, "nothing to undo") {
+		t.Fatalf("reinstating a device that is not revoked: %v %s", err, out)
+	}
+}
+
 // After a hub restart the same sockets come back and agents reconnect by themselves.
 func TestHubRestartKeepsSocketsAndAgentsReturn(t *testing.T) {
 	h := startHub(t, "", "")
