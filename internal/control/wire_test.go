@@ -20,6 +20,7 @@ func samples() []control.Change {
 	return []control.Change{
 		control.AddDevice{Name: "dev1", Profile: "camera", Key: "ssh-ed25519 AAAA dev1", Groups: []string{"a", "b"}},
 		control.RevokeDevice{Device: "dev1", Reason: "stolen"},
+		control.ReinstateDevice{Device: "dev1"},
 		control.RemoveDevice{Device: "dev1"},
 		control.PutProfile{Spec: "name: camera\nreverse: {http: 0}\n", Restart: true},
 		control.AddKey{Device: "dev1", Key: "ssh-ed25519 AAAA new"},
@@ -29,6 +30,7 @@ func samples() []control.Change {
 		control.SetDeviceCert{Device: "dev1", Serial: "12345", NotAfter: exp},
 		control.SetSOAPKey{Device: "dev1", KeyID: "k1", Secret: []byte{0, 1, 2, 255}},
 		control.AddGrant{Grant: g},
+		control.AddGrant{Grant: g, AllowUnknown: true},
 		control.RemoveGrant{Grant: g},
 		control.AddAccount{Name: "alice", PasswordHash: "ph"},
 		control.SetPassword{Account: "alice", PasswordHash: "ph2"},
