@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -68,6 +69,7 @@ func TestWireRoundTrip(t *testing.T) {
 		}
 	}
 	sort.Strings(ops)
+	ops = slices.Compact(ops) // a change may have several samples
 	if !reflect.DeepEqual(ops, control.Ops()) {
 		t.Fatalf("samples cover %v, the decoder knows %v", ops, control.Ops())
 	}
