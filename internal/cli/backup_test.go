@@ -60,6 +60,7 @@ func TestRestoreLeavesTheReplacedRegistryAsItWas(t *testing.T) {
 		return out.String()
 	}
 	data := t.TempDir()
+	run("init", "--data", data)
 	run("device", "add", "dev1", "--keygen", t.TempDir(), "--data", data)
 	dir := filepath.Join(t.TempDir(), "backup")
 	run("backup", dir, "--data", data)

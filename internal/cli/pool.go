@@ -48,6 +48,9 @@ Run with no flags to move allocations written before the pool was recorded.`,
 			if err != nil {
 				return err
 			}
+			if err := g.needRegistry(cfg); err != nil {
+				return err
+			}
 			lock, err := hub.LockData(g.data)
 			if err != nil {
 				return fmt.Errorf("%w (the hub binds the sockets this command moves)", err)

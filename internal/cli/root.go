@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -65,7 +66,7 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 	root.PersistentFlags().StringVar(&g.config, "config", "", "hub config file (default DATA/hub.yaml if present)")
 	root.AddCommand(hubCmd(g), scanCmd(g), deviceCmd(g), jwtCmd(g), profileCmd(g), eventsCmd(g), agentcmd.Command(), connectCmd(g), demoCmd(g),
 		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), statusCmd(g), mqttCmd(g), soapCmd(g), registryCmd(g),
-		backupCmd(g), restoreCmd(g), hostkeyCmd(g), labcmd.Command())
+		backupCmd(g), restoreCmd(g), hostkeyCmd(g), initCmd(g), labcmd.Command())
 	refuseUnknownSubcommands(root)
 	return root
 }
@@ -136,13 +137,33 @@ func (g *globals) openRegistry(ctx context.Context) (*registry.Registry, hub.Con
 	if err != nil {
 		return nil, cfg, err
 	}
-	if err := os.MkdirAll(g.data, 0o700); err != nil {
-		return nil, cfg, fmt.Errorf("data folder: %w", err)
+	if err := g.needRegistry(cfg); err != nil {
+		return nil, cfg, err
 	}
 	// The registry's recorded pool wins; a config naming another one is an error.
 	r, err := registry.Open(ctx, cfg.RegistryLocation(g.data), cfg.Pool)
 	return r, cfg, err
 }
+
+// needRegistry refuses an admin command on a data folder that holds no registry (a
+// mistyped or forgotten --data): opening one there would create an empty fleet, into
+// which a 'device add' would enrol and where a 'device revoke' of a stolen device would
+// find nothing. Only 'iotsafe hub' and 'iotsafe init' create a data folder. A registry in
+// PostgreSQL (registry.dsn) is the database's to have.
+func (g *globals) needRegistry(cfg hub.Config) error {
+	if cfg.Registry.DSN != "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(g.data, registry.FileName)); err == nil {
+		return nil
+	}
+	where, _ := filepath.Abs(g.data)
+	return fmt.Errorf("%w: %s holds no hub (no %s); name the hub's data folder with --data or IOTSAFE_DATA, or create one with 'iotsafe init --data %s' (a hub's first start also does)",
+		errNoData, where, registry.FileName, g.data)
+}
+
+// errNoData is an admin command run on a folder that is no hub's.
+var errNoData = errors.New("no hub data folder")
 
 // withRegistry runs fn with the hub's registry open.
 func (g *globals) withRegistry(cmd *cobra.Command, fn func(*registry.Registry) error) error {

@@ -138,3 +138,40 @@ func TestCheckConfigRefusesBadPorts(t *testing.T) {
 		}
 	}
 }
+
+// An admin command on a folder that holds no hub stops, names the folder and creates
+// nothing (issue 52.1: a mistyped --data became a new, empty fleet); 'init' creates one,
+// and only once.
+func TestAdminCommandsNeedAHubFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	run := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := Execute(context.Background(), append(args, "--data", dir), nil, &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+	for _, args := range [][]string{{"device", "list"}, {"device", "add", "dev1", "--keygen", t.TempDir()}, {"device", "revoke", "dev1"},
+		{"grants"}, {"events"}, {"account", "list"}, {"pool", "move"}} {
+		code, out := run(args...)
+		if code != 1 || !strings.Contains(out, dir+" holds no hub") || !strings.Contains(out, "iotsafe init") {
+			t.Errorf("iotsafe %v on an empty folder: exit %d, %q", args, code, out)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("iotsafe %v made %s", args, dir)
+		}
+	}
+	if code, out := run("init"); code != 0 || !strings.Contains(out, "initialised") {
+		t.Fatalf("init: exit %d, %q", code, out)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o711 {
+		t.Fatalf("the data folder init made: %v %v", fi, err)
+	}
+	if code, out := run("device", "add", "dev1", "--keygen", t.TempDir()); code != 0 {
+		t.Fatalf("device add after init: exit %d, %q", code, out)
+	}
+	if code, out := run("init"); code != 0 || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("init again: exit %d, %q", code, out)
+	}
+	if code, out := run("device", "list"); code != 0 || !strings.Contains(out, "dev1") {
+		t.Fatalf("the device init's registry holds: exit %d, %q", code, out)
+	}
+}

@@ -38,6 +38,14 @@ func (a Admin) Run(ctx context.Context, stdin io.Reader, args ...string) ([]byte
 	return out, nil
 }
 
+// Init creates the hub's data folder and its registry ('iotsafe init'), as an operator
+// does before enrolling a fleet ahead of the hub's first start: the other admin commands
+// refuse a folder that holds no hub. The hub.yaml in the folder names the pool.
+func (a Admin) Init(ctx context.Context) error {
+	_, err := a.Run(ctx, nil, "init")
+	return err
+}
+
 // EventCount counts the audit log's events of kind, up to atMost ('iotsafe events').
 func (a Admin) EventCount(ctx context.Context, kind string, atMost int) (int, error) {
 	out, err := a.Run(ctx, nil, "events", "--kind", kind, "--limit", strconv.Itoa(atMost), "--json")

@@ -225,6 +225,9 @@ func enrollLab(ctx context.Context, adm Admin, keys string, pool sockets.Config,
 	if err := writeLabHubConfig(adm.Data, pool, o); err != nil {
 		return "", err
 	}
+	if err := adm.Init(ctx); err != nil {
+		return "", err
+	}
 	maxChannels := o.MaxChannels
 	if maxChannels == 0 {
 		maxChannels = 4*o.Forwards + 64

@@ -17,6 +17,9 @@ func TestKeygenWritesNothingOutsideItsFolderAndReplacesNothing(t *testing.T) {
 		out, err := exec.Command(iotsafeBin, append(args, "--data", data)...).CombinedOutput()
 		return string(out), err
 	}
+	if out, err := run("init"); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
 	// A name that climbs out of the folder is refused before anything is created.
 	os.WriteFile(filepath.Join(base, "x.pub"), []byte("operator's file\n"), 0o644)
 	if out, err := run("device", "add", "../x", "--keygen", keys); err == nil || !strings.Contains(out, "device name") {

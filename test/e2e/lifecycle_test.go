@@ -211,6 +211,9 @@ func TestMalformedConfigAndProfileNameTheField(t *testing.T) {
 			t.Errorf("config %q: err=%v, output does not name %q:\n%s", tc.yaml, err, tc.want, out)
 		}
 	}
+	if out, err := exec.Command(iotsafeBin, "init", "--data", dir).CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
 	for _, tc := range []struct{ yaml, want string }{
 		{"name: p\nmax_sessions: -1\n", "max_sessions"},
 		{"name: p\nreverse: {HTTP: 80}\n", "reverse.HTTP"},

@@ -349,6 +349,9 @@ func startIoTsafeDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 	}
 	// Enrolled as an operator would, with the CLI.
 	adm := lab.Admin{Bin: b.Bin, Data: dir}
+	if err := adm.Init(ctx); err != nil {
+		return "", "", nil, nil, err
+	}
 	prof := &profile.Profile{Name: "lab-device", Reverse: map[string]int{}, Direct: map[string]string{"web": "127.0.0.1:8080"}, Compression: compress}
 	keys := filepath.Join(dir, "keys")
 	os.MkdirAll(keys, 0o700)
