@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/iotsafe/iotsafe/internal/cli/service"
 	"github.com/iotsafe/iotsafe/internal/cpuprofile"
@@ -106,11 +108,29 @@ func printHubStart(w io.Writer, h *hub.Hub) {
 	for _, k := range h.NextHostKeys() {
 		fmt.Fprintf(w, "next host key %s %s (announced to devices; 'iotsafe hostkey list')\n", k.Type(), ssh.FingerprintSHA256(k))
 	}
+	// What a stock OpenSSH client puts in its known_hosts (StrictHostKeyChecking=yes).
+	addr := knownHostsAddr(h.SSHAddr())
+	for _, k := range h.HostKeys() {
+		fmt.Fprintf(w, "known_hosts line: %s\n", knownhosts.Line([]string{addr}, k))
+	}
 	for _, l := range h.Listeners() {
 		if l.Says != "" {
 			fmt.Fprintf(w, l.Says+"\n", l.Addr)
 		}
 	}
+}
+
+// knownHostsAddr is the hub's SSH address as a device names it in known_hosts: a
+// wildcard listen address becomes HUB, for the name devices use.
+func knownHostsAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "HUB"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // serveHub waits for the end (the context, a failure, SIGTERM or SIGINT) and reloads

@@ -179,9 +179,13 @@ func (h *Hub) Listeners() []transport.Listener {
 		}
 	}
 	add(transport.Listener{Role: "ssh", Addr: h.sshAddr, Proto: "ssh"})
-	if h.front != nil {
+	if h.front != nil && h.frontAt != nil {
+		host := "DEVICE." + h.cfg.Frontdoor.Domain
+		if _, port, err := net.SplitHostPort(h.frontAt.String()); err == nil && port != "443" {
+			host += ":" + port
+		}
 		add(transport.Listener{Role: "frontdoor", Addr: h.frontAt, Proto: "https", ServerName: h.cfg.Frontdoor.Domain,
-			Says: "front door on %s for https://DEVICE." + h.cfg.Frontdoor.Domain + "/ (local CA: 'iotsafe frontdoor ca')"})
+			Says: "front door on %s for https://" + host + "/ (local CA: 'iotsafe frontdoor ca')"})
 	}
 	if h.plain != nil {
 		add(transport.Listener{Role: "rest", Addr: h.plain.Addr(), Proto: "http", Says: "REST API for devices on http://%s/api/rest (give devices a direct alias to it)"})

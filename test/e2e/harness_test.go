@@ -289,6 +289,9 @@ type hubProc struct {
 	port    string
 	hostFP  string
 	hostPK  string // authorized_keys form of the host key
+	// printedKnownHosts are the known_hosts lines the hub printed at its last start: the
+	// stock ssh of every test trusts the hub through them (knownHosts).
+	printedKnownHosts []string
 	// dumpArmed: the cleanup that shows the log of a failed test is registered.
 	dumpArmed bool
 }
@@ -348,10 +351,14 @@ func (h *hubProc) start() {
 	// printed host key must be the file's (people copy it from the output).
 	sc := bufio.NewScanner(stdout)
 	printedFP, up := "", false
+	h.printedKnownHosts = nil
 	for sc.Scan() {
 		line := sc.Text()
 		if f := strings.Fields(line); strings.HasPrefix(line, "host key ") && len(f) == 4 && printedFP == "" {
 			printedFP = f[3]
+		}
+		if l, ok := strings.CutPrefix(line, "known_hosts line: "); ok {
+			h.printedKnownHosts = append(h.printedKnownHosts, l)
 		}
 		if strings.HasPrefix(line, "hub listening for devices on ") {
 			up = true
@@ -503,9 +510,14 @@ func (h *hubProc) events(device, kind string) []eventJSON {
 }
 
 // knownHosts writes an OpenSSH known_hosts file pinning this hub.
+// knownHosts is a known_hosts file of the lines the hub printed at its start, as an
+// operator copies them for a stock OpenSSH client.
 func (h *hubProc) knownHosts() string {
+	if len(h.printedKnownHosts) == 0 {
+		h.t.Fatal("the hub printed no known_hosts line")
+	}
 	p := filepath.Join(h.data, "known_hosts")
-	os.WriteFile(p, []byte(fmt.Sprintf("[127.0.0.1]:%s %s\n", h.port, h.hostPK)), 0o600)
+	os.WriteFile(p, []byte(strings.Join(h.printedKnownHosts, "\n")+"\n"), 0o600)
 	return p
 }
 
