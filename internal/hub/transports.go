@@ -70,7 +70,7 @@ func (h *Hub) startTransports(context.Context) error {
 		}
 		t, err := e.open(h.cfg, h.transportDeps(e.name))
 		if err != nil {
-			return fmt.Errorf("hub: %s: %w", e.name, err)
+			return fmt.Errorf("hub: %w", err) // a transport's errors name it
 		}
 		h.transports.add(t)
 		if b, ok := t.(*mqttbroker.Broker); ok {

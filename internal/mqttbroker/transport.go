@@ -24,12 +24,12 @@ func Open(cfg Config, d transport.Deps) (transport.Transport, error) {
 	}
 	if err := b.Start(tc); err != nil {
 		b.Close()
-		return nil, fmt.Errorf("hub: %w", err)
+		return nil, err // Start's errors name mqtt
 	}
 	if d.Metrics != nil {
 		if err := d.Metrics.Register(b.Collectors()...); err != nil {
 			b.Close()
-			return nil, fmt.Errorf("hub: %w", err)
+			return nil, fmt.Errorf("mqtt: metrics: %w", err)
 		}
 	}
 	if b.session != nil && b.services != nil {
@@ -49,17 +49,17 @@ func listenerTLS(cfg Config, d transport.Deps) (*tls.Config, error) {
 	}
 	c, err := cfg.TLS.Config()
 	if err != nil {
-		return nil, fmt.Errorf("hub: mqtt: %w", err)
+		return nil, fmt.Errorf("mqtt: %w", err)
 	}
 	switch {
 	case cfg.Cert != "":
 		if c.GetCertificate, err = pki.FileCertificate(cfg.Cert, cfg.Key, d.Log); err != nil {
-			return nil, fmt.Errorf("hub: mqtt: %w", err)
+			return nil, fmt.Errorf("mqtt: %w", err)
 		}
 	case d.FrontdoorTLS != nil:
 		c.GetCertificate = d.FrontdoorTLS.GetCertificate
 	default:
-		return nil, errors.New("hub: mqtt.tls_listen needs mqtt.cert and mqtt.key, or the front door")
+		return nil, errors.New("mqtt.tls_listen needs mqtt.cert and mqtt.key, or the front door")
 	}
 	c.NextProtos = []string{"mqtt"}
 	if d.FrontdoorTLS != nil && d.FrontdoorTLS.ClientCAs != nil {
