@@ -109,6 +109,9 @@ type EventFilter struct {
 	Kind   string
 	Hub    string // events naming this hub
 	Limit  int    // 0 means 1000, newest last
+	// After, if set, selects events past this id, the oldest Limit of them (a follower
+	// reading on from the last it saw misses none).
+	After int64
 }
 
 // Events returns the newest matching events in chronological order.
@@ -126,8 +129,12 @@ func (r *Registry) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 	if f.Hub != "" {
 		where, args = where+" AND hub=?", append(args, f.Hub)
 	}
-	rows, err := r.db.QueryContext(ctx, `SELECT id, at, device, kind, detail, remote, hub FROM (
-		SELECT * FROM events WHERE 1=1`+where+` ORDER BY id DESC LIMIT ?) newest ORDER BY id`, append(args, f.Limit)...)
+	q := `SELECT id, at, device, kind, detail, remote, hub FROM (
+		SELECT * FROM events WHERE 1=1` + where + ` ORDER BY id DESC LIMIT ?) newest ORDER BY id`
+	if f.After > 0 {
+		q, args = `SELECT id, at, device, kind, detail, remote, hub FROM events WHERE id > ?`+where+` ORDER BY id LIMIT ?`, append([]any{f.After}, args...)
+	}
+	rows, err := r.db.QueryContext(ctx, q, append(args, f.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("registry: events: %w", err)
 	}
