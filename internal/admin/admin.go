@@ -21,6 +21,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/firewall"
 	"github.com/iotsafe/iotsafe/internal/mqttbridge"
 	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
 // SocketName is the admin socket inside the data folder.
@@ -59,6 +60,8 @@ type Reply struct {
 	Online  map[string]bool  `json:"online,omitempty"`
 	// Status: revocations the hub holds in memory (device -> reason) and, when the
 	// registry cannot write, what the hub is holding.
+	// NotFound: the change failed because its subject does not exist (registry.ErrNotFound).
+	NotFound bool              `json:"not_found,omitempty"`
 	Held     map[string]string `json:"held,omitempty"`
 	Degraded string            `json:"degraded,omitempty"`
 	// Hub is the status op's view of the hub itself (iotsafe status).
@@ -111,6 +114,8 @@ type HubInfo struct {
 	// MinFreeMiB is audit.min_free_mib, below which enrolments stop.
 	DataFreeMiB int64 `json:"data_free_mib"`
 	MinFreeMiB  int   `json:"min_free_mib"`
+	// ConfigFile is the absolute path of the hub.yaml the hub read ('' for defaults).
+	ConfigFile string `json:"config_file,omitempty"`
 	// ReadyFile is the absolute path of the hub's --ready-file, if it writes one.
 	ReadyFile string `json:"ready_file,omitempty"`
 	// MQTT is the broker's state; nil when it is off.
@@ -338,7 +343,7 @@ func (s *Server) change(req Request, cred *unix.Ucred) Reply {
 	out, err := s.h.Apply(ctx, ch)
 	if err != nil {
 		s.log.Warn("admin change failed", "change", ch.Op(), "subject", ch.Subject(), "uid", cred.Uid, "err", err)
-		return Reply{Error: err.Error(), Outcome: &out}
+		return Reply{Error: err.Error(), Outcome: &out, NotFound: errors.Is(err, registry.ErrNotFound)}
 	}
 	s.log.Info("admin change", "change", ch.Op(), "subject", ch.Subject(), "closed", out.Closed, "uid", cred.Uid)
 	held, degraded := s.h.RegistryState()

@@ -43,7 +43,7 @@ either: keep it with your configuration management.`,
   iotsafe restore --check /var/backups/iotsafe/2026-11-25`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := hub.LoadConfig(g.config, g.data)
+			cfg, err := g.loadConfig()
 			if err != nil {
 				return err
 			}
@@ -193,7 +193,7 @@ func idGap(d time.Duration) int64 {
 // or refusing a newer one) and carries the replaced registry's revocations into it.
 func (g *globals) afterRestore(ctx context.Context, r *backup.Restored) (restoreReport, error) {
 	rep := restoreReport{Restored: *r}
-	cfg, err := hub.LoadConfig(g.config, g.data)
+	cfg, err := g.loadConfig()
 	if err != nil {
 		return rep, err
 	}

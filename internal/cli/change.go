@@ -45,7 +45,7 @@ func (g *globals) change(cmd *cobra.Command, ch control.Change) (applied, error)
 		})
 		return a, err
 	case err != nil && rep.Error != "":
-		return applied{HubRunning: true}, errors.New(rep.Error) // the hub's words, as offline
+		return applied{HubRunning: true}, hubError{msg: rep.Error, notFound: rep.NotFound} // the hub's words, as offline
 	case err != nil:
 		return applied{}, err
 	}
@@ -129,3 +129,14 @@ func (b *batch) close() {
 		b.reg.Close()
 	}
 }
+
+// hubError is a change the running hub refused, in its words; a missing subject stays
+// registry.ErrNotFound, as it is when the command applies the change itself.
+type hubError struct {
+	msg      string
+	notFound bool
+}
+
+func (e hubError) Error() string { return e.msg }
+
+func (e hubError) Is(target error) bool { return e.notFound && target == registry.ErrNotFound }

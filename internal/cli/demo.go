@@ -21,9 +21,10 @@ func demoCmd(g *globals) *cobra.Command {
 	var quiet, soapOn bool
 	var front, mqttTLS string
 	c := &cobra.Command{
-		Use:   "demo",
-		Short: "Run a hub with simulated devices on the local data folder",
-		Args:  cobra.NoArgs,
+		Use:         "demo",
+		Annotations: map[string]string{createsData: ""},
+		Short:       "Run a hub with simulated devices on the local data folder",
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := hub.LoadConfig(g.config, g.data)
 			if err != nil {
@@ -53,6 +54,7 @@ func demoCmd(g *globals) *cobra.Command {
 				ctx, cancel = context.WithTimeout(ctx, duration)
 				defer cancel()
 			}
+			defer announceHub(g.data, log)()
 			bin := os.Args[0]
 			return demo.Run(ctx, demo.Options{DataDir: g.data, Config: cfg, Devices: devices, Binary: bin, Version: Version, Out: cmd.OutOrStdout(), Logger: log})
 		},

@@ -289,7 +289,7 @@ type hubState struct {
 // degraded hub is reported on standard error.
 func (g *globals) hubState(cmd *cobra.Command, reg *registry.Registry) hubState {
 	var hs hubState
-	if cfg, err := hub.LoadConfig(g.config, g.data); err == nil {
+	if cfg, err := g.loadConfig(); err == nil {
 		hs.self = cfg.HubName()
 	}
 	hs.live, _ = reg.LiveHubs(cmd.Context())

@@ -8,12 +8,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/iotsafe/iotsafe/internal/control"
-	"github.com/iotsafe/iotsafe/internal/pki"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/pki"
 
 	"github.com/spf13/cobra"
 

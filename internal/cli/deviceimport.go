@@ -235,7 +235,7 @@ func (g *globals) runImport(cmd *cobra.Command, path string, o importOptions) er
 			fmt.Fprintf(cmd.ErrOrStderr(), "skipped %d device(s) %s\n", len(skipped), alreadyEnrolled)
 		}
 		if o.secrets {
-			fmt.Fprintln(cmd.ErrOrStderr(), "the secrets above are not shown again: keep them now (a new 'iotsafe device secret NAME' replaces one)")
+			fmt.Fprintln(cmd.ErrOrStderr(), "the secrets above are not shown again: keep them now ('iotsafe device secret rotate NAME' makes a new one)")
 		}
 	}
 	if !b.hubRunning && len(list) > 0 {

@@ -3,9 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"github.com/iotsafe/iotsafe/internal/control"
 	"path/filepath"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/control"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/ssh"

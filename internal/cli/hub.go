@@ -19,16 +19,18 @@ import (
 	"github.com/iotsafe/iotsafe/internal/cli/service"
 	"github.com/iotsafe/iotsafe/internal/cpuprofile"
 	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/hubfind"
 	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/sdnotify"
 )
 
 func hubCmd(g *globals) *cobra.Command {
 	var cpuProfile, readyFile string
-	var checkConfig bool
+	var checkConfig, announce bool
 	c := &cobra.Command{
-		Use:   "hub",
-		Short: "Run the hub: SSH server for devices, protected sockets, admin socket",
+		Use:         "hub",
+		Annotations: map[string]string{createsData: ""},
+		Short:       "Run the hub: SSH server for devices, protected sockets, admin socket",
 		Long: `Run the hub. The first start creates the data folder (mode 0711), an ed25519 host
 key and the SQLite registry, and prints the host key fingerprint that agents pin.
 SIGTERM or Ctrl-C stops it cleanly; SIGHUP reloads the log level and keepalive timings.
@@ -44,18 +46,20 @@ retry it), 75 when another hub of the same name holds the registry, 1 otherwise.
 			if checkConfig {
 				return checkHubConfig(cmd, g)
 			}
-			return runHub(cmd, g, readyFile, cpuProfile)
+			return runHub(cmd, g, hubRun{readyFile: readyFile, cpuProfile: cpuProfile, announce: announce})
 		},
 	}
 	c.Flags().StringVar(&readyFile, "ready-file", "", "once every listener is up, write FILE (JSON: pid, addresses, host keys, the front door's CA); removed at a clean stop")
 	c.Flags().BoolVar(&checkConfig, "check-config", false, "check the configuration as a start or a reload would (hub.yaml's settings and their weak choices), print the result and exit: 78 if the hub would refuse it; touches nothing")
+	c.Flags().BoolVar(&announce, "announce", true, "announce the data folder to admin commands run elsewhere ('iotsafe help data'); the lab's hubs do not")
 	c.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile to FILE until the hub stops (for 'go tool pprof')")
 	return c
 }
 
 // runHub is 'iotsafe hub': start, say where it listens, serve until a signal or a
 // failure, reload on SIGHUP.
-func runHub(cmd *cobra.Command, g *globals, readyFile, cpuProfile string) error {
+func runHub(cmd *cobra.Command, g *globals, o hubRun) error {
+	readyFile, cpuProfile := o.readyFile, o.cpuProfile
 	// Before anything can announce the hub ready: a SIGHUP that arrives between the
 	// ready file and a later Notify would kill the hub (SIGHUP's default). Signals
 	// during start wait in the channel until serveHub.
@@ -93,11 +97,31 @@ func runHub(cmd *cobra.Command, g *globals, readyFile, cpuProfile string) error 
 		}
 		defer os.Remove(readyFile)
 	}
+	if o.announce {
+		defer announceHub(g.data, log)()
+	}
 	fmt.Fprintf(cmd.OutOrStdout(), "hub listening for devices on %s (data %s)\n", h.SSHAddr(), g.data)
 	log.Info("hub ready", "ssh", h.SSHAddr().String(), "data", g.data)
 	sm := superviseHub(cmd.Context(), h, notify, log)
 	defer sm.stop()
 	return serveHub(cmd.Context(), g, h, sig, sm, notify, log)
+}
+
+// hubRun are the flags of 'iotsafe hub' that shape one run.
+type hubRun struct {
+	readyFile, cpuProfile string
+	announce              bool
+}
+
+// announceHub tells admin commands run elsewhere where this hub's data folder is
+// (hubfind); the returned function withdraws it. Failing to is no reason to stop.
+func announceHub(data string, log *slog.Logger) (withdraw func()) {
+	withdraw, err := hubfind.Announce(data)
+	if err != nil {
+		log.Warn("admin commands will not find this hub by themselves: name its folder with --data or IOTSAFE_DATA", "err", err)
+		return func() {}
+	}
+	return withdraw
 }
 
 // printHubStart prints the host keys and where each listener is.

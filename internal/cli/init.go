@@ -15,8 +15,9 @@ import (
 // before the hub's first start. The other admin commands never create one.
 func initCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "init",
-		Short: "Create a hub's data folder and its empty registry (before enrolling devices offline)",
+		Use:         "init",
+		Annotations: map[string]string{createsData: ""},
+		Short:       "Create a hub's data folder and its empty registry (before enrolling devices offline)",
 		Long: `Create the data folder (mode 0711) and an empty registry in it, with the pool of
 addresses hub.yaml names (pool.cidr), so devices can be enrolled before the hub first
 starts ('iotsafe device import' with no hub running). A hub's first start does the same;

@@ -44,7 +44,7 @@ Run with no flags to move allocations written before the pool was recorded.`,
 		Example: "  iotsafe pool move --cidr 127.79.0.0/16 --data /var/lib/iotsafe",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := hub.LoadConfig(g.config, g.data)
+			cfg, err := g.loadConfig()
 			if err != nil {
 				return err
 			}

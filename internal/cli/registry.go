@@ -111,7 +111,7 @@ store) they are appended with new ids and their timestamps.`,
 				return errors.New("--to is required: a postgres:// DSN, or a new data folder")
 			}
 			if from == "" {
-				cfg, err := hub.LoadConfig(g.config, g.data)
+				cfg, err := g.loadConfig()
 				if err != nil {
 					return err
 				}

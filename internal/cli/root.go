@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/cli/labcmd"
 	"github.com/iotsafe/iotsafe/internal/cli/service"
 	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/hubfind"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/resolver"
 )
@@ -28,20 +30,36 @@ var Version = "dev"
 type globals struct {
 	data   string
 	config string
+	// found says how the data folder was found (hubfind.Locate); findErr is why none
+	// was, for the commands that need one.
+	found   hubfind.Found
+	findErr error
 }
 
 // Execute runs the command line and returns the process exit code.
 func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := rootCmd(&globals{})
+	g := &globals{}
+	root := rootCmd(g)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
+		err = g.whereNotFound(err)
 		service.PrintError(stderr, "iotsafe", err)
 		return exitStatus(err)
 	}
 	return 0
+}
+
+// whereNotFound names the hub a "not found" came from: with a hub found by itself, the
+// operator may not be looking at the fleet they think.
+func (g *globals) whereNotFound(err error) error {
+	if !errors.Is(err, registry.ErrNotFound) || g.found.Dir == "" {
+		return err
+	}
+	where, _ := filepath.Abs(g.found.Dir)
+	return fmt.Errorf("%w (in the hub at %s, found by %s)", err, where, g.found.How)
 }
 
 // rootCmd is the whole command tree over g.
@@ -58,15 +76,24 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 		SilenceErrors: true,
 		Version:       Version,
 	}
-	def := os.Getenv("IOTSAFE_DATA")
-	if def == "" {
-		def = hub.DefaultData
+	root.PersistentFlags().StringVar(&g.data, "data", "", "data folder of the hub (registry, keys, admin socket); default: found (see 'iotsafe help data')")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		g.locate(cmd)
+		if cmd.HasSubCommands() || annotated(cmd, worksWithoutHub) || cobraOwn(cmd) {
+			return nil // a group's help, a command that finds a hub only if asked to
+		}
+		return g.needData()
 	}
-	root.PersistentFlags().StringVar(&g.data, "data", def, "data folder of the hub (registry, keys, admin socket); env IOTSAFE_DATA")
 	root.PersistentFlags().StringVar(&g.config, "config", "", "hub config file (default DATA/hub.yaml if present)")
 	root.AddCommand(hubCmd(g), scanCmd(g), deviceCmd(g), jwtCmd(g), profileCmd(g), eventsCmd(g), agentcmd.Command(), connectCmd(g), demoCmd(g),
 		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), statusCmd(g), mqttCmd(g), soapCmd(g), registryCmd(g),
-		backupCmd(g), restoreCmd(g), hostkeyCmd(g), initCmd(g), labcmd.Command())
+		backupCmd(g), restoreCmd(g), hostkeyCmd(g), initCmd(g), labcmd.Command(), dataHelp())
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "agent", "scan", "soap":
+			c.Annotations = map[string]string{worksWithoutHub: ""}
+		}
+	}
 	refuseUnknownSubcommands(root)
 	return root
 }
@@ -133,7 +160,7 @@ func exitStatus(err error) int {
 
 // openRegistry opens the hub's registry for an admin command.
 func (g *globals) openRegistry(ctx context.Context) (*registry.Registry, hub.Config, error) {
-	cfg, err := hub.LoadConfig(g.config, g.data)
+	cfg, err := g.loadConfig()
 	if err != nil {
 		return nil, cfg, err
 	}
@@ -145,12 +172,65 @@ func (g *globals) openRegistry(ctx context.Context) (*registry.Registry, hub.Con
 	return r, cfg, err
 }
 
+// createsData marks the commands that may make a data folder where none is ('iotsafe
+// hub', 'init', 'demo'): they use --data, IOTSAFE_DATA or ./iotsafe-data as given.
+const createsData = "creates-data"
+
+// worksWithoutHub marks commands (and trees: agent) that do not administer a hub, or
+// only with a flag that then checks for one (scan --hub, soap send without --url).
+const worksWithoutHub = "works-without-hub"
+
+// annotated reports whether cmd or a command above it carries the annotation.
+func annotated(cmd *cobra.Command, key string) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		if _, ok := c.Annotations[key]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// cobraOwn reports whether cmd is one cobra adds at run time (help, completion and
+// the shell completion's hidden callbacks).
+func cobraOwn(cmd *cobra.Command) bool {
+	for c := cmd; c != nil && c.HasParent(); c = c.Parent() {
+		switch c.Name() {
+		case "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+			return true
+		}
+	}
+	return false
+}
+
+// locate sets the data folder of the command: where it creates one, or the hub it
+// administers (hubfind.Locate); a command that needs a hub and found none refuses with
+// g.findErr, naming what was tried.
+func (g *globals) locate(cmd *cobra.Command) {
+	set := cmd.Flags().Changed("data")
+	if annotated(cmd, createsData) {
+		if !set {
+			g.data = cmp.Or(os.Getenv(hubfind.EnvData), hubfind.Default)
+		}
+		return
+	}
+	g.found, g.findErr = hubfind.Locate(g.data, set)
+	g.data = cmp.Or(g.found.Dir, hubfind.Default)
+}
+
+// needData refuses a command that needs a hub's data folder when none was found.
+func (g *globals) needData() error {
+	return g.findErr // wraps errNoData
+}
+
 // needRegistry refuses an admin command on a data folder that holds no registry (a
 // mistyped or forgotten --data): opening one there would create an empty fleet, into
 // which a 'device add' would enrol and where a 'device revoke' of a stolen device would
 // find nothing. Only 'iotsafe hub' and 'iotsafe init' create a data folder. A registry in
 // PostgreSQL (registry.dsn) is the database's to have.
 func (g *globals) needRegistry(cfg hub.Config) error {
+	if err := g.needData(); err != nil {
+		return err
+	}
 	if cfg.Registry.DSN != "" {
 		return nil
 	}
@@ -158,12 +238,12 @@ func (g *globals) needRegistry(cfg hub.Config) error {
 		return nil
 	}
 	where, _ := filepath.Abs(g.data)
-	return fmt.Errorf("%w: %s holds no hub (no %s); name the hub's data folder with --data or IOTSAFE_DATA, or create one with 'iotsafe init --data %s' (a hub's first start also does)",
-		errNoData, where, registry.FileName, g.data)
+	return fmt.Errorf("%w: %s (%s) holds no hub (no %s); name the hub's data folder with --data or IOTSAFE_DATA, or create one with 'iotsafe init --data %s' (a hub's first start also does)",
+		errNoData, where, g.found.How, registry.FileName, g.data)
 }
 
-// errNoData is an admin command run on a folder that is no hub's.
-var errNoData = errors.New("no hub data folder")
+// errNoData is an admin command run where no hub is.
+var errNoData = hubfind.ErrNone
 
 // withRegistry runs fn with the hub's registry open.
 func (g *globals) withRegistry(cmd *cobra.Command, fn func(*registry.Registry) error) error {

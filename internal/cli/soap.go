@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/iotsafe/iotsafe/internal/control"
-	"github.com/iotsafe/iotsafe/internal/pki"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,40 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/pki"
+
 	"github.com/spf13/cobra"
 
-	"github.com/iotsafe/iotsafe/internal/admin"
-	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/wssec"
 )
-
-func deviceSOAPKeyCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "soap-key NAME",
-		Short: "Create (or replace) a device's pre-shared key for SOAP message security (printed once)",
-		Long: `Create (or replace) a device's pre-shared key for SOAP messages secured with WS Compact
-Security or WS Security Records (paper 001; docs/soap.md). It is printed once as
-KEYID:BASE64; give it to the device (iotsafe soap send --key-file). Messages name the key
-by its id. The key is kept in the registry (mode 0600), since the hub derives the cipher
-and MAC keys from it; a new one replaces the old at once, on every hub.`,
-		Example: `  iotsafe device soap-key dev42 > dev42.soapkey
-  iotsafe soap send --key-file dev42.soapkey --url https://DOMAIN/soap --name temperature --param value=21.5`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			k, err := wssec.NewKey()
-			if err != nil {
-				return err
-			}
-			if _, err := g.change(cmd, control.SetSOAPKey{Device: args[0], KeyID: k.ID, Secret: k.Secret}); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), k.String())
-			fmt.Fprintf(cmd.ErrOrStderr(), "SOAP key %s of %s: keep it now, it is not shown again (a new 'iotsafe device soap-key %s' replaces it)\n", k.ID, args[0], args[0])
-			return nil
-		},
-	}
-}
 
 func soapCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "soap", Short: "SOAP device messages with compact WS-Security (paper 001)"}
@@ -59,10 +30,10 @@ func soapCmd(g *globals) *cobra.Command {
 
 func soapSendCmd(g *globals) *cobra.Command {
 	var (
-		device, keyFile, target, format, alg, name, text, caFile string
-		params                                                   []string
-		count                                                    int
-		asJSON                                                   bool
+		device, keyFile, target, format, alg, name, text, caFile, resolve string
+		params                                                            []string
+		count                                                             int
+		asJSON                                                            bool
 	)
 	c := &cobra.Command{
 		Use:   "send",
@@ -73,10 +44,13 @@ the hub's acknowledgement is sealed with the same key and must relate to the mes
 
 The key comes from --key-file (KEYID:BASE64, as 'iotsafe device soap-key' prints it), the
 environment (IOTSAFE_SOAP_KEY), or, on the hub's own machine, from the registry for
---device. The endpoint is --url, or else the hub's plain listener (rest.listen) or its
-front door, read from the hub's config.`,
+--device. The endpoint is --url, or else the running hub's plain listener (rest.listen)
+or its front door, by its domain, as the hub reports them on its admin socket.
+--resolve connects a --url's name to an address of your choice (like curl's), for a
+name that does not resolve on this machine.`,
 		Example: `  iotsafe soap send --device dev42 --name temperature --param value=21.5 --param unit=C
-  iotsafe soap send --key-file dev42.soapkey --url https://hub.example/soap --format secrec --alg aes256-gcm --text hello`,
+  iotsafe soap send --key-file dev42.soapkey --url https://hub.example/soap --format secrec --alg aes256-gcm --text hello
+  iotsafe soap send --key-file dev42.soapkey --url https://devices.localhost:8443/soap --resolve devices.localhost:8443:127.0.0.1 --name t --param v=1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := wssec.ParseFormat(format)
@@ -98,7 +72,7 @@ front door, read from the hub's config.`,
 			if err != nil {
 				return err
 			}
-			u, hc, err := g.soapHTTP(target, caFile)
+			u, hc, err := g.soapHTTP(target, caFile, resolve)
 			if err != nil {
 				return err
 			}
@@ -123,6 +97,7 @@ front door, read from the hub's config.`,
 	fl.StringVar(&device, "device", "", "the device (its key is read from the registry when no --key-file is given)")
 	fl.StringVar(&keyFile, "key-file", "", "file with the device's key, KEYID:BASE64 (default: $IOTSAFE_SOAP_KEY, or the registry's for --device)")
 	fl.StringVar(&target, "url", "", "the endpoint (default: http://REST_LISTEN/soap or the front door's https://DOMAIN/soap)")
+	fl.StringVar(&resolve, "resolve", "", "HOST:PORT:ADDR: connect to ADDR where --url names HOST:PORT (as curl's --resolve)")
 	fl.StringVar(&caFile, "ca", "", "PEM file of the CA that signed the endpoint's certificate (default: the hub's CA when on its machine, else the system's)")
 	fl.StringVar(&format, "format", string(wssec.CSec), "csec (WS Compact Security) or secrec (WS Security Records)")
 	fl.StringVar(&alg, "alg", wssec.DefaultSuite, "algorithm suite: "+strings.Join(wssec.SuiteNames(), ", "))
@@ -154,11 +129,16 @@ func soapParams(name, text string, params []string) ([][2]string, error) {
 }
 
 // soapHTTP is the endpoint's URL and one kept-alive client for it (soapTarget).
-func (g *globals) soapHTTP(target, caFile string) (string, *http.Client, error) {
+func (g *globals) soapHTTP(target, caFile, resolve string) (string, *http.Client, error) {
 	var dial string
 	u, tlsConf, err := g.soapTarget(target, caFile, &dial)
 	if err != nil {
 		return "", nil, err
+	}
+	if resolve != "" {
+		if dial, err = resolveOverride(resolve, u); err != nil {
+			return "", nil, err
+		}
 	}
 	tr := &http.Transport{TLSClientConfig: tlsConf, MaxIdleConnsPerHost: 1}
 	if dial != "" {
@@ -223,28 +203,60 @@ func (g *globals) soapTarget(target, caFile string, dial *string) (string, *tls.
 		}
 		return target, conf, nil
 	}
-	cfg, err := hub.LoadConfig(g.config, g.data)
+	// The running hub says where it listens (a configured port 0 is only known there)
+	// and by which name its front door is reached: its configuration may be a file
+	// elsewhere, or in memory (the demo).
+	info := g.runningHub()
+	if info == nil {
+		return "", nil, fmt.Errorf("no --url, and no hub answering on %s to say where its plain listener or front door is", g.adminSocket())
+	}
+	for _, e := range info.Endpoints {
+		if e.Role == "rest" {
+			return "http://" + reachable(e.Addr) + soap.Path, conf, nil
+		}
+	}
+	for _, e := range info.Endpoints {
+		if e.Role == "frontdoor" && e.ServerName != "" {
+			// Name the front door's domain (the Host header and the certificate's
+			// name); dial the listener, whether or not the name resolves here.
+			*dial = reachable(e.Addr)
+			conf.ServerName = e.ServerName
+			return "https://" + net.JoinHostPort(e.ServerName, portOf(e.Addr)) + soap.Path, conf, nil
+		}
+	}
+	return "", nil, errors.New("no --url, and the running hub has neither a plain listener (rest.listen) nor a front door")
+}
+
+// resolveOverride is where to connect for a --resolve HOST:PORT:ADDR given with the
+// endpoint URL u: ADDR:PORT, when HOST:PORT is the URL's.
+func resolveOverride(resolve, u string) (string, error) {
+	hostPort, addr, ok := cutLast(resolve, ":")
+	host, port, ok2 := cutLast(hostPort, ":")
+	addr = strings.Trim(addr, "[]")
+	if !ok || !ok2 || host == "" || port == "" || net.ParseIP(addr) == nil {
+		return "", fmt.Errorf("--resolve %q: want HOST:PORT:ADDR, ADDR an IP address (devices.localhost:8443:127.0.0.1)", resolve)
+	}
+	pu, err := url.Parse(u)
 	if err != nil {
-		return "", nil, err
+		return "", err
 	}
-	// The running hub says where it listens (a configured port 0 is only known there).
-	var listeners map[string]string
-	if rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpStatus}); err == nil && rep.Hub != nil {
-		listeners = rep.Hub.Listeners
+	upPort := pu.Port()
+	if upPort == "" {
+		upPort = map[string]string{"http": "80", "https": "443"}[pu.Scheme]
 	}
-	if a, ok := listeners["rest"]; ok {
-		return "http://" + reachable(a) + soap.Path, conf, nil
+	if !strings.EqualFold(pu.Hostname(), host) || upPort != port {
+		return "", fmt.Errorf("--resolve %q names %s:%s, the endpoint is %s", resolve, host, port, net.JoinHostPort(pu.Hostname(), upPort))
 	}
-	if a, ok := listeners["frontdoor"]; ok {
-		// The front door serves its domain: name it (the Host header and the
-		// certificate's name), dial the listener.
-		*dial = reachable(a)
-		return "https://" + net.JoinHostPort(cfg.Frontdoor.Domain, portOf(a)) + soap.Path, conf, nil
+	return net.JoinHostPort(addr, port), nil
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
 	}
-	if cfg.REST.Listen != "" && !strings.HasSuffix(cfg.REST.Listen, ":0") {
-		return "http://" + cfg.REST.Listen + soap.Path, conf, nil
-	}
-	return "", nil, errors.New("no --url, and no running hub to say where its plain listener or front door is")
+	return s[:i], s[i+len(sep):], true
 }
 
 func portOf(hostport string) string {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
-	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
 
@@ -85,7 +84,7 @@ func (g *globals) status(cmd *cobra.Command) hubStatus {
 	st.HostKeys, _ = hostkey.List(g.data) // unreadable (another user's folder): no row
 	// Status only reads: a data folder without a registry is not given one (a registry
 	// in PostgreSQL is not in the folder).
-	cfg, err := hub.LoadConfig(g.config, g.data)
+	cfg, err := g.loadConfig()
 	if err != nil {
 		st.RegistryError = err.Error()
 		return st

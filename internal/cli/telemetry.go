@@ -3,44 +3,15 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/iotsafe/iotsafe/internal/control"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/iotsafe/iotsafe/internal/authn"
-	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/hub"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
-
-func deviceSecretCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "secret NAME",
-		Short: "Create (or replace) a device's telemetry secret for REST logins (shown once, stored hashed)",
-		Long: `Create (or replace) a device's telemetry secret. The device logs in with its name and
-this secret at POST /api/rest/token and gets an access and a refresh token (DeviceHive's
-login/password). The secret is random, printed once and stored as a SHA-256 hash; a new
-one replaces the old at once.`,
-		Example: `  SECRET=$(iotsafe device secret dev42)
-  curl -s -X POST https://DOMAIN/api/rest/token -H 'Content-Type: application/json' \
-       -d "{\"login\":\"dev42\",\"password\":\"$SECRET\"}"`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			secret, hash, err := credential.NewToken()
-			if err != nil {
-				return err
-			}
-			if _, err := g.change(cmd, control.SetDeviceSecret{Device: args[0], Hash: hash}); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), secret)
-			fmt.Fprintf(cmd.ErrOrStderr(), "telemetry secret of %s: keep it now, it is not shown again (a new 'iotsafe device secret %s' replaces it)\n", args[0], args[0])
-			return nil
-		},
-	}
-}
 
 func deviceTokenCmd(g *globals) *cobra.Command {
 	var expires time.Duration

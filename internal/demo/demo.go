@@ -21,6 +21,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/hub"
+	"github.com/iotsafe/iotsafe/internal/hubfind"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 )
@@ -104,6 +105,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	printLast(o)
 	fmt.Fprintln(o.Out, "Press Ctrl-C to stop everything.")
 	if o.Ready != nil {
 		o.Ready <- first
@@ -180,19 +182,38 @@ func waitReady(ctx context.Context, ready <-chan struct{}, n int) error {
 
 // printTryNext prints what to try in another terminal.
 func printTryNext(o Options, h *hub.Hub) {
-	data := o.DataDir
 	fmt.Fprintf(o.Out, `All set. In another terminal, try:
-  printf 'GET / HTTP/1.0\r\n\r\n' | %[1]s connect dev2 http --data %[2]s
-  %[1]s status --data %[2]s
-  %[1]s device list --data %[2]s
-  %[1]s device show dev1 --data %[2]s
-  %[1]s events --data %[2]s
-  %[1]s scan --hub --data %[2]s            # the hub's SSH, HTTPS and MQTT/TLS endpoints rated
-  %[1]s device revoke dev3 --data %[2]s     # dev3's session closes at once
-  %[1]s backup /tmp/iotsafe-backup-$(date +%%s) --data %[2]s   # a copy of the data folder, the hub running
-  %[1]s hostkey add --data %[2]s && %[1]s hostkey list --data %[2]s   # the devices learn the hub's next host key
-  %[1]s device agent-config dev2 --hub %[3]s --expose http=127.0.0.1:80 --data %[2]s   # agent.yaml for a real device ('make agents' builds its agent)
-`, o.Binary, data, h.SSHAddr())
+  printf 'GET / HTTP/1.0\r\n\r\n' | %[1]s
+  %[2]s
+  %[3]s
+  %[4]s
+  %[5]s
+  %[6]s            # the hub's SSH, HTTPS and MQTT/TLS endpoints rated
+  %[7]s   # a copy of the data folder, the hub running
+  %[8]s && %[9]s   # the devices learn the hub's next host key
+  %[10]s   # agent.yaml for a real device ('make agents' builds its agent)
+`, o.cli("connect dev2 http"), o.cli("status"), o.cli("device list"), o.cli("device show dev1"), o.cli("events"), o.cli("scan --hub"),
+		o.cli("backup iotsafe-backup-$(date +%s)"), o.cli("hostkey add"), o.cli("hostkey list"),
+		o.cli(fmt.Sprintf("device agent-config dev2 --hub %s --expose http=127.0.0.1:80", h.SSHAddr())))
+}
+
+// cli is an iotsafe command line as the hints print it: --data only where the commands
+// would not find the demo's folder by themselves ('iotsafe help data').
+func (o Options) cli(args string) string {
+	s := o.Binary + " " + args
+	if filepath.Clean(o.DataDir) != filepath.Clean(hubfind.Default) {
+		s += " --data " + o.DataDir
+	}
+	return s
+}
+
+// printLast prints what ends the tour: a revoke, undone.
+func printLast(o Options) {
+	fmt.Fprintf(o.Out, `
+Last, stop a device and let it back in:
+  %s     # dev%d's session closes at once
+  %s  # its keys work again
+`, o.cli(fmt.Sprintf("device revoke dev%d", o.Devices)), o.Devices, o.cli(fmt.Sprintf("device reinstate dev%d", o.Devices)))
 }
 
 // enroll makes sure the demo device exists with a key we hold and the given profile.

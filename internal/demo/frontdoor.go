@@ -62,10 +62,10 @@ func frontdoorDemo(ctx context.Context, h *hub.Hub, o Options, addr string, mqtt
 	}
 	fmt.Fprintf(o.Out, "\nGET https://dev1.%s:%s/ through the front door (HTTPS, account %s) -> %s\n", domain, port, DemoAccount, body)
 	fmt.Fprintf(o.Out, `People reach devices over HTTPS (token valid 24 h, account %[5]s):
-  %[1]s frontdoor ca --data %[2]s > iotsafe-ca.crt
+  %[1]s > iotsafe-ca.crt
   curl --cacert iotsafe-ca.crt --resolve dev2.%[3]s:%[4]s:127.0.0.1 -H 'Authorization: Bearer %[6]s' https://dev2.%[3]s:%[4]s/
-  %[1]s account add alice --data %[2]s && %[1]s grant --account alice dev1 http --data %[2]s
-`, o.Binary, o.DataDir, domain, port, DemoAccount, tok)
+  %[2]s && %[7]s && %[8]s   # an account for an app: its token reaches dev1's http
+`, o.cli("frontdoor ca"), o.cli("account add alice --no-password"), domain, port, DemoAccount, tok, o.cli("grant --account alice dev1 http"), o.cli("account token alice"))
 	if h.Store() == nil {
 		return nil
 	}

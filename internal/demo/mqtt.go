@@ -95,10 +95,10 @@ func mqttDemo(ctx context.Context, h *hub.Hub, o Options, api, frontAddr string,
 		fmt.Fprintf(o.Out, "GET  %s/device/%s/notification as account %s -> %s %s\n", api, d, acct.Name, list[0].Notification, list[0].Parameters)
 	}
 	fmt.Fprintf(o.Out, `Devices publish over MQTT (docs/mqtt.md): over TLS with their name and secret, or over their SSH session with nothing:
-  SECRET=$(%[1]s device secret %[3]s --data %[2]s) && mosquitto_pub -h 127.0.0.1 -p %[4]s --cafile iotsafe-ca.crt --insecure -u %[3]s -P "$SECRET" -t devices/%[3]s/notifications/hello -m '{"x":1}' -q 1     # --insecure: the certificate names *.%[8]s, not 127.0.0.1
+  mosquitto_pub -h 127.0.0.1 -p %[4]s --cafile iotsafe-ca.crt --insecure -u %[3]s -P "$(cat %[3]s.secret)" -t devices/%[3]s/notifications/hello -m '{"x":1}' -q 1     # %[3]s.secret from above; --insecure: the certificate names *.%[8]s, not 127.0.0.1
   mosquitto_pub -h %[5]s -p %[6]s -t devices/%[7]s/notifications/hello -m '{"x":2}' -q 1     # through %[7]s's agent
-  %[1]s mqtt status --data %[2]s
-`, o.Binary, o.DataDir, tlsDevice, portOf(tlsAddr), hostOf(viaSSH), portOf(viaSSH), sshDevice, domain)
+  %[1]s
+`, o.cli("mqtt status"), "", tlsDevice, portOf(tlsAddr), hostOf(viaSSH), portOf(viaSSH), sshDevice, domain)
 	return nil
 }
 

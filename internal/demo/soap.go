@@ -44,8 +44,8 @@ func soapDemo(ctx context.Context, h *hub.Hub, o Options, addr string, caPEM []b
 	}
 	fmt.Fprintf(o.Out, "\nPOST %s as dev1 (a WS Security Record, %s, %d bytes) -> notification %d, answer sealed with dev1's key\n", url, s.Name, x.RequestBytes, x.ID)
 	fmt.Fprintf(o.Out, `SOAP devices secure each message (WS Compact Security or WS Security Records; docs/soap.md):
-  %[1]s device soap-key dev2 --data %[2]s > dev2.soapkey
-  %[1]s soap send --data %[2]s --key-file dev2.soapkey --format csec --name temperature --param celsius=22.1
-`, o.Binary, o.DataDir)
+  %[1]s
+  %[2]s
+`, o.cli("device soap-key rotate dev2 --out dev2.soapkey"), o.cli("soap send --key-file dev2.soapkey --format csec --name temperature --param celsius=22.1"))
 	return nil
 }

@@ -51,10 +51,11 @@ func telemetryDemo(ctx context.Context, h *hub.Hub, o Options, addr string, acct
 		return err
 	}
 	fmt.Fprintf(o.Out, `Devices send telemetry over HTTPS with JWTs (DeviceHive's REST API; docs/telemetry.md):
-  SECRET=$(%[1]s device secret dev2 --data %[2]s) && curl --cacert iotsafe-ca.crt --resolve %[3]s:%[4]s:127.0.0.1 -H 'Content-Type: application/json' -d "{\"login\":\"dev2\",\"password\":\"$SECRET\"}" %[5]s/token
+  %[1]s   # dev2's secret for logins, in a file of mode 0600
+  curl --cacert iotsafe-ca.crt --resolve %[3]s:%[4]s:127.0.0.1 -H 'Content-Type: application/json' -d "{\"login\":\"dev2\",\"password\":\"$(cat dev2.secret)\"}" %[5]s/token
   curl --cacert iotsafe-ca.crt --resolve %[3]s:%[4]s:127.0.0.1 -H 'Authorization: Bearer %[6]s' %[5]s/device/dev1/notification
   (wait for the next one: %[5]s/device/dev1/notification/poll?waitTimeout=30)
-`, o.Binary, o.DataDir, domain, port, api, appToken)
+`, o.cli("device secret rotate dev2 --out dev2.secret"), "", domain, port, api, appToken)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hostport"
+	"github.com/iotsafe/iotsafe/internal/hubfind"
 	"github.com/iotsafe/iotsafe/internal/logging"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
@@ -28,7 +29,7 @@ import (
 )
 
 // DefaultData is the data folder used when neither --data nor IOTSAFE_DATA is given.
-const DefaultData = "./iotsafe-data"
+const DefaultData = hubfind.Default
 
 // ConfigName is the config file looked for in the data folder when --config is not given.
 const ConfigName = "hub.yaml"
@@ -65,6 +66,10 @@ type Config struct {
 	// Source says where the configuration came from, for the start-up log; set by
 	// LoadConfig.
 	Source string `yaml:"-"`
+	// File is the absolute path of the file LoadConfig read ('' for defaults or a
+	// configuration built in memory): the running hub reports it, so an admin command
+	// reads the same file without being told.
+	File string `yaml:"-"`
 }
 
 // AdminConfig of the admin socket.
@@ -209,6 +214,7 @@ func LoadConfig(path, dataDir string) (Config, error) {
 		return Config{}, err
 	}
 	c.Source = path
+	c.File, _ = filepath.Abs(path)
 	var top map[string]any
 	if yaml.Unmarshal(b, &top) == nil && len(top) == 0 {
 		c.Source = path + " holds no settings (empty or only comments): using defaults"
@@ -341,6 +347,6 @@ func (c *Config) Validate() ([]string, error) {
 // applied, every default is written out). The lab writes its hubs' configuration with
 // it; Source is not written.
 func MarshalConfig(c Config) ([]byte, error) {
-	c.Source = ""
+	c.Source, c.File = "", ""
 	return yaml.Marshal(c)
 }

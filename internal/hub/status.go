@@ -18,6 +18,7 @@ func (h *Hub) Info() admin.HubInfo {
 		Version: h.version, PID: os.Getpid(), Started: h.upSince,
 		Listeners: map[string]string{}, Sessions: sessions, Online: h.ssh.OnlineCount(), Forwards: forwards, ForwardLimit: limit,
 		DataFreeMiB: FreeMiB(h.dir), MinFreeMiB: h.cfg.Audit.MinFreeMiB, ReadyFile: h.readyFile,
+		ConfigFile: h.cfg.File,
 	}
 	for _, l := range h.Listeners() {
 		info.Listeners[l.Role] = l.Addr.String()

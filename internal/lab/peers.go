@@ -198,7 +198,7 @@ func (b *Bench) StartEnrolled(ctx context.Context, lh *LabHub, o IoTsafeOpts) (*
 	if err := writeLabHubConfig(lh.Dir, lh.pool, o); err != nil {
 		return nil, err
 	}
-	argv := append([]string{b.Bin, "hub", "--data", lh.Dir, "--ready-file", filepath.Join(lh.Dir, readyFile)}, b.ProfileArgs(lh.Name)...)
+	argv := append([]string{b.Bin, "hub", "--announce=false", "--data", lh.Dir, "--ready-file", filepath.Join(lh.Dir, readyFile)}, b.ProfileArgs(lh.Name)...)
 	if o.Netns != nil {
 		argv = o.Netns.Exec(argv...)
 	}

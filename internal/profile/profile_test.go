@@ -148,6 +148,15 @@ func TestExampleProfileParses(t *testing.T) {
 	if err != nil || p.Name != "camera" || p.Direct["broker"] == "" {
 		t.Fatalf("%+v %v", p, err)
 	}
+	// The README's quick start: 'ssh -R http:80:... -L 1883:broker:1883' with this profile.
+	b, err = os.ReadFile("../../docs/examples/sensor-profile.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = Parse(b)
+	if err != nil || p.Name != "sensor" || p.Direct["broker"] != "127.0.0.1:1883" || p.Reverse["http"] != 80 || p.MaxForwards < 2 {
+		t.Fatalf("sensor profile: %+v %v", p, err)
+	}
 }
 
 func TestProfileSizeBounded(t *testing.T) {

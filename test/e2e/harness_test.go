@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 	// The race runtime sleeps 1 s at every exit (atexit_sleep_ms) so that other threads can
 	// finish their reports; each CLI call of the tests paid it. Reports still print.
 	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	// The tests' hubs announce their data folders (iotsafe help data) here, never in
+	// the host's /run/iotsafe; commands given no --data would look here too.
+	os.Setenv("XDG_RUNTIME_DIR", filepath.Join(dir, "run"))
+	os.Unsetenv("IOTSAFE_DATA")
 	iotsafeBin = filepath.Join(dir, "iotsafe")
 	build := exec.Command("go", "build", "-race", "-o", iotsafeBin, "../../cmd/iotsafe")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
@@ -274,6 +278,7 @@ type hubProc struct {
 	// cliWrap prefixes CLI commands (a mount namespace the data folder lives in).
 	cliWrap []string
 	args    []string // more arguments for 'iotsafe hub' (after --data)
+	env     []string // more environment for 'iotsafe hub'
 	cred    *syscall.Credential
 	data    string
 	config  string
@@ -344,6 +349,9 @@ func (h *hubProc) start() {
 	h.cmd = exec.Command(argv[0], argv[1:]...)
 	if h.cred != nil {
 		h.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: h.cred}
+	}
+	if h.env != nil {
+		h.cmd.Env = append(os.Environ(), h.env...)
 	}
 	stdout, _ := h.cmd.StdoutPipe()
 	h.log = startWatched(t, h.cmd)

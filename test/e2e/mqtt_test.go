@@ -60,7 +60,7 @@ func TestMQTT(t *testing.T) {
 	h.addDevice("dev1")
 	prof := writeProfile(t, t.TempDir(), fmt.Sprintf("name: sensor\ndirect: {broker: %q}\n", h.mqtt))
 	key3 := h.addDevice("dev3", "--profile", prof)
-	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
 	ca := filepath.Join(t.TempDir(), "ca.crt")
 	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
 	// The certificate names the front door's domain; Mosquitto has no --resolve, so the
@@ -166,7 +166,7 @@ func TestMQTT(t *testing.T) {
 	// One connection's refusals are bounded (mqtt.max_refusals, 32): past them the client
 	// is disconnected and nothing more is counted.
 	h.addDevice("dev5")
-	secret5 := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev5"))
+	secret5 := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev5"))
 	many := tlsArgs("dev5", secret5)
 	for i := range 40 {
 		many = append(many, "-t", fmt.Sprintf("devices/dev1/t%d", i))
@@ -179,7 +179,7 @@ func TestMQTT(t *testing.T) {
 	// A profile that revokes at the first violation does so for an MQTT one too.
 	strict := writeProfile(t, t.TempDir(), "name: strict\non_violation: {action: revoke, after: 1}\n")
 	h.addDevice("dev4", "--profile", strict)
-	secret4 := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev4"))
+	secret4 := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev4"))
 	mosq(t, "mosquitto_sub", append(tlsArgs("dev4", secret4), "-t", "devices/dev1/#", "-C", "1")...)
 	h.log.wait(t, "device revoked", "device", "dev4")
 	if len(notes("dev3")) != 0 {
@@ -245,7 +245,7 @@ func TestMQTTSessionSurvivesRestart(t *testing.T) {
 	port := freePort(t) // the same address before and after the restart
 	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '"+port+"'}\n")
 	h.addDevice("dev1")
-	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
 	ca := filepath.Join(t.TempDir(), "ca.crt")
 	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
 	args := func(more ...string) []string {
@@ -278,7 +278,7 @@ func TestMQTTRemovedDeviceSessionDropped(t *testing.T) {
 	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
 	for _, dev := range []string{"dev1", "dev2"} {
 		h.addDevice(dev)
-		secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", dev))
+		secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", dev))
 		args := func(more ...string) []string {
 			return append([]string{"-h", "127.0.0.1", "-p", portOf(h.mqttTLS), "--cafile", ca, "--insecure", "-u", dev, "-P", secret, "-V", "mqttv311"}, more...)
 		}
@@ -329,7 +329,7 @@ func TestMQTTPlatformApp(t *testing.T) {
 	secrets := map[string]string{}
 	for _, dev := range []string{"dev1", "dev2"} {
 		h.addDevice(dev)
-		secrets[dev] = strings.TrimSpace(h.mustCLIStdout("device", "secret", dev))
+		secrets[dev] = strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", dev))
 	}
 	h.addAccount("app", "app-password-1")
 	h.mustCLI("grant", "--account", "app", "dev1", "+manage") // reads dev1 and sends it commands; nothing on dev2
@@ -487,7 +487,7 @@ func TestMQTTOnlyTheDeviceWritesItsTelemetry(t *testing.T) {
 		return append([]string{"-h", "127.0.0.1", "-p", portOf(h.mqttTLS), "--cafile", ca, "--insecure", "-u", user, "-P", pw, "-V", "mqttv5", "-q", "1"}, more...)
 	}
 	h.addDevice("dev1")
-	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
 	h.addAccount("ctl", "ctl-password-1")
 	h.mustCLI("grant", "--account", "ctl", "dev1", "+command")
 	for _, topic := range []string{"devices/dev1/notifications/temp", "devices/dev1/status", "devices/dev1"} {
@@ -519,7 +519,7 @@ func TestMQTTOnlyTheDeviceWritesItsTelemetry(t *testing.T) {
 	os.Remove(filepath.Join(h.data, "keys", "dev1"))
 	os.Remove(filepath.Join(h.data, "keys", "dev1.pub"))
 	h.addDevice("dev1")
-	secret = strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	secret = strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
 	if got := retained(secret); strings.Contains(got, "online") {
 		t.Fatalf("the device enrolled again under the name got the old one's retained message:\n%s", got)
 	}
@@ -533,7 +533,7 @@ func TestMQTTSessionOfADeviceRemovedWhileDown(t *testing.T) {
 	port := freePort(t)
 	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '"+port+"'}\n")
 	h.addDevice("dev1")
-	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
 	ca := filepath.Join(t.TempDir(), "ca.crt")
 	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
 	args := func(secret string, more ...string) []string {
@@ -554,7 +554,7 @@ func TestMQTTSessionOfADeviceRemovedWhileDown(t *testing.T) {
 	h.log.wait(t, "dropped the MQTT sessions and retained messages of devices removed while the hub was down", "devices", "1")
 	// The new dev1 asks for its persistent session: a message waiting in the old one would
 	// come at once, before the probe published after its SUBACK.
-	secret = strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	secret = strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
 	sub, exited := startSub(t, args(secret, "-c", "-i", "dev1", "-q", "1", "-t", "devices/dev1/commands/#", "-C", "1", "-v", "-d")...)
 	sub.waitText(t, "received SUBACK")
 	if out, err := mosq(t, "mosquitto_pub", args(secret, "-i", "dev1/app", "-q", "1", "-t", "devices/dev1/commands/probe", "-m", "probe")...); err != nil {

@@ -77,7 +77,7 @@ mqtt:
       - {pattern: "+/commands/#", direction: in, local: "devices/", remote: "site1/devices/"}
 `, fdDomain, central.Addr, cert, pw))
 	h.addDevice("dev1")
-	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
 	ca := filepath.Join(dir, "hub-ca.crt")
 	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
 	dev := func(more ...string) []string {
@@ -189,7 +189,7 @@ mqtt:
     queue: {max_messages: 1, overflow: refuse}
 `, port, cert, pw))
 	h.addDevice("dev1")
-	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
 	postNotification(t, h, "dev1", secret, "first") // queued
 	url := "http://" + h.rest + "/api/rest/device/dev1/notification"
 	code, got, _ := restCall(t, plainClient, "POST", url, deviceBearer(t, h, "dev1", secret), map[string]any{"notification": "second"})
@@ -210,7 +210,7 @@ func TestMosquittoSiteBridgesIntoHub(t *testing.T) {
 	needTool(t, "mosquitto")
 	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '127.0.0.1:0'}\n")
 	h.addDevice("site2")
-	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "site2"))
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "site2"))
 	dir := t.TempDir()
 	ca := filepath.Join(dir, "hub-ca.crt")
 	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)

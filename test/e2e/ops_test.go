@@ -13,13 +13,17 @@ import (
 )
 
 // 'iotsafe demo' brings up a hub and three devices, serves through them, prints what to
-// try, and stops cleanly on Ctrl-C (SIGINT) leaving no process behind.
+// try, and stops cleanly on Ctrl-C (SIGINT) leaving no process behind. Every hint it
+// prints runs exactly as printed, in the order printed, from the folder the demo ran in
+// (issue 52): nothing appended, no --config, the commands find the hub by themselves.
 func TestDemo(t *testing.T) {
-	data := t.TempDir()
-	cfg := data + "/demo.yaml"
+	dir := t.TempDir()
+	data := filepath.Join(dir, "iotsafe-data") // the default folder, as 'make demo' has it
+	cfg := dir + "/demo.yaml"
 	os.WriteFile(cfg, []byte("ssh: {listen: '127.0.0.1:0'}\npool: {cidr: 127.79.250.0/24}\naccess: {kernel: off}\n"+
 		"frontdoor: {listen: '127.0.0.1:0', domain: devices.localhost}\n"), 0o600)
-	cmd := exec.Command(iotsafeBin, "demo", "--data", data, "--config", cfg, "--mqtt", "127.0.0.1:0", "--quiet=false")
+	cmd := exec.Command(iotsafeBin, "demo", "--config", cfg, "--mqtt", "127.0.0.1:0", "--quiet=false")
+	cmd.Dir = dir
 	out, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -53,74 +57,23 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("demo output lacks %q:\n%s", want, s)
 		}
 	}
-	// The front-door hints work as printed: export the CA, then curl with the token.
-	for _, line := range strings.Split(s, "\n") {
-		line = strings.TrimSpace(line)
-		if strings.Contains(line, "frontdoor ca") || strings.HasPrefix(line, "curl ") || strings.HasPrefix(line, "SECRET=") || strings.HasPrefix(line, "mosquitto_pub ") ||
-			strings.Contains(line, " soap-key ") || strings.Contains(line, " soap send ") {
-			line = strings.ReplaceAll(line, "iotsafe-ca.crt", data+"/iotsafe-ca.crt")
-			c := exec.Command("sh", "-c", line+" --config "+cfg)
-			want := ""
-			switch {
-			case strings.Contains(line, "mosquitto_pub "): // a device publishes over MQTT (exit 0: acknowledged)
-				c = exec.Command("sh", "-c", line)
-			case strings.HasPrefix(line, "SECRET="): // a device logs in to the REST API
-				c, want = exec.Command("sh", "-c", line), `"accessToken"`
-			case strings.Contains(line, "/api/rest/"): // the app reads dev1's notification
-				c, want = exec.Command("sh", "-c", line), `"notification":"temperature"`
-			case strings.HasPrefix(line, "curl "):
-				c, want = exec.Command("sh", "-c", line), `"device":"dev2"`
-			case strings.Contains(line, " soap send "): // dev2 sends a SOAP message with its new key
-				want = "stored notification"
-			}
-			c.Dir = data // where the soap-key hint writes dev2.soapkey
-			got, err := c.CombinedOutput()
-			if err != nil || !strings.Contains(string(got), want) {
-				t.Fatalf("hint %q: %v\n%s", line, err, got)
-			}
+	hints := demoHints(s)
+	if len(hints) < 20 {
+		t.Fatalf("only %d hints in the demo's output:\n%s", len(hints), s)
+	}
+	for _, hint := range hints {
+		if strings.Contains(hint, " device revoke ") {
+			demoChecksBeforeRevoke(t, data, log)
+		}
+		c := exec.Command("sh", "-c", hint)
+		c.Dir = dir
+		got, err := c.CombinedOutput()
+		if err != nil || !strings.Contains(string(got), demoHintWants(hint)) {
+			t.Fatalf("hint %q: %v\n%s", hint, err, got)
 		}
 	}
-	// The hint works as printed.
-	c := exec.Command(iotsafeBin, "connect", "dev2", "http", "--data", data, "--config", cfg)
-	c.Stdin = strings.NewReader("GET / HTTP/1.0\r\n\r\n")
-	if got, err := c.CombinedOutput(); err != nil || !strings.Contains(string(got), `"device":"dev2"`) {
-		t.Fatalf("connect dev2: %v\n%s", err, got)
-	}
-	if !strings.Contains(s, "scan --hub --data") {
-		t.Fatalf("demo output lacks the scan hint:\n%s", s)
-	}
-	if got, err := exec.Command(iotsafeBin, "scan", "--hub", "--data", data, "--config", cfg).CombinedOutput(); err != nil {
-		t.Fatalf("scan --hub on the demo's hub: %v\n%s", err, got)
-	}
-	list, _ := exec.Command(iotsafeBin, "device", "list", "--data", data, "--config", cfg).CombinedOutput()
-	if strings.Count(string(list), "online") != 3 {
-		t.Fatalf("device list:\n%s", list)
-	}
-	// The host key hint: the demo's devices learn the next key over their sessions.
-	if !strings.Contains(s, "hostkey add --data "+data) {
-		t.Fatalf("demo output lacks the host key hint:\n%s", s)
-	}
-	if got, err := exec.Command(iotsafeBin, "hostkey", "add", "--data", data, "--config", cfg).CombinedOutput(); err != nil {
-		t.Fatalf("hostkey add on the demo's hub: %v\n%s", err, got)
-	}
-	// The devices share one known_hosts file: the first adds the key, all three have the
-	// hub prove it.
-	log.waitText(t, "learned the hub's next host key")
-	log.waitUntil(t, "the hub recording 3 proofs", func() bool {
-		return strings.Count(log.raw.String(), "device learns the hub's next host key") >= 3
-	})
-	if got, _ := exec.Command(iotsafeBin, "hostkey", "list", "--data", data, "--config", cfg).CombinedOutput(); !strings.Contains(string(got), "learned by 3 of 3") {
-		t.Fatalf("hostkey list on the demo's hub:\n%s", got)
-	}
-	// The agent.yaml hint: dev2's settings for a real device, the hub's keys pinned.
-	var hint string
-	for _, line := range strings.Split(s, "\n") {
-		if strings.Contains(line, " device agent-config dev2 ") {
-			hint, _, _ = strings.Cut(strings.TrimSpace(line), "   #")
-		}
-	}
-	if got, err := exec.Command("sh", "-c", hint+" --config "+cfg).CombinedOutput(); hint == "" || err != nil || !strings.Contains(string(got), "hub_key: SHA256:") || !strings.Contains(string(got), "  - http=127.0.0.1:80\n") {
-		t.Fatalf("the demo's agent-config hint %q: %v\n%s", hint, err, got)
+	if b, _ := filepath.Glob(filepath.Join(dir, "iotsafe-backup-*", "backup.json")); len(b) != 1 {
+		t.Fatalf("the backup hint left no backup in the demo's folder: %v", b)
 	}
 	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
@@ -133,8 +86,66 @@ func TestDemo(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("demo did not stop on SIGINT")
 	}
-	if pids, _ := exec.Command("pgrep", "-f", "iotsafe demo --data "+data).Output(); len(pids) != 0 {
+	if pids, _ := exec.Command("pgrep", "-f", "iotsafe demo --config "+cfg).Output(); len(pids) != 0 {
 		t.Fatalf("processes left behind: %s", pids)
+	}
+}
+
+// demoHints are the command lines the demo prints for a person to run (indented, and
+// starting with a command), in order.
+func demoHints(out string) []string {
+	var hints []string
+	for _, line := range strings.Split(out, "\n") {
+		l, ok := strings.CutPrefix(line, "  ")
+		if !ok {
+			continue
+		}
+		for _, start := range []string{iotsafeBin + " ", "printf ", "curl ", "mosquitto_pub "} {
+			if strings.HasPrefix(l, start) {
+				hints = append(hints, l)
+				break
+			}
+		}
+	}
+	return hints
+}
+
+// demoHintWants is what a hint's output must show ("" for only exit status 0).
+func demoHintWants(hint string) string {
+	for _, w := range [][2]string{
+		{"connect dev2 http", `"device":"dev2"`},
+		{"/api/rest/token", `"accessToken"`},
+		{"/api/rest/device/dev1/notification", `"notification":"temperature"`},
+		{"curl ", `"device":"dev2"`}, // through the front door to dev2's app
+		{" soap send ", "stored notification"},
+		{" device agent-config dev2 ", "hub_key: SHA256:"},
+		{" account token alice", "iots_"},
+		{" mqtt status", "messages"},
+		{" status", "running"},
+		{" device list", "dev3"},
+		{" hostkey list", "next"},
+	} {
+		if strings.Contains(hint, w[0]) {
+			return w[1]
+		}
+	}
+	return ""
+}
+
+// demoChecksBeforeRevoke: the demo's three devices are online and all learned the host key
+// the hint added (over their sessions, the hub recording each proof).
+func demoChecksBeforeRevoke(t *testing.T, data string, log *logWatch) {
+	t.Helper()
+	list, _ := exec.Command(iotsafeBin, "device", "list", "--data", data).CombinedOutput()
+	if strings.Count(string(list), "online") != 3 {
+		t.Fatalf("device list:\n%s", list)
+	}
+	log.waitText(t, "learned the hub's next host key")
+	log.waitUntil(t, "the hub recording 3 proofs", func() bool {
+		return strings.Count(log.raw.String(), "device learns the hub's next host key") >= 3
+	})
+	if got, _ := exec.Command(iotsafeBin, "hostkey", "list", "--data", data).CombinedOutput(); !strings.Contains(string(got), "learned by 3 of 3") {
+		t.Fatalf("hostkey list on the demo's hub:\n%s", got)
 	}
 }
 

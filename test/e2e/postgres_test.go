@@ -28,7 +28,7 @@ func TestRegistryOnPostgres(t *testing.T) {
 	key := h.addDevice("dev1")
 	h.addDevice("dev2")
 	// A notification in the hub's own telemetry.db moves with the registry.
-	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
 	stored := postNotification(t, h, "dev1", secret, "before the move")
 	// So does the key that signed a device's refresh token.
 	refresh := strings.TrimSpace(h.mustCLIStdout("device", "token", "dev1"))
@@ -163,7 +163,7 @@ func TestHubsShareAPostgresRegistry(t *testing.T) {
 	// the same id, and a long poll at edge-b from that cursor gets the next one edge-a
 	// stores (whether it arrives before or after the poll begins).
 	a.addDevice("dev2")
-	secret := strings.TrimSpace(a.mustCLIStdout("device", "secret", "dev2"))
+	secret := strings.TrimSpace(a.mustCLIStdout("device", "secret", "rotate", "dev2"))
 	one := postNotification(t, a, "dev2", secret, "one")
 	if got := listNotifications(t, b, "dev2", secret); len(got) != 1 || got[0]["id"] != one["id"] {
 		t.Fatalf("edge-b lists %v, want edge-a's %v", got, one)

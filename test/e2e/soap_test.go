@@ -30,11 +30,11 @@ func TestSOAPEndToEnd(t *testing.T) {
 	key1 := h.addDevice("dev1", "--profile", prof)
 	h.addDevice("dev2")
 	keyFile := filepath.Join(t.TempDir(), "dev1.soapkey")
-	if err := os.WriteFile(keyFile, []byte(h.mustCLIStdout("device", "soap-key", "dev1")), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, []byte(h.mustCLIStdout("device", "soap-key", "rotate", "dev1")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h.mustCLI("device", "soap-key", "dev2")
-	if out, err := h.cli("device", "soap-key", "nodev"); err == nil || !strings.Contains(out, "enroll it first") {
+	h.mustCLI("device", "soap-key", "rotate", "dev2")
+	if out, err := h.cli("device", "soap-key", "rotate", "nodev"); err == nil || !strings.Contains(out, "enroll it first") {
 		t.Fatalf("key for an unknown device: %v %s", err, out)
 	}
 	h.addAccount("app", "app-password-1")
@@ -89,7 +89,7 @@ func TestSOAPEndToEnd(t *testing.T) {
 
 	// dev1's forward carrying dev2's key: refused, audited, a violation of dev1.
 	key2 := filepath.Join(t.TempDir(), "dev2.soapkey")
-	os.WriteFile(key2, []byte(h.mustCLIStdout("device", "soap-key", "dev2")), 0o600)
+	os.WriteFile(key2, []byte(h.mustCLIStdout("device", "soap-key", "rotate", "dev2")), 0o600)
 	out, err = h.cli("soap", "send", "--key-file", key2, "--url", "http://"+fwd+"/soap", "--name", "x", "--text", "y")
 	if err == nil || !strings.Contains(out, "wsse:SecurityTokenUnavailable") || !strings.Contains(out, "over dev1's SSH session") {
 		t.Fatalf("another device's key over dev1's forward: %v %s", err, out)
@@ -138,7 +138,7 @@ func TestSOAPLegacySuiteOptIn(t *testing.T) {
 	h := startHub(t, "", "rest: {listen: '127.0.0.1:0'}\nsoap: {enabled: true, allow_legacy: true, algorithms: [aes128-gcm, aes128-cbc-sha1]}\n")
 	h.log.waitText(t, "insecure algorithm enabled by soap.allow_legacy")
 	h.addDevice("dev1")
-	h.mustCLI("device", "soap-key", "dev1")
+	h.mustCLI("device", "soap-key", "rotate", "dev1")
 	for _, f := range []string{"csec", "secrec"} {
 		out := h.mustCLIStdout("soap", "send", "--device", "dev1", "--format", f, "--alg", "aes128-cbc-sha1", "--name", "t", "--text", "legacy")
 		if !strings.Contains(out, "aes128-cbc-sha1") {

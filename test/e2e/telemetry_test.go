@@ -66,9 +66,9 @@ func TestTelemetryREST(t *testing.T) {
 	h.addDevice("dev2")
 	key3 := h.addDevice("dev3", "--profile", prof)
 	h.addDevice("dev4")
-	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1"))
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
 	refresh2 := strings.TrimSpace(h.mustCLIStdout("device", "token", "dev2", "--expires", "1h"))
-	if out, err := h.cli("device", "secret", "nodev"); err == nil || !strings.Contains(out, "enroll it first") {
+	if out, err := h.cli("device", "secret", "rotate", "nodev"); err == nil || !strings.Contains(out, "enroll it first") {
 		t.Fatalf("secret for an unknown device: %v %s", err, out)
 	}
 	h.addAccount("app", "app-password-1")

@@ -30,7 +30,7 @@ func TestTokensEndWithTheirCredential(t *testing.T) {
 		code, body, _ := restCall(t, c, "POST", api+"/token/refresh", "", map[string]string{"refreshToken": tok})
 		return code == 201, fmt.Sprint(body["message"])
 	}
-	secret := func() string { return strings.TrimSpace(h.mustCLIStdout("device", "secret", "dev1")) }
+	secret := func() string { return strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1")) }
 	passwd := func(pw string) {
 		cmd := exec.Command(iotsafeBin, "account", "passwd", "app", "--password-stdin", "--data", h.data)
 		cmd.Stdin = strings.NewReader(pw + "\n")

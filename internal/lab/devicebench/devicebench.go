@@ -366,7 +366,7 @@ func startIoTsafeDevice(ctx context.Context, b *lab.Bench, p *devicePair, compre
 		return "", "", nil, nil, err
 	}
 	readyFile := filepath.Join(dir, "ready.json")
-	hub, err := lab.StartProc("device-hub", nil, "ip", "netns", "exec", p.GW, b.Bin, "hub", "--data", dir, "--ready-file", readyFile)
+	hub, err := lab.StartProc("device-hub", nil, "ip", "netns", "exec", p.GW, b.Bin, "hub", "--announce=false", "--data", dir, "--ready-file", readyFile)
 	if err != nil {
 		return "", "", nil, nil, err
 	}
