@@ -177,7 +177,7 @@ func (g *globals) soapKey(cmd *cobra.Command, file, device string) (wssec.Key, e
 			return wssec.Key{ID: k.KeyID, Secret: k.Secret}, nil
 		}
 	}
-	return wssec.Key{}, fmt.Errorf("device %s has no SOAP key: create one with 'iotsafe device soap-key %s'", device, device)
+	return wssec.Key{}, fmt.Errorf("device %s has no SOAP key: create one with 'iotsafe device soap-key rotate %s'", device, device)
 }
 
 // soapTarget is the endpoint URL and the TLS settings to reach it; dial is set when the

@@ -233,14 +233,14 @@ func NewMessageID() string {
 	return fmt.Sprintf("urn:uuid:%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-// String is the key as iotsafe device soap-key prints it: ID:BASE64.
+// String is the key as iotsafe device soap-key rotate and show print it: ID:BASE64.
 func (k Key) String() string { return k.ID + ":" + b64.EncodeToString(k.Secret) }
 
 // ParseKey reads a key as Key.String writes it.
 func ParseKey(s string) (Key, error) {
 	id, secret, ok := strings.Cut(strings.TrimSpace(s), ":")
 	if !ok || id == "" {
-		return Key{}, errors.New("wssec: a key is KEYID:BASE64 (as iotsafe device soap-key prints it)")
+		return Key{}, errors.New("wssec: a key is KEYID:BASE64 (as iotsafe device soap-key rotate and show print it)")
 	}
 	raw, err := b64.DecodeString(secret)
 	if err != nil || len(raw) != KeySize {
