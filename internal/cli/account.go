@@ -127,7 +127,7 @@ func accountPasswdCmd(g *globals) *cobra.Command {
 }
 
 func accountListCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List accounts",
@@ -138,8 +138,8 @@ func accountListCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return printJSON(cmd.OutOrStdout(), as)
+				if outFmt.structured() {
+					return outFmt.print(cmd.OutOrStdout(), as)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ACCOUNT\tPASSWORD\tTOKENS\tSESSIONS\tCREATED")
@@ -154,7 +154,7 @@ func accountListCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }
 
@@ -227,7 +227,7 @@ func accountTokenCmd(g *globals) *cobra.Command {
 }
 
 func accountTokensCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "tokens [NAME]",
 		Short: "List API tokens (never the tokens themselves)",
@@ -242,8 +242,8 @@ func accountTokensCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return printJSON(cmd.OutOrStdout(), ts)
+				if outFmt.structured() {
+					return outFmt.print(cmd.OutOrStdout(), ts)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tACCOUNT\tLABEL\tCREATED\tSTATE")
@@ -263,7 +263,7 @@ func accountTokensCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }
 

@@ -24,7 +24,7 @@ import (
 )
 
 func backupCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "backup DIR",
 		Short: "Copy the data folder (registry, notifications, keys, CA, config) into a new folder, with the hub running",
@@ -62,8 +62,8 @@ either: keep it with your configuration management.`,
 			// share, each hub's backup age is its own.
 			g.recordEvent(cmd, registry.Event{Kind: registry.EventBackup, Hub: cfg.HubName(),
 				Detail: fmt.Sprintf("into %s: %s of %s", abs, describe(m), m.DataDir)})
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), m)
+			if outFmt.structured() {
+				return outFmt.print(cmd.OutOrStdout(), m)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "backup of %s in %s: %s\n", m.DataDir, args[0], describe(m))
@@ -79,12 +79,13 @@ either: keep it with your configuration management.`,
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the manifest as JSON")
+	outFmt = addOutput(c)
 	return c
 }
 
 func restoreCmd(g *globals) *cobra.Command {
-	var force, check, asJSON bool
+	var force, check bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "restore DIR",
 		Short: "Put a backup back into the data folder (the hub must be stopped); --check only verifies it",
@@ -109,8 +110,8 @@ Gateways send this hub, at their next session, what they relayed after the backu
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return printJSON(w, m)
+				if outFmt.structured() {
+					return outFmt.print(w, m)
 				}
 				fmt.Fprintf(w, "%s is a whole backup of %s, taken %s: %s\n", args[0], m.DataDir, m.Created.Format(time.RFC3339), describe(m))
 				return nil
@@ -132,8 +133,8 @@ Gateways send this hub, at their next session, what they relayed after the backu
 				}
 				return fmt.Errorf("the backup's files are in place, but the restore did not finish: %w; revoke by hand what was revoked after the backup%s", err, aside)
 			}
-			if asJSON {
-				return printJSON(w, rep)
+			if outFmt.structured() {
+				return outFmt.print(w, rep)
 			}
 			fmt.Fprintf(w, "restored the backup of %s (%s) into %s: %s\n", r.Manifest.DataDir, r.Manifest.Created.Format(time.RFC3339), g.data, describe(r.Manifest))
 			if r.Aside != "" {
@@ -156,7 +157,7 @@ Gateways send this hub, at their next session, what they relayed after the backu
 	}
 	c.Flags().BoolVar(&force, "force", false, "replace a data folder that holds anything (moved aside first)")
 	c.Flags().BoolVar(&check, "check", false, "only verify the backup: every file present and unchanged")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }
 

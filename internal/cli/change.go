@@ -60,9 +60,9 @@ func (g *globals) change(cmd *cobra.Command, ch control.Change) (applied, error)
 
 // reportClosed prints what a change that ends sessions did: headline, then the sessions
 // it closed or where it will apply; JSON for scripts.
-func reportClosed(cmd *cobra.Command, a applied, device, fingerprint, action, headline string, asJSON bool) error {
-	if asJSON {
-		return printJSON(cmd.OutOrStdout(), struct {
+func reportClosed(cmd *cobra.Command, a applied, device, fingerprint, action, headline string, outFmt *output) error {
+	if outFmt.structured() {
+		return outFmt.print(cmd.OutOrStdout(), struct {
 			Device     string `json:"device"`
 			Key        string `json:"key,omitempty"`
 			Action     string `json:"action"`

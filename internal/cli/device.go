@@ -36,7 +36,7 @@ func deviceCmd(g *globals) *cobra.Command {
 func deviceAddCmd(g *globals) *cobra.Command {
 	var prof, pubkey, keygen string
 	var groups []string
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Enroll a device with its public key and allocate its protected sockets",
@@ -84,8 +84,8 @@ func deviceAddCmd(g *globals) *cobra.Command {
 				return err
 			}
 			d := a.Device
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), d)
+			if outFmt.structured() {
+				return outFmt.print(cmd.OutOrStdout(), d)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "enrolled %s (profile %s, address %s, key %s)\n", d.Name, d.Profile, d.Address, d.Keys[0].Fingerprint)
@@ -102,7 +102,7 @@ func deviceAddCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&pubkey, "pubkey", "", "the device's OpenSSH public key FILE")
 	c.Flags().StringVar(&keygen, "keygen", "", "create an ed25519 key pair in DIR (DIR/NAME, DIR/NAME.pub)")
 	c.Flags().StringArrayVar(&groups, "group", nil, "device group (repeatable): 'iotsafe grant ... @GROUP' covers all its devices")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }
 
@@ -193,7 +193,7 @@ func generateDeviceKey(path, name string) (ssh.PublicKey, string, error) {
 }
 
 func deviceListCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List devices with their status",
@@ -205,12 +205,12 @@ func deviceListCmd(g *globals) *cobra.Command {
 					return err
 				}
 				hs := g.hubState(cmd, reg)
-				if asJSON {
+				if outFmt.structured() {
 					out := make([]deviceView, 0, len(devs))
 					for _, d := range devs {
 						out = append(out, hs.view(d))
 					}
-					return printJSON(cmd.OutOrStdout(), out)
+					return outFmt.print(cmd.OutOrStdout(), out)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "DEVICE\tPROFILE\tADDRESS\tSTATUS\tVIOLATIONS")
@@ -221,7 +221,7 @@ func deviceListCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }
 
@@ -339,7 +339,7 @@ func (hs hubState) status(d *registry.Device) string {
 }
 
 func deviceShowCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Show a device: keys, protected sockets, negotiated algorithms, status",
@@ -353,15 +353,15 @@ func deviceShowCmd(g *globals) *cobra.Command {
 				hs := g.hubState(cmd, reg)
 				v := hs.view(d)
 				v.HostKeys = g.hostKeysOf(cmd, reg, d)
-				if asJSON {
-					return printJSON(cmd.OutOrStdout(), v)
+				if outFmt.structured() {
+					return outFmt.print(cmd.OutOrStdout(), v)
 				}
 				printDevice(cmd.OutOrStdout(), v, hs)
 				return nil
 			})
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }
 
@@ -438,7 +438,7 @@ func forwardingMode(mux string) string {
 
 func deviceRevokeCmd(g *globals) *cobra.Command {
 	var reason string
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "revoke NAME",
 		Short: "Refuse the device's keys from now on and close its live session",
@@ -448,11 +448,11 @@ func deviceRevokeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return reportClosed(cmd, a, args[0], "", "revoked", "revoked "+args[0], asJSON)
+			return reportClosed(cmd, a, args[0], "", "revoked", "revoked "+args[0], outFmt)
 		},
 	}
 	c.Flags().StringVar(&reason, "reason", "revoked by operator", "why (kept in the registry and the audit log)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }
 
@@ -484,7 +484,7 @@ again with a new key.`,
 }
 
 func deviceRemoveCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Delete a device, its keys, sockets and notifications, closing its live session",
@@ -494,10 +494,10 @@ func deviceRemoveCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return reportClosed(cmd, a, args[0], "", "removed", "removed "+args[0], asJSON)
+			return reportClosed(cmd, a, args[0], "", "removed", "removed "+args[0], outFmt)
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }
 

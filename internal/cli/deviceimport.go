@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -141,7 +140,8 @@ func splitEnrolled(ctx context.Context, reg *registry.Registry, list []importLin
 func deviceImportCmd(g *globals) *cobra.Command {
 	var prof string
 	var groups []string
-	var secrets, asJSON, skipExisting bool
+	var secrets, skipExisting bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "import FILE",
 		Short: "Enroll many devices from a list of names and public keys ('-' reads stdin)",
@@ -167,22 +167,23 @@ fingerprint, protected sockets, secret.`,
   iotsafe device import fleet.txt --profile sensor --skip-existing        # after an import stopped half-way`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.runImport(cmd, args[0], importOptions{profile: prof, groups: groups, secrets: secrets, asJSON: asJSON, skipExisting: skipExisting})
+			return g.runImport(cmd, args[0], importOptions{profile: prof, groups: groups, secrets: secrets, out: outFmt, skipExisting: skipExisting})
 		},
 	}
 	c.Flags().StringVar(&prof, "profile", profile.DefaultName, "profile NAME from the registry, or a profile FILE (YAML) to store and use")
 	c.Flags().StringArrayVar(&groups, "group", nil, "device group of every device (repeatable)")
 	c.Flags().BoolVar(&secrets, "secrets", false, "also give every device a telemetry secret (printed once)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per device")
+	outFmt = addOutput(c)
 	c.Flags().BoolVar(&skipExisting, "skip-existing", false, "leave devices already enrolled with the same name and key as they are; enroll the rest")
 	return c
 }
 
 // importOptions are device import's flags.
 type importOptions struct {
-	profile                       string
-	groups                        []string
-	secrets, asJSON, skipExisting bool
+	profile               string
+	groups                []string
+	secrets, skipExisting bool
+	out                   *output
 }
 
 // runImport reads the list at path ("-": stdin), checks it against the registry
@@ -209,12 +210,11 @@ func (g *globals) runImport(cmd *cobra.Command, path string, o importOptions) er
 	defer b.close()
 	w := bufio.NewWriter(cmd.OutOrStdout())
 	defer w.Flush()
-	enc := json.NewEncoder(w)
-	if o.asJSON {
+	if o.out.structured() {
 		for _, d := range skipped {
 			out := importedFrom(d)
 			out.Skipped = alreadyEnrolled
-			enc.Encode(out)
+			o.out.printLine(w, out)
 		}
 	}
 	for i, d := range list {
@@ -223,13 +223,13 @@ func (g *globals) runImport(cmd *cobra.Command, path string, o importOptions) er
 			w.Flush()
 			return fmt.Errorf("device %s (%d of %d): %w; the %d before it are enrolled", d.Name, i+1, len(list), err, i)
 		}
-		if o.asJSON {
-			enc.Encode(out)
+		if o.out.structured() {
+			o.out.printLine(w, out)
 		} else if out.Secret != "" {
 			fmt.Fprintf(w, "%s %s %s\n", out.Name, out.Address, out.Secret)
 		}
 	}
-	if !o.asJSON {
+	if !o.out.structured() {
 		fmt.Fprintf(cmd.ErrOrStderr(), "enrolled %d device(s) with profile %s\n", len(list), profName)
 		if len(skipped) > 0 {
 			fmt.Fprintf(cmd.ErrOrStderr(), "skipped %d device(s) %s\n", len(skipped), alreadyEnrolled)

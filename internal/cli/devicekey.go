@@ -83,7 +83,7 @@ func deviceKeyAddCmd(g *globals) *cobra.Command {
 }
 
 func deviceKeyRevokeCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:     "revoke NAME FINGERPRINT",
 		Short:   "Refuse one key of a device from now on and close the sessions that use it",
@@ -95,9 +95,9 @@ func deviceKeyRevokeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return reportClosed(cmd, a, name, fp, "key revoked", fmt.Sprintf("key %s of %s revoked", fp, name), asJSON)
+			return reportClosed(cmd, a, name, fp, "key revoked", fmt.Sprintf("key %s of %s revoked", fp, name), outFmt)
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }

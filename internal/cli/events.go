@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -15,13 +14,14 @@ import (
 
 func eventsCmd(g *globals) *cobra.Command {
 	var f registry.EventFilter
-	var asJSON, follow bool
+	var follow bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "events",
 		Short: "Show the audit log: sessions, refusals, violations, revocations",
 		Long: `Show the newest events of the audit log (--limit), oldest first. With --follow it
 goes on printing new events as they are recorded (read each second) until Ctrl-C; with
---json it then prints one JSON object per line.`,
+-o json it then prints one JSON object per line (-o yaml: one document each).`,
 		Example: `  iotsafe events --device dev42
   iotsafe events --kind violation --follow`,
 		Args: cobra.NoArgs,
@@ -31,7 +31,7 @@ goes on printing new events as they are recorded (read each second) until Ctrl-C
 				if err != nil {
 					return err
 				}
-				p := eventPrinter{w: cmd.OutOrStdout(), json: asJSON, lines: follow}
+				p := eventPrinter{w: cmd.OutOrStdout(), out: outFmt, lines: follow}
 				if err := p.print(ev, true); err != nil || !follow {
 					return err
 				}
@@ -42,7 +42,7 @@ goes on printing new events as they are recorded (read each second) until Ctrl-C
 	c.Flags().StringVar(&f.Device, "device", "", "only this device")
 	c.Flags().StringVar(&f.Kind, "kind", "", "only this kind (session_open, violation, revoked, reinstated, auth_refused, takeover, ...)")
 	c.Flags().IntVar(&f.Limit, "limit", 1000, "newest N events")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (with --follow: one object per line)")
+	outFmt = addOutput(c)
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until Ctrl-C")
 	return c
 }
@@ -89,22 +89,21 @@ func followEvents(ctx context.Context, reg *registry.Registry, f registry.EventF
 // eventPrinter prints events as a table, a JSON array, or JSON lines (lines).
 type eventPrinter struct {
 	w     io.Writer
-	json  bool
+	out   *output
 	lines bool
 }
 
 func (p eventPrinter) print(ev []registry.Event, header bool) error {
 	switch {
-	case p.json && p.lines:
-		enc := json.NewEncoder(p.w)
+	case p.out.structured() && p.lines:
 		for _, e := range ev {
-			if err := enc.Encode(e); err != nil {
+			if err := p.out.printLine(p.w, e); err != nil {
 				return err
 			}
 		}
 		return nil
-	case p.json:
-		return printJSON(p.w, ev)
+	case p.out.structured():
+		return p.out.print(p.w, ev)
 	}
 	tw := tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
 	if header {

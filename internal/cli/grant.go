@@ -138,7 +138,7 @@ func grantChangeCmd(g *globals, verb string, c *cobra.Command, done string, chan
 }
 
 func grantsCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "grants",
 		Short: "List permissions",
@@ -149,8 +149,8 @@ func grantsCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return printJSON(cmd.OutOrStdout(), gs)
+				if outFmt.structured() {
+					return outFmt.print(cmd.OutOrStdout(), gs)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "KIND\tNAME\tID\tTARGET\tALIAS")
@@ -161,6 +161,6 @@ func grantsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }

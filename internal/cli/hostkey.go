@@ -121,7 +121,8 @@ func (g *globals) hostKeyProgress(cmd *cobra.Command) ([]keyProgress, error) {
 }
 
 func hostkeyListCmd(g *globals) *cobra.Command {
-	var pending, asJSON bool
+	var pending bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "The hub's host keys (signing, next, retired) and how many devices learned the next one",
@@ -138,8 +139,8 @@ func hostkeyListCmd(g *globals) *cobra.Command {
 					progress[i].Pending = nil
 				}
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), progress)
+			if outFmt.structured() {
+				return outFmt.print(cmd.OutOrStdout(), progress)
 			}
 			if len(progress) == 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "no host keys in %s: the hub creates them at its first start\n", g.data)
@@ -171,7 +172,7 @@ func hostkeyListCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&pending, "pending", false, "list the devices that have not learned the next key (or not been told a retired one is gone)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }
 

@@ -19,7 +19,7 @@ func mqttCmd(g *globals) *cobra.Command {
 		Use:   "mqtt",
 		Short: "The hub's MQTT broker and its bridge to a central broker",
 	}
-	var asJSON bool
+	var outFmt *output
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Listeners, clients, messages and the bridge's state and queue",
@@ -39,8 +39,8 @@ bridge is down, outgoing messages wait in its queue (shown here).`,
 			if h == nil || h.MQTT == nil {
 				return errors.New("the hub's MQTT broker is off: set mqtt.listen or mqtt.tls_listen in hub.yaml (docs/mqtt.md)")
 			}
-			if asJSON {
-				if err := printJSON(cmd.OutOrStdout(), map[string]any{"listeners": mqttListeners(h), "mqtt": h.MQTT}); err != nil {
+			if outFmt.structured() {
+				if err := outFmt.print(cmd.OutOrStdout(), map[string]any{"listeners": mqttListeners(h), "mqtt": h.MQTT}); err != nil {
 					return err
 				}
 			} else {
@@ -52,13 +52,13 @@ bridge is down, outgoing messages wait in its queue (shown here).`,
 			return nil
 		},
 	}
-	status.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(status)
 	c.AddCommand(status, mqttClientsCmd(g))
 	return c
 }
 
 func mqttClientsCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "clients [DEVICE]",
 		Short: "The clients connected to the hub's broker, by device",
@@ -86,11 +86,11 @@ QoS 1/2 messages in flight. With DEVICE, only that device's clients.`,
 			case err != nil:
 				return err
 			}
-			if asJSON {
+			if outFmt.structured() {
 				if rep.MQTTClients == nil {
 					rep.MQTTClients = []admin.MQTTClient{}
 				}
-				return printJSON(cmd.OutOrStdout(), rep.MQTTClients)
+				return outFmt.print(cmd.OutOrStdout(), rep.MQTTClients)
 			}
 			if len(rep.MQTTClients) == 0 {
 				if req.Device != "" {
@@ -121,7 +121,7 @@ QoS 1/2 messages in flight. With DEVICE, only that device's clients.`,
 			return tw.Flush()
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }
 

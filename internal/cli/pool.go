@@ -18,21 +18,21 @@ func poolCmd(g *globals) *cobra.Command {
 opens it allocates from that pool, whatever configuration it was given. A configuration
 that names another pool is refused until the pool is moved here, with the hub stopped.`,
 	}
-	var asJSON bool
+	var outFmt *output
 	show := &cobra.Command{
 		Use: "show", Short: "Print the pool the registry allocates from", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withRegistry(cmd, func(reg *registry.Registry) error {
 				pc := reg.Pool().Config()
-				if asJSON {
-					return printJSON(cmd.OutOrStdout(), pc)
+				if outFmt.structured() {
+					return outFmt.print(cmd.OutOrStdout(), pc)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "pool %s, ports from %d\n", pc.CIDR, pc.PortBase)
 				return nil
 			})
 		},
 	}
-	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(show)
 	var want sockets.Config
 	move := &cobra.Command{
 		Use:   "move",
@@ -71,8 +71,8 @@ Run with no flags to move allocations written before the pool was recorded.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), moves)
+			if outFmt.structured() {
+				return outFmt.print(cmd.OutOrStdout(), moves)
 			}
 			pc := reg.Pool().Config()
 			for _, m := range moves {
@@ -88,7 +88,7 @@ Run with no flags to move allocations written before the pool was recorded.`,
 	}
 	move.Flags().StringVar(&want.CIDR, "cidr", "", "the new reserved range (default: keep the recorded one)")
 	move.Flags().IntVar(&want.PortBase, "port-base", 0, "the new first alias port (default: keep the recorded one)")
-	move.Flags().BoolVar(&asJSON, "json", false, "print the moves as JSON")
+	outFmt = addOutput(move)
 	c.AddCommand(show, move)
 	return c
 }

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -14,7 +17,7 @@ import (
 
 func profileCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "profile", Short: "Manage device profiles (IoTProfile: allowed forwards and limits)"}
-	var asJSON bool
+	var outFmt *output
 	list := &cobra.Command{
 		Use: "list", Short: "List profiles", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -23,19 +26,19 @@ func profileCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return printJSON(cmd.OutOrStdout(), ps)
+				if outFmt.structured() {
+					return outFmt.print(cmd.OutOrStdout(), ps)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "PROFILE\tREVERSE\tDIRECT\tSESSIONS\tFORWARDS\tCHANNELS\tON VIOLATION")
 				for _, p := range ps {
-					fmt.Fprintf(tw, "%s\t%v\t%v\t%d\t%d\t%d\t%s after %d\n", p.Name, p.Reverse, p.Direct, p.MaxSessions, p.MaxForwards, p.MaxChannels, p.OnViolation.Action, p.OnViolation.After)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s after %d\n", p.Name, profileAliases(p.Reverse), profileAliases(p.Direct), p.MaxSessions, p.MaxForwards, p.MaxChannels, p.OnViolation.Action, p.OnViolation.After)
 				}
 				return tw.Flush()
 			})
 		},
 	}
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(list)
 	var restart bool
 	add := &cobra.Command{
 		Use: "add FILE", Short: "Store (or replace) a profile from a YAML file", Args: cobra.ExactArgs(1),
@@ -91,4 +94,17 @@ The change is recorded in the audit log (profile_stored, or profile_applied).`,
 	}
 	c.AddCommand(list, add, show)
 	return c
+}
+
+// profileAliases is a profile's aliases as "alias=target" in name order, "-" for none:
+// reverse aliases with their port (0: any), direct ones with their target.
+func profileAliases[V any](m map[string]V) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, m[k]))
+	}
+	return strings.Join(parts, ",")
 }

@@ -33,7 +33,7 @@ It is an SQLite file in the data folder unless hub.yaml names a PostgreSQL datab
 
 // registryInfoCmd is 'iotsafe registry info'.
 func registryInfoCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var outFmt *output
 	info := &cobra.Command{
 		Use: "info", Short: "Print where the registry is, its schema version, its rows per table and the notifications beside it", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -55,8 +55,8 @@ func registryInfoCmd(g *globals) *cobra.Command {
 			if ri.Notifications, err = telemetry.Count(cmd.Context(), cfg.RegistryLocation(g.data)); err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), ri)
+			if outFmt.structured() {
+				return outFmt.print(cmd.OutOrStdout(), ri)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "registry  %s (%s), schema version %d\n", ri.Where, ri.Database, ri.Version)
@@ -75,14 +75,15 @@ func registryInfoCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	info.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(info)
 	return info
 }
 
 // registryMigrateCmd is 'iotsafe registry migrate'.
 func registryMigrateCmd(g *globals) *cobra.Command {
 	var from, to string
-	var migJSON, onlyNotes bool
+	var onlyNotes bool
+	var migFmt *output
 	migrate := &cobra.Command{
 		Use:   "migrate --to postgres://... [--from DATA] [--notifications]",
 		Short: "Copy the registry and the notifications to another database (SQLite to PostgreSQL, or back); the hub must be stopped",
@@ -124,8 +125,8 @@ store) they are appended with new ids and their timestamps.`,
 			if err != nil {
 				return err
 			}
-			if migJSON {
-				return printJSON(cmd.OutOrStdout(), counts)
+			if migFmt.structured() {
+				return migFmt.print(cmd.OutOrStdout(), counts)
 			}
 			w := cmd.OutOrStdout()
 			if onlyNotes {
@@ -147,7 +148,7 @@ store) they are appended with new ids and their timestamps.`,
 	}
 	migrate.Flags().StringVar(&to, "to", "", "destination: a postgres:// DSN or a new data folder")
 	migrate.Flags().StringVar(&from, "from", "", "source: a data folder or a postgres:// DSN (default: the configured registry)")
-	migrate.Flags().BoolVar(&migJSON, "json", false, "print the rows moved per table as JSON")
+	migFmt = addOutput(migrate)
 	migrate.Flags().BoolVar(&onlyNotes, "notifications", false, "copy only the telemetry notifications (into an empty or a non-empty store)")
 	return migrate
 }

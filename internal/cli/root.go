@@ -95,6 +95,7 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 		}
 	}
 	refuseUnknownSubcommands(root)
+	root.SetFlagErrorFunc(flagError)
 	return root
 }
 

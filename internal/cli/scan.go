@@ -25,7 +25,8 @@ type scanTarget struct {
 
 func scanCmd(g *globals) *cobra.Command {
 	var proto, name, caFile, failOn string
-	var ofHub, asJSON bool
+	var ofHub bool
+	var outFmt *output
 	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   "scan [HOST:PORT...]",
@@ -73,7 +74,7 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 			for _, t := range targets {
 				reports = append(reports, scanOne(cmd.Context(), t, timeout))
 			}
-			return printScans(cmd, reports, asJSON, threshold)
+			return printScans(cmd, reports, outFmt, threshold)
 		},
 	}
 	fl := c.Flags()
@@ -81,7 +82,7 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 	fl.StringVar(&name, "name", "", "server name to send and to check the certificate against (default the target's host)")
 	fl.StringVar(&caFile, "ca", "", "PEM file of the roots that must verify the chain (default the system's)")
 	fl.BoolVar(&ofHub, "hub", false, "scan the TLS endpoints of the hub running on the data folder")
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	fl.StringVar(&failOn, "fail-on", "weak", "exit 1 on a finding this bad or worse: weak, insecure, none")
 	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per probe")
 	return c
@@ -124,10 +125,10 @@ func (g *globals) scanTargets(args []string, proto, name, caFile string, ofHub b
 }
 
 // printScans prints the reports and fails when one has a finding at or above threshold.
-func printScans(cmd *cobra.Command, reports []*scan.Report, asJSON bool, threshold scan.Severity) error {
+func printScans(cmd *cobra.Command, reports []*scan.Report, outFmt *output, threshold scan.Severity) error {
 	var err error
-	if asJSON {
-		err = scan.PrintJSON(cmd.OutOrStdout(), reports)
+	if outFmt.structured() {
+		err = outFmt.print(cmd.OutOrStdout(), reports)
 	} else {
 		err = scan.Print(cmd.OutOrStdout(), reports)
 	}

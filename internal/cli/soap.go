@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -33,7 +32,7 @@ func soapSendCmd(g *globals) *cobra.Command {
 		device, keyFile, target, format, alg, name, text, caFile, resolve string
 		params                                                            []string
 		count                                                             int
-		asJSON                                                            bool
+		outFmt                                                            *output
 	)
 	c := &cobra.Command{
 		Use:   "send",
@@ -83,8 +82,8 @@ name that does not resolve on this machine.`,
 				if err != nil {
 					return fmt.Errorf("message %d of %d: %w", i+1, count, err)
 				}
-				if asJSON {
-					json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"id": x.ID, "timestamp": x.Timestamp, "messageId": x.MessageID,
+				if outFmt.structured() {
+					outFmt.printLine(cmd.OutOrStdout(), map[string]any{"id": x.ID, "timestamp": x.Timestamp, "messageId": x.MessageID,
 						"format": f, "algorithm": suite.Name, "requestBytes": x.RequestBytes, "answerBytes": x.Answer})
 					continue
 				}
@@ -105,7 +104,7 @@ name that does not resolve on this machine.`,
 	fl.StringVar(&text, "text", "", "the notification's text, stored as {\"value\": TEXT}")
 	fl.StringArrayVar(&params, "param", nil, "a parameter NAME=VALUE (repeatable)")
 	fl.IntVar(&count, "count", 1, "messages to send over one connection")
-	fl.BoolVar(&asJSON, "json", false, "one JSON object per answer")
+	outFmt = addOutput(c)
 	return c
 }
 

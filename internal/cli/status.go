@@ -46,7 +46,7 @@ type deviceCounts struct {
 }
 
 func statusCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var outFmt *output
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Is the hub running and healthy: listeners, devices online, registry, free space",
@@ -57,8 +57,8 @@ folder is below audit.min_free_mib: a monitoring check can run it as is.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st := g.status(cmd)
-			if asJSON {
-				if err := printJSON(cmd.OutOrStdout(), st); err != nil {
+			if outFmt.structured() {
+				if err := outFmt.print(cmd.OutOrStdout(), st); err != nil {
 					return err
 				}
 			} else {
@@ -70,7 +70,7 @@ folder is below audit.min_free_mib: a monitoring check can run it as is.`,
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outFmt = addOutput(c)
 	return c
 }
 

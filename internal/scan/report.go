@@ -1,7 +1,6 @@
 package scan
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -100,11 +99,4 @@ func Print(w io.Writer, reports []*Report) error {
 		}
 	}
 	return nil
-}
-
-// PrintJSON writes reports as JSON.
-func PrintJSON(w io.Writer, reports []*Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(reports)
 }

@@ -58,7 +58,7 @@ func TestDeviceImport(t *testing.T) {
 	// Through the running hub, with secrets, as JSON: a device of the list logs in to the
 	// REST API with its secret at once.
 	h.start()
-	cmd := h.cliCommand("device", "import", "-", "--secrets", "--json", "--data", h.data)
+	cmd := h.cliCommand("device", "import", "-", "--secrets", "-o", "json", "--data", h.data)
 	cmd.Stdin = strings.NewReader("dev6 " + importKey(t) + "\ndev7 " + importKey(t) + "\n")
 	stdout, err := cmd.Output()
 	if err != nil {
@@ -109,7 +109,7 @@ func TestDeviceImport(t *testing.T) {
 	again := filepath.Join(t.TempDir(), "again.txt")
 	b, _ := os.ReadFile(rerun)
 	os.WriteFile(again, append(b, "dev11 "+importKey(t)+"\n"...), 0o600)
-	cmd = h.cliCommand("device", "import", again, "--skip-existing", "--json", "--data", h.data)
+	cmd = h.cliCommand("device", "import", again, "--skip-existing", "-o", "json", "--data", h.data)
 	stdout, err = cmd.Output()
 	if err != nil {
 		t.Fatalf("re-run import: %v", err)

@@ -254,7 +254,7 @@ func TestFrontdoor(t *testing.T) {
 		var toks []struct {
 			ID int64 `json:"id"`
 		}
-		json.Unmarshal([]byte(h.mustCLI("account", "tokens", "alice", "--json")), &toks)
+		json.Unmarshal([]byte(h.mustCLI("account", "tokens", "alice", "-o", "json")), &toks)
 		h.mustCLI("account", "revoke-token", "alice", fmt.Sprint(toks[len(toks)-1].ID))
 		if body, code, _ := fdCurl(t, h, caFile, dev42, "--interface", "127.0.0.6", "-H", "Authorization: Bearer "+tok2); code != 401 {
 			t.Fatalf("revoked token: %d %q", code, body)

@@ -486,7 +486,7 @@ type deviceJSON struct {
 func (h *hubProc) device(name string) deviceJSON {
 	h.t.Helper()
 	var d deviceJSON
-	if err := json.Unmarshal([]byte(h.mustCLI("device", "show", name, "--json")), &d); err != nil {
+	if err := json.Unmarshal([]byte(h.mustCLI("device", "show", name, "-o", "json")), &d); err != nil {
 		h.t.Fatal(err)
 	}
 	return d
@@ -510,7 +510,7 @@ type eventJSON struct {
 func (h *hubProc) events(device, kind string) []eventJSON {
 	h.t.Helper()
 	var ev []eventJSON
-	out := h.mustCLI("events", "--device", device, "--kind", kind, "--json")
+	out := h.mustCLI("events", "--device", device, "--kind", kind, "-o", "json")
 	if err := json.Unmarshal([]byte(out), &ev); err != nil {
 		h.t.Fatalf("%v: %s", err, out)
 	}

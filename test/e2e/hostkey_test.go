@@ -29,7 +29,7 @@ type hostKeyProgressJSON struct {
 func (h *hubProc) hostKeys() []hostKeyProgressJSON {
 	h.t.Helper()
 	var out []hostKeyProgressJSON
-	if err := json.Unmarshal([]byte(h.mustCLI("hostkey", "list", "--pending", "--json")), &out); err != nil {
+	if err := json.Unmarshal([]byte(h.mustCLI("hostkey", "list", "--pending", "-o", "json")), &out); err != nil {
 		h.t.Fatal(err)
 	}
 	return out
@@ -215,7 +215,7 @@ func TestAgentFindsThePinnedKeyTypeAmongTheHubs(t *testing.T) {
 			t.Fatalf("%s: no algorithms recorded", name)
 		}
 	}
-	if out := h.mustCLI("device", "show", "dev2", "--json"); !strings.Contains(out, "rsa-sha2-") {
+	if out := h.mustCLI("device", "show", "dev2", "-o", "json"); !strings.Contains(out, "rsa-sha2-") {
 		t.Fatalf("dev2, pinned to the RSA key, must use it:\n%s", out)
 	}
 }

@@ -227,7 +227,7 @@ func TestMalformedConfigAndProfileNameTheField(t *testing.T) {
 			t.Errorf("profile %q: err=%v, output does not name %q:\n%s", tc.yaml, err, tc.want, out)
 		}
 	}
-	out, _ := exec.Command(iotsafeBin, "device", "list", "--json", "--data", dir).CombinedOutput()
+	out, _ := exec.Command(iotsafeBin, "device", "list", "-o", "json", "--data", dir).CombinedOutput()
 	if strings.TrimSpace(string(out)) != "[]" {
 		t.Fatalf("a refused enrolment left a device behind: %s", out)
 	}

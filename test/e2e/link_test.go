@@ -14,7 +14,7 @@ import (
 func TestLinkEmulation802154(t *testing.T) {
 	needRoot(t)
 	needTool(t, "ip")
-	cmd := exec.Command(iotsafeBin, "bench", "link", "--link", "802154", "--bytes", "16384", "--json")
+	cmd := exec.Command(iotsafeBin, "bench", "link", "--link", "802154", "--bytes", "16384", "-o", "json")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("bench link: %v\n%s", err, out)

@@ -83,7 +83,7 @@ func TestMQTT(t *testing.T) {
 		ClientID, Device, Listener, MQTT, TLS string
 		Subscriptions                         int
 	}
-	if err := json.Unmarshal([]byte(h.mustCLIStdout("mqtt", "clients", "--json")), &clients); err != nil || len(clients) != 1 {
+	if err := json.Unmarshal([]byte(h.mustCLIStdout("mqtt", "clients", "-o", "json")), &clients); err != nil || len(clients) != 1 {
 		t.Fatalf("mqtt clients: %v %+v", err, clients)
 	}
 	if c := clients[0]; c.Device != "dev1" || c.Listener != "tls" || c.MQTT != "5" || !strings.HasPrefix(c.TLS, "TLS 1.3 TLS_") || c.Subscriptions != 1 {

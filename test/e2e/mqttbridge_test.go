@@ -17,7 +17,7 @@ import (
 // mqttStatus runs `iotsafe mqtt status --json`.
 func mqttStatus(t *testing.T, h *hubProc) (admin.MQTTInfo, error) {
 	t.Helper()
-	out, err := h.cli("mqtt", "status", "--json")
+	out, err := h.cli("mqtt", "status", "-o", "json")
 	var st struct {
 		MQTT admin.MQTTInfo `json:"mqtt"`
 	}

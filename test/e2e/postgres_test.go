@@ -73,7 +73,7 @@ func TestRegistryOnPostgres(t *testing.T) {
 			Rows  int    `json:"rows"`
 		} `json:"tables"`
 	}
-	if err := json.Unmarshal([]byte(h.mustCLIStdout("registry", "info", "--json")), &info); err != nil || info.Database != "postgres" || info.Notifications != 1 {
+	if err := json.Unmarshal([]byte(h.mustCLIStdout("registry", "info", "-o", "json")), &info); err != nil || info.Database != "postgres" || info.Notifications != 1 {
 		t.Fatalf("registry info: %+v %v", info, err)
 	}
 	if d := h.device("dev2"); d.Revoked == nil {

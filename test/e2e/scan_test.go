@@ -15,7 +15,7 @@ import (
 // on a CBC suite and TLS 1.1 is reported weak and fails.
 func TestScanHub(t *testing.T) {
 	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '127.0.0.1:0'}\n")
-	out, err := h.cli("scan", "--hub", "--json")
+	out, err := h.cli("scan", "--hub", "-o", "json")
 	if err != nil {
 		t.Fatalf("scan --hub on a default hub: %v\n%s", err, out)
 	}

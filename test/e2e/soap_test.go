@@ -57,7 +57,7 @@ func TestSOAPEndToEnd(t *testing.T) {
 	fwd := freePort(t)
 	a := startAgent(t, h, key1, "--forward", fwd+"=api")
 	a.stderr.wait(t, "session up")
-	out := h.mustCLIStdout("soap", "send", "--key-file", keyFile, "--url", "http://"+fwd+"/soap", "--format", "secrec", "--alg", "chacha20-poly1305", "--name", "status", "--text", "ok", "--json")
+	out := h.mustCLIStdout("soap", "send", "--key-file", keyFile, "--url", "http://"+fwd+"/soap", "--format", "secrec", "--alg", "chacha20-poly1305", "--name", "status", "--text", "ok", "-o", "json")
 	if !strings.Contains(out, `"algorithm":"chacha20-poly1305"`) {
 		t.Fatalf("over the forward: %s", out)
 	}
