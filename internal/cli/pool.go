@@ -34,6 +34,7 @@ that names another pool is refused until the pool is moved here, with the hub st
 	}
 	outFmt = addOutput(show)
 	var want sockets.Config
+	var moveFmt *output
 	move := &cobra.Command{
 		Use:   "move",
 		Short: "Make another range the pool and move every device outside it (the hub must be stopped)",
@@ -71,8 +72,8 @@ Run with no flags to move allocations written before the pool was recorded.`,
 			if err != nil {
 				return err
 			}
-			if outFmt.structured() {
-				return outFmt.print(cmd.OutOrStdout(), moves)
+			if moveFmt.structured() {
+				return moveFmt.print(cmd.OutOrStdout(), moves)
 			}
 			pc := reg.Pool().Config()
 			for _, m := range moves {
@@ -88,7 +89,7 @@ Run with no flags to move allocations written before the pool was recorded.`,
 	}
 	move.Flags().StringVar(&want.CIDR, "cidr", "", "the new reserved range (default: keep the recorded one)")
 	move.Flags().IntVar(&want.PortBase, "port-base", 0, "the new first alias port (default: keep the recorded one)")
-	outFmt = addOutput(move)
+	moveFmt = addOutput(move)
 	c.AddCommand(show, move)
 	return c
 }
