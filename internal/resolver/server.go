@@ -132,6 +132,12 @@ func (s *Server) resolve(ctx context.Context, caller access.Identity, device, al
 	if err != nil {
 		return "", err
 	}
+	// A revoked device's sockets lead nowhere: say why, rather than let the caller's
+	// connection fail as if the device were only offline.
+	if d.Revoked() {
+		return "", &Error{Code: CodeUnavailable, Msg: fmt.Sprintf("device %s is revoked (since %s): its services are closed until an operator reinstates it ('iotsafe device reinstate %s')",
+			device, d.RevokedAt.Local().Format(time.DateTime), device)}
+	}
 	for _, so := range d.Sockets {
 		if so.Alias == alias {
 			return so.Addr.String(), nil

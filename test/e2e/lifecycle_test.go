@@ -56,6 +56,10 @@ func TestReinstateUndoesARevoke(t *testing.T) {
 	h.mustCLI("grant", "--user", "1001", "dev1", "http")
 	h.mustCLI("device", "revoke", "dev1", "--reason", "by mistake")
 	h.log.wait(t, "session closed", "device", "dev1", "why", "key revoked")
+	// A connect to the revoked device says it is revoked, not "offline" (issue 52.9).
+	if out, err := h.cli("connect", "dev1", "http"); err == nil || !strings.Contains(out, "device dev1 is revoked") || strings.Contains(out, "offline") {
+		t.Fatalf("connect to a revoked device: %v %s", err, out)
+	}
 	if out := h.mustCLI("device", "reinstate", "dev1"); !strings.Contains(out, "reinstated dev1") {
 		t.Fatalf("reinstate said: %s", out)
 	}
