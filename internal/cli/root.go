@@ -94,6 +94,7 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 			c.Annotations = map[string]string{worksWithoutHub: ""}
 		}
 	}
+	groupCommands(root)
 	refuseUnknownSubcommands(root)
 	root.SetFlagErrorFunc(flagError)
 	return root
@@ -123,6 +124,34 @@ func refuseUnknownSubcommands(root *cobra.Command) {
 			}
 			return fmt.Errorf("%s\n\nRun '%s --help' for its commands", msg, cmd.CommandPath())
 		}
+	}
+}
+
+// commandGroups sections 'iotsafe --help' by what an operator is doing, so that the
+// commands that change who may reach what (grant, ungrant, grants) sit beside the ones
+// that stop a device or an account, and not alphabetically among the hub's.
+var commandGroups = []struct {
+	id, title string
+	commands  []string
+}{
+	{"hub", "Run and look after the hub:", []string{"hub", "init", "status", "events", "backup", "restore", "hostkey", "pool", "registry", "demo"}},
+	{"fleet", "Devices and what they may do:", []string{"device", "profile", "mqtt", "soap"}},
+	{"access", "Who may reach which device service:", []string{"grant", "ungrant", "grants", "account", "frontdoor", "jwt", "resolve", "connect"}},
+	{"device", "On a device:", []string{"agent"}},
+	{"measure", "Measure and check:", []string{"scan", "bench"}},
+}
+
+// groupCommands puts every top-level command in its help section.
+func groupCommands(root *cobra.Command) {
+	byName := map[string]string{}
+	for _, g := range commandGroups {
+		root.AddGroup(&cobra.Group{ID: g.id, Title: g.title})
+		for _, n := range g.commands {
+			byName[n] = g.id
+		}
+	}
+	for _, c := range root.Commands() {
+		c.GroupID = byName[c.Name()]
 	}
 }
 

@@ -176,3 +176,13 @@ func TestAdminCommandsNeedAHubFolder(t *testing.T) {
 		t.Fatalf("the device init's registry holds: exit %d, %q", code, out)
 	}
 }
+
+// 'iotsafe --help' sections every command by what the operator is doing (issue 52.9):
+// a new command must be put in one.
+func TestEveryCommandHasAHelpSection(t *testing.T) {
+	for _, c := range rootCmd(&globals{}).Commands() {
+		if c.GroupID == "" && !c.Hidden && c.Name() != "data" {
+			t.Errorf("command %q is in no section of 'iotsafe --help': add it to commandGroups", c.Name())
+		}
+	}
+}
