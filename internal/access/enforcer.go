@@ -64,6 +64,8 @@ type Enforcer struct {
 
 	kernelMu sync.Mutex // kernel rules, their counters, and closing
 	kernel   *firewall.Kernel
+	// kernelWhy says why the kernel layer is off ('' when on), for 'iotsafe doctor'.
+	kernelWhy string
 	claim    *firewall.Claim // the right to manage kernel's table; released after removing it
 	closed   bool
 	seen     atomic.Uint64 // kernel refusals already reported
@@ -106,6 +108,7 @@ func (e *Enforcer) startKernel() error {
 		table = firewall.DefaultTable
 	}
 	if mode == "off" {
+		e.kernelWhy = "access.kernel is off"
 		e.log.Info("access.kernel is off: only the user-space layer protects the sockets")
 		return nil
 	}
@@ -119,6 +122,7 @@ func (e *Enforcer) startKernel() error {
 		if mode == "on" {
 			return fmt.Errorf("access.kernel is on but %w", err)
 		}
+		e.kernelWhy = err.Error()
 		if errors.Is(err, firewall.ErrTableOwned) {
 			e.log.Warn("kernel layer off: its table belongs to another hub on this host; the user-space layer protects the sockets", "reason", err.Error())
 		} else {
@@ -129,6 +133,13 @@ func (e *Enforcer) startKernel() error {
 	e.kernel = k
 	e.log.Info("kernel layer on", "nftables_table", "inet "+table)
 	return nil
+}
+
+// Layers says which layers protect the sockets now, and why the kernel's is off if it is.
+func (e *Enforcer) Layers() (kernel, userSpace bool, kernelOff string) {
+	e.kernelMu.Lock()
+	defer e.kernelMu.Unlock()
+	return e.kernel != nil, e.layers.UserSpace, e.kernelWhy
 }
 
 // Policy is the grants snapshot both layers use now (the front door, the REST API and

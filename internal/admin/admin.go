@@ -114,6 +114,9 @@ type HubInfo struct {
 	// MinFreeMiB is audit.min_free_mib, below which enrolments stop.
 	DataFreeMiB int64 `json:"data_free_mib"`
 	MinFreeMiB  int   `json:"min_free_mib"`
+	// Access is which layers protect the protected sockets: the kernel's (nftables) and
+	// the user-space check, and why the kernel's is off if it is.
+	Access *AccessInfo `json:"access,omitempty"`
 	// ConfigFile is the absolute path of the hub.yaml the hub read ('' for defaults).
 	ConfigFile string `json:"config_file,omitempty"`
 	// ReadyFile is the absolute path of the hub's --ready-file, if it writes one.
@@ -122,6 +125,13 @@ type HubInfo struct {
 	MQTT *MQTTInfo `json:"mqtt,omitempty"`
 	// Upstream is a gateway's session to its centre; nil when the hub has no upstream.
 	Upstream *UpstreamInfo `json:"upstream,omitempty"`
+}
+
+// AccessInfo is the access layers in use.
+type AccessInfo struct {
+	Kernel    bool   `json:"kernel"`
+	UserSpace bool   `json:"userspace"`
+	KernelOff string `json:"kernel_off,omitempty"`
 }
 
 // UpstreamInfo is a gateway's uplink: the centre, the session's state (connected,

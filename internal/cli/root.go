@@ -87,7 +87,7 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 	root.PersistentFlags().StringVar(&g.config, "config", "", "hub config file (default DATA/hub.yaml if present)")
 	root.AddCommand(hubCmd(g), scanCmd(g), deviceCmd(g), jwtCmd(g), profileCmd(g), eventsCmd(g), agentcmd.Command(), connectCmd(g), demoCmd(g),
 		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), statusCmd(g), mqttCmd(g), soapCmd(g), registryCmd(g),
-		backupCmd(g), restoreCmd(g), hostkeyCmd(g), initCmd(g), labcmd.Command(), dataHelp())
+		backupCmd(g), restoreCmd(g), hostkeyCmd(g), initCmd(g), doctorCmd(g), labcmd.Command(), dataHelp())
 	for _, c := range root.Commands() {
 		switch c.Name() {
 		case "agent", "scan", "soap":
@@ -134,7 +134,7 @@ var commandGroups = []struct {
 	id, title string
 	commands  []string
 }{
-	{"hub", "Run and look after the hub:", []string{"hub", "init", "status", "events", "backup", "restore", "hostkey", "pool", "registry", "demo"}},
+	{"hub", "Run and look after the hub:", []string{"hub", "init", "status", "doctor", "events", "backup", "restore", "hostkey", "pool", "registry", "demo"}},
 	{"fleet", "Devices and what they may do:", []string{"device", "profile", "mqtt", "soap"}},
 	{"access", "Who may reach which device service:", []string{"grant", "ungrant", "grants", "account", "frontdoor", "jwt", "resolve", "connect"}},
 	{"device", "On a device:", []string{"agent"}},

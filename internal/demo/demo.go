@@ -185,6 +185,7 @@ func printTryNext(o Options, h *hub.Hub) {
 	fmt.Fprintf(o.Out, `All set. In another terminal, try:
   printf 'GET / HTTP/1.0\r\n\r\n' | %[1]s
   %[2]s
+  %[11]s   # what these hints depend on (names, certificates, limits), and what to fix
   %[3]s
   %[4]s
   %[5]s
@@ -194,7 +195,7 @@ func printTryNext(o Options, h *hub.Hub) {
   %[10]s   # agent.yaml for a real device ('make agents' builds its agent)
 `, o.cli("connect dev2 http"), o.cli("status"), o.cli("device list"), o.cli("device show dev1"), o.cli("events"), o.cli("scan --hub"),
 		o.cli("backup iotsafe-backup-$(date +%s)"), o.cli("hostkey add"), o.cli("hostkey list"),
-		o.cli(fmt.Sprintf("device agent-config dev2 --hub %s --expose http=127.0.0.1:80", h.SSHAddr())))
+		o.cli(fmt.Sprintf("device agent-config dev2 --hub %s --expose http=127.0.0.1:80", h.SSHAddr())), o.cli("doctor"))
 }
 
 // cli is an iotsafe command line as the hints print it: --data only where the commands

@@ -28,6 +28,10 @@ func (h *Hub) Info() admin.HubInfo {
 		info.MQTT = b.Info()
 	}
 	info.Upstream = h.upstreamInfo()
+	if h.access != nil {
+		k, u, why := h.access.Layers()
+		info.Access = &admin.AccessInfo{Kernel: k, UserSpace: u, KernelOff: why}
+	}
 	return info
 }
 

@@ -121,6 +121,7 @@ func demoHintWants(hint string) string {
 		{" device agent-config dev2 ", "hub_key: SHA256:"},
 		{" account token alice", "iots_"},
 		{" mqtt status", "messages"},
+		{" doctor", "OK    hub"},
 		{" status", "running"},
 		{" device list", "dev3"},
 		{" hostkey list", "next"},
