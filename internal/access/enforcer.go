@@ -66,9 +66,9 @@ type Enforcer struct {
 	kernel   *firewall.Kernel
 	// kernelWhy says why the kernel layer is off ('' when on), for 'iotsafe doctor'.
 	kernelWhy string
-	claim    *firewall.Claim // the right to manage kernel's table; released after removing it
-	closed   bool
-	seen     atomic.Uint64 // kernel refusals already reported
+	claim     *firewall.Claim // the right to manage kernel's table; released after removing it
+	closed    bool
+	seen      atomic.Uint64 // kernel refusals already reported
 
 	denied deniedLog
 }

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"hash/fnv"
 	"html"
 	"html/template"
 	"math"
@@ -15,7 +16,37 @@ type Series struct {
 	X, Y []float64
 }
 
-var chartColors = []string{"#2a7", "#c53", "#57b", "#a5a", "#b92", "#488"}
+var chartColors = []string{"#2a7", "#c53", "#57b", "#a5a", "#b92", "#488", "#e7298a", "#666", "#8c564b", "#17becf"}
+
+// colorsFor gives each name of a figure its colour, chosen by the name (chartColor), so
+// that "openssh" is drawn in the same colour in every figure of every report, whichever
+// other series a figure has and in whatever order. Two names of one figure that want
+// the same colour are settled in name order, not in the figure's.
+func colorsFor(names []string) map[string]string {
+	taken, out := map[string]bool{}, map[string]string{}
+	for _, n := range slices.Sorted(slices.Values(names)) {
+		if _, ok := out[n]; !ok {
+			out[n] = chartColor(n, taken)
+		}
+	}
+	return out
+}
+
+// chartColor is name's colour: its hash's, or the next one not taken in the figure.
+func chartColor(name string, taken map[string]bool) string {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	i := int(h.Sum32() % uint32(len(chartColors)))
+	for range chartColors {
+		c := chartColors[i]
+		if !taken[c] {
+			taken[c] = true
+			return c
+		}
+		i = (i + 1) % len(chartColors)
+	}
+	return chartColors[i] // more series than colours: share
+}
 
 // LineChart draws Series as an inline SVG: x on a log scale when logX (counts and sizes
 // that span orders of magnitude), y linear from 0. Points are marked, so a single N
@@ -63,8 +94,13 @@ func LineChart(title, xLabel, yLabel string, ss []Series, logX bool) template.HT
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`, (left+w-right)/2, h-8, html.EscapeString(xLabel))
 	fmt.Fprintf(&b, `<text x="12" y="%d" transform="rotate(-90 12 %d)" text-anchor="middle">%s</text>`, (top+h-bottom)/2, (top+h-bottom)/2, html.EscapeString(yLabel))
+	var names []string
+	for _, s := range ss {
+		names = append(names, s.Name)
+	}
+	colors := colorsFor(names)
 	for i, s := range ss {
-		c := chartColors[i%len(chartColors)]
+		c := colors[s.Name]
 		var pts []string
 		for j := range s.X {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(s.X[j]), py(s.Y[j])))
@@ -138,9 +174,14 @@ func BoxPlot(title, yLabel string, boxes []Box) template.HTML {
 		fmt.Fprintf(&b, `<text x="%d" y="%.0f" text-anchor="end" dy="4">%s</text>`, left-6, py(y), compact(y))
 	}
 	fmt.Fprintf(&b, `<text x="12" y="%d" transform="rotate(-90 12 %d)" text-anchor="middle">%s</text>`, (top+h-bottom)/2, (top+h-bottom)/2, html.EscapeString(yLabel))
+	var labels []string
+	for _, bx := range boxes {
+		labels = append(labels, bx.Label)
+	}
+	colors := colorsFor(labels)
 	for i, bx := range boxes {
 		x := float64(left + slot*i + slot/2)
-		c := chartColors[i%len(chartColors)]
+		c := colors[bx.Label]
 		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="%s"/>`, x, py(bx.P[0]), x, py(bx.P[4]), c)
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%.1f" width="%d" height="%.1f" fill="%s" fill-opacity="0.35" stroke="%s"/>`,
 			x-slot/3, py(bx.P[3]), 2*slot/3, max(py(bx.P[1])-py(bx.P[3]), 1), c, c)

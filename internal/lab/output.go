@@ -60,6 +60,9 @@ func ReadEnvironment(quick bool) Environment {
 			e.Commit = strings.TrimSpace(string(out))
 		}
 	}
+	if e.Commit == "" {
+		e.Commit = "unknown (built outside a git checkout)" // never a bare "commit ,"
+	}
 	version := func(name string, argv ...string) {
 		out, _ := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 		if line := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]); line != "" {

@@ -229,7 +229,14 @@ func (p *Proc) Kill() {
 
 // WaitTCP waits until addr accepts connections: for peers that print no readiness line.
 func WaitTCP(ctx context.Context, p *Proc, addr string) error {
-	return WaitTCPWith(ctx, p, addr, func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) })
+	if err := WaitTCPWith(ctx, p, addr, func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }); err != nil {
+		return err
+	}
+	// Whoever answers must be p: its port was free a moment ago, not reserved.
+	if owned, known := listenerOwner(p.PID(), addr); known && !owned {
+		return fmt.Errorf("lab: %s answers on %s, but from a process the lab did not start (it took the port first): not measuring it; run again", p.Name, addr)
+	}
+	return nil
 }
 
 // WaitTCPWith is WaitTCP with a dialer of the caller's (one inside a namespace).

@@ -14,7 +14,7 @@ import (
 )
 
 // DTLS versions on the wire (one's complement of TLS's minor numbering). DTLS 1.3 is
-// not probed: nothing here implements it (FACTS.md).
+// not probed: no library here implements it.
 const (
 	VersionDTLS10 uint16 = 0xfeff
 	VersionDTLS12 uint16 = 0xfefd

@@ -31,7 +31,7 @@ import (
 // and only traffic arriving on the loopback device reaches it, which is all a
 // protected socket ever takes (remote hosts reach other interfaces and are refused by
 // the kernel). sk_lookup steering would avoid the first cost but is refused by this
-// kernel (a listening TCP socket cannot enter a SOCKMAP; FACTS.md).
+// kernel (a listening TCP socket cannot enter a SOCKMAP).
 type Shared struct {
 	log *slog.Logger
 

@@ -366,13 +366,13 @@ Peers: {{range $k, $v := .Env.Versions}}{{$k}}: {{$v}}; {{end}}</p>
 <table><tr><th>path</th><th>MB/s</th><th>server CPU, ms per MB</th><th>device side CPU, ms per MB</th><th>error</th></tr>
 {{range .BulkRows}}<tr><td>{{.Name}}</td>{{range .Vals}}<td>{{.}}</td>{{end}}</tr>{{end}}</table>{{end}}
 
-<h2>lab.Memory per proxification (figs. 15, 16)</h2>
+<h2>Memory per proxification (figs. 15, 16)</h2>
 <p class="note">PSS of the whole server process tree (one hub; every sshd or dropbear process), growth from before the fleet connected, per session (S=N, P=1) or per forward (S=1, P=N), at the largest N; "busy" is the peak while every forward serves a 1 KB request at once.</p>
 {{if .RAMRows}}<table><tr><th>server</th><th>per session idle, KiB</th><th>per session busy</th><th>per forward idle</th><th>per forward busy</th></tr>
 {{range .RAMRows}}<tr><td>{{.Server}}</td><td>{{printf "%.1f" .SI}}</td><td>{{printf "%.1f" .SB}}</td><td>{{printf "%.1f" .FI}}</td><td>{{printf "%.1f" .FB}}</td></tr>{{end}}</table>
 {{else}}<p><b>Not measured in this run</b> (run without <code>--only rps</code>).</p>{{end}}
 {{range .RAMCharts}}{{.}}{{end}}
-<p class="note">Paper 000 anchors: OpenSSH about 1.6 MB PSS per idle device session on this kind of machine (FACTS.md); the paper saw Dropbear above OpenSSH with a static debug build.</p>
+<p class="note">Paper 000 anchors: compare the OpenSSH row above with Dropbear's (the hub's row is per session, over one process); the paper saw Dropbear above OpenSSH with a static debug build.</p>
 <h2>Inactive forwards (fig. 17) and the P/S sweep (fig. 19)</h2>
 {{if .Inactive}}<p class="note">One session with the active forwards plus k inactive ones; time of one request through every active forward, in parallel, over the same at k=0 (the paper saw 2.9–4× at k=8000 with OpenSSH).</p>
 <table><tr><th>server</th>{{range .InactiveK}}<th>k={{.}}</th>{{end}}</tr>

@@ -18,7 +18,7 @@ const (
 	TargetDevices      = 100_000
 	TargetKiBPerDevice = 4.0
 	TargetBack         = 30 * time.Second
-	DescriptorLimit    = 20_000 // this machine's hard RLIMIT_NOFILE (FACTS.md)
+	DescriptorLimit    = 20_000 // the hard RLIMIT_NOFILE of the machine the lab was built on
 )
 
 // Run measures, writes the result files into out and prints the summary on w.

@@ -12,7 +12,7 @@ import (
 	"github.com/pion/dtls/v3"
 )
 
-// DTLS 1.2 with pion/dtls (DTLS 1.3 exists nowhere here: FACTS.md). The modes map onto
+// DTLS 1.2 with pion/dtls (none of the DTLS libraries installed here implements DTLS 1.3). The modes map onto
 // TLS 1.3's: full (ECDHE-ECDSA, AES-128-GCM), resume (session id, a server-side
 // store), psk_ke (TLS_PSK_WITH_AES_128_GCM_SHA256: no ECDHE) and psk_dhe_ke
 // (TLS_ECDHE_PSK_WITH_AES_128_CBC_SHA256, pion's only ECDHE-PSK suite). "pion+cid" adds

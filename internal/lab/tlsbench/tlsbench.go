@@ -24,7 +24,7 @@ var (
 	Modes = []string{"full", "resume", "psk_ke", "psk_dhe_ke", "full_mlkem"}
 )
 
-// unsupported says why an implementation cannot run a mode (FACTS.md).
+// unsupported says why an implementation cannot run a mode (what each library lacks).
 var unsupported = map[string]string{
 	"go psk_ke":               "Go's crypto/tls has no external PSK",
 	"go psk_dhe_ke":           "Go's crypto/tls has no external PSK",
