@@ -69,12 +69,16 @@ func reportClosed(cmd *cobra.Command, a applied, device, fingerprint, action, he
 			HubRunning bool   `json:"hub_running"`
 			Closed     int    `json:"closed_sessions"`
 			HeldByHub  bool   `json:"held_in_memory,omitempty"`
-		}{device, fingerprint, action, a.HubRunning, a.Closed, a.HeldByHub})
+			Grants     int64  `json:"grants_removed,omitempty"`
+		}{device, fingerprint, action, a.HubRunning, a.Closed, a.HeldByHub, a.GrantsRemoved})
 	}
 	w := cmd.OutOrStdout()
 	if a.HeldByHub {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the registry could not be written (%s): the running hub holds the change to %s in memory, refuses it from now on and writes it when the registry can take it (free space in the data folder); a hub restart before then forgets it\n", a.Degraded, device)
 		headline += " (held in the hub's memory)"
+	}
+	if a.GrantsRemoved > 0 {
+		headline += fmt.Sprintf(" and its %d grant(s): a device enrolled later under this name starts with none", a.GrantsRemoved)
 	}
 	fmt.Fprintln(w, headline)
 	switch {

@@ -186,3 +186,25 @@ func TestEveryCommandHasAHelpSection(t *testing.T) {
 		}
 	}
 }
+
+// 'device remove' says the device's grants went with it (issue 52.6).
+func TestDeviceRemoveSaysItsGrantsGo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "hub")
+	run := func(args ...string) string {
+		var out, errOut bytes.Buffer
+		if code := Execute(context.Background(), append(args, "--data", dir), nil, &out, &errOut); code != 0 {
+			t.Fatalf("iotsafe %v: %d %s", args, code, errOut.String())
+		}
+		return out.String()
+	}
+	run("init")
+	run("device", "add", "dev1", "--keygen", t.TempDir())
+	run("grant", "--user", "0", "dev1", "http")
+	run("grant", "--group", "0", "dev1", "http")
+	if out := run("device", "remove", "dev1"); !strings.Contains(out, "removed dev1 and its 2 grant(s)") {
+		t.Fatalf("device remove said: %s", out)
+	}
+	if out := run("grants"); strings.Contains(out, "dev1") {
+		t.Fatalf("the grants stayed: %s", out)
+	}
+}

@@ -117,14 +117,18 @@ func (RemoveDevice) Op() string         { return "device.remove" }
 func (ch RemoveDevice) Subject() string { return ch.Device }
 func (ch RemoveDevice) check() error    { return need(ch.Op(), "a device", ch.Device) }
 func (ch RemoveDevice) apply(ctx context.Context, c *Control) (Outcome, error) {
-	n, err := c.closeAfter(ch.Device, "", WhyRemoved, false, func() error { return c.store.RemoveDevice(ctx, ch.Device) })
+	var grants int64
+	n, err := c.closeAfter(ch.Device, "", WhyRemoved, false, func() (err error) {
+		grants, err = c.store.RemoveDeviceAndGrants(ctx, ch.Device)
+		return err
+	})
 	if err != nil {
 		return Outcome{}, err
 	}
 	if c.live != nil {
 		c.live.Forget(ch.Device)
 	}
-	return Outcome{Closed: n}, c.reload() // its sockets leave the policy and the kernel's rules
+	return Outcome{Closed: n, GrantsRemoved: grants}, c.reload() // its sockets leave the policy and the kernel's rules
 }
 
 // AddKey gives a device another key (authorized_keys form); its other keys still work.

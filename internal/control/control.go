@@ -21,7 +21,7 @@ type Store interface {
 	AddDevice(ctx context.Context, name, profile string, key ssh.PublicKey, groups ...string) (*registry.Device, error)
 	RevokeDevice(ctx context.Context, name, reason string) error
 	ReinstateDevice(ctx context.Context, name string) error
-	RemoveDevice(ctx context.Context, name string) error
+	RemoveDeviceAndGrants(ctx context.Context, name string) (grants int64, err error)
 	AddKey(ctx context.Context, device string, key ssh.PublicKey) error
 	RevokeKey(ctx context.Context, device, fingerprint string) error
 	SetDeviceGroups(ctx context.Context, device string, groups []string) error
@@ -99,6 +99,8 @@ type Outcome struct {
 	Ended int64 `json:"ended,omitempty"`
 	// Grant is the grant as stored (AddGrant, RemoveGrant), its principal resolved.
 	Grant *registry.Grant `json:"grant,omitempty"`
+	// GrantsRemoved counts the grants to a removed device that went with it (RemoveDevice).
+	GrantsRemoved int64 `json:"grants_removed,omitempty"`
 }
 
 // Apply writes the change to the registry and applies its consequences on this hub.

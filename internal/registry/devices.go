@@ -381,7 +381,14 @@ func (r *Registry) DeviceByKey(ctx context.Context, key ssh.PublicKey) (d *Devic
 
 // RemoveDevice deletes a device, its keys and its sockets (their addresses become free).
 func (r *Registry) RemoveDevice(ctx context.Context, name string) error {
-	return r.withTx(ctx, func(tx *sqldb.Tx) error {
+	_, err := r.RemoveDeviceAndGrants(ctx, name)
+	return err
+}
+
+// RemoveDeviceAndGrants is RemoveDevice, returning how many grants went with the device
+// (so the operator is told).
+func (r *Registry) RemoveDeviceAndGrants(ctx context.Context, name string) (grants int64, err error) {
+	return grants, r.withTx(ctx, func(tx *sqldb.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM devices WHERE name=?`, name)
 		if err != nil {
 			return fmt.Errorf("registry: remove %s: %w", name, err)
@@ -396,8 +403,8 @@ func (r *Registry) RemoveDevice(ctx context.Context, name string) error {
 			return fmt.Errorf("registry: remove %s's grants: %w", name, err)
 		}
 		detail := ""
-		if n, _ := res.RowsAffected(); n > 0 {
-			detail = fmt.Sprintf("%d grant(s) of the device removed with it", n)
+		if grants, _ = res.RowsAffected(); grants > 0 {
+			detail = fmt.Sprintf("%d grant(s) of the device removed with it", grants)
 		}
 		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceRemoved, Detail: detail})
 	})
