@@ -89,7 +89,11 @@ func Announce(data string) (withdraw func(), err error) {
 // operator's commands.
 func ownedDir(dir string, create bool) error {
 	if create {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		mode := os.FileMode(0o700)
+		if dir == systemRuntimeDir {
+			mode = 0o755 // operators in admin.group read root's announcements
+		}
+		if err := os.MkdirAll(dir, mode); err != nil {
 			return fmt.Errorf("runtime folder: %w", err)
 		}
 	}
