@@ -141,12 +141,17 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 	caps.MaximumClients = int64(b.cfg.MaxClients)
 	caps.MaximumPacketSize = uint32(b.cfg.MaxPacket)
 	caps.MaximumClientWritesPending = int32(b.cfg.MaxPending)
+	// An ack carries its own properties, never those of the packet it answers (acks.go).
+	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	// mochi logs every client's end at WARN (a closed connection, a refused login the
 	// hook already reported): only its errors reach the hub's log.
 	// The inline client publishes what comes in from the centre (the bridge) and the
 	// notifications that arrive other ways (publishNotifications).
 	b.srv = mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(errorsOnly{b.log.Handler()}), InlineClient: true})
 	if err := b.srv.AddHook(&hook{b: b}, nil); err != nil {
+		return err
+	}
+	if err := b.srv.AddHook(new(ackHook), nil); err != nil {
 		return err
 	}
 	if b.cfg.persist() {
