@@ -37,7 +37,7 @@ func (b *Broker) Collectors() []prometheus.Collector {
 		gauge("iotsafe_mqtt_clients", "MQTT clients connected.", func() int64 { return atomic.LoadInt64(&b.srv.Info.ClientsConnected) }),
 		gauge("iotsafe_mqtt_sessions_away", "Persistent MQTT sessions whose client is not connected.", func() int64 { return atomic.LoadInt64(&b.srv.Info.ClientsDisconnected) }),
 		gauge("iotsafe_mqtt_subscriptions", "MQTT subscriptions.", func() int64 { return atomic.LoadInt64(&b.srv.Info.Subscriptions) }),
-		gauge("iotsafe_mqtt_inflight", "QoS 1 and 2 messages in flight to subscribers.", func() int64 { return atomic.LoadInt64(&b.srv.Info.Inflight) }),
+		gauge("iotsafe_mqtt_inflight", "QoS 1 and 2 messages in flight to subscribers.", b.inflight),
 		gauge("iotsafe_mqtt_retained", "Retained MQTT messages.", func() int64 { return atomic.LoadInt64(&b.srv.Info.Retained) }),
 		counter("iotsafe_mqtt_messages_received_total", "PUBLISH packets received.", func() int64 { return atomic.LoadInt64(&b.srv.Info.MessagesReceived) }),
 		counter("iotsafe_mqtt_messages_sent_total", "PUBLISH packets sent.", func() int64 { return atomic.LoadInt64(&b.srv.Info.MessagesSent) }),
@@ -54,6 +54,19 @@ func (b *Broker) Collectors() []prometheus.Collector {
 	return cs
 }
 
+// inflight counts the QoS 1 and 2 messages in flight over every session, connected or
+// away. mochi keeps a counter of its own (Info.Inflight) that goes below zero: messages
+// restored from the session store at a start are counted out when acknowledged but were
+// never counted in (issue 54.4). The sessions' own tables are the truth; reading them
+// costs one pass over the clients, at a status call or a metrics scrape.
+func (b *Broker) inflight() int64 {
+	var n int64
+	for _, cl := range b.srv.Clients.GetAll() {
+		n += int64(cl.State.Inflight.Len())
+	}
+	return n
+}
+
 // Info is the broker's state for `iotsafe mqtt status`.
 func (b *Broker) Info() *admin.MQTTInfo {
 	if b.srv == nil {
@@ -62,7 +75,7 @@ func (b *Broker) Info() *admin.MQTTInfo {
 	i := b.srv.Info
 	info := &admin.MQTTInfo{
 		Clients: atomic.LoadInt64(&i.ClientsConnected), SessionsAway: atomic.LoadInt64(&i.ClientsDisconnected),
-		Subscriptions: atomic.LoadInt64(&i.Subscriptions), Retained: atomic.LoadInt64(&i.Retained), Inflight: atomic.LoadInt64(&i.Inflight),
+		Subscriptions: atomic.LoadInt64(&i.Subscriptions), Retained: atomic.LoadInt64(&i.Retained), Inflight: b.inflight(),
 		Received: atomic.LoadInt64(&i.MessagesReceived), Sent: atomic.LoadInt64(&i.MessagesSent), Stored: b.counts.stored.Load(),
 		AuthRefused: b.counts.authRefused.Load(), TopicRefused: b.counts.topicRefused.Load(), NotBridged: b.counts.notBridged.Load(),
 	}

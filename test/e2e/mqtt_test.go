@@ -267,6 +267,15 @@ func TestMQTTSessionSurvivesRestart(t *testing.T) {
 	if err != nil || !strings.Contains(out, "devices/dev1/commands/reboot at 3am") {
 		t.Fatalf("after the restart the session did not deliver the waiting message: %v\n%s", err, out)
 	}
+	// The message restored from the session store and acknowledged after the restart is
+	// no longer in flight, and the count never goes below zero (issue 54.4: mochi
+	// counted it out without having counted it in).
+	var st struct {
+		MQTT struct{ Inflight int64 } `json:"mqtt"`
+	}
+	if err := json.Unmarshal([]byte(h.mustCLIStdout("mqtt", "status", "-o", "json")), &st); err != nil || st.MQTT.Inflight < 0 {
+		t.Fatalf("mqtt status after the restart: %v, in flight %d", err, st.MQTT.Inflight)
+	}
 }
 
 // Removing a device drops its persistent MQTT session (subscriptions, waiting messages,
