@@ -87,6 +87,9 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 		what = "publish to "
 	}
 	detail := "mqtt: " + what + topic + " (a device uses devices/" + device + "/ only)"
+	if write {
+		detail += publishRefusalEffect(cl)
+	}
 	if h.b.Violation != nil {
 		h.b.Violation(device, detail, cl.Net.Remote)
 	} else {
@@ -119,8 +122,24 @@ func (h *hook) accountACL(cl *mqtt.Client, id identity, topic string, write bool
 	if write {
 		what, need = "publish to ", registry.RightCommand
 	}
-	h.b.refuse(EventACLRefused, "", cl.Net.Remote, "mqtt: account "+id.account+": "+what+topic+" (a platform app uses devices/NAME/ of devices it holds "+need+" on)")
+	detail := "mqtt: account " + id.account + ": " + what + topic + " (a platform app uses devices/NAME/ of devices it holds " + need + " on)"
+	if write {
+		detail += publishRefusalEffect(cl)
+	}
+	h.b.refuse(EventACLRefused, "", cl.Net.Remote, detail)
 	return false
+}
+
+// publishRefusalEffect says what a refused publish does to the client's connection, so
+// that an operator reading the event knows why a device dropped (issue 54.5): MQTT 3.1.1
+// has no negative PUBACK, so a refused QoS 1 or 2 publish closes the connection, as the
+// specification allows (MQTT-3.3.5-2); MQTT 5 answers "not authorized" and keeps it;
+// a QoS 0 publish is dropped silently under both.
+func publishRefusalEffect(cl *mqtt.Client) string {
+	if cl.Properties.ProtocolVersion >= 5 {
+		return "; MQTT 5: answered 'not authorized', connection kept"
+	}
+	return "; MQTT 3.1.1: at QoS 1 or 2 the connection is closed (no negative acknowledgement exists), at QoS 0 the message is dropped"
 }
 
 func (h *hook) OnDisconnect(cl *mqtt.Client, err error, expire bool) {

@@ -163,6 +163,22 @@ func TestMQTT(t *testing.T) {
 	if d := h.device("dev1"); d.Violations < 4 || len(h.events("dev1", "violation")) == 0 {
 		t.Errorf("dev1 has %d violations recorded, want at least 4", d.Violations)
 	}
+	// A refused QoS 1 publish of a $ topic over MQTT 3.1.1 closes the connection (there
+	// is no negative PUBACK), and the violation says so (issue 54.5); MQTT 5 is answered.
+	if out, err := mosq(t, "mosquitto_pub", append(tls311("dev1", secret), "-t", "$private/x", "-m", "x", "-q", "1")...); err == nil {
+		t.Fatalf("a refused QoS 1 publish of $private/x over 3.1.1 kept its connection:\n%s", out)
+	}
+	if out, _ := mosq(t, "mosquitto_pub", append(tlsArgs("dev1", secret), "-t", "$private/y", "-m", "x", "-q", "1")...); !strings.Contains(out, "Not authorized") {
+		t.Fatalf("MQTT 5 publish of $private/y: %s", out)
+	}
+	var said311, said5 bool
+	for _, e := range h.events("dev1", "violation") {
+		said311 = said311 || strings.Contains(e.Detail, "publish to $private/x") && strings.Contains(e.Detail, "MQTT 3.1.1: at QoS 1 or 2 the connection is closed")
+		said5 = said5 || strings.Contains(e.Detail, "publish to $private/y") && strings.Contains(e.Detail, "MQTT 5: answered 'not authorized', connection kept")
+	}
+	if !said311 || !said5 {
+		t.Errorf("the violations do not say what happened to the connection: %+v", h.events("dev1", "violation"))
+	}
 	// One connection's refusals are bounded (mqtt.max_refusals, 32): past them the client
 	// is disconnected and nothing more is counted.
 	h.addDevice("dev5")
