@@ -495,7 +495,7 @@ func (b *Broker) authenticate(cl *mqtt.Client, pk packets.Packet) (id identity, 
 // over, or, for a TCP connection the hub itself opened, the pool address it comes from.
 // Another local user bound to a pool address proves nothing.
 func provenDevice(snap *devicedir.Snapshot, cl *mqtt.Client) (registry.DeviceState, string) {
-	if id, ok := deviceconn.Of(cl.Net.Conn); ok {
+	if id, ok := deviceconn.Of(rawConn(cl.Net.Conn)); ok {
 		st, known := snap.Device(id.Device)
 		if !known || st.Gen() != id.Gen {
 			return st, fmt.Sprintf("device %s was removed or enrolled again since its session began", id.Device)
@@ -504,7 +504,7 @@ func provenDevice(snap *devicedir.Snapshot, cl *mqtt.Client) (registry.DeviceSta
 	}
 	const sessionOnly = "the plain listener serves devices over their SSH session only"
 	ap, err := netip.ParseAddrPort(cl.Net.Remote)
-	if err != nil || !deviceconn.FromHub(cl.Net.Conn) {
+	if err != nil || !deviceconn.FromHub(rawConn(cl.Net.Conn)) {
 		return registry.DeviceState{}, sessionOnly + " (this connection is not one the hub opened)"
 	}
 	st, ok := snap.ByAddress(ap.Addr())
@@ -517,7 +517,7 @@ func provenDevice(snap *devicedir.Snapshot, cl *mqtt.Client) (registry.DeviceSta
 // certIdentity reads the device of a verified client certificate, if the client gave
 // one, and the certificate's serial number (decimal).
 func certIdentity(cl *mqtt.Client) (name string, gen int64, serial string, ok bool) {
-	tc, isTLS := cl.Net.Conn.(*tls.Conn)
+	tc, isTLS := rawConn(cl.Net.Conn).(*tls.Conn)
 	if !isTLS {
 		return "", 0, "", false
 	}
@@ -628,6 +628,16 @@ type errorsOnly struct{ slog.Handler }
 
 func (e errorsOnly) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelError && e.Handler.Enabled(ctx, l)
+}
+
+// Handle drops mochi's "publish packet error": it is how mochi reports a hook's refusal
+// (a device over its budget), at ERROR with the whole packet, payload included, once per
+// message; the hook audits the refusal itself, once a minute per device.
+func (e errorsOnly) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "publish packet error" {
+		return nil
+	}
+	return e.Handler.Handle(ctx, r)
 }
 
 func (e errorsOnly) WithAttrs(a []slog.Attr) slog.Handler { return errorsOnly{e.Handler.WithAttrs(a)} }

@@ -241,7 +241,14 @@ func (h *hook) overBudget(cl *mqtt.Client, pk packets.Packet, device string, err
 	h.b.refuse(EventNotStored, device, cl.Net.Remote, "refused: "+strings.TrimPrefix(err.Error(), "telemetry: "))
 	// mochi answers a reason code only to MQTT 5 at QoS 1 and 2; any other code would
 	// let the message through.
-	if cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos > 0 {
+	switch {
+	case cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos == 2:
+		// mochi would answer a hook's refusal with a PUBACK, which is not part of the QoS 2
+		// flow: the refusal goes in the PUBREC that ends it (MQTT 5 §4.3.3).
+		cl.WritePacket(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrec}, PacketID: pk.PacketID,
+			ReasonCode: packets.ErrQuotaExceeded.Code, Properties: packets.Properties{ReasonString: packets.ErrQuotaExceeded.Reason}})
+		return packets.ErrRejectPacket
+	case cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos == 1:
 		return packets.ErrQuotaExceeded
 	}
 	return packets.ErrRejectPacket

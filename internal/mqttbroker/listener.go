@@ -46,6 +46,7 @@ func (l *guardedListener) Serve(establish listeners.EstablishFn) {
 		if l.tls != nil {
 			c = tls.Server(c, l.tls) // what mochi sees as the client's connection
 		}
+		c = &lingeringConn{Conn: c}
 		if !l.guard.take(c, peer) {
 			c.Close()
 			return

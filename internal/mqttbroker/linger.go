@@ -1,0 +1,69 @@
+package mqttbroker
+
+import (
+	"crypto/tls"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Bounds of a lingering close: how long, and how much, a closed connection's unread
+// input is read and dropped.
+const (
+	lingerFor   = time.Second
+	lingerBytes = 64 << 10
+)
+
+// lingeringConn is a client's connection as mochi sees it, whose Close lets the last
+// packet reach the client. Closing a TCP socket with unread input makes the kernel send
+// a reset, and a reset can destroy what was sent just before it: a client that sent more
+// than the broker's receive maximum (or any packet past a refusal) would see "connection
+// reset" instead of the DISCONNECT with its reason (issue 54.3). So Close ends the
+// writing side (TLS close_notify, then FIN), reads and drops what is still coming for at
+// most lingerFor or lingerBytes, then closes.
+type lingeringConn struct {
+	net.Conn
+	once sync.Once
+}
+
+// Unwrap is the connection underneath (a *tls.Conn, or the listener's own).
+func (c *lingeringConn) Unwrap() net.Conn { return c.Conn }
+
+func (c *lingeringConn) Close() error {
+	c.once.Do(func() {
+		halfClose(c.Conn)
+		c.Conn.SetReadDeadline(time.Now().Add(lingerFor))
+		// mochi's reader may be in Read too: whichever reads, the input is consumed, and
+		// both stop at the deadline. Close returns at once: a revocation that closes many
+		// clients does not wait for each.
+		go func() {
+			io.Copy(io.Discard, io.LimitReader(c.Conn, lingerBytes))
+			c.Conn.Close()
+		}()
+	})
+	return nil
+}
+
+// halfClose ends c's writing side where it can; on a TLS connection, close_notify and
+// then the TCP FIN beneath it.
+func halfClose(c net.Conn) {
+	type closeWriter interface{ CloseWrite() error }
+	if tc, ok := c.(*tls.Conn); ok {
+		tc.SetWriteDeadline(time.Now().Add(lingerFor))
+		tc.CloseWrite() // close_notify; an error (no handshake yet) is no reason to stop
+		c = tc.NetConn()
+	}
+	if cw, ok := c.(closeWriter); ok {
+		cw.CloseWrite()
+	}
+}
+
+// rawConn is the connection under a lingeringConn (what deviceconn and the TLS state
+// are read from).
+func rawConn(c net.Conn) net.Conn {
+	if lc, ok := c.(*lingeringConn); ok {
+		return lc.Conn
+	}
+	return c
+}
