@@ -581,6 +581,7 @@ func (b *Broker) accountMay(id identity, topic string, write bool) bool {
 // check of a topic so covered is the delivery of a message, not a subscription.
 func (b *Broker) subscribedTo(cl *mqtt.Client, topic string) bool {
 	for filter := range cl.State.Subscriptions.GetAll() {
+		filter, _, _ = mqtttopic.Unshare(filter)
 		if mqtttopic.Match(filter, topic) {
 			return true
 		}

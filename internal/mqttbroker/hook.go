@@ -54,6 +54,12 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 }
 
 func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
+	// A shared subscription ($share/GROUP/FILTER) is allowed where FILTER is: the group
+	// only spreads the messages over its members, each delivery checked as any other
+	// (issue 54.2). A malformed one is refused as the $ topic it then is.
+	if inner, shared, err := mqtttopic.Unshare(topic); !write && shared && err == nil {
+		topic = inner
+	}
 	v, ok := h.b.clients.Load(cl)
 	if !ok {
 		// Not connected: a persistent session the broker delivers to while its client is

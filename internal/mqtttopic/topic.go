@@ -67,3 +67,21 @@ func Overlap(a, b string) bool {
 	short := min(len(al), len(bl))
 	return len(long) == short+1 && long[short] == "#"
 }
+
+// SharePrefix starts a shared subscription's filter: $share/GROUP/FILTER (MQTT 5 §4.8.2).
+const SharePrefix = "$share/"
+
+// Unshare returns the filter a shared subscription covers: FILTER of $share/GROUP/FILTER,
+// where GROUP is a non-empty level without wildcards. shared is false for any other
+// filter (returned as it is); err is set for a $share filter that is malformed.
+func Unshare(f string) (filter string, shared bool, err error) {
+	rest, ok := strings.CutPrefix(f, SharePrefix)
+	if !ok {
+		return f, false, nil
+	}
+	group, filter, ok := strings.Cut(rest, "/")
+	if !ok || group == "" || strings.ContainsAny(group, "+#") || filter == "" {
+		return "", true, errors.New("a shared subscription is $share/GROUP/FILTER, GROUP a name without wildcards")
+	}
+	return filter, true, nil
+}

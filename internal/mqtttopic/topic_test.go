@@ -41,3 +41,20 @@ func FuzzOverlap(f *testing.F) {
 		}
 	})
 }
+
+func TestUnshare(t *testing.T) {
+	for in, want := range map[string]string{
+		"$share/g/devices/dev1/x":                  "devices/dev1/x",
+		"$share/workers/devices/+/notifications/#": "devices/+/notifications/#",
+		"devices/dev1/x":                           "devices/dev1/x",
+	} {
+		if got, _, err := Unshare(in); err != nil || got != want {
+			t.Errorf("Unshare(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"$share/", "$share/g", "$share//devices/x", "$share/g+/devices/x", "$share/#/x", "$share/g/"} {
+		if _, shared, err := Unshare(bad); !shared || err == nil {
+			t.Errorf("Unshare(%q): shared %v, err %v; want an error", bad, shared, err)
+		}
+	}
+}

@@ -243,6 +243,7 @@ func benchDeviceClientCmd() *cobra.Command {
 func benchLinkCmd() *cobra.Command {
 	var link string
 	var n int
+	var format string
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "link",
@@ -272,7 +273,7 @@ removed afterwards. Constants and sources: docs/bench.md and internal/linkemu.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if asJSON || format == "json" {
 				return printJSON(cmd.OutOrStdout(), r)
 			}
 			linkbench.Print(cmd.OutOrStdout(), r)
@@ -281,7 +282,15 @@ removed afterwards. Constants and sources: docs/bench.md and internal/linkemu.`,
 	}
 	c.Flags().StringVar(&link, "link", "802154", "link profile: 802154, wifi, lte, ethernet")
 	c.Flags().IntVar(&n, "bytes", 0, "bytes to send (default 64 KiB on 802.15.4, 64 MiB otherwise)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().StringVarP(&format, "output", "o", "table", "print as table or json")
+	c.Flags().BoolVar(&asJSON, "json", false, "same as -o json")
+	c.Flags().MarkHidden("json")
+	c.PreRunE = func(*cobra.Command, []string) error {
+		if format != "table" && format != "json" {
+			return fmt.Errorf("-o %s: want table or json", format)
+		}
+		return nil
+	}
 	return c
 }
 
