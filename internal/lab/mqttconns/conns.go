@@ -139,6 +139,11 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 		case Hub:
 			cfg := func(c *hub.Config) {
 				c.MQTT.TLSListen, c.MQTT.Cert, c.MQTT.Key, c.MQTT.MaxClients = "127.0.0.1:0", cert, key, o.Clients+100
+				// The whole fleet comes from one address here, as a fleet behind one NAT
+				// would: the hub's cap on handshakes per source (64 by default) must admit
+				// the bench's concurrency, or it sheds the rest (Mosquitto has no such cap).
+				c.MQTT.MaxUnauthenticatedPerAddress = o.ConnectConcurrency + 16
+				c.MQTT.MaxUnauthenticated = max(c.MQTT.MaxUnauthenticated, o.ConnectConcurrency+16)
 			}
 			srv, err := b.StartEnrolled(ctx, hubData, lab.IoTsafeOpts{Sessions: o.Clients, Configure: cfg})
 			if err != nil {
