@@ -42,9 +42,11 @@ type Config struct {
 	// disconnects it (each is a violation of the device's profile); 0 means 32.
 	MaxRefusals int `yaml:"max_refusals"`
 	// MaxPending bounds the packets waiting to be written to one client (messages to a
-	// slow subscriber past it are dropped and counted); 0 means 1024. The queue is
-	// allocated whole per connection: mochi's default of 8,192 was 64 KiB of each
-	// device's memory (bench mqtt connections).
+	// slow subscriber past it are dropped and counted); 0 means 256. The queue is
+	// allocated whole per connection, 8 bytes a slot: mochi's default of 8,192 was 64 KiB
+	// of each device's memory, 1,024 still 8 KiB (bench mqtt connections). A device
+	// needs few; a platform app subscribed to a large fleet may need more (a burst to it
+	// waits here while its socket is slow): raise it then.
 	MaxPending int `yaml:"max_pending"`
 	// ConnectTimeout bounds a new connection's TLS handshake and its CONNECT; 0 means 10s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
@@ -82,7 +84,7 @@ func (c *Config) ApplyDefaults() {
 		c.MaxRefusals = 32
 	}
 	if c.MaxPending == 0 {
-		c.MaxPending = 1024
+		c.MaxPending = 256
 	}
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = 10 * time.Second

@@ -43,8 +43,10 @@ func (l *guardedListener) Close(close listeners.CloseFn) {
 func (l *guardedListener) Serve(establish listeners.EstablishFn) {
 	acceptor.Serve(l.ln, acceptor.Config{Name: "mqtt " + l.id, Logger: l.log}, func(c net.Conn) {
 		peer := acceptor.PeerHost(c)
+		var tc *tls.Conn
 		if l.tls != nil {
-			c = tls.Server(c, l.tls) // what mochi sees as the client's connection
+			tc = tls.Server(c, l.tls)
+			c = tc // what mochi sees as the client's connection
 		}
 		c = &lingeringConn{Conn: c}
 		if !l.guard.take(c, peer) {
@@ -55,6 +57,10 @@ func (l *guardedListener) Serve(establish listeners.EstablishFn) {
 		// Bounds the TLS handshake and the wait for CONNECT; mochi sets the keepalive
 		// deadline in its place once CONNECT is read.
 		c.SetDeadline(time.Now().Add(l.guard.timeout))
+		if tc != nil && handshakeApart(tc) != nil {
+			c.Close()
+			return
+		}
 		establish(l.id, c) // its error is the client's end, which the hook already reported
 	})
 }
@@ -114,4 +120,16 @@ func (g *loginGuard) settled(c net.Conn) {
 	if g.perPeer[peer]--; g.perPeer[peer] <= 0 {
 		delete(g.perPeer, peer)
 	}
+}
+
+// handshakeApart runs the TLS handshake in a goroutine of its own that ends with it. The
+// handshake's key exchange and signature (ML-KEM, ECDSA) grow a goroutine's stack to
+// tens of KiB, and a stack keeps its size while the goroutine lives: run in the
+// connection's goroutine, every idle client would hold that much for as long as it is
+// connected (issue 54's memory per connection). The deadline set on the connection
+// bounds it.
+func handshakeApart(tc *tls.Conn) error {
+	done := make(chan error, 1)
+	go func() { done <- tc.Handshake() }()
+	return <-done
 }

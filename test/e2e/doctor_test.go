@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -29,5 +31,22 @@ func TestDoctor(t *testing.T) {
 	out, err := h.cli("doctor")
 	if err == nil || !strings.Contains(out, "FAIL  hub") || !strings.Contains(out, "fix: start it") || !strings.Contains(out, "doctor: 1 check(s) failed: hub") {
 		t.Fatalf("doctor with the hub stopped: %v\n%s", err, out)
+	}
+}
+
+// The hub runs with the smallest starting goroutine stacks (issue 54's memory per
+// connection): it executed itself again with GODEBUG=adaptivestackstart=0, keeping its
+// process id, so what started it (a service manager, this test) still holds it.
+func TestHubStartsGoroutinesSmall(t *testing.T) {
+	h := startHub(t, "", "")
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", h.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(env), "GODEBUG=") || !strings.Contains(string(env), "adaptivestackstart=0") {
+		t.Fatalf("the hub's environment has no GODEBUG=adaptivestackstart=0:\n%s", strings.ReplaceAll(string(env), "\x00", "\n"))
+	}
+	if out := h.mustCLI("status"); !strings.Contains(out, fmt.Sprintf("pid %d", h.cmd.Process.Pid)) {
+		t.Fatalf("the hub answering is not the process started:\n%s", out)
 	}
 }
