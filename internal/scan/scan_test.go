@@ -341,6 +341,51 @@ func TestScanWeakSSHD(t *testing.T) {
 	}
 }
 
+// A stock OpenSSH server with a 1024-bit RSA host key behind a good algorithm name
+// (rsa-sha2-512): the scan rates the key itself, as ssh-audit does (issue 55.1), and
+// says which key it read.
+func TestScanSSHHostKeySize(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sshd needs root (privilege separation); CI runs as root")
+	}
+	dir := t.TempDir()
+	port, err := lab.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cfg, _, _, err := lab.PrepareSSHD(dir, addr, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "host_key")
+	os.Remove(key)
+	os.Remove(key + ".pub")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "rsa", "-b", "1024", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v %s", err, out)
+	}
+	p, err := lab.StartProc("sshd", nil, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := lab.WaitTCP(ctx, p, addr); err != nil {
+		t.Fatal(err)
+	}
+	r := ScanSSH(ctx, addr, Options{})
+	if r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if bad := findings(r, Insecure, "hostkey"); !has(bad, "RSA 1024 bits: under 2048 bits") || !has(bad, "(key SHA256:") {
+		t.Fatalf("a 1024-bit RSA host key: %+v", r.Findings)
+	}
+	if r.Worst() < Insecure {
+		t.Fatalf("the scan's worst finding is %v", r.Worst())
+	}
+}
+
 // FuzzKexInit: whatever an SSH server sends first, the parser returns a KEXINIT or an
 // error.
 func FuzzKexInit(f *testing.F) {

@@ -188,5 +188,8 @@ func ScanSSH(ctx context.Context, addr string, o Options) *Report {
 	if slices.Contains(k.compression, "zlib") {
 		r.add("compression", Info, "zlib before authentication offered")
 	}
+	// The keys themselves: their type and size (a 1024-bit RSA key hides behind a good
+	// algorithm name).
+	scanHostKeys(ctx, r, addr, k.hostKeys, &o)
 	return r
 }
