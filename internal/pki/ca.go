@@ -232,7 +232,9 @@ func (ca *CA) issue(names []string) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: ca.leafKey, Leaf: leaf}, nil
+	// The leaf alone: the CA is the clients' trust anchor (iotsafe frontdoor ca), which
+	// they hold already; sending it cost its bytes on every full handshake (issue 55.3).
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: ca.leafKey, Leaf: leaf}, nil
 }
 
 // LoadCA loads the local CA a hub with a front door created in dataDir, for issuing

@@ -48,6 +48,10 @@ func TestLocalCAIssuesVerifiableCertificates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The leaf alone goes out: clients hold the root (issue 55.3).
+		if len(c.Certificate) != 1 {
+			t.Fatalf("%s: a chain of %d certificates is sent, want the leaf alone", name, len(c.Certificate))
+		}
 		_, err = c.Leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: name})
 		if name == "other.example.org" {
 			if err == nil {

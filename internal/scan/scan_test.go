@@ -6,8 +6,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
+	"encoding/pem"
 	"encoding/xml"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
+	"github.com/iotsafe/iotsafe/internal/pki"
 )
 
 func findings(r *Report, sev Severity, check string) []string {
@@ -218,10 +221,58 @@ func TestScanGoServerDefaults(t *testing.T) {
 			t.Errorf("%s: %q missing in %q", check, want, all)
 		}
 	}
+	if all := findings(r, Info, "certificate"); has(all, "carries its root") {
+		t.Errorf("a leaf alone reported as carrying its root: %q", all)
+	}
 	// The wrong name is insecure, and an unknown root weak.
 	r = ScanTLS(ctx, ln.Addr().String(), "tls", nil, Options{Name: "other.test", Roots: x509.NewCertPool()})
 	if !has(findings(r, Insecure, "certificate"), "does not name other.test") || !has(findings(r, Weak, "certificate"), "not trusted") {
 		t.Errorf("certificate findings: %+v", r.Findings)
+	}
+}
+
+// A server that sends its self-signed root with the leaf: the scan says so, with the
+// root's size (issue 55.3, as sslyze warns); the chain is still trusted.
+func TestScanReportsARootInTheChain(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.LoadOrCreateCA(dir, "devices.test", nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.GetCertificate(&tls.ClientHelloInfo{ServerName: "devices.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(ca.CertPEM())
+	withRoot := *leaf
+	withRoot.Certificate = [][]byte{leaf.Certificate[0], block.Bytes}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{withRoot}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				c.(*tls.Conn).Handshake()
+			}()
+		}
+	}()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM())
+	r := ScanTLS(context.Background(), ln.Addr().String(), "tls", nil, Options{Name: "devices.test", Roots: roots})
+	info := findings(r, Info, "certificate")
+	if !has(info, "the chain carries its root") || !has(info, fmt.Sprintf("(%d bytes on every full handshake", len(block.Bytes))) {
+		t.Fatalf("no finding on the root in the chain: %q", info)
+	}
+	if !has(findings(r, Good, "certificate"), "chain trusted") {
+		t.Fatalf("the chain with its root is still trusted: %+v", r.Findings)
 	}
 }
 

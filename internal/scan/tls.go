@@ -466,6 +466,12 @@ func (s *scanner) certificate(chain []*x509.Certificate) {
 	inter := x509.NewCertPool()
 	for _, c := range chain[1:] {
 		inter.AddCert(c)
+		// A self-signed certificate in the chain is a root: a client that trusts it has
+		// it already, and one that does not is not helped by it. It costs its bytes on
+		// every full handshake (as sslyze warns) — on a constrained link, many frames.
+		if c.CheckSignatureFrom(c) == nil && bytes.Equal(c.RawSubject, c.RawIssuer) {
+			s.r.add("certificate", Info, "the chain carries its root %q (%d bytes on every full handshake; clients need only the leaf and intermediates)", c.Subject.String(), len(c.Raw))
+		}
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: s.o.Roots, Intermediates: inter, DNSName: s.o.Name}); err != nil {
 		s.r.add("certificate", Weak, "chain not trusted by the roots given: %v", err)
