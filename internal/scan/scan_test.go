@@ -10,6 +10,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -282,6 +283,30 @@ func TestScanNothingListening(t *testing.T) {
 	r := ScanTLS(context.Background(), "127.0.0.1:"+strconv.Itoa(port), "tls", nil, Options{})
 	if r.Error == "" || r.Worst() != Insecure {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// A plain TCP port (an HTTP server here) is not a TLS endpoint: an error, with no
+// finding beside it that would rate it as a weak TLS one (issue 55.5).
+func TestScanPlainTCPPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	r := ScanTLS(context.Background(), ln.Addr().String(), "tls", nil, Options{})
+	if !strings.Contains(r.Error, "not a TLS endpoint") || len(r.Findings) != 0 {
+		t.Fatalf("a plain port: error %q, findings %+v", r.Error, r.Findings)
 	}
 }
 

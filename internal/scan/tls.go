@@ -137,7 +137,10 @@ func ScanTLS(ctx context.Context, addr, proto string, alpn []string, o Options) 
 
 	versions := s.versions(ctx)
 	if len(versions) == 0 {
+		// Not a TLS endpoint: an error of the scan, and no findings beside it ("TLS 1.3
+		// not accepted" would rate a plain port as a weak TLS one).
 		s.r.Error = "no SSL or TLS version is accepted (not a TLS endpoint?)"
+		s.r.Findings, s.r.Versions = nil, nil
 		return s.r
 	}
 	for _, v := range versions {
