@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -170,6 +171,13 @@ func (e *Endpoint) readBody(w http.ResponseWriter, r *http.Request) ([]byte, boo
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		writeFault(w, http.StatusMethodNotAllowed, "s:Sender", "", "POST a SOAP 1.2 envelope (application/soap+xml)")
+		return nil, false
+	}
+	// Only SOAP: application/soap+xml (1.2), or text/xml as SOAP 1.1 clients send it.
+	// The message is sealed whatever the header says; the answer tells a client that
+	// posts a form or JSON here what it did (issue 55.8).
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || (mt != "application/soap+xml" && mt != "text/xml") {
+		writeFault(w, http.StatusUnsupportedMediaType, "s:Sender", "", fmt.Sprintf("Content-Type %q is not SOAP: POST a SOAP 1.2 envelope as application/soap+xml", r.Header.Get("Content-Type")))
 		return nil, false
 	}
 	tooLarge := fmt.Sprintf("message larger than %d bytes", e.cfg.MaxBody)

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -288,6 +289,27 @@ func TestLimits(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("GET: %d", resp.StatusCode)
+	}
+	// What is not SOAP is refused as such (issue 55.8), with a fault that says what to
+	// send; SOAP 1.1's text/xml goes on to the message checks.
+	for ct, want := range map[string]int{"application/json": http.StatusUnsupportedMediaType, "application/x-www-form-urlencoded": http.StatusUnsupportedMediaType,
+		"": http.StatusUnsupportedMediaType, "text/xml; charset=utf-8": http.StatusBadRequest, "application/soap+xml; charset=utf-8": http.StatusBadRequest} {
+		req, _ := http.NewRequest(http.MethodPost, f.url, strings.NewReader("<not-sealed/>"))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Content-Type %q: %d, want %d: %s", ct, resp.StatusCode, want, body)
+		}
+		if want == http.StatusUnsupportedMediaType && !strings.Contains(string(body), "is not SOAP: POST a SOAP 1.2 envelope as application/soap+xml") {
+			t.Errorf("Content-Type %q: the fault does not say what to send: %s", ct, body)
+		}
 	}
 }
 
