@@ -24,6 +24,7 @@ import (
 func soapCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "soap", Short: "SOAP device messages with compact WS-Security (paper 001)"}
 	c.AddCommand(soapSendCmd(g))
+	c.AddCommand(soapClassicCmds()...)
 	return c
 }
 

@@ -83,6 +83,11 @@ func TestClassicFormVerifiesAndDecryptsWithXmlsec1(t *testing.T) {
 			if out, err := xmlsec1(t, dir, append(verify, "tampered.xml")...); err == nil {
 				t.Fatalf("xmlsec1 verified a changed Action:\n%s", out)
 			}
+			// Sent as it is, the classic form is refused saying what it is and what to do
+			// (issue 55.6), not "no Security".
+			if _, err := receiver(k, LabPolicy()).Open(classic); !errors.Is(err, ErrClassicForm) || !strings.Contains(err.Error(), "iotsafe soap from-classic") {
+				t.Fatalf("the classic form opened as: %v", err)
+			}
 			back, err := FromClassic(classic, Limits{})
 			if err != nil {
 				t.Fatal(err)

@@ -53,10 +53,14 @@ const TimeLayout = "2006-01-02T15:04:05.000Z"
 
 // Errors a receiver distinguishes; each is a different SOAP fault.
 var (
-	ErrFormat     = errors.New("malformed secured message")
-	ErrUnknownKey = errors.New("unknown key id")
-	ErrExpired    = errors.New("message outside the time window")
-	ErrReplay     = errors.New("message id already seen")
+	ErrFormat = errors.New("malformed secured message")
+	// ErrClassicForm is a message secured with OASIS WS-Security (a wsse:Security
+	// header): the receiver takes the compact forms only, into which a classic message
+	// of the supported shape converts (FromClassic, 'iotsafe soap from-classic').
+	ErrClassicForm = fmt.Errorf("%w: it carries OASIS WS-Security (wsse:Security); this endpoint takes WS Compact Security or WS Security Records only: convert the message with 'iotsafe soap from-classic' (docs/soap.md, Mapping to classic WS-Security)", ErrFormat)
+	ErrUnknownKey  = errors.New("unknown key id")
+	ErrExpired     = errors.New("message outside the time window")
+	ErrReplay      = errors.New("message id already seen")
 	// ErrBusy: the key sent more messages within the window than the receiver
 	// remembers for one key; the sender waits, no message is wrong.
 	ErrBusy = errors.New("the key's replay window is full")
@@ -102,6 +106,9 @@ func (r *Receiver) Open(data []byte) (*Opened, error) {
 		return nil, err
 	}
 	var o *Opened
+	if e.body.Child(CompNS, "Record") == nil && e.header.Child(WSDNS, "Security") == nil && e.header.Child(WSSENS, "Security") != nil {
+		return nil, ErrClassicForm
+	}
 	if rec := e.body.Child(CompNS, "Record"); rec != nil {
 		o, err = r.openSecRec(e, rec)
 	} else {
