@@ -25,7 +25,7 @@ type scanTarget struct {
 
 func scanCmd(g *globals) *cobra.Command {
 	var proto, name, caFile, failOn string
-	var ofHub bool
+	var ofHub, kexRate bool
 	var outFmt *output
 	var timeout time.Duration
 	c := &cobra.Command{
@@ -72,7 +72,7 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 			}
 			var reports []*scan.Report
 			for _, t := range targets {
-				reports = append(reports, scanOne(cmd.Context(), t, timeout))
+				reports = append(reports, scanOne(cmd.Context(), t, timeout, kexRate))
 			}
 			return printScans(cmd, reports, outFmt, threshold)
 		},
@@ -85,6 +85,7 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 	outFmt = addOutput(c)
 	fl.StringVar(&failOn, "fail-on", "weak", "exit 1 on a finding this bad or worse: weak, insecure, none")
 	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per probe")
+	fl.BoolVar(&kexRate, "dheat", false, "SSH: measure for 3 s how many unauthenticated key exchanges the server completes from this source (DHEat); it loads the server")
 	return c
 }
 
@@ -145,8 +146,8 @@ func printScans(cmd *cobra.Command, reports []*scan.Report, outFmt *output, thre
 }
 
 // scanOne runs every check that fits the target's protocol.
-func scanOne(ctx context.Context, t scanTarget, timeout time.Duration) *scan.Report {
-	o := scan.Options{Name: t.name, Roots: t.roots, Timeout: timeout}
+func scanOne(ctx context.Context, t scanTarget, timeout time.Duration, kexRate bool) *scan.Report {
+	o := scan.Options{Name: t.name, Roots: t.roots, Timeout: timeout, KexRate: kexRate}
 	switch t.proto {
 	case "ssh":
 		return scan.ScanSSH(ctx, t.addr, o)

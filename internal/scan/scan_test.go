@@ -417,6 +417,67 @@ func TestScanWeakSSHD(t *testing.T) {
 	}
 }
 
+// DHEat (issue 55.2): a stock OpenSSH 9.2 told to admit thousands of unauthenticated
+// connections (the lab's MaxStartups) completes key exchanges from one source as fast as
+// it can compute them; the scan reports it when asked (--dheat), and notes the key
+// exchanges that are not post-quantum beside the hybrid it offers.
+func TestScanSSHDHEat(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("sshd needs root (privilege separation); CI runs as root")
+	}
+	dir := t.TempDir()
+	port, err := lab.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cfg, _, _, err := lab.PrepareSSHD(dir, addr, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := lab.StartProc("sshd", nil, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := lab.WaitTCP(ctx, p, addr); err != nil {
+		t.Fatal(err)
+	}
+	if r := ScanSSH(ctx, addr, Options{}); has(findings(r, Weak, "kex"), "DHEat") || has(findings(r, Good, "kex"), "throttled") {
+		t.Fatalf("the rate was measured without being asked for: %+v", r.Findings)
+	}
+	r := ScanSSH(ctx, addr, Options{KexRate: true})
+	if r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	// The rate itself depends on the machine: it is reported, and rated by addKexRate
+	// (TestKexRateRating), not asserted here.
+	if all := append(findings(r, Weak, "kex"), findings(r, Good, "kex")...); !has(all, "unauthenticated key exchanges") || !has(all, "from one source") {
+		t.Errorf("no DHEat finding: %+v", r.Findings)
+	}
+	if !has(findings(r, Info, "kex"), "not post-quantum, beside the hybrid: curve25519-sha256 ") {
+		t.Errorf("no note on the classical key exchanges beside sntrup761: %+v", findings(r, Info, "kex"))
+	}
+}
+
+// Above 20 unauthenticated key exchanges a second from one source a server is open to
+// DHEat; at or below, it throttles.
+func TestKexRateRating(t *testing.T) {
+	for _, c := range []struct {
+		rate float64
+		sev  Severity
+		want string
+	}{{250, Weak, "DHEat (CVE-2002-20001): 250 unauthenticated key exchanges a second"}, {9.3, Good, "throttled: 9.3 a second"}} {
+		r := &Report{}
+		addKexRate(r, c.rate, 0)
+		if !has(findings(r, c.sev, "kex"), c.want) {
+			t.Errorf("rate %v: %+v", c.rate, r.Findings)
+		}
+	}
+}
+
 // A stock OpenSSH server with a 1024-bit RSA host key behind a good algorithm name
 // (rsa-sha2-512): the scan rates the key itself, as ssh-audit does (issue 55.1), and
 // says which key it read.

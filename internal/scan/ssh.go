@@ -180,6 +180,22 @@ func ScanSSH(ctx context.Context, addr string, o Options) *Report {
 			r.add(kind.name, Info, "offered: %s", strings.Join(offered, " "))
 		}
 	}
+	// Key exchanges without post-quantum protection, where the server has a hybrid: a
+	// client that lacks the hybrid falls back to one, and what it carries can be recorded
+	// now and decrypted later.
+	if slices.ContainsFunc(k.kex, postQuantum) {
+		var classical []string
+		for _, a := range k.kex {
+			if !postQuantum(a) && !strings.HasPrefix(a, "ext-info-") && !strings.HasPrefix(a, "kex-strict-") {
+				classical = append(classical, a)
+			}
+		}
+		if len(classical) > 0 {
+			r.add("kex", Info, "not post-quantum, beside the hybrid: %s (a client without the hybrid falls back to one of them)", strings.Join(classical, " "))
+		}
+	} else {
+		r.add("kex", Info, "no post-quantum hybrid key exchange offered (mlkem768x25519-sha256, sntrup761x25519-sha512): sessions recorded now can be decrypted by a future quantum computer")
+	}
 	if strict {
 		r.add("kex", Good, "strict key exchange (kex-strict-s-v00@openssh.com): Terrapin closed")
 	} else {
@@ -191,5 +207,8 @@ func ScanSSH(ctx context.Context, addr string, o Options) *Report {
 	// The keys themselves: their type and size (a 1024-bit RSA key hides behind a good
 	// algorithm name).
 	scanHostKeys(ctx, r, addr, k.hostKeys, &o)
+	if o.KexRate {
+		scanKexRate(ctx, r, addr, &o)
+	}
 	return r
 }

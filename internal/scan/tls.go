@@ -28,6 +28,10 @@ type Options struct {
 	Timeout time.Duration
 	// Dial opens a TCP connection; nil means net.Dialer.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// KexRate (SSH) measures for a few seconds how many unauthenticated key exchanges
+	// the server completes from one source (DHEat): it loads the server, so it is asked
+	// for, not run by default.
+	KexRate bool
 }
 
 func (o *Options) dial(ctx context.Context, addr string) (net.Conn, error) {

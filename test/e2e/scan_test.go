@@ -48,6 +48,15 @@ func TestScanHub(t *testing.T) {
 		}
 	}
 
+	// DHEat, asked for: the hub's SSH listener gets 3 s of unauthenticated key exchanges
+	// from this source, reports the rate (rated, not asserted: it depends on the
+	// machine), and serves on.
+	out, _ = h.cli("scan", "--proto", "ssh", "--dheat", h.addr)
+	if !strings.Contains(out, "unauthenticated key exchanges") || !strings.Contains(out, "from one source") {
+		t.Fatalf("scan --dheat on the hub:\n%s", out)
+	}
+	h.mustCLI("status")
+
 	testsslOnFrontDoor(t, h)
 
 	weak := startHub(t, "", "frontdoor:\n  listen: 127.0.0.1:0\n  domain: "+fdDomain+"\n  tls: {min_version: \"1.1\", suites: [ECDHE-ECDSA-AES128-SHA, ECDHE-ECDSA-AES128-GCM-SHA256], allow_insecure: true}\n")
