@@ -26,6 +26,7 @@ type scanTarget struct {
 func scanCmd(g *globals) *cobra.Command {
 	var proto, name, caFile, failOn string
 	var ofHub, kexRate bool
+	var profile string
 	var outFmt *output
 	var timeout time.Duration
 	c := &cobra.Command{
@@ -54,7 +55,8 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 		Example: `  iotsafe scan --hub
   iotsafe scan mqtt.example.com:8883 --proto mqtts
   iotsafe scan coap.example.com:5684 --proto dtls
-  iotsafe scan 10.0.0.5:443 --proto https --name devices.example.com --ca ca.crt --json`,
+  iotsafe scan 10.0.0.5:443 --proto https --name devices.example.com --ca ca.crt -o json
+  iotsafe scan --hub --profile mozilla-intermediate`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			threshold := scan.Severity(100)
 			if failOn != "none" {
@@ -62,6 +64,14 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 				if threshold, err = scan.ParseSeverity(failOn); err != nil || threshold < scan.Weak {
 					return fmt.Errorf("--fail-on: %q: use weak, insecure or none", failOn)
 				}
+			}
+			var prof *scan.TLSProfile
+			if profile != "" {
+				p, err := scan.ProfileByName(profile)
+				if err != nil {
+					return fmt.Errorf("--profile: %w", err)
+				}
+				prof = &p
 			}
 			targets, err := g.scanTargets(args, proto, name, caFile, ofHub)
 			if err != nil {
@@ -72,7 +82,11 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 			}
 			var reports []*scan.Report
 			for _, t := range targets {
-				reports = append(reports, scanOne(cmd.Context(), t, timeout, kexRate))
+				r := scanOne(cmd.Context(), t, timeout, kexRate)
+				if prof != nil && t.proto != "ssh" && t.proto != "dtls" {
+					scan.CheckProfile(r, *prof)
+				}
+				reports = append(reports, r)
 			}
 			return printScans(cmd, reports, outFmt, threshold)
 		},
@@ -85,6 +99,7 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 	outFmt = addOutput(c)
 	fl.StringVar(&failOn, "fail-on", "weak", "exit 1 on a finding this bad or worse: weak, insecure, none")
 	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per probe")
+	fl.StringVar(&profile, "profile", "", "TLS: also check what the endpoint accepts against a configuration profile: "+strings.Join(scan.ProfileNames(), ", "))
 	fl.BoolVar(&kexRate, "dheat", false, "SSH: measure for 3 s how many unauthenticated key exchanges the server completes from this source (DHEat); it loads the server")
 	return c
 }

@@ -126,6 +126,13 @@ func TestOpenSSLClientSeesThePolicy(t *testing.T) {
 	if !sClient(t, def, "-tls1_3") {
 		t.Error("default policy refused TLS 1.3")
 	}
+	// The default groups: P-384 yes, P-521 only where an operator lists it (issue 55.4).
+	if !sClient(t, def, "-groups", "P-384") || sClient(t, def, "-groups", "P-521") {
+		t.Error("the default groups: P-384 must work and P-521 alone must not")
+	}
+	if p521 := serve(t, Policy{Groups: []string{"X25519", "P-521"}}); !sClient(t, p521, "-groups", "P-521") {
+		t.Error("P-521 listed by the operator was refused")
+	}
 	x := serve(t, Policy{Groups: []string{"X25519"}})
 	if !sClient(t, x, "-groups", "X25519") || sClient(t, x, "-groups", "P-256") {
 		t.Error("an X25519-only listener: X25519 must work and P-256 alone must not")

@@ -10,13 +10,15 @@ import (
 
 func on(b bool) *bool { return &b }
 
-// The zero policy: TLS 1.2-1.3, the six ECDHE AEAD suites, Go's groups, tickets on.
+// The zero policy: TLS 1.2-1.3, the six ECDHE AEAD suites, Go's groups but P-521 (issue
+// 55.4), tickets on.
 func TestDefaults(t *testing.T) {
 	c, err := Policy{}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.MinVersion != tls.VersionTLS12 || c.MaxVersion != tls.VersionTLS13 || c.SessionTicketsDisabled || c.CurvePreferences != nil {
+	if c.MinVersion != tls.VersionTLS12 || c.MaxVersion != tls.VersionTLS13 || c.SessionTicketsDisabled ||
+		!slices.Equal(c.CurvePreferences, []tls.CurveID{tls.X25519MLKEM768, tls.X25519, tls.CurveP256, tls.CurveP384}) {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if len(c.CipherSuites) != 6 {

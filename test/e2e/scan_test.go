@@ -48,6 +48,12 @@ func TestScanHub(t *testing.T) {
 		}
 	}
 
+	// The default hub complies with Mozilla's intermediate profile, P-521 off (issue 55.4).
+	out, err = h.cli("scan", "--hub", "--profile", "mozilla-intermediate")
+	if err != nil || strings.Count(out, "complies with mozilla-intermediate") != 2 {
+		t.Fatalf("scan --hub --profile mozilla-intermediate: %v\n%s", err, out)
+	}
+
 	// DHEat, asked for: the hub's SSH listener gets 3 s of unauthenticated key exchanges
 	// from this source, reports the rate (rated, not asserted: it depends on the
 	// machine), and serves on.
