@@ -63,11 +63,13 @@ fi
 # environment (Debian's Python refuses system-wide pip installs): ssh-audit 3.x audits a
 # default hub; the DeviceHive client library talks to the REST API unchanged; signxml and
 # python-xmlsec verify and decrypt the classic form of WS Compact Security messages;
-# paho-mqtt is the MQTT 5 client whose network thread an invalid ack kills.
+# paho-mqtt is the MQTT 5 client whose network thread an invalid ack kills; zeep is the
+# SOAP client an integrator points at the hub's WSDL.
 VENV="${IOTSAFE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/iotsafe/venv}"
 PY_TOOLS=(ssh-audit==3.9.0 devicehive==2.1.6 requests==2.32.3 websocket-client==1.8.0 six==1.16.0
   signxml==5.2.0 xmlsec==1.3.17 lxml==6.1.3 cryptography==50.0.2 cffi==2.1.1 pycparser==3.12 certifi==2026.10.18
-  paho-mqtt==2.1.0)
+  paho-mqtt==2.1.0 zeep==4.3.1 attrs==26.1.0 isodate==0.7.2 platformdirs==4.14.8 pytz==2026.6 requests-file==3.0.1
+  requests-toolbelt==1.0.0)
 py_tools_missing() {
   [ -x "$VENV/bin/pip" ] || return 0
   local have

@@ -2,6 +2,8 @@ package soap
 
 import (
 	"context"
+	_ "embed"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -138,6 +140,10 @@ type request struct {
 // ServeHTTP answers one message: read (readBody), open and check it (open), store it
 // once (storeOnce), and answer with a sealed acknowledgement (answer).
 func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.RawQuery == "wsdl" {
+		serveWSDL(w, r)
+		return
+	}
 	q := &request{r: r}
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		q.remote = ap.Addr().Unmap()
@@ -166,11 +172,30 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.answer(w, q, snap, o, n)
 }
 
+// wsdl describes the endpoint for SOAP tooling (issue 55.7); ADDRESS becomes the URL it
+// was read at.
+//
+//go:embed iotsafe.wsdl
+var wsdl string
+
+// serveWSDL answers GET /soap?wsdl. The address is the one the client reached (scheme of
+// the listener, the Host it named), as addressedHere checks a message's wsa:To.
+func serveWSDL(w http.ResponseWriter, r *http.Request) {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	var here strings.Builder
+	xml.EscapeText(&here, []byte(scheme+"://"+r.Host+Path))
+	w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+	io.WriteString(w, strings.Replace(wsdl, `location="ADDRESS"`, `location="`+here.String()+`"`, 1))
+}
+
 // readBody reads a POSTed message within soap.max_body, or answers why not.
 func (e *Endpoint) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		writeFault(w, http.StatusMethodNotAllowed, "s:Sender", "", "POST a SOAP 1.2 envelope (application/soap+xml)")
+		writeFault(w, http.StatusMethodNotAllowed, "s:Sender", "", "POST a SOAP 1.2 envelope (application/soap+xml); GET ?wsdl for the service description")
 		return nil, false
 	}
 	// Only SOAP: application/soap+xml (1.2), or text/xml as SOAP 1.1 clients send it.

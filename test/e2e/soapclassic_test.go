@@ -73,3 +73,33 @@ func TestSOAPClassicIntegrator(t *testing.T) {
 		t.Fatalf("from-classic of a compact message: %v %s", err, out)
 	}
 }
+
+// An integrator's SOAP tooling (issue 55.7): zeep reads the hub's WSDL (GET /soap?wsdl,
+// its address the URL it was read at) and calls Notify through 'iotsafe soap gateway',
+// which seals the plain envelope as the device; the hub stores it and the answer comes
+// back as a NotificationAck. The gateway refuses a listen address that is not loopback.
+func TestSOAPZeepThroughGateway(t *testing.T) {
+	h := startHub(t, "", "rest: {listen: '127.0.0.1:0'}\nsoap: {enabled: true}\n")
+	h.addDevice("dev1")
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "dev1.soapkey")
+	h.mustCLI("device", "soap-key", "rotate", "dev1", "--out", keyFile)
+	wsdl := "http://" + h.rest + soap.Path + "?wsdl"
+	out, err := exec.Command(needTool(t, "curl"), "-sS", "--fail", wsdl).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `<soap12:address location="http://`+h.rest+soap.Path+`"/>`) {
+		t.Fatalf("GET ?wsdl: %v\n%s", err, out)
+	}
+	if out, err := h.cli("soap", "gateway", "--key-file", keyFile, "--listen", "0.0.0.0:0"); err == nil || !strings.Contains(out, "give it a loopback address") {
+		t.Fatalf("a gateway on every interface: %v %s", err, out)
+	}
+	gwAddr := freePort(t)
+	gw := startProc(t, iotsafeBin, "soap", "gateway", "--key-file", keyFile, "--listen", gwAddr, "--data", h.data)
+	gw.stderr.waitText(t, "soap gateway on http://"+gwAddr+"/")
+	got, err := exec.Command(venvTool(t, "python"), "testdata/zeep_notify.py", wsdl, "/dev/null", "http://"+gwAddr+"/").CombinedOutput()
+	if err != nil || !strings.Contains(string(got), "ack id=1 ") {
+		t.Fatalf("zeep through the gateway: %v\n%s", err, got)
+	}
+	if ev := h.mustCLI("events", "--device", "dev1"); strings.Contains(ev, "soap_refused") {
+		t.Fatalf("the hub refused a gateway message:\n%s", ev)
+	}
+}
