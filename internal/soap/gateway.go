@@ -104,4 +104,3 @@ func notificationParts(kids []*wssec.Node) (name string, params [][2]string, tex
 	}
 	return name, params, text, nil
 }
-
