@@ -521,6 +521,11 @@ func TestScanSSHHostKeySize(t *testing.T) {
 	if r.Worst() < Insecure {
 		t.Fatalf("the scan's worst finding is %v", r.Worst())
 	}
+	// ssh-audit, the reference, fails the same key.
+	out, _ := exec.Command("ssh-audit", "-n", "-l", "warn", "-p", strconv.Itoa(port), "127.0.0.1").CombinedOutput()
+	if !strings.Contains(string(out), "(key) rsa-sha2-512 (1024-bit)") || !strings.Contains(string(out), "[fail] using small 1024-bit modulus") {
+		t.Fatalf("ssh-audit on the same server:\n%s", out)
+	}
 }
 
 // FuzzKexInit: whatever an SSH server sends first, the parser returns a KEXINIT or an
