@@ -25,7 +25,7 @@ func soapCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "soap", Short: "SOAP device messages with compact WS-Security (paper 001)"}
 	c.AddCommand(soapSendCmd(g))
 	c.AddCommand(soapClassicCmds()...)
-	c.AddCommand(soapGatewayCmd(g))
+	c.AddCommand(soapGatewayCmd(g), soapDeriveKeysCmd())
 	return c
 }
 

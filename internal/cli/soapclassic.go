@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/iotsafe/iotsafe/internal/atomicfile"
 	"github.com/iotsafe/iotsafe/internal/wssec"
 )
 
@@ -51,6 +55,61 @@ canonicalization, the digests matching the message, the EncryptedData in its fix
 shape; otherwise it says what does not fit.`,
 			"  iotsafe soap from-classic signed.xml | curl --data-binary @- -H 'Content-Type: application/soap+xml' https://DOMAIN/soap", wssec.FromClassic),
 	}
+}
+
+// soapDeriveKeysCmd is 'iotsafe soap derive-keys': the two keys a suite derives from a
+// device's key, as files xmlsec1 takes (--hmackey, --aeskey), for integrators who sign
+// and encrypt the classic form themselves.
+func soapDeriveKeysCmd() *cobra.Command {
+	var keyFile, alg, out string
+	c := &cobra.Command{
+		Use:   "derive-keys --key-file FILE --out DIR",
+		Short: "Write the MAC and encryption keys a suite derives from a device's key (mac.bin, enc.bin, mode 0600) for xmlsec1",
+		Long: `Every suite derives its own keys from the device's pre-shared key with HKDF-SHA256
+(info "iotsafe wssec mac SUITE" and "iotsafe wssec enc SUITE", no salt; docs/soap.md).
+This writes them as raw bytes, DIR/mac.bin and DIR/enc.bin (mode 0600), which xmlsec1
+takes as --hmackey:KEYID mac.bin and --aeskey:KEYID enc.bin to sign and encrypt the
+classic form ('iotsafe soap from-classic' then makes it compact for the hub). They are
+as secret as the device's key.`,
+		Example: "  iotsafe soap derive-keys --key-file dev42.soapkey --alg aes128-gcm --out keys/",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keyFile == "" || out == "" {
+				return errors.New("--key-file and --out are required")
+			}
+			b, err := os.ReadFile(keyFile)
+			if err != nil {
+				return err
+			}
+			k, err := wssec.ParseKey(strings.TrimSpace(string(b)))
+			if err != nil {
+				return fmt.Errorf("%s: %w", keyFile, err)
+			}
+			s, err := wssec.SuiteByName(alg)
+			if err != nil {
+				return err
+			}
+			d, err := s.Derive(k)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(out, 0o700); err != nil {
+				return err
+			}
+			for name, key := range map[string][]byte{"mac.bin": d.MAC, "enc.bin": d.Enc} {
+				if err := atomicfile.Write(filepath.Join(out, name), key, atomicfile.Options{}); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "key %s, suite %s: %s (MAC, %d bytes) and %s (encryption, %d bytes), mode 0600\n",
+				k.ID, s.Name, filepath.Join(out, "mac.bin"), len(d.MAC), filepath.Join(out, "enc.bin"), len(d.Enc))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&keyFile, "key-file", "", "the device's key, KEYID:BASE64 (as 'device soap-key rotate --out' writes it)")
+	c.Flags().StringVar(&alg, "alg", wssec.DefaultSuite, "algorithm suite: "+strings.Join(wssec.SuiteNames(), ", "))
+	c.Flags().StringVar(&out, "out", "", "folder for mac.bin and enc.bin")
+	return c
 }
 
 // readInput reads the file named by args[0], or standard input for "-" or no argument,

@@ -103,3 +103,67 @@ func TestSOAPZeepThroughGateway(t *testing.T) {
 		t.Fatalf("the hub refused a gateway message:\n%s", ev)
 	}
 }
+
+// The documented xmlsec1 route (issue 55.7; docs/soap.md): the keys from 'iotsafe soap
+// derive-keys', the template of docs/soap.md filled in, encrypted and signed by the real
+// xmlsec1, made compact by 'soap from-classic', posted with curl: the hub stores it.
+func TestSOAPXmlsec1TemplateThroughTheHub(t *testing.T) {
+	needTool(t, "xmlsec1")
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nsoap: {enabled: true}\n")
+	h.log.wait(t, "SOAP endpoint on the front door")
+	h.addDevice("dev1")
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "dev1.soapkey")
+	h.mustCLI("device", "soap-key", "rotate", "dev1", "--out", keyFile)
+	b, _ := os.ReadFile(keyFile)
+	keyID, _, _ := strings.Cut(strings.TrimSpace(string(b)), ":")
+	if out := h.mustCLI("soap", "derive-keys", "--key-file", keyFile, "--alg", "aes128-gcm", "--out", dir); !strings.Contains(out, "mac.bin (MAC, 32 bytes)") {
+		t.Fatalf("derive-keys: %s", out)
+	}
+	url := "https://" + fdDomain + ":" + portOf(h.front) + soap.Path
+	// The template of docs/soap.md, its placeholders filled in.
+	doc := strings.NewReplacer("URL", url, "KEYID", keyID, "CREATED", time.Now().UTC().Format(wssec.TimeLayout), "MSGID", "urn:uuid:"+wssec.NewMessageID()[9:]).Replace(soapTemplateDoc)
+	os.WriteFile(filepath.Join(dir, "doc.xml"), []byte(doc), 0o600)
+	os.WriteFile(filepath.Join(dir, "tmpl.xml"), []byte(strings.ReplaceAll(soapTemplateEnc, "KEYID", keyID)), 0o600)
+	ids := []string{"--id-attr:Id", wssec.SOAPNS + ":Body", "--id-attr:Id", wssec.WSANS + ":To", "--id-attr:Id", wssec.WSANS + ":Action",
+		"--id-attr:Id", wssec.WSANS + ":MessageID", "--id-attr:Id", wssec.WSUNS + ":Timestamp"}
+	run := func(args ...string) {
+		c := exec.Command("xmlsec1", args...)
+		c.Dir = dir
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("xmlsec1 %v: %v\n%s", args, err, out)
+		}
+	}
+	run("--encrypt", "--aeskey:"+keyID, "enc.bin", "--xml-data", "doc.xml", "--node-name", wssec.SOAPNS+":Body", "--output", "enc.xml", "tmpl.xml")
+	run(append(append([]string{"--sign", "--hmackey:" + keyID, "mac.bin"}, ids...), "--output", "signed.xml", "enc.xml")...)
+	compact, err := h.cliCommand("soap", "from-classic", filepath.Join(dir, "signed.xml")).Output()
+	if err != nil {
+		t.Fatalf("soap from-classic: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "compact.xml"), compact, 0o600)
+	ca := filepath.Join(dir, "ca.crt")
+	os.WriteFile(ca, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+	got, _ := exec.Command(needTool(t, "curl"), "-sS", "--cacert", ca, "--resolve", fdDomain+":"+portOf(h.front)+":127.0.0.1",
+		"-H", "Content-Type: application/soap+xml", "--data-binary", "@"+filepath.Join(dir, "compact.xml"), "-w", "\nHTTP %{http_code}", url).CombinedOutput()
+	if !strings.HasSuffix(string(got), "HTTP 200") {
+		t.Fatalf("the xmlsec1 message through the hub:\n%s", got)
+	}
+}
+
+// The template of docs/soap.md ("Signing and encrypting with xmlsec1"): the document, and
+// the EncryptedData template for the Body.
+const (
+	soapTemplateDoc = `<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:a="http://www.w3.org/2005/08/addressing" xmlns:u="http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-utility-1.0.xsd"><s:Header>` +
+		`<a:To u:Id="to">URL</a:To><a:Action u:Id="ac">urn:iotsafe:soap:1/Notify</a:Action><a:MessageID u:Id="id">MSGID</a:MessageID>` +
+		`<wsse:Security xmlns:wsse="http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd"><u:Timestamp u:Id="ts"><u:Created>CREATED</u:Created></u:Timestamp>` +
+		`<ds:Signature xmlns:ds="http://www.w3.org/2000/09/xmldsig#"><ds:SignedInfo><ds:CanonicalizationMethod Algorithm="http://www.w3.org/2001/10/xml-exc-c14n#"/><ds:SignatureMethod Algorithm="http://www.w3.org/2001/04/xmldsig-more#hmac-sha256"/>` +
+		`<ds:Reference URI="#to"><ds:Transforms><ds:Transform Algorithm="http://www.w3.org/2001/10/xml-exc-c14n#"/></ds:Transforms><ds:DigestMethod Algorithm="http://www.w3.org/2001/04/xmlenc#sha256"/><ds:DigestValue/></ds:Reference>` +
+		`<ds:Reference URI="#ac"><ds:Transforms><ds:Transform Algorithm="http://www.w3.org/2001/10/xml-exc-c14n#"/></ds:Transforms><ds:DigestMethod Algorithm="http://www.w3.org/2001/04/xmlenc#sha256"/><ds:DigestValue/></ds:Reference>` +
+		`<ds:Reference URI="#id"><ds:Transforms><ds:Transform Algorithm="http://www.w3.org/2001/10/xml-exc-c14n#"/></ds:Transforms><ds:DigestMethod Algorithm="http://www.w3.org/2001/04/xmlenc#sha256"/><ds:DigestValue/></ds:Reference>` +
+		`<ds:Reference URI="#ts"><ds:Transforms><ds:Transform Algorithm="http://www.w3.org/2001/10/xml-exc-c14n#"/></ds:Transforms><ds:DigestMethod Algorithm="http://www.w3.org/2001/04/xmlenc#sha256"/><ds:DigestValue/></ds:Reference>` +
+		`<ds:Reference URI="#b"><ds:Transforms><ds:Transform Algorithm="http://www.w3.org/2001/10/xml-exc-c14n#"/></ds:Transforms><ds:DigestMethod Algorithm="http://www.w3.org/2001/04/xmlenc#sha256"/><ds:DigestValue/></ds:Reference>` +
+		`</ds:SignedInfo><ds:SignatureValue/><ds:KeyInfo><ds:KeyName>KEYID</ds:KeyName></ds:KeyInfo></ds:Signature></wsse:Security>` +
+		`</s:Header><s:Body u:Id="b"><n:Notification xmlns:n="urn:iotsafe:soap:1" name="temperature"><n:celsius>21.0</n:celsius></n:Notification></s:Body></s:Envelope>`
+	soapTemplateEnc = `<xenc:EncryptedData xmlns:xenc="http://www.w3.org/2001/04/xmlenc#" Type="http://www.w3.org/2001/04/xmlenc#Content"><xenc:EncryptionMethod Algorithm="http://www.w3.org/2009/xmlenc11#aes128-gcm"/>` +
+		`<ds:KeyInfo xmlns:ds="http://www.w3.org/2000/09/xmldsig#"><ds:KeyName>KEYID</ds:KeyName></ds:KeyInfo><xenc:CipherData><xenc:CipherValue/></xenc:CipherData></xenc:EncryptedData>`
+)
