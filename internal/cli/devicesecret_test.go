@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,12 +10,7 @@ import (
 // Replacing a secret is 'rotate', never a bare name; 'show' shows what the hub can: the
 // SOAP key (kept), not the telemetry secret (kept hashed), and says so (issue 52.5).
 func TestDeviceSecretRotateAndShow(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "hub")
-	run := func(args ...string) (int, string, string) {
-		var out, errOut bytes.Buffer
-		code := Execute(context.Background(), append(args, "--data", dir), nil, &out, &errOut)
-		return code, out.String(), errOut.String()
-	}
+	run := cliOn(filepath.Join(t.TempDir(), "hub"))
 	run("init")
 	if code, _, e := run("device", "add", "dev1", "--keygen", t.TempDir()); code != 0 {
 		t.Fatal(e)

@@ -15,12 +15,7 @@ import (
 // unknown format, or a flag value of the wrong kind, is refused in words an operator
 // reads, not Go's (issue 52.9).
 func TestOutputFormats(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "hub")
-	run := func(args ...string) (int, string, string) {
-		var out, errOut bytes.Buffer
-		code := Execute(context.Background(), append(args, "--data", dir), nil, &out, &errOut)
-		return code, out.String(), errOut.String()
-	}
+	run := cliOn(filepath.Join(t.TempDir(), "hub"))
 	run("init")
 	run("device", "add", "dev1", "--keygen", t.TempDir())
 	for _, args := range [][]string{{"device", "list"}, {"profile", "list"}, {"grants"}, {"events"}, {"pool", "show"}, {"account", "list"}, {"hostkey", "list"}} {
@@ -55,5 +50,15 @@ func TestOutputFormats(t *testing.T) {
 		if code != 1 || !strings.Contains(e, want) || strings.Contains(e, "strconv") {
 			t.Errorf("iotsafe %s: %d %q", args, code, e)
 		}
+	}
+}
+
+// cliOn runs iotsafe with --data dir and returns its exit status, standard output and
+// standard error.
+func cliOn(dir string) func(args ...string) (int, string, string) {
+	return func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := Execute(context.Background(), append(args, "--data", dir), nil, &out, &errOut)
+		return code, out.String(), errOut.String()
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/pki"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/wssec"
@@ -31,10 +32,11 @@ func soapCmd(g *globals) *cobra.Command {
 
 func soapSendCmd(g *globals) *cobra.Command {
 	var (
-		device, keyFile, target, format, alg, name, text, caFile, resolve string
-		params                                                            []string
-		count                                                             int
-		outFmt                                                            *output
+		cf         soapClientFlags
+		name, text string
+		params     []string
+		count      int
+		outFmt     *output
 	)
 	c := &cobra.Command{
 		Use:   "send",
@@ -54,14 +56,6 @@ name that does not resolve on this machine.`,
   iotsafe soap send --key-file dev42.soapkey --url https://devices.localhost:8443/soap --resolve devices.localhost:8443:127.0.0.1 --name t --param v=1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := wssec.ParseFormat(format)
-			if err != nil {
-				return err
-			}
-			suite, err := wssec.SuiteByName(alg)
-			if err != nil {
-				return err
-			}
 			ps, err := soapParams(name, text, params)
 			if err != nil {
 				return err
@@ -69,15 +63,11 @@ name that does not resolve on this machine.`,
 			if count < 1 {
 				return errors.New("--count must be at least 1")
 			}
-			key, err := g.soapKey(cmd, keyFile, device)
+			client, err := cf.client(cmd, g)
 			if err != nil {
 				return err
 			}
-			u, hc, err := g.soapHTTP(target, caFile, resolve)
-			if err != nil {
-				return err
-			}
-			client := soap.NewClient(u, hc, key, suite, f)
+			f, suite := client.Format, client.Suite
 			payload := soap.Notification(name, text, ps)
 			for i := 0; i < count; i++ {
 				x, err := client.Notify(cmd.Context(), payload)
@@ -95,19 +85,50 @@ name that does not resolve on this machine.`,
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&device, "device", "", "the device (its key is read from the registry when no --key-file is given)")
-	fl.StringVar(&keyFile, "key-file", "", "file with the device's key, KEYID:BASE64 (default: $IOTSAFE_SOAP_KEY, or the registry's for --device)")
-	fl.StringVar(&target, "url", "", "the endpoint (default: http://REST_LISTEN/soap or the front door's https://DOMAIN/soap)")
-	fl.StringVar(&resolve, "resolve", "", "HOST:PORT:ADDR: connect to ADDR where --url names HOST:PORT (as curl's --resolve)")
-	fl.StringVar(&caFile, "ca", "", "PEM file of the CA that signed the endpoint's certificate (default: the hub's CA when on its machine, else the system's)")
-	fl.StringVar(&format, "format", string(wssec.CSec), "csec (WS Compact Security) or secrec (WS Security Records)")
-	fl.StringVar(&alg, "alg", wssec.DefaultSuite, "algorithm suite: "+strings.Join(wssec.SuiteNames(), ", "))
+	cf.add(fl)
 	fl.StringVar(&name, "name", "", "the notification's name (required)")
 	fl.StringVar(&text, "text", "", "the notification's text, stored as {\"value\": TEXT}")
 	fl.StringArrayVar(&params, "param", nil, "a parameter NAME=VALUE (repeatable)")
 	fl.IntVar(&count, "count", 1, "messages to send over one connection")
 	outFmt = addOutput(c)
 	return c
+}
+
+// soapClientFlags are the flags of the commands that speak to the hub's SOAP endpoint
+// as a device (soap send, soap gateway): whose key, where, how sealed.
+type soapClientFlags struct {
+	device, keyFile, target, resolve, caFile, format, alg string
+}
+
+func (cf *soapClientFlags) add(fl *pflag.FlagSet) {
+	fl.StringVar(&cf.device, "device", "", "the device (its key is read from the registry when no --key-file is given)")
+	fl.StringVar(&cf.keyFile, "key-file", "", "file with the device's key, KEYID:BASE64 (default: $IOTSAFE_SOAP_KEY, or the registry's for --device)")
+	fl.StringVar(&cf.target, "url", "", "the endpoint (default: the running hub's http://REST_LISTEN/soap or its front door's https://DOMAIN/soap)")
+	fl.StringVar(&cf.resolve, "resolve", "", "HOST:PORT:ADDR: connect to ADDR where --url names HOST:PORT (as curl's --resolve)")
+	fl.StringVar(&cf.caFile, "ca", "", "PEM file of the CA that signed the endpoint's certificate (default: the hub's CA when on its machine, else the system's)")
+	fl.StringVar(&cf.format, "format", string(wssec.CSec), "csec (WS Compact Security) or secrec (WS Security Records)")
+	fl.StringVar(&cf.alg, "alg", wssec.DefaultSuite, "algorithm suite: "+strings.Join(wssec.SuiteNames(), ", "))
+}
+
+// client is the device's SOAP client the flags describe.
+func (cf *soapClientFlags) client(cmd *cobra.Command, g *globals) (*soap.Client, error) {
+	f, err := wssec.ParseFormat(cf.format)
+	if err != nil {
+		return nil, err
+	}
+	suite, err := wssec.SuiteByName(cf.alg)
+	if err != nil {
+		return nil, err
+	}
+	key, err := g.soapKey(cmd, cf.keyFile, cf.device)
+	if err != nil {
+		return nil, err
+	}
+	u, hc, err := g.soapHTTP(cf.target, cf.caFile, cf.resolve)
+	if err != nil {
+		return nil, err
+	}
+	return soap.NewClient(u, hc, key, suite, f), nil
 }
 
 // soapParams checks --name, --text and --param and returns the parameters.

@@ -6,19 +6,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/iotsafe/iotsafe/internal/hostport"
 	"github.com/iotsafe/iotsafe/internal/soap"
-	"github.com/iotsafe/iotsafe/internal/wssec"
 )
 
 // soapGatewayCmd is 'iotsafe soap gateway': plain SOAP in, sealed SOAP to the hub.
 func soapGatewayCmd(g *globals) *cobra.Command {
-	var listen, keyFile, device, target, caFile, resolve, format, alg string
+	var listen string
+	var cf soapClientFlags
 	c := &cobra.Command{
 		Use:   "gateway",
 		Short: "Take plain SOAP 1.2 from local tooling (zeep, JAX-WS) and send it to the hub sealed as a device",
@@ -38,19 +37,7 @@ The hub is found as for 'soap send' (--url, --resolve, --ca, or the running hub)
 			if host, _, _ := net.SplitHostPort(listen); !isLoopback(host) {
 				return fmt.Errorf("--listen %s: the gateway speaks as the device for whoever reaches it; give it a loopback address", listen)
 			}
-			f, err := wssec.ParseFormat(format)
-			if err != nil {
-				return err
-			}
-			suite, err := wssec.SuiteByName(alg)
-			if err != nil {
-				return err
-			}
-			key, err := g.soapKey(cmd, keyFile, device)
-			if err != nil {
-				return err
-			}
-			u, hc, err := g.soapHTTP(target, caFile, resolve)
+			client, err := cf.client(cmd, g)
 			if err != nil {
 				return err
 			}
@@ -58,9 +45,9 @@ The hub is found as for 'soap send' (--url, --resolve, --ca, or the running hub)
 			if err != nil {
 				return err
 			}
-			srv := &http.Server{Handler: &soap.Gateway{Client: soap.NewClient(u, hc, key, suite, f)},
+			srv := &http.Server{Handler: &soap.Gateway{Client: client},
 				ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
-			fmt.Fprintf(cmd.ErrOrStderr(), "soap gateway on http://%s/ -> %s as key %s (%s, %s); Ctrl-C stops it\n", ln.Addr(), u, key.ID, f, suite.Name)
+			fmt.Fprintf(cmd.ErrOrStderr(), "soap gateway on http://%s/ -> %s as key %s (%s, %s); Ctrl-C stops it\n", ln.Addr(), client.URL, client.Key.ID, client.Format, client.Suite.Name)
 			go func() {
 				<-cmd.Context().Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -75,13 +62,7 @@ The hub is found as for 'soap send' (--url, --resolve, --ca, or the running hub)
 	}
 	fl := c.Flags()
 	fl.StringVar(&listen, "listen", "127.0.0.1:8081", "loopback address for the local SOAP clients")
-	fl.StringVar(&keyFile, "key-file", "", "file with the device's key, KEYID:BASE64 (default: $IOTSAFE_SOAP_KEY, or the registry's for --device)")
-	fl.StringVar(&device, "device", "", "the device (its key is read from the registry when no --key-file is given)")
-	fl.StringVar(&target, "url", "", "the hub's endpoint (default: the running hub's plain listener or front door)")
-	fl.StringVar(&resolve, "resolve", "", "HOST:PORT:ADDR: connect to ADDR where --url names HOST:PORT")
-	fl.StringVar(&caFile, "ca", "", "PEM file of the CA that signed the endpoint's certificate")
-	fl.StringVar(&format, "format", string(wssec.CSec), "csec or secrec")
-	fl.StringVar(&alg, "alg", wssec.DefaultSuite, "algorithm suite: "+strings.Join(wssec.SuiteNames(), ", "))
+	cf.add(fl)
 	return c
 }
 

@@ -191,22 +191,10 @@ func TestScanGoServerDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				c.(*tls.Conn).Handshake()
-				c.Write([]byte("hello"))
-				c.Read(make([]byte, 1))
-			}()
-		}
-	}()
+	serveTLS(t, ln, func(c *tls.Conn) {
+		c.Write([]byte("hello"))
+		c.Read(make([]byte, 1))
+	})
 	ctx := context.Background()
 	o := Options{Name: "lab", Roots: client.RootCAs}
 	r := ScanTLS(ctx, ln.Addr().String(), "tls", nil, o)
@@ -232,6 +220,27 @@ func TestScanGoServerDefaults(t *testing.T) {
 	}
 }
 
+// serveTLS accepts on ln until the test ends: each connection's handshake, then the
+// set), then its close.
+func serveTLS(t *testing.T, ln net.Listener, then func(*tls.Conn)) {
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				if c.(*tls.Conn).Handshake() == nil && then != nil {
+					then(c.(*tls.Conn))
+				}
+			}()
+		}
+	}()
+}
+
 // A server that sends its self-signed root with the leaf: the scan says so, with the
 // root's size (issue 55.3, as sslyze warns); the chain is still trusted.
 func TestScanReportsARootInTheChain(t *testing.T) {
@@ -251,20 +260,7 @@ func TestScanReportsARootInTheChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(5 * time.Second))
-				c.(*tls.Conn).Handshake()
-			}()
-		}
-	}()
+	serveTLS(t, ln, nil)
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.CertPEM())
 	r := ScanTLS(context.Background(), ln.Addr().String(), "tls", nil, Options{Name: "devices.test", Roots: roots})
@@ -348,29 +344,9 @@ func FuzzReadReply(f *testing.F) {
 // A stock OpenSSH server told to offer legacy algorithms: the scan finds each, and the
 // strict key exchange it offers. (Root: sshd's privilege separation; CI runs as root.)
 func TestScanWeakSSHD(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("sshd needs root (privilege separation); CI runs as root")
-	}
-	dir := t.TempDir()
-	port, err := lab.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cfg, _, _, err := lab.PrepareSSHD(dir, addr, "Ciphers +aes128-cbc\nMACs +hmac-sha1\nKexAlgorithms +diffie-hellman-group14-sha1\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := lab.StartProc("sshd", nil, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	addr, port := startSSHD(t, "Ciphers +aes128-cbc\nMACs +hmac-sha1\nKexAlgorithms +diffie-hellman-group14-sha1\n", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := lab.WaitTCP(ctx, p, addr); err != nil {
-		t.Fatal(err)
-	}
 	r := ScanSSH(ctx, addr, Options{})
 	if r.Error != "" {
 		t.Fatal(r.Error)
@@ -417,11 +393,11 @@ func TestScanWeakSSHD(t *testing.T) {
 	}
 }
 
-// DHEat (issue 55.2): a stock OpenSSH 9.2 told to admit thousands of unauthenticated
-// connections (the lab's MaxStartups) completes key exchanges from one source as fast as
-// it can compute them; the scan reports it when asked (--dheat), and notes the key
-// exchanges that are not post-quantum beside the hybrid it offers.
-func TestScanSSHDHEat(t *testing.T) {
+// startSSHD runs a stock sshd on a free loopback port with the lab's configuration plus
+// extra; prepare, if set, changes its folder first (its host key). It returns the
+// address and the port.
+func startSSHD(t *testing.T, extra string, prepare func(dir string)) (string, int) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("sshd needs root (privilege separation); CI runs as root")
 	}
@@ -431,20 +407,34 @@ func TestScanSSHDHEat(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cfg, _, _, err := lab.PrepareSSHD(dir, addr, "")
+	cfg, _, _, err := lab.PrepareSSHD(dir, addr, extra)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(dir)
 	}
 	p, err := lab.StartProc("sshd", nil, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(p.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := lab.WaitTCP(ctx, p, addr); err != nil {
 		t.Fatal(err)
 	}
+	return addr, port
+}
+
+// DHEat (issue 55.2): a stock OpenSSH 9.2 told to admit thousands of unauthenticated
+// connections (the lab's MaxStartups) completes key exchanges from one source as fast as
+// it can compute them; the scan reports it when asked (--dheat), and notes the key
+// exchanges that are not post-quantum beside the hybrid it offers.
+func TestScanSSHDHEat(t *testing.T) {
+	addr, _ := startSSHD(t, "", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	if r := ScanSSH(ctx, addr, Options{}); has(findings(r, Weak, "kex"), "DHEat") || has(findings(r, Good, "kex"), "throttled") {
 		t.Fatalf("the rate was measured without being asked for: %+v", r.Findings)
 	}
@@ -482,35 +472,16 @@ func TestKexRateRating(t *testing.T) {
 // (rsa-sha2-512): the scan rates the key itself, as ssh-audit does (issue 55.1), and
 // says which key it read.
 func TestScanSSHHostKeySize(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("sshd needs root (privilege separation); CI runs as root")
-	}
-	dir := t.TempDir()
-	port, err := lab.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cfg, _, _, err := lab.PrepareSSHD(dir, addr, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := filepath.Join(dir, "host_key")
-	os.Remove(key)
-	os.Remove(key + ".pub")
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "rsa", "-b", "1024", "-N", "", "-f", key).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v %s", err, out)
-	}
-	p, err := lab.StartProc("sshd", nil, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	addr, port := startSSHD(t, "", func(dir string) {
+		key := filepath.Join(dir, "host_key")
+		os.Remove(key)
+		os.Remove(key + ".pub")
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "rsa", "-b", "1024", "-N", "", "-f", key).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v %s", err, out)
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := lab.WaitTCP(ctx, p, addr); err != nil {
-		t.Fatal(err)
-	}
 	r := ScanSSH(ctx, addr, Options{})
 	if r.Error != "" {
 		t.Fatal(r.Error)
