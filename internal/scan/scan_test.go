@@ -222,7 +222,6 @@ func TestScanGoServerDefaults(t *testing.T) {
 
 // serveTLS accepts on ln until the test ends: each connection's handshake, then then
 // (if set), then its close.
-
 func serveTLS(t *testing.T, ln net.Listener, then func(*tls.Conn)) {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
