@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -201,15 +202,42 @@ func (a *API) Reload(ctx context.Context) error { return a.dir.Reload(ctx) }
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
+	if f := unsupportedFilter(r); f != "" {
+		// Refused, never ignored: GET /device?networkId=999 answering every device would
+		// read as "these are network 999's" (issue 53.3).
+		fail(sw, http.StatusBadRequest, fmt.Sprintf("filter %s is not supported: this hub has no networks or device types yet; filter by device (deviceId, name)", f))
+		a.metrics.observe("", sw.status, time.Since(start))
+		return
+	}
 	a.mux.ServeHTTP(sw, r)
 	// The mux recorded the route it chose in r.Pattern.
 	a.metrics.observe(r.Pattern, sw.status, time.Since(start))
+}
+
+// unsupportedFilters are DeviceHive query parameters the hub has nothing to apply to.
+var unsupportedFilters = []string{"networkId", "networkIds", "networkName", "deviceTypeId", "deviceTypeIds", "deviceTypeName"}
+
+// unsupportedFilter is the first of them the request names, or "".
+func unsupportedFilter(r *http.Request) string {
+	if r.URL.RawQuery == "" {
+		return ""
+	}
+	q := r.URL.Query()
+	for k := range q {
+		for _, f := range unsupportedFilters {
+			if strings.EqualFold(k, f) {
+				return k
+			}
+		}
+	}
+	return ""
 }
 
 func (a *API) routes() {
 	m := http.NewServeMux()
 	h := func(pattern string, fn http.HandlerFunc) { m.HandleFunc(pattern, fn) }
 	h("GET "+Prefix+"/info", a.info)
+	h("GET "+Prefix+"/user/current", a.authed(a.currentUser))
 	h("POST "+Prefix+"/token", a.login)
 	h("POST "+Prefix+"/token/refresh", a.refresh)
 	h("POST "+Prefix+"/token/create", a.authed(a.createToken))
@@ -240,8 +268,8 @@ func (a *API) info(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"apiVersion":         APIVersion,
 		"serverTimestamp":    telemetry.FormatTime(time.Now()),
-		"restServerUrl":      nil,
-		"webSocketServerUrl": nil,
+		"restServerUrl":      restURL(r),
+		"webSocketServerUrl": nil, // no WebSocket API yet (issue 53)
 	})
 }
 
@@ -272,4 +300,29 @@ func trim(s string) string {
 		return s[:80] + "..."
 	}
 	return s
+}
+
+// restURL is the API's URL as the client reached it (the listener's scheme, the Host it
+// named).
+func restURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + Prefix
+}
+
+// currentUser is GET /user/current: the account the token or password is of, in
+// DeviceHive's user shape. A device is not a user.
+func (a *API) currentUser(w http.ResponseWriter, r *http.Request, c caller) {
+	if c.device != "" {
+		fail(w, http.StatusForbidden, "a device's token is not a user's: /user/current answers accounts")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": c.accountID, "login": c.account,
+		"role":   1, // DeviceHive's client role: an account administers nothing over the API
+		"status": 0, // active
+		"data":   nil, "introReviewed": true, "allDevicesAvailable": false,
+	})
 }
