@@ -306,10 +306,15 @@ func (a *API) createToken(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	var in struct {
+		UserID     *int64   `json:"userId"`
 		DeviceIDs  []string `json:"deviceIds"`
 		Expiration string   `json:"expiration"`
 	}
 	if !a.decode(w, r, &in) {
+		return
+	}
+	if len(in.DeviceIDs) == 0 && in.UserID != nil {
+		a.createAccountToken(w, r, c, *in.UserID, in.Expiration)
 		return
 	}
 	if len(in.DeviceIDs) != 1 {
@@ -330,17 +335,9 @@ func (a *API) createToken(w http.ResponseWriter, r *http.Request, c caller) {
 		fail(w, http.StatusForbidden, fmt.Sprintf("device %s is revoked", dev))
 		return
 	}
-	var ttl time.Duration
-	if in.Expiration != "" {
-		exp, err := telemetry.ParseTime(in.Expiration)
-		if err != nil {
-			fail(w, http.StatusBadRequest, "expiration: "+err.Error())
-			return
-		}
-		if ttl = time.Until(exp); ttl <= 0 {
-			fail(w, http.StatusBadRequest, "expiration is in the past")
-			return
-		}
+	ttl, ok := expirationTTL(w, in.Expiration)
+	if !ok {
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
@@ -385,4 +382,45 @@ func decodeJSON(body io.Reader, v any) error {
 func deviceGen(s *devicedir.Snapshot, name string) int64 {
 	st, _ := s.Device(name)
 	return st.Gen()
+}
+
+// expirationTTL reads a token request's expiration (0: the default lifetime), or
+// answers why not.
+func expirationTTL(w http.ResponseWriter, expiration string) (time.Duration, bool) {
+	if expiration == "" {
+		return 0, true
+	}
+	exp, err := telemetry.ParseTime(expiration)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "expiration: "+err.Error())
+		return 0, false
+	}
+	ttl := time.Until(exp)
+	if ttl <= 0 {
+		fail(w, http.StatusBadRequest, "expiration is in the past")
+		return 0, false
+	}
+	return ttl, true
+}
+
+// createAccountToken is POST /token/create with a userId, as DeviceHive's clients ask
+// for a user's token (create_token(user_id)): an account gets a pair for itself, which
+// reaches what its grants allow and nothing more; another account's tokens are the
+// operator's to issue ('iotsafe account token NAME').
+func (a *API) createAccountToken(w http.ResponseWriter, r *http.Request, c caller, userID int64, expiration string) {
+	if userID != c.accountID {
+		fail(w, http.StatusForbidden, fmt.Sprintf("account %s may create tokens for itself (userId %d) only; other accounts' are issued with 'iotsafe account token NAME'", c.account, c.accountID))
+		return
+	}
+	ttl, ok := expirationTTL(w, expiration)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if err := a.reg.AddEvent(ctx, registry.Event{Kind: registry.EventTokenIssued, Detail: "refresh token issued to account " + c.account + " for itself over REST", Remote: remoteAddr(r).String()}); err != nil {
+		fail(w, http.StatusServiceUnavailable, "could not record the token in the audit log; nothing issued")
+		return
+	}
+	a.issuePair(w, authn.KindAccount, c.account, c.accountID, ttl)
 }

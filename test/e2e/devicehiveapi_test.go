@@ -27,6 +27,19 @@ func TestDeviceHiveUserInfoAndFilters(t *testing.T) {
 	if code, u, _ := restCall(t, c, "GET", api+"/user/current", app, nil); code != 200 || u["login"] != "app" || u["id"] == nil {
 		t.Fatalf("/user/current as the account: %d %v", code, u)
 	}
+	// A user's token as DeviceHive's create_token(user_id) asks for it: an account's for
+	// itself, which reaches what its grants allow; another account's is refused.
+	_, u, _ := restCall(t, c, "GET", api+"/user/current", app, nil)
+	code, toks, _ := restCall(t, c, "POST", api+"/token/create", app, map[string]any{"userId": u["id"]})
+	if code != 201 || toks["accessToken"] == nil || toks["refreshToken"] == nil {
+		t.Fatalf("create_token(user_id) for itself: %d %v", code, toks)
+	}
+	if code, _, list := restCall(t, c, "GET", api+"/device", "Bearer "+toks["accessToken"].(string), nil); code != 200 || len(list) != 1 {
+		t.Fatalf("the created token: %d %v", code, list)
+	}
+	if code, e, _ := restCall(t, c, "POST", api+"/token/create", app, map[string]any{"userId": 4242}); code != 403 || !strings.Contains(e["message"].(string), "iotsafe account token NAME") {
+		t.Fatalf("create_token for another user: %d %v", code, e)
+	}
 	if code, u, _ := restCall(t, c, "GET", api+"/user/current", dev, nil); code != 403 {
 		t.Fatalf("/user/current as a device: %d %v", code, u)
 	}
