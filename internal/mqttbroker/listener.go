@@ -48,9 +48,12 @@ func (l *guardedListener) Serve(establish listeners.EstablishFn) {
 			tc = tls.Server(c, l.tls)
 			c = tc // what mochi sees as the client's connection
 		}
+		raw := c
 		c = &lingeringConn{Conn: c}
 		if !l.guard.take(c, peer) {
-			c.Close()
+			// Nothing was said on it: closed at once, so a flood of refused connections
+			// holds no descriptor for the lingering second.
+			raw.Close()
 			return
 		}
 		defer l.guard.settled(c)
