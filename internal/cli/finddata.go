@@ -47,14 +47,15 @@ func (g *globals) loadConfig() (hub.Config, error) {
 	return hub.LoadConfig(path, g.data)
 }
 
-// runningHub describes the hub serving the data folder, or nil when none answers.
+// runningHub describes the hub serving the data folder, or nil when none answers. It asks
+// once per command: loadConfig runs for every registry the command opens.
 func (g *globals) runningHub() *admin.HubInfo {
-	if g.findErr != nil {
-		return nil
+	if g.hubAsked || g.findErr != nil {
+		return g.hub
 	}
-	rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpInfo})
-	if err != nil || !rep.OK {
-		return nil
+	g.hubAsked = true
+	if rep, err := admin.Call(g.adminSocket(), admin.Request{Op: admin.OpInfo}); err == nil && rep.OK {
+		g.hub = rep.Hub
 	}
-	return rep.Hub
+	return g.hub
 }

@@ -34,6 +34,9 @@ type globals struct {
 	// was, for the commands that need one.
 	found   hubfind.Found
 	findErr error
+	// hub is what the running hub said of itself, asked once (runningHub).
+	hub      *admin.HubInfo
+	hubAsked bool
 }
 
 // Execute runs the command line and returns the process exit code.
