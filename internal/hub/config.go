@@ -25,6 +25,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/sshd"
 	"github.com/iotsafe/iotsafe/internal/strictyaml"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
+	"github.com/iotsafe/iotsafe/internal/wsapi"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -58,6 +59,9 @@ type Config struct {
 	// SOAP is the endpoint for SOAP device messages with compact WS-Security (paper
 	// 001); off unless enabled.
 	SOAP soap.Config `yaml:"soap"`
+	// WebSocket is DeviceHive's WebSocket API, served wherever the REST API is unless
+	// turned off.
+	WebSocket wsapi.Config `yaml:"websocket"`
 	// Upstream makes the hub a gateway that relays its devices to a central hub.
 	Upstream UpstreamConfig `yaml:"upstream"`
 	// Registry says where the registry is kept: SQLite in the data folder unless a
@@ -257,6 +261,7 @@ func (c *Config) ApplyDefaults() {
 	c.JWT.ApplyDefaults()
 	c.Telemetry.ApplyDefaults()
 	c.MQTT.ApplyDefaults()
+	c.WebSocket.ApplyDefaults()
 	c.Upstream.applyDefaults()
 }
 
@@ -264,7 +269,13 @@ func (c *Config) ApplyDefaults() {
 // listener, the front door (which carries the API unless rest.frontdoor is off), or the
 // MQTT broker, or the SOAP endpoint.
 func (c *Config) TelemetryEnabled() bool {
-	return c.REST.Listen != "" || c.Frontdoor.Enabled() && c.REST.OnFrontdoor() || anyTransport(*c)
+	return c.restServed() || anyTransport(*c)
+}
+
+// restServed reports whether the REST API has a listener: rest.listen, or the front
+// door unless rest.frontdoor is off.
+func (c *Config) restServed() bool {
+	return c.REST.Listen != "" || c.Frontdoor.Enabled() && c.REST.OnFrontdoor()
 }
 
 // Validate checks all sections and returns insecure algorithms that are enabled.
@@ -324,6 +335,9 @@ func (c *Config) Validate() ([]string, error) {
 		return nil, errors.New("soap.enabled: the endpoint needs the front door or rest.listen (the plain listener devices reach over their SSH session) to be served on")
 	}
 	insecure = append(insecure, weakSOAP...)
+	if err := c.WebSocket.Validate(); err != nil {
+		return nil, err
+	}
 	if err := c.JWT.Validate(); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/soap"
 	"github.com/iotsafe/iotsafe/internal/transport"
+	"github.com/iotsafe/iotsafe/internal/wsapi"
 )
 
 // transportEntry is one device transport the hub may run: its section's switch and how
@@ -28,6 +29,11 @@ var deviceTransports = []transportEntry{
 		open: func(c Config, d transport.Deps) (transport.Transport, error) { return soap.Open(c.SOAP, d) }},
 	{name: "mqtt", on: func(c Config) bool { return c.MQTT.Enabled() },
 		open: func(c Config, d transport.Deps) (transport.Transport, error) { return mqttbroker.Open(c.MQTT, d) }},
+	// DeviceHive's WebSocket API goes wherever the REST API is.
+	{name: "websocket", on: func(c Config) bool { return c.WebSocket.On() && c.restServed() },
+		open: func(c Config, d transport.Deps) (transport.Transport, error) {
+			return wsapi.Open(c.WebSocket, c.Frontdoor.Enabled() && c.REST.OnFrontdoor(), d)
+		}},
 }
 
 // anyTransport reports whether cfg turns on a device transport.
@@ -102,6 +108,9 @@ func (h *Hub) transportDeps(name string) transport.Deps {
 	}
 	if h.accounts != nil {
 		d.Accounts = platform{h}
+	}
+	if h.api != nil {
+		d.DeviceHive = h.api
 	}
 	return d
 }

@@ -161,6 +161,7 @@ type API struct {
 	gate                      *throttle.LogGate
 	// unsignedWarned: with unsigned tokens allowed, every request using one is logged.
 	unsigned bool
+	wsPath   atomic.Pointer[string] // the WebSocket API's path, for /info; nil without it
 }
 
 type accountsBox struct{ a Accounts }
@@ -269,7 +270,7 @@ func (a *API) info(w http.ResponseWriter, r *http.Request) {
 		"apiVersion":         APIVersion,
 		"serverTimestamp":    telemetry.FormatTime(time.Now()),
 		"restServerUrl":      restURL(r),
-		"webSocketServerUrl": nil, // no WebSocket API yet (issue 53)
+		"webSocketServerUrl": a.webSocketURL(r),
 	})
 }
 

@@ -32,6 +32,9 @@ type caller struct {
 	accountID int64
 	account   string
 	via       string // token, address, password, api-token
+	// cred is the credential generation a token carried ("" otherwise): a stream or
+	// socket outlives neither the device's secret nor the account's password it proved.
+	cred string
 }
 
 func (c caller) String() string {
@@ -149,7 +152,7 @@ func (a *API) fromJWT(r *http.Request, ip netip.Addr, tok, want string) (caller,
 			a.refused(r, ip, cl.Subject, "token of a replaced secret")
 			return caller{}, http.StatusUnauthorized, "the token was issued under the device's earlier secret: log in again at POST " + Prefix + "/token"
 		}
-		return caller{device: cl.Subject, gen: cl.Gen, via: "token"}, 0, ""
+		return caller{device: cl.Subject, gen: cl.Gen, via: "token", cred: cl.Cred}, 0, ""
 	default:
 		acc := a.accountsOrNil()
 		name, ok := "", false
@@ -162,7 +165,7 @@ func (a *API) fromJWT(r *http.Request, ip netip.Addr, tok, want string) (caller,
 		if cred, _ := acc.Credential(cl.Gen); cred != cl.Cred {
 			return caller{}, http.StatusUnauthorized, "the token was issued before the account's password changed or it logged out: log in again at POST " + Prefix + "/token"
 		}
-		return caller{accountID: cl.Gen, account: name, via: "token"}, 0, ""
+		return caller{accountID: cl.Gen, account: name, via: "token", cred: cl.Cred}, 0, ""
 	}
 }
 

@@ -256,6 +256,15 @@ func (a *API) pollDeviceCommands(w http.ResponseWriter, r *http.Request, c calle
 // pollManyCommands is GET /device/command/poll: deviceId (one, or several
 // comma-separated), or every device whose commands the caller may read.
 func (a *API) pollManyCommands(w http.ResponseWriter, r *http.Request, c caller) {
+	if devs, ok := a.commandDevices(w, r, c); ok {
+		a.pollCommands(w, r, c, devs)
+	}
+}
+
+// commandDevices reads deviceId for a poll or subscription of commands: the named
+// devices (each one whose commands the caller may read; an unknown or hidden one is
+// 404), or all of them.
+func (a *API) commandDevices(w http.ResponseWriter, r *http.Request, c caller) ([]string, bool) {
 	param := r.URL.Query().Get("deviceId")
 	var devs []string
 	switch {
@@ -276,12 +285,44 @@ func (a *API) pollManyCommands(w http.ResponseWriter, r *http.Request, c caller)
 			id = strings.TrimSpace(id)
 			if _, ok := d.Device(id); !ok || !profile.ValidName(id) || !a.mayReadCommands(c, id) {
 				fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found", trim(id)))
-				return
+				return nil, false
 			}
 			devs = append(devs, id)
 		}
 	}
-	a.pollCommands(w, r, c, devs)
+	return devs, true
+}
+
+// followCommands sends each command f selects to each as it is stored (or, with
+// f.Updated, answered), oldest first, until ctx ends or each fails; rights and
+// enrolments are checked on every batch as followNotifications does.
+func (a *API) followCommands(ctx context.Context, c caller, devs []string, f telemetry.CommandFilter, each func(commandJSON) error) error {
+	gens := a.enrolments(devs)
+	for {
+		got, err := a.commands.PollCommands(ctx, f)
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		if !a.stillValid(c) || !a.enrolled(gens) {
+			return errAccessEnded
+		}
+		d := a.dir.Load()
+		for _, cmd := range got {
+			if st, ok := d.Device(cmd.Device); !ok || gens[cmd.Device] != st.Gen() || !a.mayReadCommands(c, cmd.Device) {
+				continue
+			}
+			if err := each(commandToJSON(cmd)); err != nil {
+				return err
+			}
+		}
+		if len(got) > 0 {
+			last := got[len(got)-1]
+			f.After = last.Timestamp
+			if f.Updated {
+				f.After = last.LastUpdated
+			}
+		}
+	}
 }
 
 // pollCommands answers a long poll for the devices' new commands (or, with

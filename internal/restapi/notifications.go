@@ -412,38 +412,59 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, c caller) {
 	if err := rc.Flush(); err != nil {
 		return
 	}
+	a.followNotifications(r.Context(), c, devs, f, func(n notificationJSON) error {
+		b, _ := json.Marshal(n)
+		fmt.Fprintf(w, "id: %s\nevent: notification\ndata: %s\n\n", n.Timestamp, b)
+		return nil
+	}, func() error { return rc.Flush() }, func() {
+		fmt.Fprint(w, "event: end\ndata: {\"message\":\"access ended\"}\n\n")
+		rc.Flush()
+	})
+}
+
+// followNotifications sends each notification f selects to each, as it is committed,
+// until ctx ends or each or flush fails; ended is called when c's access ends. Rights are
+// checked on every batch: a revoked device or account, or a removed grant, ends it; so
+// does the removal of every device it follows (a device enrolled again under a name is
+// another device).
+func (a *API) followNotifications(ctx context.Context, c caller, devs []string, f telemetry.Filter, each func(notificationJSON) error, flush func() error, ended func()) error {
 	gens := a.enrolments(devs)
-	a.store.Stream(r.Context(), f, func(ns []telemetry.Notification) error {
-		// Rights are checked on every batch: a revoked device or account, or a removed
-		// grant, ends the stream; so does the removal of every device it follows (a
-		// device enrolled again under a name is another device).
+	return a.store.Stream(ctx, f, func(ns []telemetry.Notification) error {
 		if !a.stillValid(c) || !a.enrolled(gens) {
-			fmt.Fprint(w, "event: end\ndata: {\"message\":\"access ended\"}\n\n")
-			rc.Flush()
-			return errors.New("access ended")
+			ended()
+			return errAccessEnded
 		}
 		for _, n := range toJSON(a.sameEnrolments(gens, ns)) {
 			if !a.mayRead(c, n.DeviceID) {
 				continue
 			}
-			b, _ := json.Marshal(n)
-			fmt.Fprintf(w, "id: %s\nevent: notification\ndata: %s\n\n", n.Timestamp, b)
+			if err := each(n); err != nil {
+				return err
+			}
 		}
-		return rc.Flush()
+		return flush()
 	})
 }
+
+// errAccessEnded ends a stream or subscription whose caller's access ended.
+var errAccessEnded = errors.New("access ended")
 
 // stillValid reports whether c's identity is still live (streams outlast the check at
 // their start).
 func (a *API) stillValid(c caller) bool {
 	if c.device != "" {
-		st, ok := a.dir.Load().Device(c.device)
-		return ok && !st.Revoked && st.Gen() == c.gen
+		d := a.dir.Load()
+		st, ok := d.Device(c.device)
+		return ok && !st.Revoked && st.Gen() == c.gen && (c.cred == "" || d.Cred(c.device) == c.cred)
 	}
 	acc := a.accountsOrNil()
 	if acc == nil {
 		return false
 	}
 	name, ok := acc.Name(c.accountID)
+	if c.cred != "" {
+		cred, _ := acc.Credential(c.accountID)
+		ok = ok && cred == c.cred
+	}
 	return ok && name == c.account
 }

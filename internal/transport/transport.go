@@ -71,6 +71,9 @@ type Deps struct {
 	FrontdoorTLS *FrontdoorTLS
 	// Accounts lets platform apps log in as front-door accounts; nil without them.
 	Accounts Accounts
+	// DeviceHive is the REST API, for a transport that speaks its actions another way;
+	// nil when it is off.
+	DeviceHive DeviceHive
 }
 
 // Auditor records events in the registry's audit log.

@@ -1,0 +1,291 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// wsClient is a DeviceHive WebSocket API client: requests carry a requestId, answers
+// are matched to it, pushes (no requestId) are kept in order.
+type wsClient struct {
+	t      *testing.T
+	conn   *websocket.Conn
+	nextID atomic.Int64
+	// answers and pushes are filled by the reader; closed carries how the socket ended.
+	answers chan map[string]any
+	pushes  chan map[string]any
+	closed  chan error
+}
+
+// dialWS opens a socket to the hub's front door (the gorilla client: a second,
+// independent implementation of RFC 6455 beside the Python client's).
+func dialWS(t *testing.T, h *hubProc, ca string) (*wsClient, error) {
+	t.Helper()
+	return dialWSFrom(t, h, ca, "")
+}
+
+// dialWSFrom is dialWS from source address src ("" for any).
+func dialWSFrom(t *testing.T, h *hubProc, ca, src string) (*wsClient, error) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(ca)) {
+		t.Fatalf("exported CA is not PEM: %q", ca)
+	}
+	d := websocket.Dialer{
+		TLSClientConfig:  &tls.Config{RootCAs: pool},
+		HandshakeTimeout: 30 * time.Second,
+		NetDialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			d := &net.Dialer{}
+			if src != "" {
+				d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+			}
+			return d.DialContext(ctx, network, h.front)
+		},
+	}
+	conn, resp, err := d.Dial("wss://"+fdDomain+":"+portOf(h.front)+"/api/websocket", nil)
+	if err != nil {
+		if resp != nil {
+			return nil, fmt.Errorf("%w: HTTP %d", err, resp.StatusCode)
+		}
+		return nil, err
+	}
+	c := &wsClient{t: t, conn: conn, answers: make(chan map[string]any, 64), pushes: make(chan map[string]any, 1024), closed: make(chan error, 1)}
+	t.Cleanup(func() { conn.Close() })
+	go c.read()
+	return c, nil
+}
+
+func (c *wsClient) read() {
+	for {
+		_, data, err := c.conn.ReadMessage()
+		if err != nil {
+			c.closed <- err
+			close(c.answers)
+			close(c.pushes)
+			return
+		}
+		var m map[string]any
+		if json.Unmarshal(data, &m) != nil {
+			c.closed <- fmt.Errorf("not JSON: %q", data)
+			return
+		}
+		if _, ok := m["requestId"]; ok {
+			c.answers <- m
+		} else {
+			c.pushes <- m
+		}
+	}
+}
+
+// do sends action with fields and returns the answer (status, and the rest).
+func (c *wsClient) do(action string, fields map[string]any) map[string]any {
+	c.t.Helper()
+	id := fmt.Sprintf("r%d", c.nextID.Add(1))
+	m := map[string]any{"action": action, "requestId": id}
+	for k, v := range fields {
+		m[k] = v
+	}
+	if err := c.conn.WriteJSON(m); err != nil {
+		c.t.Fatalf("%s: write: %v", action, err)
+	}
+	for a := range c.answers {
+		if a["requestId"] == id {
+			if a["action"] != action {
+				c.t.Fatalf("%s: answered as %v", action, a["action"])
+			}
+			return a
+		}
+	}
+	c.t.Fatalf("%s: the socket closed before the answer: %v", action, <-c.closed)
+	return nil
+}
+
+// ok is do that fails the test on an error answer.
+func (c *wsClient) ok(action string, fields map[string]any) map[string]any {
+	c.t.Helper()
+	a := c.do(action, fields)
+	if a["status"] != "success" {
+		c.t.Fatalf("%s %v: %v", action, fields, a)
+	}
+	return a
+}
+
+// push waits for the next push of action.
+func (c *wsClient) push(action string) map[string]any {
+	c.t.Helper()
+	for p := range c.pushes {
+		if p["action"] == action {
+			return p
+		}
+	}
+	c.t.Fatalf("waiting for a %s push: the socket closed: %v", action, <-c.closed)
+	return nil
+}
+
+// closeFrame waits until the socket ends and returns the hub's close frame.
+func (c *wsClient) closeFrame() *websocket.CloseError {
+	c.t.Helper()
+	for range c.pushes { // drain
+	}
+	err := <-c.closed
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) {
+		c.t.Fatalf("the socket ended without a close frame: %v", err)
+	}
+	return ce
+}
+
+// TestWebSocketAPI runs DeviceHive's WebSocket protocol against a real hub: logins and
+// authenticate, actions answered by the REST API's rules, subscriptions pushed from the
+// store, errors in DeviceHive's form, and the socket of a revoked device closed.
+func TestWebSocketAPI(t *testing.T) {
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n")
+	h.addDevice("dev1")
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
+	h.addAccount("app", "app-password-1")
+	h.mustCLI("grant", "--account", "app", "dev1", "+telemetry")
+	h.mustCLI("grant", "--account", "app", "dev1", "+command")
+	ca := h.mustCLI("frontdoor", "ca")
+
+	app, err := dialWS(t, h, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before authenticating: server/info answers, with the socket's URL; the rest is 401.
+	info := app.ok("server/info", nil)["info"].(map[string]any)
+	if want := "wss://" + fdDomain + ":" + portOf(h.front) + "/api/websocket"; info["webSocketServerUrl"] != want || info["apiVersion"] == nil {
+		t.Fatalf("server/info: %v, want webSocketServerUrl %s", info, want)
+	}
+	if a := app.do("device/list", nil); a["status"] != "error" || a["code"] != 401.0 || !strings.Contains(a["error"].(string), "log in") {
+		t.Fatalf("device/list before authenticate: %v", a)
+	}
+	if a := app.do("authenticate", map[string]any{"token": "not.a.token"}); a["status"] != "error" || a["code"] != 401.0 {
+		t.Fatalf("authenticate with a forged token: %v", a)
+	}
+	toks := app.ok("token", map[string]any{"login": "app", "password": "app-password-1"})
+	app.ok("authenticate", map[string]any{"token": toks["accessToken"]})
+	if devs := app.ok("device/list", nil)["devices"].([]any); len(devs) != 1 || devs[0].(map[string]any)["id"] != "dev1" {
+		t.Fatalf("device/list: %v", devs)
+	}
+	if a := app.do("device/list", map[string]any{"networkId": 999}); a["code"] != 400.0 || !strings.Contains(a["error"].(string), "not supported") {
+		t.Fatalf("device/list by network: %v", a)
+	}
+	if a := app.do("device/get", map[string]any{"deviceId": "nobody"}); a["code"] != 404.0 {
+		t.Fatalf("device/get of an unknown device: %v", a)
+	}
+	if a := app.do("device/fly", nil); a["code"] != 400.0 || !strings.Contains(a["error"].(string), "notification/subscribe") {
+		t.Fatalf("an unknown action: %v", a)
+	}
+	if a := app.do("notification/subscribe", map[string]any{"deviceId": "dev1", "networkIds": []int{1}}); a["code"] != 400.0 {
+		t.Fatalf("subscribe by network: %v", a)
+	}
+	notes := app.ok("notification/subscribe", map[string]any{"deviceId": "dev1", "names": []string{"temperature"}})["subscriptionId"]
+	answers := app.ok("command/subscribe", map[string]any{"deviceId": "dev1", "returnUpdatedCommands": true})["subscriptionId"]
+
+	// The device on a socket of its own: its login, its command subscription.
+	dev, err := dialWS(t, h, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dtoks := dev.ok("token", map[string]any{"login": "dev1", "password": secret})
+	dev.ok("authenticate", map[string]any{"token": dtoks["accessToken"]})
+	dev.ok("command/subscribe", nil) // its own commands
+	dev.ok("notification/insert", map[string]any{"notification": map[string]any{"notification": "humidity", "parameters": map[string]any{"rh": 40}}})
+	dev.ok("notification/insert", map[string]any{"deviceId": "dev1", "notification": map[string]any{"notification": "temperature", "parameters": map[string]any{"c": 21}}})
+	p := app.push("notification/insert")
+	if n := p["notification"].(map[string]any); p["subscriptionId"] != notes || n["notification"] != "temperature" || n["deviceId"] != "dev1" {
+		t.Fatalf("notification push (the humidity one is not subscribed): %v", p)
+	}
+	// A device writes only its own notifications, whatever the socket asks.
+	if a := dev.do("notification/insert", map[string]any{"deviceId": "dev2", "notification": map[string]any{"notification": "x"}}); a["status"] != "error" {
+		t.Fatalf("a device writing another's notification: %v", a)
+	}
+
+	// A command: the app sends it, the device gets it pushed and answers it, the app gets
+	// the answer pushed.
+	sent := app.ok("command/insert", map[string]any{"deviceId": "dev1", "command": map[string]any{"command": "open", "parameters": map[string]any{"valve": 2}}})["command"].(map[string]any)
+	got := dev.push("command/insert")["command"].(map[string]any)
+	if got["id"] != sent["id"] || got["command"] != "open" {
+		t.Fatalf("command push: %v, sent %v", got, sent)
+	}
+	dev.ok("command/update", map[string]any{"commandId": got["id"], "command": map[string]any{"status": "done", "result": map[string]any{"opened": true}}})
+	up := app.push("command/update")
+	if c := up["command"].(map[string]any); up["subscriptionId"] != answers || c["status"] != "done" || c["id"] != sent["id"] {
+		t.Fatalf("command/update push: %v", up)
+	}
+	app.ok("notification/unsubscribe", map[string]any{"subscriptionId": notes})
+	if a := app.do("notification/unsubscribe", map[string]any{"subscriptionId": notes}); a["code"] != 404.0 {
+		t.Fatalf("unsubscribe twice: %v", a)
+	}
+
+	// Revoking the device closes its socket at once, with the reason.
+	h.mustCLI("device", "revoke", "dev1")
+	if ce := dev.closeFrame(); ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "device dev1") {
+		t.Fatalf("the revoked device's socket: %v", ce)
+	}
+	// The account's socket stays; what it may read of the revoked device is REST's answer.
+	app.ok("device/list", nil)
+}
+
+// TestWebSocketLimits checks what a socket may cost before and after it authenticates:
+// the authentication deadline, the cap per source address, the subscriptions per socket,
+// and a plain HTTP request at the path told what it is.
+func TestWebSocketLimits(t *testing.T) {
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n"+
+		"websocket: {auth_timeout: 2s, max_unauthenticated_per_address: 2, max_subscriptions: 1}\n")
+	h.addAccount("app", "app-password-1")
+	ca := h.mustCLI("frontdoor", "ca")
+
+	// Two sockets that never authenticate: a third from the address is refused; each
+	// is closed at its deadline, saying so.
+	for i := 0; i < 2; i++ {
+		idle, err := dialWS(t, h, ca)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if ce := idle.closeFrame(); ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "authenticate within 2s") {
+				t.Errorf("an unauthenticated socket past its deadline: %v", ce)
+			}
+		}()
+	}
+	if _, err := dialWS(t, h, ca); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("a third unauthenticated socket from one address: %v", err)
+	}
+	// From another source address the cap is its own.
+	code, toks, _ := restCall(t, fdClient(t, h, ca, nil), "POST", "https://"+fdDomain+":"+portOf(h.front)+"/api/rest/token", "", map[string]string{"login": "app", "password": "app-password-1"})
+	if code != 201 {
+		t.Fatalf("login: %d %v", code, toks)
+	}
+	other, err := dialWSFrom(t, h, ca, "127.0.0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.ok("authenticate", map[string]any{"token": toks["accessToken"]})
+	other.ok("notification/subscribe", nil)
+	if a := other.do("command/subscribe", nil); a["code"] != 429.0 || !strings.Contains(a["error"].(string), "websocket.max_subscriptions") {
+		t.Fatalf("a second subscription over max_subscriptions 1: %v", a)
+	}
+	// Not a WebSocket request: 426 and how to connect.
+	c := fdClient(t, h, ca, nil)
+	resp, err := c.Get("https://" + fdDomain + ":" + portOf(h.front) + "/api/websocket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUpgradeRequired {
+		t.Fatalf("GET without upgrade: %d", resp.StatusCode)
+	}
+}
