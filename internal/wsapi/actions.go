@@ -66,21 +66,34 @@ func Actions() []string {
 	return out
 }
 
+// errNotObject and errNoAction are the refusals of a message that is no request.
+var (
+	errNotObject = errors.New(`a message is a JSON object: {"action": "...", "requestId": ..., ...}`)
+	errNoAction  = errors.New(`the message names no action ("action": "device/get", ...)`)
+)
+
+// parseMessage splits a client's message into its action, its requestId (raw, echoed
+// as it came) and its other fields.
+func parseMessage(data []byte) (action string, reqID json.RawMessage, fields map[string]json.RawMessage, err error) {
+	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
+		return "", nil, nil, errNotObject
+	}
+	reqID = fields["requestId"]
+	if json.Unmarshal(fields["action"], &action) != nil || action == "" {
+		return "", reqID, nil, errNoAction
+	}
+	delete(fields, "action")
+	delete(fields, "requestId")
+	return action, reqID, fields, nil
+}
+
 // handle runs one message of the client.
 func (so *socket) handle(data []byte) {
-	var msg map[string]json.RawMessage
-	if err := json.Unmarshal(data, &msg); err != nil || msg == nil {
-		so.refuse("", nil, http.StatusBadRequest, "a message is a JSON object: {\"action\": \"...\", \"requestId\": ..., ...}")
+	action, reqID, msg, err := parseMessage(data)
+	if err != nil {
+		so.refuse("", reqID, http.StatusBadRequest, err.Error())
 		return
 	}
-	reqID := msg["requestId"]
-	var action string
-	if err := json.Unmarshal(msg["action"], &action); err != nil || action == "" {
-		so.refuse("", reqID, http.StatusBadRequest, "the message names no action (\"action\": \"device/get\", ...)")
-		return
-	}
-	delete(msg, "action")
-	delete(msg, "requestId")
 	switch action {
 	case "authenticate":
 		so.authenticate(reqID, msg)
@@ -156,7 +169,11 @@ func (so *socket) viaREST(action string, reqID json.RawMessage, rt route, msg ma
 // socket's context, address and token.
 func (so *socket) restRequest(rt route, msg map[string]json.RawMessage) (*http.Request, error) {
 	caller := so.who()
-	path, err := fillPath(rt.path, msg, caller)
+	own := ""
+	if caller != nil {
+		own = caller.Device()
+	}
+	path, err := fillPath(rt.path, msg, own)
 	if err != nil {
 		return nil, err
 	}
@@ -188,9 +205,9 @@ func (so *socket) restRequest(rt route, msg map[string]json.RawMessage) (*http.R
 	return r, nil
 }
 
-// fillPath puts the message's ids into path ({deviceId}: a device's own when it names
-// none).
-func fillPath(path string, msg map[string]json.RawMessage, caller transport.DeviceHiveCaller) (string, error) {
+// fillPath puts the message's ids into path ({deviceId}: own, the caller's device, when
+// it names none).
+func fillPath(path string, msg map[string]json.RawMessage, own string) (string, error) {
 	for {
 		i := strings.IndexByte(path, '{')
 		if i < 0 {
@@ -203,8 +220,8 @@ func fillPath(path string, msg map[string]json.RawMessage, caller transport.Devi
 		switch {
 		case err != nil:
 			return "", fmt.Errorf("%s: %w", key, err)
-		case !ok && key == "deviceId" && caller != nil && caller.Device() != "":
-			v = caller.Device()
+		case !ok && key == "deviceId" && own != "":
+			v = own
 		case !ok || v == "":
 			return "", fmt.Errorf("the action needs %q", key)
 		}

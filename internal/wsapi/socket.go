@@ -232,7 +232,7 @@ func appendFields(m, obj []byte) []byte {
 // anything else).
 func trimObject(obj []byte) []byte {
 	b := trimSpace(obj)
-	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' || !json.Valid(b) {
 		return nil
 	}
 	return trimSpace(b[1 : len(b)-1])

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -54,7 +56,13 @@ func dialWSFrom(t *testing.T, h *hubProc, ca, src string) (*wsClient, error) {
 			return d.DialContext(ctx, network, h.front)
 		},
 	}
-	conn, resp, err := d.Dial("wss://"+fdDomain+":"+portOf(h.front)+"/api/websocket", nil)
+	return dialWSWith(t, &d, "wss://"+fdDomain+":"+portOf(h.front)+"/api/websocket")
+}
+
+// dialWSWith opens a socket to url with d.
+func dialWSWith(t *testing.T, d *websocket.Dialer, url string) (*wsClient, error) {
+	t.Helper()
+	conn, resp, err := d.Dial(url, nil)
 	if err != nil {
 		if resp != nil {
 			return nil, fmt.Errorf("%w: HTTP %d", err, resp.StatusCode)
@@ -239,6 +247,52 @@ func TestWebSocketAPI(t *testing.T) {
 	app.ok("device/list", nil)
 }
 
+// A device reaches the WebSocket API over its SSH session's direct alias with no
+// token: the session proves it. It is pushed its commands, answers them, and its socket
+// closes when it is revoked.
+func TestWebSocketOverTheDevicesSSHSession(t *testing.T) {
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nrest: {listen: '127.0.0.1:0'}\n")
+	prof := writeProfile(t, t.TempDir(), fmt.Sprintf("name: actuator\ndirect: {api: %q}\n", h.rest))
+	key := h.addDevice("dev1", "--profile", prof)
+	h.addAccount("ctl", "ctl-password-1")
+	h.mustCLI("grant", "--account", "ctl", "dev1", "+command")
+	fwd := freePort(t)
+	a := startAgent(t, h, key, "--forward", fwd+"=api")
+	a.stderr.wait(t, "session up")
+
+	dev, err := dialWSWith(t, &websocket.Dialer{HandshakeTimeout: 30 * time.Second}, "ws://"+fwd+"/api/websocket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := dev.ok("server/info", nil)["info"].(map[string]any); info["webSocketServerUrl"] != "ws://"+fwd+"/api/websocket" {
+		t.Fatalf("server/info over the alias: %v", info)
+	}
+	dev.ok("command/subscribe", nil)
+	c := fdClient(t, h, h.mustCLI("frontdoor", "ca"), nil)
+	api := "https://" + fdDomain + ":" + portOf(h.front) + "/api/rest"
+	code, sent, _ := restCall(t, c, "POST", api+"/device/dev1/command", basicAuth("ctl", "ctl-password-1"), map[string]any{"command": "open"})
+	if code != 201 {
+		t.Fatalf("send: %d %v", code, sent)
+	}
+	got := dev.push("command/insert")["command"].(map[string]any)
+	if got["id"] != sent["id"] {
+		t.Fatalf("pushed %v, sent %v", got, sent)
+	}
+	dev.ok("command/update", map[string]any{"commandId": got["id"], "command": map[string]any{"status": "done"}})
+	if code, back, _ := restCall(t, c, "GET", fmt.Sprintf("%s/device/dev1/command/%v", api, got["id"]), basicAuth("ctl", "ctl-password-1"), nil); code != 200 || back["status"] != "done" {
+		t.Fatalf("the answer, read over REST: %d %v", code, back)
+	}
+	// Revoking it ends its socket: with the hub's close frame, or with the SSH session
+	// that carried it, whichever the hub gets to first.
+	h.mustCLI("device", "revoke", "dev1")
+	for range dev.pushes {
+	}
+	var ce *websocket.CloseError
+	if err := <-dev.closed; errors.As(err, &ce) && ce.Code != websocket.ClosePolicyViolation {
+		t.Fatalf("the revoked device's socket over its session: %v", err)
+	}
+}
+
 // TestWebSocketLimits checks what a socket may cost before and after it authenticates:
 // the authentication deadline, the cap per source address, the subscriptions per socket,
 // and a plain HTTP request at the path told what it is.
@@ -288,4 +342,102 @@ func TestWebSocketLimits(t *testing.T) {
 	if resp.StatusCode != http.StatusUpgradeRequired {
 		t.Fatalf("GET without upgrade: %d", resp.StatusCode)
 	}
+}
+
+// wsClientScript is a platform app and a device on DeviceHive's Python client, both
+// over wss://, as its README writes them: Handler subclasses, subscriptions made in
+// handle_connect, commands answered with Command.save().
+const wsClientScript = `
+import os, queue, socket, sys, threading, time
+real = socket.getaddrinfo
+def resolve(host, *a, **k):  # the front door's name, without DNS
+    return real("127.0.0.1" if host == sys.argv[2] else host, *a, **k)
+socket.getaddrinfo = resolve
+from devicehive import DeviceHive, Handler
+
+url, secret = sys.argv[1], sys.argv[3]
+notes, updates = queue.Queue(), queue.Queue()
+app_ready, dev_ready = threading.Event(), threading.Event()
+
+class App(Handler):
+    def handle_connect(self):
+        d = self.api.put_device("dev1")  # DeviceHive's register-or-update; dev1 is enrolled
+        d.subscribe_notifications(names=["temperature", "answered"])
+        d.subscribe_update_commands()
+        app_ready.set()
+    def handle_notification(self, n):
+        notes.put(n)
+    def handle_command_update(self, c):
+        updates.put(c)
+
+class Dev(Handler):
+    def handle_connect(self):
+        self.device = self.api.get_device("dev1")
+        self.device.subscribe_insert_commands()
+        dev_ready.set()
+    def handle_command_insert(self, c):
+        c.status = "done"
+        c.result = {"valve": c.parameters["valve"]}
+        c.save()
+        self.device.send_notification("answered", parameters={"command": c.id})
+
+app, dev = DeviceHive(App), DeviceHive(Dev)
+threading.Thread(target=app.connect, args=(url,), kwargs=dict(login="app", password="app-password-1"), daemon=True).start()
+dev.connect(url, login="dev1", password=secret, transport_keep_alive=False)
+assert app_ready.wait(60) and dev_ready.wait(60), "handlers did not connect"
+api = app.handler.api
+
+dev.handler.device.send_notification("temperature", parameters={"c": 21})
+n = notes.get(timeout=60)
+assert n.notification == "temperature" and n.parameters == {"c": 21} and n.device_id == "dev1", vars(n)
+
+sent = api.send_command("dev1", "open", parameters={"valve": 2})
+u = updates.get(timeout=60)
+assert u.id == sent.id and u.status == "done" and u.result == {"valve": 2}, vars(u)
+a = notes.get(timeout=60)
+assert a.notification == "answered" and a.parameters == {"command": sent.id}, vars(a)
+
+# The access token (jwt.access_ttl 1s, with the hub's 2 s leeway for clock skew)
+# expires: waiting for a clock, not for readiness. The client refreshes it over the
+# socket (token/refresh, then authenticate) on the 401 and goes on.
+before = api.token.access_token
+time.sleep(5)
+assert [d.id for d in api.list_devices()] == ["dev1"]
+assert api.token.access_token != before, "the token was not refreshed"
+
+# The client reads each socket on a thread of its own, which ends on the hub's close
+# frame (and nothing else of the client notices): the revoked device's goes.
+def readers():
+    return sum(1 for t in threading.enumerate() if t.name == "websocket-transport-event")
+assert readers() == 2, readers()
+print("ready-for-revoke", file=sys.stderr, flush=True)
+deadline = time.time() + 60  # a failure guard
+while readers() > 1 and time.time() < deadline:
+    time.sleep(0.05)
+assert readers() == 1, "the revoked device's socket stayed open"
+print("devicehive websocket ok", flush=True)
+`
+
+// TestDeviceHivePythonClientOverWebSocket runs DeviceHive's Python client (PyPI
+// 'devicehive'), unchanged, over wss://: an app and a device subscribe, a notification
+// and a command's answer are pushed, an expired token is refreshed on the socket, and
+// the revoked device's socket is closed by the hub.
+func TestDeviceHivePythonClientOverWebSocket(t *testing.T) {
+	py := venvTool(t, "python")
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\njwt: {access_ttl: 1s}\n")
+	h.addDevice("dev1")
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
+	h.addAccount("app", "app-password-1")
+	h.mustCLI("grant", "--account", "app", "dev1", "+manage")
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+
+	url := "wss://" + fdDomain + ":" + portOf(h.front) + "/api/websocket"
+	p := startProcEnv(t, []string{"WEBSOCKET_CLIENT_CA_BUNDLE=" + caFile}, py, "-c", wsClientScript, url, fdDomain, secret)
+	p.stderr.waitText(t, "ready-for-revoke")
+	h.mustCLI("device", "revoke", "dev1")
+	if code := p.waitExit(t); code != 0 || !strings.Contains(p.out.String(), "devicehive websocket ok") {
+		t.Fatalf("devicehive client over wss: exit %d\n%s\n%s", code, p.out.String(), p.stderr.text())
+	}
+	h.log.wait(t, "socket closed: its caller's access ended", "caller", "device dev1")
 }
