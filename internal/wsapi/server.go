@@ -155,6 +155,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.sockets[so] = struct{}{}
+	s.upgrading-- // now counted in sockets
 	s.mu.Unlock()
 	s.metrics.sockets.Inc()
 	so.serve()

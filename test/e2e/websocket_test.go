@@ -298,22 +298,19 @@ func TestWebSocketOverTheDevicesSSHSession(t *testing.T) {
 // and a plain HTTP request at the path told what it is.
 func TestWebSocketLimits(t *testing.T) {
 	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n"+
-		"websocket: {auth_timeout: 2s, max_unauthenticated_per_address: 2, max_subscriptions: 1}\n")
+		"websocket: {auth_timeout: 2s, max_unauthenticated_per_address: 2, max_subscriptions: 1, max_sockets: 4}\n")
 	h.addAccount("app", "app-password-1")
 	ca := h.mustCLI("frontdoor", "ca")
 
 	// Two sockets that never authenticate: a third from the address is refused; each
 	// is closed at its deadline, saying so.
+	var idle []*wsClient
 	for i := 0; i < 2; i++ {
-		idle, err := dialWS(t, h, ca)
+		c, err := dialWS(t, h, ca)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() {
-			if ce := idle.closeFrame(); ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "authenticate within 2s") {
-				t.Errorf("an unauthenticated socket past its deadline: %v", ce)
-			}
-		}()
+		idle = append(idle, c)
 	}
 	if _, err := dialWS(t, h, ca); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("a third unauthenticated socket from one address: %v", err)
@@ -331,6 +328,21 @@ func TestWebSocketLimits(t *testing.T) {
 	other.ok("notification/subscribe", nil)
 	if a := other.do("command/subscribe", nil); a["code"] != 429.0 || !strings.Contains(a["error"].(string), "websocket.max_subscriptions") {
 		t.Fatalf("a second subscription over max_subscriptions 1: %v", a)
+	}
+	for _, c := range idle {
+		if ce := c.closeFrame(); ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "authenticate within 2s") {
+			t.Errorf("an unauthenticated socket past its deadline: %v", ce)
+		}
+	}
+	// The hub's cap (max_sockets 4) counts the sockets open now: the two closed ones
+	// gave their places back.
+	for i, src := range []string{"127.0.0.3", "127.0.0.3", "127.0.0.5"} {
+		if _, err := dialWSFrom(t, h, ca, src); err != nil {
+			t.Fatalf("socket %d of 4: %v", i+2, err)
+		}
+	}
+	if _, err := dialWSFrom(t, h, ca, "127.0.0.4"); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("a fifth socket over max_sockets 4: %v", err)
 	}
 	// Not a WebSocket request: 426 and how to connect.
 	c := fdClient(t, h, ca, nil)
