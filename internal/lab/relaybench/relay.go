@@ -1,10 +1,7 @@
 package relaybench
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -67,13 +64,6 @@ type Rep struct {
 type Results struct {
 	Options Options
 	Reps    []Rep
-}
-
-// payload is a notification of the paper 004 lab's shape: a 36-byte random UUID.
-func payload() json.RawMessage {
-	var b [16]byte
-	rand.Read(b[:])
-	return json.RawMessage(fmt.Sprintf(`{"uuid":"%x-%x-%x-%x-%x"}`, b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]))
 }
 
 // Measure runs o.Reps repetitions.
@@ -227,7 +217,7 @@ func prefill(ctx context.Context, dir, prefix string, devices, n int) error {
 	for k := 0; k < n; k += chunk {
 		batch := make([]telemetry.Notification, 0, chunk)
 		for i := k; i < min(n, k+chunk); i++ {
-			batch = append(batch, telemetry.Notification{Device: lab.DeviceName(prefix, i%devices), Name: "uuid", Parameters: payload()})
+			batch = append(batch, telemetry.Notification{Device: lab.DeviceName(prefix, i%devices), Name: "uuid", Parameters: lab.UUIDPayload()})
 		}
 		if _, err := s.Append(ctx, batch...); err != nil {
 			return err
@@ -251,7 +241,7 @@ func postDirect(ctx context.Context, centre *lab.SSHServer, secrets map[string]s
 		var tok struct {
 			AccessToken string `json:"accessToken"`
 		}
-		if err := call(ctx, c, "POST", base+"/token", "", map[string]string{"login": device, "password": secret}, &tok); err != nil {
+		if err := lab.CallJSON(ctx, c, "POST", base+"/token", "", map[string]string{"login": device, "password": secret}, &tok); err != nil {
 			return ph, fmt.Errorf("%s's login at the centre: %w", device, err)
 		}
 		cs = append(cs, client{device: device, auth: "Bearer " + tok.AccessToken, http: c})
@@ -271,8 +261,8 @@ func postDirect(ctx context.Context, centre *lab.SSHServer, secrets map[string]s
 		}
 		wg.Go(func() {
 			for range n {
-				err := call(ctx, c.http, "POST", base+"/device/"+c.device+"/notification", c.auth,
-					map[string]any{"notification": "uuid", "parameters": payload()}, nil)
+				err := lab.CallJSON(ctx, c.http, "POST", base+"/device/"+c.device+"/notification", c.auth,
+					map[string]any{"notification": "uuid", "parameters": lab.UUIDPayload()}, nil)
 				mu.Lock()
 				if err != nil && first == nil {
 					first = err
@@ -292,34 +282,4 @@ func postDirect(ctx context.Context, centre *lab.SSHServer, secrets map[string]s
 	c1, _ := lab.TreeCPU(centre.Proc.PID())
 	ph.CentreCPU = c1 - c0
 	return ph, first
-}
-
-// call makes one JSON request and decodes a 2xx answer into out (if set).
-func call(ctx context.Context, c *http.Client, method, url, auth string, body, out any) error {
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Message string `json:"message"`
-		}
-		json.NewDecoder(resp.Body).Decode(&e)
-		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, e.Message)
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	_, err = bytes.NewBuffer(nil).ReadFrom(resp.Body) // drained: the connection is reused
-	return err
 }

@@ -3,8 +3,6 @@ package wsbench
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -134,7 +132,7 @@ func measureRep(ctx context.Context, b *lab.Bench, o Options, r int) (Rep, error
 	if err != nil {
 		return rep, err
 	}
-	defer srv.Proc.Stop()
+	defer func() { srv.Proc.Stop() }()
 	base := "http://" + srv.REST + restapi.Prefix
 	wsURL := "ws://" + srv.REST + wsapi.Path
 	first := lab.DeviceName("ws", 0)
@@ -156,6 +154,13 @@ func measureRep(ctx context.Context, b *lab.Bench, o Options, r int) (Rep, error
 		return rep, err
 	}
 	for _, kind := range []string{HoldWS, HoldLongPoll} {
+		// A hub started afresh for each: what the last phase grew of its heap would
+		// otherwise be counted as the next one's, or hide it.
+		srv.Proc.Stop()
+		if srv, err = b.StartEnrolled(ctx, lh, opts); err != nil {
+			return rep, err
+		}
+		base, wsURL = "http://"+srv.REST+restapi.Prefix, "ws://"+srv.REST+wsapi.Path
 		o.Progress.Step(fmt.Sprintf("%d devices each holding a %s", o.Subscribers, kind))
 		h, err := hold(ctx, srv.Proc.PID(), kind, base, wsURL, srv.MetricsURL, toks)
 		rep.Holdings = append(rep.Holdings, h)
@@ -183,13 +188,6 @@ func dialerFrom(i int) *net.Dialer {
 	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: source(i)}, Timeout: 30 * time.Second}
 }
 
-// payload is a notification of the paper 004 lab's shape: a 36-byte random UUID.
-func payload() json.RawMessage {
-	var b [16]byte
-	rand.Read(b[:])
-	return json.RawMessage(fmt.Sprintf(`{"uuid":"%x-%x-%x-%x-%x"}`, b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]))
-}
-
 // storeOver sends o.Notifications of device over path and times them.
 func storeOver(ctx context.Context, pid int, path, base, wsURL, device, tok string, o Options) (Path, error) {
 	p := Path{Name: path}
@@ -202,7 +200,7 @@ func storeOver(ctx context.Context, pid int, path, base, wsURL, device, tok stri
 	case PathREST:
 		c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, DialContext: dialerFrom(0).DialContext}, Timeout: time.Minute}
 		for range o.Notifications {
-			if err := call(ctx, c, "POST", base+"/device/"+device+"/notification", tok, map[string]any{"notification": "uuid", "parameters": payload()}, nil); err != nil {
+			if err := lab.CallJSON(ctx, c, "POST", base+"/device/"+device+"/notification", tok, map[string]any{"notification": "uuid", "parameters": lab.UUIDPayload()}, nil); err != nil {
 				return p, err
 			}
 			p.Notifications++
@@ -259,7 +257,7 @@ func insertOverSocket(ctx context.Context, url, device, tok string, n, window in
 			return int(ok.Load()), ctx.Err()
 		}
 		m := map[string]any{"action": "notification/insert", "requestId": i, "deviceId": device,
-			"notification": map[string]any{"notification": "uuid", "parameters": payload()}}
+			"notification": map[string]any{"notification": "uuid", "parameters": lab.UUIDPayload()}}
 		if err := conn.WriteJSON(m); err != nil {
 			return int(ok.Load()), err
 		}
@@ -424,7 +422,7 @@ func login(ctx context.Context, i int, base, device, secret string) (string, err
 	tr := &http.Transport{DialContext: dialerFrom(i).DialContext}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Timeout: time.Minute, Transport: tr}
-	if err := call(ctx, c, "POST", base+"/token", "", map[string]string{"login": device, "password": secret}, &tok); err != nil {
+	if err := lab.CallJSON(ctx, c, "POST", base+"/token", "", map[string]string{"login": device, "password": secret}, &tok); err != nil {
 		return "", fmt.Errorf("%s's login: %w", device, err)
 	}
 	return "Bearer " + tok.AccessToken, nil
@@ -449,30 +447,4 @@ func loginAll(ctx context.Context, base string, secrets map[string]string) (map[
 		})
 	}
 	return out, g.Wait()
-}
-
-// call makes one JSON request and decodes a 2xx answer into out (if set).
-func call(ctx context.Context, c *http.Client, method, url, auth string, body, out any) error {
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d", method, url, resp.StatusCode)
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	_, err = io.Copy(io.Discard, resp.Body) // drained: the connection is reused
-	return err
 }
