@@ -115,6 +115,9 @@ func (p *Policy) VisibleToAccount(id int64, device string) bool {
 }
 
 func (p *Policy) targets(target, device string) bool {
+	if target == registry.AllDevices {
+		return true
+	}
 	if grp, ok := strings.CutPrefix(target, "@"); ok {
 		return slices.Contains(p.deviceGroups[device], grp)
 	}

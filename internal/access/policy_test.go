@@ -38,6 +38,34 @@ func TestPolicy(t *testing.T) {
 	}
 }
 
+// A grant to @all covers every device, one enrolled after it too, and nothing more than
+// its alias or right says; a device group named "all" is no such thing.
+func TestPolicyAllDevices(t *testing.T) {
+	p := NewPolicy([]registry.Grant{
+		{Kind: registry.PrincipalAccount, XID: 7, Target: registry.AllDevices, Alias: registry.RightManage},
+		{Kind: registry.PrincipalAccount, XID: 8, Target: "@all-sensors", Alias: registry.RightTelemetry},
+	}, map[string][]string{"dev1": {"all-sensors"}}, -1)
+	for _, tc := range []struct {
+		id            int64
+		device, right string
+		want          bool
+	}{
+		{7, "dev1", registry.RightManage, true},
+		{7, "not-enrolled-yet", registry.RightManage, true},
+		{7, "dev1", registry.RightTelemetry, true},
+		{7, "dev1", "http", false}, // a right is no service
+		{8, "dev1", registry.RightTelemetry, true},
+		{8, "dev2", registry.RightTelemetry, false},
+	} {
+		if got := p.AllowedAccount(tc.id, tc.device, tc.right); got != tc.want {
+			t.Errorf("account %d on %s %s: %v, want %v", tc.id, tc.device, tc.right, got, tc.want)
+		}
+	}
+	if err := registry.ValidGroup("all"); err == nil {
+		t.Error(`device group "all" accepted: it would read as @all`)
+	}
+}
+
 func TestIdentityLookup(t *testing.T) {
 	ids := NewIdentities(0)
 	root := ids.Lookup(0, nil)

@@ -76,7 +76,7 @@ func (p *principalFlags) grant(args []string) (registry.Grant, error) {
 func grantCmd(g *globals) *cobra.Command {
 	var allowUnknown bool
 	c := grantChangeCmd(g, "permit", &cobra.Command{
-		Use:   "grant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*' | +telemetry | +command | +manage)",
+		Use:   "grant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP | @all) (ALIAS | '*' | +telemetry | +command | +manage)",
 		Short: "Let a local user or group, or a front-door account, reach a device service",
 		Long: `Let a local user or group, or a front-door account, reach a device service.
 
@@ -87,13 +87,17 @@ func grantCmd(g *globals) *cobra.Command {
   +command    send the device commands and read their answers (REST), publish to its
               MQTT topics
   +manage     +telemetry and +command, and issue tokens for the device, change its
-              data, remove it`,
+              data, remove it; on a name not enrolled (@all, or --allow-unknown),
+              register it over the REST API (PUT /api/rest/device/NAME)
+
+@all is every device, those enrolled later too.`,
 		Example: `  iotsafe grant --user platform dev42 http       # strict: one service of one device
   iotsafe grant --group operators @sensors '*'    # wide: every service of a device group
   iotsafe grant --account alice dev42 http        # a person, over HTTPS through the front door
   iotsafe grant --account dashboard @sensors +telemetry   # a platform app reads their data
   iotsafe grant --account control @valves +command        # a platform app commands them
-  iotsafe grant --user platform dev99 http --allow-unknown   # before dev99 is enrolled`,
+  iotsafe grant --user platform dev99 http --allow-unknown   # before dev99 is enrolled
+  iotsafe grant --account provisioner @all +manage   # registers and manages the whole fleet over REST`,
 	}, "granted", func(gr registry.Grant) control.Change { return control.AddGrant{Grant: gr, AllowUnknown: allowUnknown} })
 	c.Long += `
 
@@ -106,7 +110,7 @@ to a device or group not enrolled yet, or a service its profile will gain.`
 
 func ungrantCmd(g *globals) *cobra.Command {
 	return grantChangeCmd(g, "no longer permit", &cobra.Command{
-		Use:   "ungrant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP) (ALIAS | '*' | +telemetry | +command | +manage)",
+		Use:   "ungrant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP | @all) (ALIAS | '*' | +telemetry | +command | +manage)",
 		Short: "Remove a permission; new connections are refused at once",
 	}, "removed", func(gr registry.Grant) control.Change { return control.RemoveGrant{Grant: gr} })
 }

@@ -51,8 +51,9 @@ func noDevice(device string, err error) error {
 	return err
 }
 
-// AddDevice enrolls a device with its public key (authorized_keys form) and allocates
-// its sockets; the hub then holds their ports and serves the device.
+// AddDevice enrolls a device with its public key (authorized_keys form; "" for none
+// yet: a device an account registered over the REST API) and allocates its sockets; the
+// hub then holds their ports and serves the device.
 type AddDevice struct {
 	Name    string   `json:"name"`
 	Profile string   `json:"profile"`
@@ -63,12 +64,16 @@ type AddDevice struct {
 func (AddDevice) Op() string         { return "device.add" }
 func (ch AddDevice) Subject() string { return ch.Name }
 func (ch AddDevice) check() error {
-	return need(ch.Op(), "a name", ch.Name, "a profile", ch.Profile, "a key", ch.Key)
+	return need(ch.Op(), "a name", ch.Name, "a profile", ch.Profile)
 }
 func (ch AddDevice) apply(ctx context.Context, c *Control) (Outcome, error) {
-	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(ch.Key))
-	if err != nil {
-		return Outcome{}, fmt.Errorf("%w: device.add: the key: %v", ErrInvalid, err)
+	var key ssh.PublicKey // none: a device registered over the REST API gets one later
+	if ch.Key != "" {
+		k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(ch.Key))
+		if err != nil {
+			return Outcome{}, fmt.Errorf("%w: device.add: the key: %v", ErrInvalid, err)
+		}
+		key = k
 	}
 	d, err := c.store.AddDevice(ctx, ch.Name, ch.Profile, key, ch.Groups...)
 	if err != nil {
@@ -276,6 +281,9 @@ func (ch AddGrant) apply(ctx context.Context, c *Control) (Outcome, error) {
 // service the device does not have: a typo would otherwise be a grant that never
 // matches (or, worse, matches a device enrolled later under that name).
 func (c *Control) grantTargetExists(ctx context.Context, g registry.Grant) error {
+	if g.Target == registry.AllDevices {
+		return nil // every device, whichever there are
+	}
 	if group, ok := strings.CutPrefix(g.Target, "@"); ok {
 		groups, err := c.store.DeviceGroups(ctx)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/authn"
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
+	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/restapi"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
@@ -179,6 +180,13 @@ func (h *Hub) RegistryState() (map[string]string, string) {
 		return h.guard.Held(), st.String()
 	}
 	return nil, ""
+}
+
+// RegisterDevice implements restapi.Hub: the device is enrolled as 'iotsafe device add'
+// does, with the default profile and no SSH key yet.
+func (h *Hub) RegisterDevice(ctx context.Context, device string) error {
+	_, err := h.control.Apply(ctx, control.AddDevice{Name: device, Profile: profile.DefaultName})
+	return err
 }
 
 // RemoveDevice implements restapi.Hub.

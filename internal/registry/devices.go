@@ -68,23 +68,28 @@ type Algorithms struct {
 	Multiplexed string `json:"multiplexed,omitempty"`
 }
 
-// AddDevice enrolls a device with one key and its device groups, allocates its pool
-// address and a protected socket for every reverse alias of its profile, all in one
-// transaction.
+// AddDevice enrolls a device with one key (nil: none yet, for a device registered over
+// the REST API, which logs in with tokens until 'iotsafe device key add' gives it one)
+// and its device groups, allocates its pool address and a protected socket for every
+// reverse alias of its profile, all in one transaction.
 func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key ssh.PublicKey, groups ...string) (*Device, error) {
 	if !profile.ValidName(name) {
 		return nil, fmt.Errorf("registry: device name %q: use lower-case letters, digits and '-' (max 63)", name)
 	}
 	for _, g := range groups {
-		if !profile.ValidName(g) {
-			return nil, fmt.Errorf("registry: device group %q: use lower-case letters, digits and '-'", g)
+		if err := ValidGroup(g); err != nil {
+			return nil, err
 		}
 	}
 	prof, err := r.Profile(ctx, profileName)
 	if err != nil {
 		return nil, err
 	}
-	fp := ssh.FingerprintSHA256(key)
+	fp, keyNote := "", "no SSH key yet"
+	if key != nil {
+		fp = ssh.FingerprintSHA256(key)
+		keyNote = "key " + fp
+	}
 	err = r.withTx(ctx, func(tx *sqldb.Tx) error {
 		var n int
 		tx.QueryRowContext(ctx, `SELECT count(*) FROM devices WHERE name=?`, name).Scan(&n)
@@ -92,7 +97,7 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 			return fmt.Errorf("%w: device %q", ErrExists, name)
 		}
 		var owner string
-		if tx.QueryRowContext(ctx, `SELECT device FROM keys WHERE fingerprint=?`, fp).Scan(&owner) == nil {
+		if key != nil && tx.QueryRowContext(ctx, `SELECT device FROM keys WHERE fingerprint=?`, fp).Scan(&owner) == nil {
 			return fmt.Errorf("%w: key %s belongs to device %q", ErrExists, fp, owner)
 		}
 		addr, err := r.freeAddress(ctx, tx)
@@ -104,9 +109,11 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 			name, prof.Name, addr.String(), t); err != nil {
 			return fmt.Errorf("registry: add device %s: %w", name, err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO keys(fingerprint, device, pubkey, created_at) VALUES(?,?,?,?)`,
-			fp, name, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))), t); err != nil {
-			return fmt.Errorf("registry: add key: %w", err)
+		if key != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO keys(fingerprint, device, pubkey, created_at) VALUES(?,?,?,?)`,
+				fp, name, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))), t); err != nil {
+				return fmt.Errorf("registry: add key: %w", err)
+			}
 		}
 		ports := &portSet{taken: map[int]bool{}} // a fresh address: no port taken yet
 		for _, alias := range prof.ReverseAliases() {
@@ -119,7 +126,7 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 				return fmt.Errorf("registry: device group %s: %w", g, err)
 			}
 		}
-		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceAdded, Detail: "profile " + prof.Name + ", key " + fp})
+		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceAdded, Detail: "profile " + prof.Name + ", " + keyNote})
 	})
 	if err != nil {
 		return nil, err

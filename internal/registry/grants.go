@@ -52,8 +52,23 @@ func IsRight(alias string) bool {
 	return alias == RightTelemetry || alias == RightCommand || alias == RightManage
 }
 
-// ValidTarget checks "device" or "@group".
+// AllDevices is the grant target that covers every device, those enrolled later too.
+const AllDevices = "@all"
+
+// ValidTarget checks "device", "@group" or AllDevices.
 func ValidTarget(t string) bool { return profile.ValidName(strings.TrimPrefix(t, "@")) }
+
+// ValidGroup checks a device group's name: a device name's form, and not "all" (the
+// grant target AllDevices is every device).
+func ValidGroup(g string) error {
+	if g == strings.TrimPrefix(AllDevices, "@") {
+		return fmt.Errorf("registry: device group %q is reserved: a grant to %s covers every device", g, AllDevices)
+	}
+	if !profile.ValidName(g) {
+		return fmt.Errorf("registry: device group %q: use lower-case letters, digits and '-'", g)
+	}
+	return nil
+}
 
 // AddGrant stores a grant; adding one that exists is not an error.
 func (r *Registry) AddGrant(ctx context.Context, g Grant) error {
@@ -115,8 +130,8 @@ func (r *Registry) Grants(ctx context.Context) ([]Grant, error) {
 // SetDeviceGroups replaces the device groups a device belongs to.
 func (r *Registry) SetDeviceGroups(ctx context.Context, device string, groups []string) error {
 	for _, g := range groups {
-		if !profile.ValidName(g) {
-			return fmt.Errorf("registry: device group %q: use lower-case letters, digits and '-'", g)
+		if err := ValidGroup(g); err != nil {
+			return err
 		}
 	}
 	return r.withTx(ctx, func(tx *sqldb.Tx) error {

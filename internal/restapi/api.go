@@ -52,6 +52,9 @@ type Hub interface {
 	// RevokeDevice and RemoveDevice change the registry and close what the device holds.
 	RevokeDevice(ctx context.Context, device, reason string) error
 	RemoveDevice(ctx context.Context, device string) error
+	// RegisterDevice enrolls a new device as 'iotsafe device add' does, with no SSH key
+	// yet.
+	RegisterDevice(ctx context.Context, device string) error
 }
 
 // Accounts checks front-door accounts (authn.Accounts).

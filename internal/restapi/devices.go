@@ -1,6 +1,7 @@
 package restapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -137,20 +138,29 @@ func likeMatch(p, s string) bool {
 	return pi == len(p)
 }
 
+// deviceBody is what PUT /device/{id} takes.
+type deviceBody struct {
+	Name         *string         `json:"name"`
+	Data         json.RawMessage `json:"data"`
+	IsBlocked    *bool           `json:"isBlocked"`
+	NetworkID    json.RawMessage `json:"networkId"`
+	DeviceTypeID json.RawMessage `json:"deviceTypeId"`
+}
+
 // putDevice is PUT /device/{id}: a device updates its data; an account with +manage may
-// also block (revoke) it. Devices are enrolled with 'iotsafe device add', not here.
+// also block (revoke) it, and registers a device not enrolled yet (registerDevice).
 func (a *API) putDevice(w http.ResponseWriter, r *http.Request, c caller) {
 	id := r.PathValue("id")
 	st, known := a.dir.Load().Device(id)
-	if !known || !a.mayRead(c, id) {
-		fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found: devices are enrolled with 'iotsafe device add' on the hub", trim(id)))
+	if !known && c.device == "" && a.hub.Policy().AllowedAccount(c.accountID, id, registry.RightManage) {
+		a.registerDevice(w, r, c, id)
 		return
 	}
-	var in struct {
-		Name      *string         `json:"name"`
-		Data      json.RawMessage `json:"data"`
-		IsBlocked *bool           `json:"isBlocked"`
+	if !known || !a.mayRead(c, id) {
+		fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found: devices are enrolled with 'iotsafe device add' on the hub, or registered here by an account with +manage on the name", trim(id)))
+		return
 	}
+	var in deviceBody
 	if !a.decode(w, r, &in) {
 		return
 	}
@@ -194,6 +204,64 @@ func (a *API) putDevice(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// registerDevice is PUT /device/{id} of a device not enrolled: an account with +manage
+// on the name (a grant to it with --allow-unknown, or to @all) enrolls it as 'iotsafe
+// device add' does, with the default profile and no SSH key yet; the account then
+// issues it tokens (POST /token/create with deviceIds). A device removed earlier comes
+// back as a new enrolment: nothing of the old one is its.
+func (a *API) registerDevice(w http.ResponseWriter, r *http.Request, c caller, id string) {
+	var in deviceBody
+	if !a.decode(w, r, &in) {
+		return
+	}
+	switch {
+	case !profile.ValidName(id):
+		fail(w, http.StatusBadRequest, fmt.Sprintf("device id %q: use lower-case letters, digits and '-' (at most 63)", trim(id)))
+		return
+	case in.Name != nil && *in.Name != id:
+		fail(w, http.StatusBadRequest, "a device's name is its id: this hub keeps one name per device (send name equal to id, or none)")
+		return
+	case in.IsBlocked != nil && *in.IsBlocked:
+		fail(w, http.StatusBadRequest, "a device is registered unblocked: block it afterwards with isBlocked true")
+		return
+	case !isNull(in.NetworkID) || !isNull(in.DeviceTypeID):
+		fail(w, http.StatusBadRequest, "networkId and deviceTypeId are not supported: this hub has no networks or device types yet")
+		return
+	}
+	if !a.mayWriteData(w, c) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	if err := a.hub.RegisterDevice(ctx, id); err != nil {
+		if errors.Is(err, registry.ErrExists) {
+			fail(w, http.StatusConflict, fmt.Sprintf("device %s was enrolled meanwhile: send the request again to update it", id))
+			return
+		}
+		fail(w, http.StatusServiceUnavailable, "registering failed: "+strings.TrimPrefix(err.Error(), "registry: "))
+		return
+	}
+	if err := a.reg.AddEvent(ctx, registry.Event{Device: id, Kind: EventDeviceRegistered, Detail: "registered by account " + c.account + " over the REST API", Remote: remoteAddr(r).String()}); err != nil {
+		a.log.Error("recording a device registration in the audit log failed", "device", id, "err", err)
+	}
+	a.log.Info("device registered over the REST API", "device", id, "account", c.account)
+	if in.Data != nil && !isNull(in.Data) {
+		if err := a.reg.SetDeviceData(ctx, id, in.Data); err != nil {
+			fail(w, http.StatusBadRequest, "the device is registered, but its data was refused: "+strings.TrimPrefix(err.Error(), "registry: "))
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// isNull reports whether v is absent or JSON null.
+func isNull(v json.RawMessage) bool {
+	return len(v) == 0 || string(bytes.TrimSpace(v)) == "null"
+}
+
+// EventDeviceRegistered is recorded when an account registers a device over the API.
+const EventDeviceRegistered = "device_registered"
 
 // deleteDevice is DELETE /device/{id}: +manage removes the device from the registry,
 // with its keys, sockets, secret and notifications, and closes its sessions.

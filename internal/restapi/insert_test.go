@@ -29,6 +29,7 @@ type noHub struct{}
 func (noHub) Policy() *access.Policy                             { return access.NewPolicy(nil, nil, -1) }
 func (noHub) RevokeDevice(context.Context, string, string) error { return nil }
 func (noHub) RemoveDevice(context.Context, string) error         { return nil }
+func (noHub) RegisterDevice(context.Context, string) error       { return nil }
 
 // insertFixture is an API on a real registry and store with devices dev1 and dev2, and
 // an access token of dev1.

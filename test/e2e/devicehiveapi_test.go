@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -54,5 +56,85 @@ func TestDeviceHiveUserInfoAndFilters(t *testing.T) {
 	}
 	if code, _, list := restCall(t, c, "GET", api+"/device", app, nil); code != 200 || len(list) != 1 {
 		t.Fatalf("GET /device without a filter: %d %v", code, list)
+	}
+}
+
+// Registration by the API (issue 53.2): an account with +manage on @all registers a
+// device with PUT /device/{id} as DeviceHive's clients do; it is enrolled as 'iotsafe
+// device add' enrolls one (audited with the account), with no SSH key yet; the account
+// issues it tokens; it is given a key later and its agent comes up. Callers without the
+// right, renames and networks are refused, and a removed device registered again is a
+// new enrolment whose old tokens are refused.
+func TestDeviceHiveRegistration(t *testing.T) {
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n")
+	h.addDevice("dev1")
+	h.addAccount("prov", "prov-password-1")
+	h.addAccount("viewer", "viewer-password-1")
+	h.mustCLI("grant", "--account", "prov", "@all", "+manage")
+	h.mustCLI("grant", "--account", "viewer", "@all", "+telemetry")
+	c := fdClient(t, h, h.mustCLI("frontdoor", "ca"), nil)
+	api := "https://" + fdDomain + ":" + portOf(h.front) + "/api/rest"
+	prov, viewer := basicAuth("prov", "prov-password-1"), basicAuth("viewer", "viewer-password-1")
+	// What DeviceHive's put_device sends.
+	body := map[string]any{"id": "newdev", "name": "newdev", "data": map[string]any{"site": "a"}, "networkId": nil, "deviceTypeId": nil, "isBlocked": false}
+
+	for _, tc := range []struct {
+		what, auth, path string
+		body             map[string]any
+		code             int
+		says             string
+	}{
+		{"an account without +manage", viewer, "/device/newdev", body, 404, "registered here by an account with +manage"},
+		{"a rename", prov, "/device/newdev", map[string]any{"name": "other"}, 400, "name is its id"},
+		{"a network", prov, "/device/newdev", map[string]any{"networkId": 5}, 400, "networkId"},
+		{"a bad name", prov, "/device/New_Dev", map[string]any{}, 400, "lower-case"},
+	} {
+		code, e, _ := restCall(t, c, "PUT", api+tc.path, tc.auth, tc.body)
+		if code != tc.code || !strings.Contains(fmt.Sprint(e["message"]), tc.says) {
+			t.Errorf("%s: %d %v, want %d saying %q", tc.what, code, e, tc.code, tc.says)
+		}
+	}
+	if code, e, _ := restCall(t, c, "PUT", api+"/device/newdev", prov, body); code != 204 {
+		t.Fatalf("register: %d %v", code, e)
+	}
+	if code, d, _ := restCall(t, c, "GET", api+"/device/newdev", viewer, nil); code != 200 || d["data"].(map[string]any)["site"] != "a" {
+		t.Fatalf("the registered device, read by another account: %d %v", code, d)
+	}
+	if d := h.device("newdev"); len(d.Keys) != 0 || d.Revoked != nil {
+		t.Fatalf("the registered device in the registry: %+v", d)
+	}
+	if ev := h.mustCLI("events", "--device", "newdev", "--kind", "device_registered"); !strings.Contains(ev, "account prov") {
+		t.Fatalf("the audit log names no account: %s", ev)
+	}
+	// Its tokens come from the account that registered it.
+	code, toks, _ := restCall(t, c, "POST", api+"/token/create", prov, map[string]any{"deviceIds": []string{"newdev"}})
+	if code != 201 {
+		t.Fatalf("token/create for the new device: %d %v", code, toks)
+	}
+	dev := "Bearer " + toks["accessToken"].(string)
+	if code, e, _ := restCall(t, c, "POST", api+"/device/newdev/notification", dev, map[string]any{"notification": "hello"}); code != 201 {
+		t.Fatalf("the new device's first notification: %d %v", code, e)
+	}
+	if code, e, _ := restCall(t, c, "PUT", api+"/device/another", dev, map[string]any{}); code != 404 {
+		t.Errorf("a device registering another: %d %v", code, e)
+	}
+	// An SSH key later: its agent comes up.
+	keys := filepath.Join(h.data, "newkeys")
+	h.mustCLI("device", "key", "add", "newdev", "--keygen", keys)
+	matches, _ := filepath.Glob(filepath.Join(keys, "new-*", "newdev"))
+	if len(matches) != 1 {
+		t.Fatalf("the new key: %v", matches)
+	}
+	startAgent(t, h, matches[0], "--expose", "http=127.0.0.1:9").stderr.wait(t, "session up") // its default profile's alias
+
+	// Removed and registered again: a new enrolment; the old device's token is refused.
+	if code, e, _ := restCall(t, c, "DELETE", api+"/device/newdev", prov, nil); code != 204 {
+		t.Fatalf("remove: %d %v", code, e)
+	}
+	if code, e, _ := restCall(t, c, "PUT", api+"/device/newdev", prov, body); code != 204 {
+		t.Fatalf("register again: %d %v", code, e)
+	}
+	if code, e, _ := restCall(t, c, "POST", api+"/device/newdev/notification", dev, map[string]any{"notification": "stale"}); code != 401 {
+		t.Fatalf("the earlier enrolment's token after re-registration: %d %v", code, e)
 	}
 }

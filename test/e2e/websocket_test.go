@@ -374,6 +374,8 @@ app_ready, dev_ready = threading.Event(), threading.Event()
 class App(Handler):
     def handle_connect(self):
         d = self.api.put_device("dev1")  # DeviceHive's register-or-update; dev1 is enrolled
+        new = self.api.put_device("dev2", data={"site": "a"})  # registered by the app
+        assert new.id == "dev2" and new.data == {"site": "a"} and not new.is_blocked, vars(new)
         d.subscribe_notifications(names=["temperature", "answered"])
         d.subscribe_update_commands()
         app_ready.set()
@@ -414,7 +416,7 @@ assert a.notification == "answered" and a.parameters == {"command": sent.id}, va
 # socket (token/refresh, then authenticate) on the 401 and goes on.
 before = api.token.access_token
 time.sleep(5)
-assert [d.id for d in api.list_devices()] == ["dev1"]
+assert sorted(d.id for d in api.list_devices()) == ["dev1", "dev2"]
 assert api.token.access_token != before, "the token was not refreshed"
 
 # The client reads each socket on a thread of its own, which ends on the hub's close
@@ -431,7 +433,8 @@ print("devicehive websocket ok", flush=True)
 `
 
 // TestDeviceHivePythonClientOverWebSocket runs DeviceHive's Python client (PyPI
-// 'devicehive'), unchanged, over wss://: an app and a device subscribe, a notification
+// 'devicehive'), unchanged, over wss://: an app registers a device, an app and a device
+// subscribe, a notification
 // and a command's answer are pushed, an expired token is refreshed on the socket, and
 // the revoked device's socket is closed by the hub.
 func TestDeviceHivePythonClientOverWebSocket(t *testing.T) {
@@ -440,7 +443,7 @@ func TestDeviceHivePythonClientOverWebSocket(t *testing.T) {
 	h.addDevice("dev1")
 	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
 	h.addAccount("app", "app-password-1")
-	h.mustCLI("grant", "--account", "app", "dev1", "+manage")
+	h.mustCLI("grant", "--account", "app", "@all", "+manage") // it registers dev2
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(caFile, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
 
