@@ -77,6 +77,56 @@ func (p *Policy) AllowedAccount(id int64, device, alias string) bool {
 	return false
 }
 
+// AllowedAccountIn is AllowedAccount for device as if it were in groups (and only
+// them): whether an account may register a device into a network, or move one there,
+// and still hold right on it.
+func (p *Policy) AllowedAccountIn(id int64, device string, groups []string, right string) bool {
+	for _, g := range p.grants {
+		if g.Kind != registry.PrincipalAccount || int64(g.XID) != id || !covers(g.Alias, right) {
+			continue
+		}
+		grp, isGroup := strings.CutPrefix(g.Target, "@")
+		switch {
+		case g.Target == registry.AllDevices, !isGroup && g.Target == device, isGroup && slices.Contains(groups, grp):
+			return true
+		}
+	}
+	return false
+}
+
+// AllowedAccountAll reports whether account id holds right on every device (a grant to
+// @all): what making and removing networks and device types takes.
+func (p *Policy) AllowedAccountAll(id int64, right string) bool {
+	for _, g := range p.grants {
+		if g.Kind == registry.PrincipalAccount && int64(g.XID) == id && g.Target == registry.AllDevices && covers(g.Alias, right) {
+			return true
+		}
+	}
+	return false
+}
+
+// HoldsAnywhere reports whether account id holds right on any device or group (or
+// @all): whether it may ask to register a device at all.
+func (p *Policy) HoldsAnywhere(id int64, right string) bool {
+	for _, g := range p.grants {
+		if g.Kind == registry.PrincipalAccount && int64(g.XID) == id && covers(g.Alias, right) {
+			return true
+		}
+	}
+	return false
+}
+
+// NamesGroup reports whether account id holds a grant naming @group or @all: a network
+// or device type it is told about even with no device in it yet.
+func (p *Policy) NamesGroup(id int64, group string) bool {
+	for _, g := range p.grants {
+		if g.Kind == registry.PrincipalAccount && int64(g.XID) == id && (g.Target == "@"+group || g.Target == registry.AllDevices) {
+			return true
+		}
+	}
+	return false
+}
+
 // covers reports whether a grant of granted (an alias, '*' or a right) covers want: '*'
 // covers every service but no right, and RightManage includes RightTelemetry and
 // RightCommand.

@@ -172,6 +172,39 @@ func (ch RevokeKey) apply(ctx context.Context, c *Control) (Outcome, error) {
 	return Outcome{Closed: n}, err
 }
 
+// AddGroupInfo makes a network or device type (DeviceHive's) with no device yet: a
+// device group network:NAME or devicetype:NAME with its numeric id.
+type AddGroupInfo struct {
+	Kind        string `json:"kind"` // registry.GroupNetwork or GroupDeviceType
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+func (AddGroupInfo) Op() string         { return "group.add" }
+func (ch AddGroupInfo) Subject() string { return ch.Kind + ":" + ch.Name }
+func (ch AddGroupInfo) check() error {
+	return need(ch.Op(), "a kind", ch.Kind, "a name", ch.Name)
+}
+func (ch AddGroupInfo) apply(ctx context.Context, c *Control) (Outcome, error) {
+	gi, err := c.store.AddGroupInfo(ctx, ch.Kind, ch.Name, ch.Description)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Group: &gi}, nil
+}
+
+// RemoveGroupInfo removes a network or device type that has no device.
+type RemoveGroupInfo struct {
+	Group string `json:"group"` // network:NAME or devicetype:NAME
+}
+
+func (RemoveGroupInfo) Op() string         { return "group.remove" }
+func (ch RemoveGroupInfo) Subject() string { return ch.Group }
+func (ch RemoveGroupInfo) check() error    { return need(ch.Op(), "a group", ch.Group) }
+func (ch RemoveGroupInfo) apply(ctx context.Context, c *Control) (Outcome, error) {
+	return Outcome{}, c.store.RemoveGroupInfo(ctx, ch.Group)
+}
+
 // SetGroups replaces the device groups of a device; grants to @GROUP follow at once.
 type SetGroups struct {
 	Device string   `json:"device"`
@@ -292,6 +325,11 @@ func (c *Control) grantTargetExists(ctx context.Context, g registry.Grant) error
 		for _, gs := range groups {
 			if slices.Contains(gs, group) {
 				return nil
+			}
+		}
+		if registry.GroupKind(group) != "" {
+			if _, err := c.store.GroupInfo(ctx, group); err == nil {
+				return nil // a network or device type made empty
 			}
 		}
 		return fmt.Errorf("%w: no device is in group %q ('iotsafe device set-groups DEVICE %s' puts one there; --allow-unknown grants to it before any is)", ErrInvalid, group, group)

@@ -31,6 +31,9 @@ type Store interface {
 	StoreProfile(ctx context.Context, p *profile.Profile, applyNow bool) error
 
 	DeviceGroups(ctx context.Context) (map[string][]string, error)
+	GroupInfo(ctx context.Context, group string) (registry.GroupInfo, error)
+	AddGroupInfo(ctx context.Context, kind, name, description string) (registry.GroupInfo, error)
+	RemoveGroupInfo(ctx context.Context, group string) error
 	AddGrant(ctx context.Context, g registry.Grant) error
 	RemoveGrant(ctx context.Context, g registry.Grant) error
 
@@ -101,6 +104,8 @@ type Outcome struct {
 	Grant *registry.Grant `json:"grant,omitempty"`
 	// GrantsRemoved counts the grants to a removed device that went with it (RemoveDevice).
 	GrantsRemoved int64 `json:"grants_removed,omitempty"`
+	// Group is the network or device type made (AddGroupInfo).
+	Group *registry.GroupInfo `json:"group,omitempty"`
 }
 
 // Apply writes the change to the registry and applies its consequences on this hub.

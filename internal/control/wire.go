@@ -28,6 +28,8 @@ func init() {
 		{AddKey{}.Op(), decodeAs[AddKey]},
 		{RevokeKey{}.Op(), decodeAs[RevokeKey]},
 		{SetGroups{}.Op(), decodeAs[SetGroups]},
+		{AddGroupInfo{}.Op(), decodeAs[AddGroupInfo]},
+		{RemoveGroupInfo{}.Op(), decodeAs[RemoveGroupInfo]},
 		{SetDeviceSecret{}.Op(), decodeAs[SetDeviceSecret]},
 		{SetDeviceCert{}.Op(), decodeAs[SetDeviceCert]},
 		{SetSOAPKey{}.Op(), decodeAs[SetSOAPKey]},

@@ -27,6 +27,8 @@ func samples() []control.Change {
 		control.AddKey{Device: "dev1", Key: "ssh-ed25519 AAAA new"},
 		control.RevokeKey{Device: "dev1", Fingerprint: "SHA256:abc"},
 		control.SetGroups{Device: "dev1", Groups: []string{"floor-2"}},
+		control.AddGroupInfo{Kind: "network", Name: "plant-a", Description: "the first plant"},
+		control.RemoveGroupInfo{Group: "network:plant-a"},
 		control.SetDeviceSecret{Device: "dev1", Hash: "h"},
 		control.SetDeviceCert{Device: "dev1", Serial: "12345", NotAfter: exp},
 		control.SetSOAPKey{Device: "dev1", KeyID: "k1", Secret: []byte{0, 1, 2, 255}},

@@ -183,9 +183,30 @@ func (h *Hub) RegistryState() (map[string]string, string) {
 }
 
 // RegisterDevice implements restapi.Hub: the device is enrolled as 'iotsafe device add'
-// does, with the default profile and no SSH key yet.
-func (h *Hub) RegisterDevice(ctx context.Context, device string) error {
-	_, err := h.control.Apply(ctx, control.AddDevice{Name: device, Profile: profile.DefaultName})
+// does, with the default profile, its groups and no SSH key yet.
+func (h *Hub) RegisterDevice(ctx context.Context, device string, groups []string) error {
+	_, err := h.control.Apply(ctx, control.AddDevice{Name: device, Profile: profile.DefaultName, Groups: groups})
+	return err
+}
+
+// SetDeviceGroups implements restapi.Hub (a device moved to another network or type).
+func (h *Hub) SetDeviceGroups(ctx context.Context, device string, groups []string) error {
+	_, err := h.control.Apply(ctx, control.SetGroups{Device: device, Groups: groups})
+	return err
+}
+
+// AddGroup implements restapi.Hub: a network or device type made empty.
+func (h *Hub) AddGroup(ctx context.Context, kind, name, description string) (registry.GroupInfo, error) {
+	out, err := h.control.Apply(ctx, control.AddGroupInfo{Kind: kind, Name: name, Description: description})
+	if err != nil {
+		return registry.GroupInfo{}, err
+	}
+	return *out.Group, nil
+}
+
+// RemoveGroup implements restapi.Hub.
+func (h *Hub) RemoveGroup(ctx context.Context, group string) error {
+	_, err := h.control.Apply(ctx, control.RemoveGroupInfo{Group: group})
 	return err
 }
 

@@ -28,7 +28,7 @@ func fill(t *testing.T, r *Registry) {
 	}
 	must(r.PutProfile(ctx, &profile.Profile{Name: "cam", Reverse: map[string]int{"http": 80, "rtsp": 554}}))
 	for i := range 30 {
-		_, err := r.AddDevice(ctx, fmt.Sprintf("cam%02d", i), "cam", newKey(t), "site-a")
+		_, err := r.AddDevice(ctx, fmt.Sprintf("cam%02d", i), "cam", newKey(t), "site-a", "network:plant-a")
 		must(err)
 	}
 	must(r.RevokeDevice(ctx, "cam03", "stolen"))

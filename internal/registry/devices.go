@@ -76,10 +76,8 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 	if !profile.ValidName(name) {
 		return nil, fmt.Errorf("registry: device name %q: use lower-case letters, digits and '-' (max 63)", name)
 	}
-	for _, g := range groups {
-		if err := ValidGroup(g); err != nil {
-			return nil, err
-		}
+	if err := checkGroups(groups); err != nil {
+		return nil, err
 	}
 	prof, err := r.Profile(ctx, profileName)
 	if err != nil {
@@ -124,6 +122,9 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 		for _, g := range groups {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO device_groups(device, grp) VALUES(?,?) ON CONFLICT DO NOTHING`, name, g); err != nil {
 				return fmt.Errorf("registry: device group %s: %w", g, err)
+			}
+			if _, err := r.ensureGroupInfo(ctx, tx, g, ""); err != nil {
+				return err
 			}
 		}
 		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceAdded, Detail: "profile " + prof.Name + ", " + keyNote})

@@ -55,17 +55,45 @@ func IsRight(alias string) bool {
 // AllDevices is the grant target that covers every device, those enrolled later too.
 const AllDevices = "@all"
 
-// ValidTarget checks "device", "@group" or AllDevices.
-func ValidTarget(t string) bool { return profile.ValidName(strings.TrimPrefix(t, "@")) }
+// ValidTarget checks "device", "@group" (network:NAME and devicetype:NAME included) or
+// AllDevices.
+func ValidTarget(t string) bool {
+	if g, ok := strings.CutPrefix(t, "@"); ok {
+		return t == AllDevices || ValidGroup(g) == nil
+	}
+	return profile.ValidName(t)
+}
 
-// ValidGroup checks a device group's name: a device name's form, and not "all" (the
-// grant target AllDevices is every device).
+// ValidGroup checks a device group's name: a device name's form, or network:NAME or
+// devicetype:NAME (DeviceHive's networks and device types), and not "all" (the grant
+// target AllDevices is every device).
 func ValidGroup(g string) error {
 	if g == strings.TrimPrefix(AllDevices, "@") {
 		return fmt.Errorf("registry: device group %q is reserved: a grant to %s covers every device", g, AllDevices)
 	}
+	if kind, name, ok := strings.Cut(g, ":"); ok && (kind == GroupNetwork || kind == GroupDeviceType) && profile.ValidName(name) {
+		return nil
+	}
 	if !profile.ValidName(g) {
-		return fmt.Errorf("registry: device group %q: use lower-case letters, digits and '-'", g)
+		return fmt.Errorf("registry: device group %q: use lower-case letters, digits and '-' (network:NAME and devicetype:NAME for DeviceHive's networks and device types)", g)
+	}
+	return nil
+}
+
+// checkGroups checks a device's groups: each valid, and at most one network and one
+// device type (DeviceHive's device has one of each).
+func checkGroups(groups []string) error {
+	seen := map[string]string{}
+	for _, g := range groups {
+		if err := ValidGroup(g); err != nil {
+			return err
+		}
+		if kind := GroupKind(g); kind != "" {
+			if other, ok := seen[kind]; ok && other != g {
+				return fmt.Errorf("registry: device groups %s and %s: a device is in one %s at most", other, g, kind)
+			}
+			seen[kind] = g
+		}
 	}
 	return nil
 }
@@ -129,10 +157,8 @@ func (r *Registry) Grants(ctx context.Context) ([]Grant, error) {
 
 // SetDeviceGroups replaces the device groups a device belongs to.
 func (r *Registry) SetDeviceGroups(ctx context.Context, device string, groups []string) error {
-	for _, g := range groups {
-		if err := ValidGroup(g); err != nil {
-			return err
-		}
+	if err := checkGroups(groups); err != nil {
+		return err
 	}
 	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM device_groups WHERE device=?`, device); err != nil {
@@ -141,6 +167,9 @@ func (r *Registry) SetDeviceGroups(ctx context.Context, device string, groups []
 		for _, g := range groups {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO device_groups(device, grp) VALUES(?,?) ON CONFLICT DO NOTHING`, device, g); err != nil {
 				return fmt.Errorf("registry: device groups of %s: %w", device, err)
+			}
+			if _, err := r.ensureGroupInfo(ctx, tx, g, ""); err != nil {
+				return err
 			}
 		}
 		return r.addEvent(ctx, tx, Event{Device: device, Kind: "groups_set", Detail: "device groups: " + strings.Join(groups, ", ")})

@@ -19,6 +19,7 @@ var migrations = []migrate.Step{
 	{Version: 9, Name: "events by kind", SQL: schemaV9},
 	{Version: 10, Name: "host key rotation notes", SQL: schemaV10},
 	{Version: 11, Name: "account token epochs", SQL: schemaV11},
+	{Version: 12, Name: "networks and device types", SQL: schemaV12},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

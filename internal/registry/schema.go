@@ -206,3 +206,18 @@ CREATE INDEX IF NOT EXISTS hostkey_notes_key ON hostkey_notes(fingerprint);
 const schemaV11 = `
 ALTER TABLE accounts ADD COLUMN token_epoch INTEGER NOT NULL DEFAULT 0;
 `
+
+// schemaV12 gives DeviceHive's networks and device types, which are device groups named
+// network:NAME and devicetype:NAME, the numeric ids and descriptions DeviceHive's API
+// carries (networkId, deviceTypeId). A row is made with the first device put in such a
+// group, or by creating the network (or type) empty.
+const schemaV12 = `
+CREATE TABLE IF NOT EXISTS group_info (
+	grp         TEXT PRIMARY KEY, -- network:NAME or devicetype:NAME
+	kind        TEXT NOT NULL,    -- network | devicetype
+	id          INTEGER NOT NULL,
+	description TEXT NOT NULL DEFAULT '',
+	created_at  TEXT NOT NULL,
+	UNIQUE (kind, id)
+);
+`

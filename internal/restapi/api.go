@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +32,7 @@ type Registry interface {
 	DeviceData(ctx context.Context, device string) (json.RawMessage, error)
 	SetDeviceData(ctx context.Context, device string, data json.RawMessage) error
 	AddEvent(ctx context.Context, e registry.Event) error
+	GroupInfos(ctx context.Context, kind string) ([]registry.GroupInfo, error)
 }
 
 // Store is the telemetry store's read and write API.
@@ -52,9 +52,13 @@ type Hub interface {
 	// RevokeDevice and RemoveDevice change the registry and close what the device holds.
 	RevokeDevice(ctx context.Context, device, reason string) error
 	RemoveDevice(ctx context.Context, device string) error
-	// RegisterDevice enrolls a new device as 'iotsafe device add' does, with no SSH key
-	// yet.
-	RegisterDevice(ctx context.Context, device string) error
+	// RegisterDevice enrolls a new device as 'iotsafe device add' does, in groups, with
+	// no SSH key yet; SetDeviceGroups replaces a device's groups.
+	RegisterDevice(ctx context.Context, device string, groups []string) error
+	SetDeviceGroups(ctx context.Context, device string, groups []string) error
+	// AddGroup and RemoveGroup make and remove a network or device type.
+	AddGroup(ctx context.Context, kind, name, description string) (registry.GroupInfo, error)
+	RemoveGroup(ctx context.Context, group string) error
 }
 
 // Accounts checks front-door accounts (authn.Accounts).
@@ -207,34 +211,15 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	if f := unsupportedFilter(r); f != "" {
-		// Refused, never ignored: GET /device?networkId=999 answering every device would
-		// read as "these are network 999's" (issue 53.3).
-		fail(sw, http.StatusBadRequest, fmt.Sprintf("filter %s is not supported: this hub has no networks or device types yet; filter by device (deviceId, name)", f))
+		// Refused, never ignored: GET /device/{id}/notification?networkId=999 answering
+		// every notification would read as "these are network 999's" (issue 53.3).
+		fail(sw, http.StatusBadRequest, fmt.Sprintf("filter %s is not supported on this call: GET /device takes networkId, networkName, deviceTypeId and deviceTypeName; polls, streams and subscriptions take networkIds and deviceTypeIds", f))
 		a.metrics.observe("", sw.status, time.Since(start))
 		return
 	}
 	a.mux.ServeHTTP(sw, r)
 	// The mux recorded the route it chose in r.Pattern.
 	a.metrics.observe(r.Pattern, sw.status, time.Since(start))
-}
-
-// unsupportedFilters are DeviceHive query parameters the hub has nothing to apply to.
-var unsupportedFilters = []string{"networkId", "networkIds", "networkName", "deviceTypeId", "deviceTypeIds", "deviceTypeName"}
-
-// unsupportedFilter is the first of them the request names, or "".
-func unsupportedFilter(r *http.Request) string {
-	if r.URL.RawQuery == "" {
-		return ""
-	}
-	q := r.URL.Query()
-	for k := range q {
-		for _, f := range unsupportedFilters {
-			if strings.EqualFold(k, f) {
-				return k
-			}
-		}
-	}
-	return ""
 }
 
 func (a *API) routes() {
@@ -249,6 +234,12 @@ func (a *API) routes() {
 	h("GET "+Prefix+"/device/{id}", a.authed(a.getDevice))
 	h("PUT "+Prefix+"/device/{id}", a.authed(a.putDevice))
 	h("DELETE "+Prefix+"/device/{id}", a.authed(a.deleteDevice))
+	for kind, k := range groupKinds {
+		h("GET "+Prefix+"/"+k.path, a.authed(a.listGroups(kind)))
+		h("GET "+Prefix+"/"+k.path+"/{id}", a.authed(a.getGroup(kind)))
+		h("POST "+Prefix+"/"+k.path, a.authed(a.insertGroup(kind)))
+		h("DELETE "+Prefix+"/"+k.path+"/{id}", a.authed(a.deleteGroup(kind)))
+	}
 	h("POST "+Prefix+"/device/{id}/notification", a.authed(a.insertNotification))
 	h("GET "+Prefix+"/device/{id}/notification", a.authed(a.listNotifications))
 	h("GET "+Prefix+"/device/{id}/notification/poll", a.authed(a.pollDevice))

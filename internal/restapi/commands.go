@@ -263,8 +263,17 @@ func (a *API) pollManyCommands(w http.ResponseWriter, r *http.Request, c caller)
 
 // commandDevices reads deviceId for a poll or subscription of commands: the named
 // devices (each one whose commands the caller may read; an unknown or hidden one is
-// 404), or all of them.
+// 404), or all of them; then networkIds and deviceTypeIds as devicesParam.
 func (a *API) commandDevices(w http.ResponseWriter, r *http.Request, c caller) ([]string, bool) {
+	devs, ok := a.namedCommandDevices(w, r, c)
+	if !ok {
+		return nil, false
+	}
+	return a.devicesInGroups(w, r, devs)
+}
+
+// namedCommandDevices is commandDevices before the group filters.
+func (a *API) namedCommandDevices(w http.ResponseWriter, r *http.Request, c caller) ([]string, bool) {
 	param := r.URL.Query().Get("deviceId")
 	var devs []string
 	switch {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,7 +51,7 @@ func (a *API) pathDevice(w http.ResponseWriter, r *http.Request, c caller) (regi
 	return st, true
 }
 
-func (a *API) deviceRecord(ctx context.Context, st registry.DeviceState) (deviceJSON, error) {
+func (a *API) deviceRecord(ctx context.Context, cat catalog, st registry.DeviceState) (deviceJSON, error) {
 	data, err := a.reg.DeviceData(ctx, st.Name)
 	if err != nil {
 		return deviceJSON{}, err
@@ -58,7 +59,8 @@ func (a *API) deviceRecord(ctx context.Context, st registry.DeviceState) (device
 	if data == nil {
 		data = json.RawMessage("null")
 	}
-	return deviceJSON{ID: st.Name, Name: st.Name, Data: data, IsBlocked: st.Revoked}, nil
+	net, typ := cat.ids(a.hub.Policy().DeviceGroups()[st.Name])
+	return deviceJSON{ID: st.Name, Name: st.Name, Data: data, IsBlocked: st.Revoked, NetworkID: net, DeviceTypeID: typ}, nil
 }
 
 func (a *API) getDevice(w http.ResponseWriter, r *http.Request, c caller) {
@@ -66,7 +68,12 @@ func (a *API) getDevice(w http.ResponseWriter, r *http.Request, c caller) {
 	if !ok {
 		return
 	}
-	d, err := a.deviceRecord(r.Context(), st)
+	cat, err := a.catalog(r.Context())
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, "reading the device failed; retry")
+		return
+	}
+	d, err := a.deviceRecord(r.Context(), cat, st)
 	if err != nil {
 		fail(w, http.StatusServiceUnavailable, "reading the device failed; retry")
 		return
@@ -88,10 +95,21 @@ func (a *API) listDevices(w http.ResponseWriter, r *http.Request, c caller) {
 		fail(w, http.StatusBadRequest, fmt.Sprintf("sortField %q: devices sort by name", trim(sf)))
 		return
 	}
+	cat, err := a.catalog(r.Context())
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, "reading devices failed; retry")
+		return
+	}
+	want, matchable, err := listFilter(cat, q)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	d := a.dir.Load()
+	members := a.hub.Policy().DeviceGroups()
 	var names []string
 	for _, n := range d.Names() {
-		if (name == "" || n == name) && (pattern == "" || likeMatch(pattern, n)) && a.mayRead(c, n) {
+		if matchable && (name == "" || n == name) && (pattern == "" || likeMatch(pattern, n)) && a.mayRead(c, n) && matchesGroups(cat, members[n], want) {
 			names = append(names, n)
 		}
 	}
@@ -103,7 +121,7 @@ func (a *API) listDevices(w http.ResponseWriter, r *http.Request, c caller) {
 	out := []deviceJSON{}
 	for i := skip; i < len(names) && len(out) < take; i++ {
 		st, _ := d.Device(names[i])
-		rec, err := a.deviceRecord(r.Context(), st)
+		rec, err := a.deviceRecord(r.Context(), cat, st)
 		if err != nil {
 			fail(w, http.StatusServiceUnavailable, "reading devices failed; retry")
 			return
@@ -152,12 +170,12 @@ type deviceBody struct {
 func (a *API) putDevice(w http.ResponseWriter, r *http.Request, c caller) {
 	id := r.PathValue("id")
 	st, known := a.dir.Load().Device(id)
-	if !known && c.device == "" && a.hub.Policy().AllowedAccount(c.accountID, id, registry.RightManage) {
+	if !known && c.device == "" && a.hub.Policy().HoldsAnywhere(c.accountID, registry.RightManage) {
 		a.registerDevice(w, r, c, id)
 		return
 	}
 	if !known || !a.mayRead(c, id) {
-		fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found: devices are enrolled with 'iotsafe device add' on the hub, or registered here by an account with +manage on the name", trim(id)))
+		notFoundForPut(w, id)
 		return
 	}
 	var in deviceBody
@@ -170,6 +188,10 @@ func (a *API) putDevice(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	if in.Name != nil && *in.Name != id {
 		fail(w, http.StatusBadRequest, "a device's name is its id, fixed at enrolment")
+		return
+	}
+	moved, ok := a.movedGroups(w, r, c, id, in)
+	if !ok {
 		return
 	}
 	block := in.IsBlocked != nil && *in.IsBlocked
@@ -193,6 +215,12 @@ func (a *API) putDevice(w http.ResponseWriter, r *http.Request, c caller) {
 				return
 			}
 			fail(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), "registry: "))
+			return
+		}
+	}
+	if moved != nil {
+		if err := a.hub.SetDeviceGroups(ctx, id, moved); err != nil {
+			fail(w, http.StatusServiceUnavailable, "moving the device failed: "+strings.TrimPrefix(err.Error(), "registry: "))
 			return
 		}
 	}
@@ -225,8 +253,22 @@ func (a *API) registerDevice(w http.ResponseWriter, r *http.Request, c caller, i
 	case in.IsBlocked != nil && *in.IsBlocked:
 		fail(w, http.StatusBadRequest, "a device is registered unblocked: block it afterwards with isBlocked true")
 		return
-	case !isNull(in.NetworkID) || !isNull(in.DeviceTypeID):
-		fail(w, http.StatusBadRequest, "networkId and deviceTypeId are not supported: this hub has no networks or device types yet")
+	}
+	cat, err := a.catalog(r.Context())
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, "reading the networks failed; retry")
+		return
+	}
+	set, err := groupsFromBody(cat, in)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	groups := withGroups(nil, set)
+	if !a.hub.Policy().AllowedAccountIn(c.accountID, id, groups, registry.RightManage) {
+		// +manage on the name may come from a network: registering elsewhere is not the
+		// account's to do, and the answer is the one for a device it may not see.
+		notFoundForPut(w, id)
 		return
 	}
 	if !a.mayWriteData(w, c) {
@@ -234,7 +276,7 @@ func (a *API) registerDevice(w http.ResponseWriter, r *http.Request, c caller, i
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	if err := a.hub.RegisterDevice(ctx, id); err != nil {
+	if err := a.hub.RegisterDevice(ctx, id, groups); err != nil {
 		if errors.Is(err, registry.ErrExists) {
 			fail(w, http.StatusConflict, fmt.Sprintf("device %s was enrolled meanwhile: send the request again to update it", id))
 			return
@@ -253,6 +295,41 @@ func (a *API) registerDevice(w http.ResponseWriter, r *http.Request, c caller, i
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// movedGroups reads an update's networkId and deviceTypeId: the device's new groups,
+// nil for no change. Moving a device takes +manage on it where it is and where it goes;
+// a device does not move itself.
+func (a *API) movedGroups(w http.ResponseWriter, r *http.Request, c caller, id string, in deviceBody) ([]string, bool) {
+	if isNull(in.NetworkID) && isNull(in.DeviceTypeID) {
+		return nil, true
+	}
+	cat, err := a.catalog(r.Context())
+	if err != nil {
+		fail(w, http.StatusServiceUnavailable, "reading the networks failed; retry")
+		return nil, false
+	}
+	set, err := groupsFromBody(cat, in)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return nil, false
+	}
+	now := a.hub.Policy().DeviceGroups()[id]
+	next := withGroups(now, set)
+	if slices.Equal(next, slices.Sorted(slices.Values(now))) {
+		return nil, true // where it is: nothing to do
+	}
+	if c.device != "" || !a.mayManage(c, id) || !a.hub.Policy().AllowedAccountIn(c.accountID, id, next, registry.RightManage) {
+		fail(w, http.StatusForbidden, fmt.Sprintf("%s may not move %s into %v: that takes +manage on it there and where it is", c, id, next))
+		return nil, false
+	}
+	return next, true
+}
+
+// notFoundForPut answers PUT /device/{id} for a device the caller may neither see nor
+// register.
+func notFoundForPut(w http.ResponseWriter, id string) {
+	fail(w, http.StatusNotFound, fmt.Sprintf("device with id %s not found: devices are enrolled with 'iotsafe device add' on the hub, or registered here by an account with +manage on the name (or on @all, or on the network it names)", trim(id)))
 }
 
 // isNull reports whether v is absent or JSON null.

@@ -26,10 +26,15 @@ import (
 // the inserts tested here. The e2e tests run the API inside a real hub.
 type noHub struct{}
 
-func (noHub) Policy() *access.Policy                             { return access.NewPolicy(nil, nil, -1) }
-func (noHub) RevokeDevice(context.Context, string, string) error { return nil }
-func (noHub) RemoveDevice(context.Context, string) error         { return nil }
-func (noHub) RegisterDevice(context.Context, string) error       { return nil }
+func (noHub) Policy() *access.Policy                                  { return access.NewPolicy(nil, nil, -1) }
+func (noHub) RevokeDevice(context.Context, string, string) error      { return nil }
+func (noHub) RemoveDevice(context.Context, string) error              { return nil }
+func (noHub) RegisterDevice(context.Context, string, []string) error  { return nil }
+func (noHub) SetDeviceGroups(context.Context, string, []string) error { return nil }
+func (noHub) AddGroup(context.Context, string, string, string) (registry.GroupInfo, error) {
+	return registry.GroupInfo{}, nil
+}
+func (noHub) RemoveGroup(context.Context, string) error { return nil }
 
 // insertFixture is an API on a real registry and store with devices dev1 and dev2, and
 // an access token of dev1.

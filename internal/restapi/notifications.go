@@ -210,8 +210,29 @@ func (a *API) pollMany(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 // devicesParam reads deviceId: the named devices (each one the caller may read; an
-// unknown or hidden one is 404), or all the caller may read.
+// unknown or hidden one is 404), or all the caller may read; then networkIds and
+// deviceTypeIds keep those in the networks and device types named.
 func (a *API) devicesParam(w http.ResponseWriter, r *http.Request, c caller) ([]string, bool) {
+	devs, ok := a.namedDevices(w, r, c)
+	if !ok {
+		return nil, false
+	}
+	return a.devicesInGroups(w, r, devs)
+}
+
+// devicesInGroups applies a poll's networkIds and deviceTypeIds to devs, or answers why
+// not.
+func (a *API) devicesInGroups(w http.ResponseWriter, r *http.Request, devs []string) ([]string, bool) {
+	devs, err := a.inGroups(r.Context(), r.URL.Query(), devs)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return nil, false
+	}
+	return devs, true
+}
+
+// namedDevices is devicesParam before the group filters.
+func (a *API) namedDevices(w http.ResponseWriter, r *http.Request, c caller) ([]string, bool) {
 	param := r.URL.Query().Get("deviceId")
 	if param == "" {
 		if c.device != "" {

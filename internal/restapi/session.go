@@ -71,7 +71,7 @@ func (s *session) Follow(ctx context.Context, kind string, q url.Values, started
 	rec := &recorder{}
 	a, c := s.a, s.c
 	if f := unsupportedFilter(r); f != "" {
-		return &transport.APIError{Code: http.StatusBadRequest, Message: "filter " + f + " is not supported: this hub has no networks or device types yet; filter by device (deviceId, names)"}
+		return &transport.APIError{Code: http.StatusBadRequest, Message: "filter " + f + " is not supported on a subscription: it takes deviceId, names, timestamp, networkIds and deviceTypeIds"}
 	}
 	switch kind {
 	case transport.FollowNotifications:

@@ -54,6 +54,14 @@ var routes = map[string]route{
 	"command/get":         {http.MethodGet, "/device/{deviceId}/command/{commandId}", "", "command"},
 	"command/list":        {http.MethodGet, "/device/{deviceId}/command", "", "commands"},
 	"command/update":      {http.MethodPut, "/device/{deviceId}/command/{commandId}", "command", ""},
+	"network/list":        {http.MethodGet, "/network", "", "networks"},
+	"network/get":         {http.MethodGet, "/network/{networkId}", "", "network"},
+	"network/insert":      {http.MethodPost, "/network", "network", "network"},
+	"network/delete":      {http.MethodDelete, "/network/{networkId}", "", ""},
+	"devicetype/list":     {http.MethodGet, "/devicetype", "", "deviceTypes"},
+	"devicetype/get":      {http.MethodGet, "/devicetype/{deviceTypeId}", "", "deviceType"},
+	"devicetype/insert":   {http.MethodPost, "/devicetype", "deviceType", "deviceType"},
+	"devicetype/delete":   {http.MethodDelete, "/devicetype/{deviceTypeId}", "", ""},
 }
 
 // Actions are every action the API answers, for errors and docs.
