@@ -73,45 +73,41 @@ func (s *session) Follow(ctx context.Context, kind string, q url.Values, started
 	if f := unsupportedFilter(r); f != "" {
 		return &transport.APIError{Code: http.StatusBadRequest, Message: "filter " + f + " is not supported on a subscription: it takes deviceId, names, timestamp, networkIds and deviceTypeIds"}
 	}
-	switch kind {
-	case transport.FollowNotifications:
-		devs, ok := a.devicesParam(rec, r, c)
-		if !ok {
-			return rec.err()
-		}
+	devsOf := a.devicesParam
+	if kind == transport.FollowCommands {
+		devsOf = a.commandDevices
+	} else if kind != transport.FollowNotifications {
+		return &transport.APIError{Code: http.StatusBadRequest, Message: "no such subscription: " + trim(kind)}
+	}
+	devs, ok := devsOf(rec, r, c)
+	if !ok {
+		return rec.err()
+	}
+	var run func() error
+	if kind == transport.FollowNotifications {
 		f, err := pollFilter(q, devs)
 		if err != nil {
 			return &transport.APIError{Code: http.StatusBadRequest, Message: err.Error()}
 		}
-		release, ok := a.holdPoll(rec, c)
-		if !ok {
-			return rec.err()
+		run = func() error {
+			return a.followNotifications(ctx, c, devs, f, func(n notificationJSON) error { return pushJSON(push, n) }, func() error { return nil }, func() {})
 		}
-		defer release()
-		started()
-		return a.followNotifications(ctx, c, devs, f, func(n notificationJSON) error {
-			return pushJSON(push, n)
-		}, func() error { return nil }, func() {})
-	case transport.FollowCommands:
-		devs, ok := a.commandDevices(rec, r, c)
-		if !ok {
-			return rec.err()
-		}
+	} else {
 		f, err := commandPollFilter(q, devs)
 		if err != nil {
 			return &transport.APIError{Code: http.StatusBadRequest, Message: err.Error()}
 		}
-		release, ok := a.holdPoll(rec, c)
-		if !ok {
-			return rec.err()
+		run = func() error {
+			return a.followCommands(ctx, c, devs, f, func(cmd commandJSON) error { return pushJSON(push, cmd) })
 		}
-		defer release()
-		started()
-		return a.followCommands(ctx, c, devs, f, func(cmd commandJSON) error {
-			return pushJSON(push, cmd)
-		})
 	}
-	return &transport.APIError{Code: http.StatusBadRequest, Message: "no such subscription: " + trim(kind)}
+	release, ok := a.holdPoll(rec, c)
+	if !ok {
+		return rec.err()
+	}
+	defer release()
+	started()
+	return run()
 }
 
 func pushJSON(push func(json.RawMessage) error, v any) error {
