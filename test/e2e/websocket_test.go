@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -356,10 +358,11 @@ func TestWebSocketLimits(t *testing.T) {
 	}
 }
 
-// wsClientScript is a platform app and a device on DeviceHive's Python client, both
-// over wss://, as its README writes them: Handler subclasses, subscriptions made in
-// handle_connect, commands answered with Command.save().
-const wsClientScript = `
+// dhClientScript is a platform app and a device on DeviceHive's Python client, both
+// over the URL it is given (wss:// or https://), as its README writes them: Handler
+// subclasses, subscriptions made in handle_connect, commands answered with
+// Command.save(). argv: URL, the front door's name, dev1's secret.
+const dhClientScript = `
 import os, queue, socket, sys, threading, time
 real = socket.getaddrinfo
 def resolve(host, *a, **k):  # the front door's name, without DNS
@@ -422,17 +425,27 @@ time.sleep(5)
 assert sorted(d.id for d in api.list_devices()) == ["dev1", "dev2"]
 assert api.token.access_token != before, "the token was not refreshed"
 
-# The client reads each socket on a thread of its own, which ends on the hub's close
-# frame (and nothing else of the client notices): the revoked device's goes.
-def readers():
-    return sum(1 for t in threading.enumerate() if t.name == "websocket-transport-event")
-assert readers() == 2, readers()
-print("ready-for-revoke", file=sys.stderr, flush=True)
-deadline = time.time() + 60  # a failure guard
-while readers() > 1 and time.time() < deadline:
-    time.sleep(0.05)
-assert readers() == 1, "the revoked device's socket stayed open"
-print("devicehive websocket ok", flush=True)
+if url.startswith("wss:"):
+    # The client reads each socket on a thread of its own, which ends on the hub's close
+    # frame (and nothing else of the client notices): the revoked device's goes.
+    def readers():
+        return sum(1 for t in threading.enumerate() if t.name == "websocket-transport-event")
+    assert readers() == 2, readers()
+    print("ready-for-revoke", file=sys.stderr, flush=True)
+    deadline = time.time() + 60  # a failure guard
+    while readers() > 1 and time.time() < deadline:
+        time.sleep(0.05)
+    assert readers() == 1, "the revoked device's socket stayed open"
+else:
+    # Over HTTPS each call is a request of its own: the revoked device's next is refused.
+    print("ready-for-revoke", file=sys.stderr, flush=True)
+    input()  # the test revokes it, then says so
+    try:
+        dev.handler.device.send_notification("late")
+        raise SystemExit("the revoked device still sends")
+    except Exception as e:
+        assert "401" in str(e) and "revoked" in str(e), e
+print("devicehive ok", flush=True)
 `
 
 // TestDeviceHivePythonClientOverWebSocket runs DeviceHive's Python client (PyPI
@@ -451,11 +464,40 @@ func TestDeviceHivePythonClientOverWebSocket(t *testing.T) {
 	os.WriteFile(caFile, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
 
 	url := "wss://" + fdDomain + ":" + portOf(h.front) + "/api/websocket"
-	p := startProcEnv(t, []string{"WEBSOCKET_CLIENT_CA_BUNDLE=" + caFile}, py, "-c", wsClientScript, url, fdDomain, secret)
+	p := startProcEnv(t, []string{"WEBSOCKET_CLIENT_CA_BUNDLE=" + caFile}, py, "-c", dhClientScript, url, fdDomain, secret)
 	p.stderr.waitText(t, "ready-for-revoke")
 	h.mustCLI("device", "revoke", "dev1")
-	if code := p.waitExit(t); code != 0 || !strings.Contains(p.out.String(), "devicehive websocket ok") {
+	if code := p.waitExit(t); code != 0 || !strings.Contains(p.out.String(), "devicehive ok") {
 		t.Fatalf("devicehive client over wss: exit %d\n%s\n%s", code, p.out.String(), p.stderr.text())
 	}
 	h.log.wait(t, "socket closed: its caller's access ended", "caller", "device dev1")
+}
+
+// The same workflows of DeviceHive's Python client over https:// (its HTTP transport:
+// subscriptions as long polls), on the same hub code: the app makes a network and
+// registers a device, notifications and a command's answer reach it, tokens are
+// refreshed across expiry, and the revoked device's next call is refused.
+func TestDeviceHivePythonClientOverHTTPS(t *testing.T) {
+	py := venvTool(t, "python")
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\njwt: {access_ttl: 1s}\n")
+	h.addDevice("dev1")
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
+	h.addAccount("app", "app-password-1")
+	h.mustCLI("grant", "--account", "app", "@all", "+manage")
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, []byte(h.mustCLI("frontdoor", "ca")), 0o644)
+
+	url := "https://" + fdDomain + ":" + portOf(h.front) + "/api/rest"
+	cmd := exec.Command(py, "-c", dhClientScript, url, fdDomain, secret)
+	cmd.Env = append(os.Environ(), "REQUESTS_CA_BUNDLE="+caFile)
+	stdin, _ := cmd.StdinPipe()
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	errs := startWatched(t, cmd)
+	errs.waitText(t, "ready-for-revoke")
+	h.mustCLI("device", "revoke", "dev1")
+	fmt.Fprintln(stdin)
+	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "devicehive ok") {
+		t.Fatalf("devicehive client over https: %v\n%s\n%s", err, out.String(), errs.text())
+	}
 }
