@@ -247,6 +247,11 @@ func TestWebSocketAPI(t *testing.T) {
 	}
 	// The account's socket stays; what it may read of the revoked device is REST's answer.
 	app.ok("device/list", nil)
+	// Removing the account closes its socket too.
+	h.mustCLI("account", "remove", "app")
+	if ce := app.closeFrame(); ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "account app") {
+		t.Fatalf("the removed account's socket: %v", ce)
+	}
 }
 
 // A device reaches the WebSocket API over its SSH session's direct alias with no
