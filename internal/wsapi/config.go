@@ -32,9 +32,9 @@ type Config struct {
 	MaxSubscriptions int `yaml:"max_subscriptions"`
 	// MaxMessage bounds a message from a client; 0 means 128KiB.
 	MaxMessage bytesize.Size `yaml:"max_message"`
-	// SendQueue bounds the messages waiting to be written to one socket; a socket that
-	// falls further behind is closed. 0 means 256.
-	SendQueue int `yaml:"send_queue"`
+	// WriteTimeout bounds the writing of one message to a socket; a socket that does not
+	// take it in time (its client does not read) is closed. 0 means 10s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// PingInterval is how often the hub pings a quiet socket; one that answers nothing
 	// for two intervals is closed. 0 means 30s.
 	PingInterval time.Duration `yaml:"ping_interval"`
@@ -55,7 +55,6 @@ func (c *Config) ApplyDefaults() {
 	def(&c.MaxSocketsPerDevice, 4)
 	def(&c.MaxSocketsPerAccount, 100)
 	def(&c.MaxSubscriptions, 16)
-	def(&c.SendQueue, 256)
 	if c.AuthTimeout == 0 {
 		c.AuthTimeout = 10 * time.Second
 	}
@@ -64,6 +63,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.PingInterval == 0 {
 		c.PingInterval = 30 * time.Second
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 10 * time.Second
 	}
 }
 
@@ -75,11 +77,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("websocket.enabled: %q is not one of on, off", c.Enabled)
 	}
 	if c.MaxSockets < 0 || c.MaxUnauthenticatedPerAddress < 0 || c.MaxSocketsPerDevice < 0 ||
-		c.MaxSocketsPerAccount < 0 || c.MaxSubscriptions < 0 || c.SendQueue < 0 || c.MaxMessage < 0 {
-		return errors.New("websocket: the max_ limits and send_queue must not be negative")
+		c.MaxSocketsPerAccount < 0 || c.MaxSubscriptions < 0 || c.MaxMessage < 0 {
+		return errors.New("websocket: the max_ limits must not be negative")
 	}
-	if c.AuthTimeout < 0 || c.PingInterval < 0 || c.PingInterval > 0 && c.PingInterval < time.Second {
-		return errors.New("websocket: auth_timeout must not be negative; ping_interval must be at least 1s")
+	if c.AuthTimeout < 0 || c.WriteTimeout < 0 || c.PingInterval < 0 || c.PingInterval > 0 && c.PingInterval < time.Second {
+		return errors.New("websocket: auth_timeout and write_timeout must not be negative; ping_interval must be at least 1s")
 	}
 	return nil
 }

@@ -1,17 +1,20 @@
 package wsapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/transport"
 )
 
@@ -30,6 +33,8 @@ type Server struct {
 	callers map[string]int     // authenticated sockets per device ("d:") and account ("a:")
 	// upgrading are the sockets admitted that are not in sockets yet.
 	upgrading int
+	serving   sync.WaitGroup // the sockets' goroutines, which Close waits for
+	stopPings chan struct{}
 }
 
 // Open serves the API at Path on the front door (when the REST API is there: onFront)
@@ -79,7 +84,28 @@ func Open(cfg Config, onFront bool, d transport.Deps) (*Server, error) {
 		return nil, errors.New("websocket: the API needs the front door (with rest.frontdoor on) or rest.listen to be served on")
 	}
 	s.rest.AnnounceWebSocket(Path)
+	s.stopPings = make(chan struct{})
+	go s.pings()
 	return s, nil
+}
+
+// pings pings every socket each PingInterval, from this one goroutine (each ping on a
+// short-lived one, so that a socket slow to take it delays no other).
+func (s *Server) pings() {
+	t := time.NewTicker(s.cfg.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopPings:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		for so := range s.sockets {
+			go so.ping()
+		}
+		s.mu.Unlock()
+	}
 }
 
 // Listeners is empty: the API is served on the hub's HTTP listeners.
@@ -88,6 +114,9 @@ func (s *Server) Listeners() []transport.Listener { return nil }
 // Close closes every socket (going away).
 func (s *Server) Close() error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.stopPings)
+	}
 	s.closed = true
 	all := make([]*socket, 0, len(s.sockets))
 	for so := range s.sockets {
@@ -97,6 +126,7 @@ func (s *Server) Close() error {
 	for _, so := range all {
 		so.close(websocket.CloseGoingAway, "the hub is stopping")
 	}
+	s.serving.Wait() // their subscriptions read the store, which closes after
 	return nil
 }
 
@@ -146,7 +176,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.release(remote, proven, true)
 		return // the upgrader answered
 	}
-	so := newSocket(s, conn, r, remote, proven)
+	so := newSocket(s, conn, socketRequest(r), remote, proven)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -155,14 +185,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.sockets[so] = struct{}{}
-	s.upgrading-- // now counted in sockets
+	s.upgrading--    // now counted in sockets
+	s.serving.Add(1) // under the lock: Close, which waits, sets closed under it
 	s.mu.Unlock()
 	s.metrics.sockets.Inc()
-	so.serve()
-	s.mu.Lock()
-	delete(s.sockets, so)
-	s.mu.Unlock()
-	s.metrics.sockets.Dec()
+	// Served on a goroutine of its own, and this handler returns: net/http then lets go
+	// of the connection's request buffers and its goroutine's stack, some 20 KiB that a
+	// socket held while it was open (bench websocket).
+	go func() {
+		defer s.serving.Done()
+		defer contain.Recover(s.log, "websocket", conn)
+		defer func() {
+			s.mu.Lock()
+			delete(s.sockets, so)
+			s.mu.Unlock()
+			s.metrics.sockets.Dec()
+		}()
+		so.serve()
+	}()
+}
+
+// socketRequest is what a socket keeps of its upgrade request for the REST requests
+// its actions become: the values of its context (on the plain listener, the device the
+// connection proves) without its end (net/http ends it when the handler returns), the
+// source address, the host and TLS state it was reached with.
+func socketRequest(r *http.Request) *http.Request {
+	base := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: Path}, Proto: r.Proto, ProtoMajor: r.ProtoMajor, ProtoMinor: r.ProtoMinor,
+		Header: http.Header{}, Host: r.Host, RemoteAddr: r.RemoteAddr, TLS: r.TLS}
+	return base.WithContext(context.WithoutCancel(r.Context()))
 }
 
 // admit takes a place for a new socket from remote (proven: its caller, when the

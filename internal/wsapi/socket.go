@@ -12,15 +12,15 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/iotsafe/iotsafe/internal/contain"
 	"github.com/iotsafe/iotsafe/internal/transport"
 )
 
-// writeWait bounds one write to a socket: a peer that takes longer is gone.
-const writeWait = 10 * time.Second
-
 // socket is one client's connection: its reader runs the actions one at a time (a
-// client that sends faster than the hub answers waits on TCP), its writer sends the
-// answers and pushes queued for it, each subscription follows the store on its own.
+// client that sends faster than the hub answers waits on TCP), each subscription
+// follows the store on its own goroutine, and whichever has a message writes it at once
+// (one at a time): no queue to bound, and no goroutine of its own to write. A client
+// that does not take a message within write_timeout is closed.
 type socket struct {
 	s      *Server
 	conn   *websocket.Conn
@@ -28,7 +28,7 @@ type socket struct {
 	remote netip.Addr
 	ctx    context.Context // ends when the socket closes
 	cancel context.CancelFunc
-	out    chan []byte
+	write  sync.Mutex // one writer at a time (gorilla's rule)
 
 	mu       sync.Mutex
 	caller   transport.DeviceHiveCaller // nil until it authenticates
@@ -41,7 +41,7 @@ type socket struct {
 func newSocket(s *Server, conn *websocket.Conn, r *http.Request, remote netip.Addr, proven transport.DeviceHiveCaller) *socket {
 	ctx, cancel := context.WithCancel(r.Context())
 	return &socket{s: s, conn: conn, base: r, remote: remote, ctx: ctx, cancel: cancel,
-		out: make(chan []byte, s.cfg.SendQueue), caller: proven, subs: map[int64]*subscription{}}
+		caller: proven, subs: map[int64]*subscription{}}
 }
 
 // who is the socket's caller, nil before it authenticates.
@@ -54,13 +54,9 @@ func (so *socket) who() transport.DeviceHiveCaller {
 // serve reads and runs the client's messages until the socket closes, then gives back
 // everything it held.
 func (so *socket) serve() {
-	var wrote sync.WaitGroup
-	wrote.Add(1)
-	go func() { defer wrote.Done(); so.writer() }()
 	defer func() {
 		so.close(websocket.CloseNormalClosure, "")
 		so.subsDone.Wait()
-		wrote.Wait()
 		so.s.release(so.remote, so.who(), false)
 	}()
 	so.conn.SetReadLimit(int64(so.s.cfg.MaxMessage))
@@ -86,8 +82,22 @@ func (so *socket) serve() {
 		if kind != websocket.TextMessage && kind != websocket.BinaryMessage {
 			continue
 		}
-		so.handle(data)
+		so.handleApart(data)
 	}
+}
+
+// handleApart runs one action on a goroutine of its own and waits for it: the REST
+// request it becomes grows a stack that then goes with it, where the reader's, which
+// waits for the socket's next message as long as the socket is open, would keep it
+// (some 10 KiB a socket, bench websocket).
+func (so *socket) handleApart(data []byte) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer contain.Recover(so.s.log, "websocket action", so.conn)
+		so.handle(data)
+	}()
+	<-done
 }
 
 // readFailed closes the socket with a reason its client can read, where there is one.
@@ -107,48 +117,37 @@ func (so *socket) readFailed(err error) {
 	}
 }
 
-// writer sends what is queued, and a ping when the socket is quiet, until it closes.
-func (so *socket) writer() {
-	ping := time.NewTicker(so.s.cfg.PingInterval)
-	defer ping.Stop()
-	for {
-		select {
-		case <-so.ctx.Done():
-			return
-		case m := <-so.out:
-			so.conn.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := so.conn.WriteMessage(websocket.TextMessage, m); err != nil {
-				so.close(websocket.CloseAbnormalClosure, "")
-				return
-			}
-			ping.Reset(so.s.cfg.PingInterval)
-		case <-ping.C:
-			if err := so.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
-				so.close(websocket.CloseAbnormalClosure, "")
-				return
-			}
-		}
+// ping asks the client for a pong (the server's ticker calls it for every socket); one
+// that cannot be sent in time closes the socket.
+func (so *socket) ping() {
+	if err := so.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(so.s.cfg.WriteTimeout)); err != nil {
+		so.close(websocket.CloseAbnormalClosure, "")
 	}
 }
 
-// send queues m for the writer; a socket whose queue is full does not read what it is
-// sent and is closed rather than buffered without end.
+// send writes m now; a client that does not take it within write_timeout does not read
+// what it is sent and is closed rather than waited for.
 func (so *socket) send(m []byte) bool {
-	select {
-	case so.out <- m:
-		return true
-	case <-so.ctx.Done():
+	so.write.Lock()
+	defer so.write.Unlock()
+	if so.ctx.Err() != nil {
 		return false
-	default:
 	}
-	c := so.who()
-	name := "an unauthenticated client"
-	if c != nil {
-		name = c.String()
+	so.conn.SetWriteDeadline(time.Now().Add(so.s.cfg.WriteTimeout))
+	err := so.conn.WriteMessage(websocket.TextMessage, m)
+	if err == nil {
+		return true
 	}
-	so.s.log.Warn("socket closed: it does not read what it is sent", "caller", name, "remote", so.remote.String(), "queued", so.s.cfg.SendQueue)
-	so.s.metrics.closed.WithLabelValues("slow").Inc()
-	so.close(websocket.ClosePolicyViolation, "too slow: websocket.send_queue messages wait for this socket")
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		name := "an unauthenticated client"
+		if c := so.who(); c != nil {
+			name = c.String()
+		}
+		so.s.log.Warn("socket closed: it does not read what it is sent", "caller", name, "remote", so.remote.String(), "write_timeout", so.s.cfg.WriteTimeout)
+		so.s.metrics.closed.WithLabelValues("slow").Inc()
+	}
+	so.close(websocket.CloseAbnormalClosure, "")
 	return false
 }
 

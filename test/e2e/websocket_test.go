@@ -506,3 +506,61 @@ func TestDeviceHivePythonClientOverHTTPS(t *testing.T) {
 		t.Fatalf("devicehive client over https: %v\n%s\n%s", err, out.String(), errs.text())
 	}
 }
+
+// A socket whose client stops reading is closed once a push cannot be written within
+// websocket.write_timeout, and logged: the hub keeps no queue for it, and the device
+// storing notifications is not slowed.
+func TestWebSocketClientThatDoesNotRead(t *testing.T) {
+	h := startHub(t, "", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n"+
+		"websocket: {write_timeout: 1s}\ntelemetry: {device_rate: 10000, device_burst: 10000, device_bytes_rate: 1GiB}\n")
+	h.addDevice("dev1")
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
+	h.addAccount("app", "app-password-1")
+	h.mustCLI("grant", "--account", "app", "dev1", "+telemetry")
+	ca := h.mustCLI("frontdoor", "ca")
+	c := fdClient(t, h, ca, nil)
+	api := "https://" + fdDomain + ":" + portOf(h.front) + "/api/rest"
+	_, toks, _ := restCall(t, c, "POST", api+"/token", "", map[string]string{"login": "app", "password": "app-password-1"})
+	_, dtoks, _ := restCall(t, c, "POST", api+"/token", "", map[string]string{"login": "dev1", "password": secret})
+
+	// A client with a small receive buffer that subscribes, then reads nothing more.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(ca))
+	d := websocket.Dialer{TLSClientConfig: &tls.Config{RootCAs: pool}, NetDialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, h.front)
+		if err == nil {
+			conn.(*net.TCPConn).SetReadBuffer(4096)
+		}
+		return conn, err
+	}}
+	conn, _, err := d.Dial("wss://"+fdDomain+":"+portOf(h.front)+"/api/websocket", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, m := range []map[string]any{{"action": "authenticate", "requestId": 1, "token": toks["accessToken"]}, {"action": "notification/subscribe", "requestId": 2, "deviceId": "dev1"}} {
+		var a map[string]any
+		if err := conn.WriteJSON(m); err != nil || conn.ReadJSON(&a) != nil || a["status"] != "success" {
+			t.Fatalf("%v: %v %v", m["action"], a, err)
+		}
+	}
+	closed := h.log.seen("socket closed: it does not read what it is sent", "caller", "account app")
+	big := strings.Repeat("x", 60<<10)
+	for i := 0; ; i++ {
+		select {
+		case <-closed:
+			// The device went on storing throughout.
+			if code, e, _ := restCall(t, c, "POST", api+"/device/dev1/notification", "Bearer "+dtoks["accessToken"].(string), map[string]any{"notification": "after"}); code != 201 {
+				t.Fatalf("the device after the slow socket closed: %d %v", code, e)
+			}
+			return
+		default:
+		}
+		if i == 2000 { // 120 MB: far past any socket buffer; a failure guard
+			t.Fatal("the socket that does not read was never closed")
+		}
+		if code, e, _ := restCall(t, c, "POST", api+"/device/dev1/notification", "Bearer "+dtoks["accessToken"].(string), map[string]any{"notification": "big", "parameters": map[string]string{"x": big}}); code != 201 {
+			t.Fatalf("notification %d: %d %v", i, code, e)
+		}
+	}
+}
