@@ -36,6 +36,10 @@ func telemetryDemo(ctx context.Context, h *hub.Hub, o Options, addr string, acct
 	}
 	var toks struct{ AccessToken string }
 	json.Unmarshal([]byte(body), &toks)
+	sub, err := subscribeOverWebSocket(ctx, addr, domain, port, appToken, caPEM)
+	if err != nil {
+		return err
+	}
 	note := `{"notification":"temperature","parameters":{"celsius":21.5}}`
 	code, body, err = httpsCall(ctx, addr, http.MethodPost, api+"/device/dev1/notification", "Bearer "+toks.AccessToken, note, caPEM)
 	if err != nil || code != http.StatusCreated {
@@ -47,6 +51,11 @@ func telemetryDemo(ctx context.Context, h *hub.Hub, o Options, addr string, acct
 		return fmt.Errorf("demo: reading dev1's notifications: %d %s %v", code, body, err)
 	}
 	fmt.Fprintf(o.Out, "GET  %s/device/dev1/notification as account %s (+telemetry) -> %s", api, acct.Name, body)
+	pushed, err := sub.next()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "WS   %s as account %s, subscribed to dev1 -> %s\n", sub.url, acct.Name, pushed)
 	if err := commandDemo(ctx, o, addr, api, acct.Name, appToken, toks.AccessToken, caPEM); err != nil {
 		return err
 	}
@@ -54,7 +63,8 @@ func telemetryDemo(ctx context.Context, h *hub.Hub, o Options, addr string, acct
   %[1]s   # dev2's secret for logins, in a file of mode 0600
   curl --cacert iotsafe-ca.crt --resolve %[3]s:%[4]s:127.0.0.1 -H 'Content-Type: application/json' -d "{\"login\":\"dev2\",\"password\":\"$(cat dev2.secret)\"}" %[5]s/token
   curl --cacert iotsafe-ca.crt --resolve %[3]s:%[4]s:127.0.0.1 -H 'Authorization: Bearer %[6]s' %[5]s/device/dev1/notification
-  (wait for the next one: %[5]s/device/dev1/notification/poll?waitTimeout=30)
+  (wait for the next one: %[5]s/device/dev1/notification/poll?waitTimeout=30, or subscribe
+   with DeviceHive's clients at wss://%[3]s:%[4]s/api/websocket)
 `, o.cli("device secret rotate dev2 --out dev2.secret"), "", domain, port, api, appToken)
 	return nil
 }

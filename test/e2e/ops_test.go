@@ -44,6 +44,8 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{"device dev3", `through dev1's SSH session -> {"device":"dev1"`, "connect dev2 http",
 		`through the front door (HTTPS, account demo) -> {"device":"dev1"`,
 		`/device/dev1/notification as account demo (+telemetry) -> [{"id":`,
+		// The same notification pushed to the account's WebSocket subscription.
+		`/api/websocket as account demo, subscribed to dev1 -> {"action":"notification/insert","subscriptionId":1,"notification":{"id":`,
 		// A command to dev1, answered by dev1, the answer read back.
 		`/device/dev1/command as account demo (+command) -> {"id":`, "as dev1 -> 204",
 		`/poll as account demo -> {"id":`, `"status":"done","result":{"blinked":3}`,
