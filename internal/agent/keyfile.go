@@ -1,11 +1,17 @@
 package agent
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -97,4 +103,35 @@ func (k *keySource) current() ssh.Signer {
 		k.signer = s
 	}
 	return k.signer
+}
+
+// GenerateKeyPair makes an ed25519 key pair at path (mode 0600) and path.pub, comment
+// naming it; it refuses to replace files that exist.
+func GenerateKeyPair(path, comment string) (ssh.PublicKey, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	pub, _ := ssh.NewPublicKey(priv.Public())
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " " + comment + "\n"
+	pf, err := os.OpenFile(path+".pub", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%w (remove the old key pair first if you mean to replace it)", err)
+	}
+	_, werr := pf.WriteString(line)
+	if cerr := pf.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		os.Remove(path + ".pub")
+		return nil, werr
+	}
+	if err := hostkey.WritePrivateKey(path, priv, comment); err != nil {
+		os.Remove(path + ".pub") // ours: created above
+		return nil, fmt.Errorf("%w (remove the old key pair first if you mean to replace it)", err)
+	}
+	return pub, nil
 }

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/admin"
+	"github.com/iotsafe/iotsafe/internal/agent"
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
 	"github.com/iotsafe/iotsafe/internal/hub"
@@ -164,30 +163,9 @@ func removeKeyPair(path string) {
 // as the public key's comment, creating path's folder. It never replaces a file: if
 // either exists it fails and leaves both as they were.
 func generateDeviceKey(path, name string) (ssh.PublicKey, string, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	pub, err := agent.GenerateKeyPair(path, name)
+	if err != nil {
 		return nil, "", fmt.Errorf("--keygen: %w", err)
-	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, "", err
-	}
-	pub, _ := ssh.NewPublicKey(priv.Public())
-	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " " + name + "\n"
-	pf, err := os.OpenFile(path+".pub", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, "", fmt.Errorf("--keygen: %w (remove the old key pair first if you mean to replace it)", err)
-	}
-	_, werr := pf.WriteString(line)
-	if cerr := pf.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(path + ".pub")
-		return nil, "", fmt.Errorf("--keygen: %w", werr)
-	}
-	if err := hostkey.WritePrivateKey(path, priv, name); err != nil {
-		os.Remove(path + ".pub") // ours: created above
-		return nil, "", fmt.Errorf("--keygen: %w (remove the old key pair first if you mean to replace it)", err)
 	}
 	return pub, path, nil
 }

@@ -205,6 +205,69 @@ func (ch RemoveGroupInfo) apply(ctx context.Context, c *Control) (Outcome, error
 	return Outcome{}, c.store.RemoveGroupInfo(ctx, ch.Group)
 }
 
+// AddJoinToken stores a join token by its hash (the token itself is shown once, by the
+// command that made it): devices whose names match Names enrol their own keys with it.
+type AddJoinToken struct {
+	Hash    string    `json:"hash"`
+	Label   string    `json:"label,omitempty"`
+	Profile string    `json:"profile"`
+	Names   string    `json:"names"`
+	Uses    int       `json:"uses"`
+	Expires time.Time `json:"expires"`
+}
+
+func (AddJoinToken) Op() string         { return "token.add" }
+func (ch AddJoinToken) Subject() string { return ch.Names }
+func (ch AddJoinToken) check() error {
+	return need(ch.Op(), "a hash", ch.Hash, "a profile", ch.Profile, "names", ch.Names)
+}
+func (ch AddJoinToken) apply(ctx context.Context, c *Control) (Outcome, error) {
+	id, err := c.store.AddJoinToken(ctx, ch.Hash, ch.Label, ch.Profile, ch.Names, ch.Uses, ch.Expires)
+	return Outcome{JoinTokenID: id}, err
+}
+
+// RevokeJoinToken refuses a join token from now on (devices it enrolled stay).
+type RevokeJoinToken struct {
+	ID int64 `json:"id"`
+}
+
+func (RevokeJoinToken) Op() string         { return "token.revoke" }
+func (ch RevokeJoinToken) Subject() string { return fmt.Sprint(ch.ID) }
+func (ch RevokeJoinToken) check() error {
+	if ch.ID <= 0 {
+		return fmt.Errorf("%w: %s: a token id", ErrInvalid, ch.Op())
+	}
+	return nil
+}
+func (ch RevokeJoinToken) apply(ctx context.Context, c *Control) (Outcome, error) {
+	return Outcome{}, c.store.RevokeJoinToken(ctx, ch.ID)
+}
+
+// JoinDevice enrols a device's own key under a join token (the hub's SSH join path).
+type JoinDevice struct {
+	Hash   string `json:"hash"` // of the token the device presented
+	Name   string `json:"name"`
+	Key    string `json:"key"` // authorized_keys form
+	Remote string `json:"remote,omitempty"`
+}
+
+func (JoinDevice) Op() string         { return "device.join" }
+func (ch JoinDevice) Subject() string { return ch.Name }
+func (ch JoinDevice) check() error {
+	return need(ch.Op(), "a token", ch.Hash, "a name", ch.Name, "a key", ch.Key)
+}
+func (ch JoinDevice) apply(ctx context.Context, c *Control) (Outcome, error) {
+	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(ch.Key))
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%w: device.join: the key: %v", ErrInvalid, err)
+	}
+	d, err := c.store.Join(ctx, ch.Hash, ch.Name, key, ch.Remote)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Device: d}, c.reload()
+}
+
 // SetGroups replaces the device groups of a device; grants to @GROUP follow at once.
 type SetGroups struct {
 	Device string   `json:"device"`

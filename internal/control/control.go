@@ -34,6 +34,9 @@ type Store interface {
 	GroupInfo(ctx context.Context, group string) (registry.GroupInfo, error)
 	AddGroupInfo(ctx context.Context, kind, name, description string) (registry.GroupInfo, error)
 	RemoveGroupInfo(ctx context.Context, group string) error
+	AddJoinToken(ctx context.Context, hash, label, profile, pattern string, uses int, expires time.Time) (int64, error)
+	RevokeJoinToken(ctx context.Context, id int64) error
+	Join(ctx context.Context, hash, name string, key ssh.PublicKey, remote string) (*registry.Device, error)
 	AddGrant(ctx context.Context, g registry.Grant) error
 	RemoveGrant(ctx context.Context, g registry.Grant) error
 
@@ -106,6 +109,8 @@ type Outcome struct {
 	GrantsRemoved int64 `json:"grants_removed,omitempty"`
 	// Group is the network or device type made (AddGroupInfo).
 	Group *registry.GroupInfo `json:"group,omitempty"`
+	// JoinTokenID is the new join token's id (AddJoinToken).
+	JoinTokenID int64 `json:"join_token_id,omitempty"`
 }
 
 // Apply writes the change to the registry and applies its consequences on this hub.

@@ -169,6 +169,7 @@ func (h *Hub) startSSH(ctx context.Context) (err error) {
 	sc := cfg.SSH
 	sc.Logger = h.log.With("component", "sshd")
 	sc.Revoker = h.control // a profile's on_violation: revoke takes the one change path
+	sc.Join = h.join       // devices enrolling their own keys with join tokens
 	sc.Services = &h.services
 	sc.SocketAllocated = func() {
 		if err := h.reloadAccess(); err != nil {

@@ -73,66 +73,73 @@ type Algorithms struct {
 // and its device groups, allocates its pool address and a protected socket for every
 // reverse alias of its profile, all in one transaction.
 func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key ssh.PublicKey, groups ...string) (*Device, error) {
-	if !profile.ValidName(name) {
-		return nil, fmt.Errorf("registry: device name %q: use lower-case letters, digits and '-' (max 63)", name)
-	}
-	if err := checkGroups(groups); err != nil {
+	if err := checkNewDevice(name, groups); err != nil {
 		return nil, err
 	}
 	prof, err := r.Profile(ctx, profileName)
 	if err != nil {
 		return nil, err
 	}
+	if err := r.withTx(ctx, func(tx *sqldb.Tx) error { return r.addDeviceTx(ctx, tx, name, prof, key, groups) }); err != nil {
+		return nil, err
+	}
+	return r.Device(ctx, name)
+}
+
+// checkNewDevice checks a new device's name and groups.
+func checkNewDevice(name string, groups []string) error {
+	if !profile.ValidName(name) {
+		return fmt.Errorf("registry: device name %q: use lower-case letters, digits and '-' (max 63)", name)
+	}
+	return checkGroups(groups)
+}
+
+// addDeviceTx is AddDevice's work inside tx.
+func (r *Registry) addDeviceTx(ctx context.Context, tx *sqldb.Tx, name string, prof *profile.Profile, key ssh.PublicKey, groups []string) error {
 	fp, keyNote := "", "no SSH key yet"
 	if key != nil {
 		fp = ssh.FingerprintSHA256(key)
 		keyNote = "key " + fp
 	}
-	err = r.withTx(ctx, func(tx *sqldb.Tx) error {
-		var n int
-		tx.QueryRowContext(ctx, `SELECT count(*) FROM devices WHERE name=?`, name).Scan(&n)
-		if n > 0 {
-			return fmt.Errorf("%w: device %q", ErrExists, name)
+	var n int
+	tx.QueryRowContext(ctx, `SELECT count(*) FROM devices WHERE name=?`, name).Scan(&n)
+	if n > 0 {
+		return fmt.Errorf("%w: device %q", ErrExists, name)
+	}
+	var owner string
+	if key != nil && tx.QueryRowContext(ctx, `SELECT device FROM keys WHERE fingerprint=?`, fp).Scan(&owner) == nil {
+		return fmt.Errorf("%w: key %s belongs to device %q", ErrExists, fp, owner)
+	}
+	addr, err := r.freeAddress(ctx, tx)
+	if err != nil {
+		return err
+	}
+	t := now()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO devices(name, profile, address, created_at) VALUES(?,?,?,?)`,
+		name, prof.Name, addr.String(), t); err != nil {
+		return fmt.Errorf("registry: add device %s: %w", name, err)
+	}
+	if key != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO keys(fingerprint, device, pubkey, created_at) VALUES(?,?,?,?)`,
+			fp, name, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))), t); err != nil {
+			return fmt.Errorf("registry: add key: %w", err)
 		}
-		var owner string
-		if key != nil && tx.QueryRowContext(ctx, `SELECT device FROM keys WHERE fingerprint=?`, fp).Scan(&owner) == nil {
-			return fmt.Errorf("%w: key %s belongs to device %q", ErrExists, fp, owner)
-		}
-		addr, err := r.freeAddress(ctx, tx)
-		if err != nil {
+	}
+	ports := &portSet{taken: map[int]bool{}} // a fresh address: no port taken yet
+	for _, alias := range prof.ReverseAliases() {
+		if _, err := r.ensureSocket(ctx, tx, name, alias, ports); err != nil {
 			return err
 		}
-		t := now()
-		if _, err := tx.ExecContext(ctx, `INSERT INTO devices(name, profile, address, created_at) VALUES(?,?,?,?)`,
-			name, prof.Name, addr.String(), t); err != nil {
-			return fmt.Errorf("registry: add device %s: %w", name, err)
-		}
-		if key != nil {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO keys(fingerprint, device, pubkey, created_at) VALUES(?,?,?,?)`,
-				fp, name, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))), t); err != nil {
-				return fmt.Errorf("registry: add key: %w", err)
-			}
-		}
-		ports := &portSet{taken: map[int]bool{}} // a fresh address: no port taken yet
-		for _, alias := range prof.ReverseAliases() {
-			if _, err := r.ensureSocket(ctx, tx, name, alias, ports); err != nil {
-				return err
-			}
-		}
-		for _, g := range groups {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO device_groups(device, grp) VALUES(?,?) ON CONFLICT DO NOTHING`, name, g); err != nil {
-				return fmt.Errorf("registry: device group %s: %w", g, err)
-			}
-			if _, err := r.ensureGroupInfo(ctx, tx, g, ""); err != nil {
-				return err
-			}
-		}
-		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceAdded, Detail: "profile " + prof.Name + ", " + keyNote})
-	})
-	if err != nil {
-		return nil, err
 	}
-	return r.Device(ctx, name)
+	for _, g := range groups {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO device_groups(device, grp) VALUES(?,?) ON CONFLICT DO NOTHING`, name, g); err != nil {
+			return fmt.Errorf("registry: device group %s: %w", g, err)
+		}
+		if _, err := r.ensureGroupInfo(ctx, tx, g, ""); err != nil {
+			return err
+		}
+	}
+	return r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceAdded, Detail: "profile " + prof.Name + ", " + keyNote})
 }
 
 // freeAddress picks a free pool address for a new device: the one after the newest

@@ -20,6 +20,7 @@ var migrations = []migrate.Step{
 	{Version: 10, Name: "host key rotation notes", SQL: schemaV10},
 	{Version: 11, Name: "account token epochs", SQL: schemaV11},
 	{Version: 12, Name: "networks and device types", SQL: schemaV12},
+	{Version: 13, Name: "join tokens", SQL: schemaV13},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

@@ -52,8 +52,17 @@ func upsertProfile(ctx context.Context, db interface {
 
 // Profile returns the named profile. "default" is built in unless the operator stored one.
 func (r *Registry) Profile(ctx context.Context, name string) (*profile.Profile, error) {
+	return profileFrom(ctx, r.db, name)
+}
+
+// profileTx is Profile inside tx.
+func (r *Registry) profileTx(ctx context.Context, tx *sqldb.Tx, name string) (*profile.Profile, error) {
+	return profileFrom(ctx, tx, name)
+}
+
+func profileFrom(ctx context.Context, q rowQuerier, name string) (*profile.Profile, error) {
 	var spec string
-	err := r.db.QueryRowContext(ctx, `SELECT spec FROM profiles WHERE name=?`, name).Scan(&spec)
+	err := q.QueryRowContext(ctx, `SELECT spec FROM profiles WHERE name=?`, name).Scan(&spec)
 	if errors.Is(err, sql.ErrNoRows) {
 		if name == profile.DefaultName {
 			return profile.Default(), nil

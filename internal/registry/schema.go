@@ -221,3 +221,21 @@ CREATE TABLE IF NOT EXISTS group_info (
 	UNIQUE (kind, id)
 );
 `
+
+// schemaV13 keeps join tokens: a device that holds one enrols its own key (made on the
+// device) under a name the token's pattern allows, with the token's profile, up to its
+// uses and until it expires or is revoked. Only the token's hash is kept.
+const schemaV13 = `
+CREATE TABLE IF NOT EXISTS join_tokens (
+	id         INTEGER PRIMARY KEY AUTOINCREMENT,
+	hash       TEXT NOT NULL UNIQUE,
+	label      TEXT NOT NULL DEFAULT '',
+	profile    TEXT NOT NULL,
+	pattern    TEXT NOT NULL,
+	uses_left  INTEGER NOT NULL,
+	used       INTEGER NOT NULL DEFAULT 0,
+	expires_at TEXT NOT NULL,
+	created_at TEXT NOT NULL,
+	revoked_at TEXT
+);
+`

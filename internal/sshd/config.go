@@ -86,6 +86,10 @@ type Config struct {
 	// devices whose sessions this hub holds; access was decided at the peer.
 	PeerHub func(name string, key ssh.PublicKey) error `yaml:"-"`
 
+	// Join, if set, enrols a device's own key with a join token (sshext.JoinUser): the
+	// hub passes its change path. Nil: this hub takes no joins.
+	Join func(ctx context.Context, token, name string, key ssh.PublicKey, remote string) (profile string, err error) `yaml:"-"`
+
 	// Revoker revokes a device whose violations reached its profile's on_violation
 	// limit: the hub passes its change path (internal/control), which writes the
 	// registry and ends what the device holds on every path. Nil: a change path of the

@@ -72,6 +72,7 @@ type Server struct {
 	auditGate  *throttle.LogGate           // one refused-login event per device, source and minute
 	violGate   *throttle.LogGate           // one violation event per device, detail and minute
 	budget     *forwardBudget              // forwarded connections open hub-wide
+	joins      *throttle.Buckets           // join commands per source address
 	hostKeys   atomic.Pointer[hostkey.Set] // rotation state: what devices are told and proven
 
 	mu      sync.Mutex
@@ -118,6 +119,7 @@ func New(cfg Config, store Store, hostKeys []ssh.Signer) (*Server, error) {
 		perSource:  throttle.New(cfg.PerSource),
 		logGate:    throttle.NewLogGate(time.Minute),
 		auditGate:  throttle.NewLogGate(time.Minute),
+		joins:      throttle.NewBuckets(joinRate, joinBurst),
 		violGate:   throttle.NewLogGate(time.Minute),
 		budget:     newForwardBudget(cfg.ForwardMemoryMiB),
 		devices:    map[string]*deviceState{},
@@ -377,6 +379,10 @@ func (s *Server) handleConn(c net.Conn) {
 	s.metrics.Handshake(true)
 	if peer := conn.Permissions.Extensions[extPeer]; peer != "" {
 		s.servePeer(peer, conn, chans, reqs)
+		return
+	}
+	if conn.Permissions.Extensions[extJoin] != "" {
+		s.serveJoin(c, conn, chans, reqs)
 		return
 	}
 	sess := s.attach(connKey(c.RemoteAddr(), c.LocalAddr()), conn)

@@ -33,6 +33,9 @@ func (s *Server) checkKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permis
 	if name, ok := strings.CutPrefix(meta.User(), sshext.PeerUserPrefix); ok {
 		return s.checkPeer(meta, name, key)
 	}
+	if meta.User() == sshext.JoinUser {
+		return s.checkJoin(key)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	defer cancel()
 	d, revoked, err := s.store.DeviceByKey(ctx, key)
@@ -70,8 +73,8 @@ func (s *Server) checkPeer(meta ssh.ConnMetadata, name string, key ssh.PublicKey
 // admitSession runs once the client proved possession of the key. It enforces the
 // device's session limit, taking over sessions that no longer answer.
 func (s *Server) admitSession(meta ssh.ConnMetadata, key ssh.PublicKey, perms *ssh.Permissions, _ string) (*ssh.Permissions, error) {
-	if perms.Extensions[extPeer] != "" {
-		return perms, nil // a peer hub holds no device session
+	if perms.Extensions[extPeer] != "" || perms.Extensions[extJoin] != "" {
+		return perms, nil // a peer hub, or a device enrolling its key: no device session
 	}
 	name := perms.Extensions[extDevice]
 	remote := meta.RemoteAddr().String()

@@ -137,6 +137,7 @@ restarted.`,
 			return service.IgnoreCanceled(err)
 		},
 	}
+	c.AddCommand(joinCmd())
 	fl := c.Flags()
 	fl.BoolVar(&checkConfig, "check-config", false, "check the settings (key readable, hub key pinned, forwards well formed), print what the agent would do and exit without connecting: 1 if it would refuse to start")
 	fl.StringVar(&file, "agent-config", "", "agent config FILE (YAML with the same keys as the flags); flags override it")

@@ -1,0 +1,22 @@
+package hub
+
+import (
+	"context"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/credential"
+)
+
+// join enrols a device's own key under a join token (sshd's join path): the token's
+// hash is what the registry keeps; the change path reloads every view of the devices.
+func (h *Hub) join(ctx context.Context, token, name string, key ssh.PublicKey, remote string) (string, error) {
+	out, err := h.control.Apply(ctx, control.JoinDevice{Hash: credential.HashToken(token), Name: name,
+		Key: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))), Remote: remote})
+	if err != nil {
+		return "", err
+	}
+	return out.Device.Profile, nil
+}
