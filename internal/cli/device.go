@@ -26,7 +26,7 @@ import (
 
 func deviceCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "device", Short: "Enroll, list, show, revoke and remove devices"}
-	c.AddCommand(deviceAddCmd(g), deviceCertCmd(g), deviceListCmd(g), deviceShowCmd(g), deviceRevokeCmd(g), deviceReinstateCmd(g), deviceRemoveCmd(g), deviceSetGroupsCmd(g),
+	c.AddCommand(deviceAddCmd(g), deviceCertCmd(g), deviceListCmd(g), deviceShowCmd(g), deviceRevokeCmd(g), deviceReinstateCmd(g), deviceRemoveCmd(g), deviceApproveCmd(g), deviceRejectCmd(g), deviceSetGroupsCmd(g),
 		deviceSecretCmd(g), deviceTokenCmd(g), deviceSOAPKeyCmd(g), deviceImportCmd(g),
 		deviceKeyCmd(g), deviceAgentConfigCmd(g))
 	return c
@@ -301,6 +301,8 @@ func (hs hubState) status(d *registry.Device) string {
 	}
 	online := hs.online
 	switch {
+	case d.Revoked() && registry.IsPending(d.RevokeWhy):
+		return "pending approval (iotsafe device approve " + d.Name + ")"
 	case d.Revoked():
 		return "revoked " + d.RevokedAt.Local().Format(time.DateTime)
 	case hs.elsewhere(d):

@@ -32,7 +32,7 @@ The hub keeps only the token's hash; every use and refusal is in the audit log.`
 }
 
 func tokenCreateCmd(g *globals) *cobra.Command {
-	var prof, names, label string
+	var prof, names, label, approve string
 	var uses int
 	var ttl time.Duration
 	var outFmt *output
@@ -52,6 +52,9 @@ func tokenCreateCmd(g *globals) *cobra.Command {
 			if ttl <= 0 || ttl > 365*24*time.Hour {
 				return fmt.Errorf("--ttl %s: want a duration up to a year (8760h)", ttl)
 			}
+			if approve != registry.ApproveAuto && approve != registry.ApproveManual {
+				return fmt.Errorf("--approve %q: want auto or manual", approve)
+			}
 			if !profile.ValidName(prof) {
 				return fmt.Errorf("--profile %q: not a profile name", prof)
 			}
@@ -60,19 +63,22 @@ func tokenCreateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			expires := time.Now().Add(ttl).UTC().Truncate(time.Second)
-			a, err := g.change(cmd, control.AddJoinToken{Hash: hash, Label: label, Profile: prof, Names: names, Uses: uses, Expires: expires})
+			a, err := g.change(cmd, control.AddJoinToken{Hash: hash, Label: label, Profile: prof, Names: names, Uses: uses, Expires: expires, Approve: approve})
 			if err != nil {
 				return err
 			}
 			hub, fp := g.joinTarget()
 			if outFmt.structured() {
 				return outFmt.print(cmd.OutOrStdout(), map[string]any{"id": a.JoinTokenID, "token": token, "names": names,
-					"profile": prof, "uses": uses, "expires_at": expires, "hub": hub, "hub_key": fp})
+					"profile": prof, "uses": uses, "approve": approve, "expires_at": expires, "hub": hub, "hub_key": fp})
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "join token %d: %d devices named %s, profile %s, until %s (shown once: the hub keeps its hash):\n  %s\n",
 				a.JoinTokenID, uses, names, prof, expires.Format(time.RFC3339), token)
 			fmt.Fprintf(w, "On each device (it makes its own key):\n  iotsafe-agent join --hub %s --hub-key %s --token %s --name NAME\n", hub, fp, token)
+			if approve == registry.ApproveManual {
+				fmt.Fprintln(w, "Each device then waits for you: 'iotsafe device approve NAME' (or 'device reject NAME'); 'iotsafe device list' shows them pending.")
+			}
 			return nil
 		},
 	}
@@ -81,6 +87,7 @@ func tokenCreateCmd(g *globals) *cobra.Command {
 	c.Flags().IntVar(&uses, "uses", 1, "how many devices it enrols")
 	c.Flags().DurationVar(&ttl, "ttl", 24*time.Hour, "how long it can be used")
 	c.Flags().StringVar(&label, "label", "", "a note for 'token list' (a batch, an order)")
+	c.Flags().StringVar(&approve, "approve", registry.ApproveAuto, "auto: a device joins and connects at once; manual: it waits for 'iotsafe device approve NAME'")
 	outFmt = addOutput(c)
 	return c
 }
@@ -120,7 +127,7 @@ func tokenListCmd(g *globals) *cobra.Command {
 					return outFmt.print(cmd.OutOrStdout(), toks)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tNAMES\tPROFILE\tUSED\tLEFT\tSTATE\tLABEL")
+				fmt.Fprintln(tw, "ID\tNAMES\tPROFILE\tAPPROVE\tUSED\tLEFT\tSTATE\tLABEL")
 				now := time.Now()
 				for _, t := range toks {
 					state := "until " + t.ExpiresAt.Format(time.RFC3339)
@@ -132,7 +139,7 @@ func tokenListCmd(g *globals) *cobra.Command {
 					case t.UsesLeft == 0:
 						state = "used up"
 					}
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\n", t.ID, t.Pattern, t.Profile, t.Used, t.UsesLeft, state, t.Label)
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", t.ID, t.Pattern, t.Profile, t.Approve, t.Used, t.UsesLeft, state, t.Label)
 				}
 				return tw.Flush()
 			})
@@ -156,6 +163,54 @@ func tokenRevokeCmd(g *globals) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "join token %d revoked\n", id)
+			return nil
+		},
+	}
+}
+
+// deviceApproveCmd is 'iotsafe device approve': let in a device that joined pending.
+func deviceApproveCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "approve NAME",
+		Short:   "Let in a device that joined with a token of --approve manual (it connects at its next try)",
+		Example: "  iotsafe device approve sensor-0042",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := g.change(cmd, control.ApproveDevice{Device: args[0]}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s approved: it connects at its next try\n", args[0])
+			return nil
+		},
+	}
+}
+
+// deviceRejectCmd is 'iotsafe device reject': remove a device that joined pending.
+func deviceRejectCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "reject NAME",
+		Short:   "Remove a device that joined with a token of --approve manual and waits (its name is free again)",
+		Example: "  iotsafe device reject sensor-0042",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var pending bool
+			if err := g.withRegistry(cmd, func(reg *registry.Registry) error {
+				d, err := reg.Device(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				pending = d.RevokedAt != nil && registry.IsPending(d.RevokeWhy)
+				return nil
+			}); err != nil {
+				return err
+			}
+			if !pending {
+				return fmt.Errorf("device %s is not waiting for approval: 'iotsafe device revoke' or 'device remove' it", args[0])
+			}
+			if _, err := g.change(cmd, control.RemoveDevice{Device: args[0]}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s rejected and removed\n", args[0])
 			return nil
 		},
 	}

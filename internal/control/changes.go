@@ -214,6 +214,7 @@ type AddJoinToken struct {
 	Names   string    `json:"names"`
 	Uses    int       `json:"uses"`
 	Expires time.Time `json:"expires"`
+	Approve string    `json:"approve,omitempty"` // registry.ApproveAuto (""), ApproveManual
 }
 
 func (AddJoinToken) Op() string         { return "token.add" }
@@ -222,7 +223,7 @@ func (ch AddJoinToken) check() error {
 	return need(ch.Op(), "a hash", ch.Hash, "a profile", ch.Profile, "names", ch.Names)
 }
 func (ch AddJoinToken) apply(ctx context.Context, c *Control) (Outcome, error) {
-	id, err := c.store.AddJoinToken(ctx, ch.Hash, ch.Label, ch.Profile, ch.Names, ch.Uses, ch.Expires)
+	id, err := c.store.AddJoinToken(ctx, ch.Hash, ch.Label, ch.Profile, ch.Names, ch.Uses, ch.Expires, ch.Approve)
 	return Outcome{JoinTokenID: id}, err
 }
 
@@ -241,6 +242,21 @@ func (ch RevokeJoinToken) check() error {
 }
 func (ch RevokeJoinToken) apply(ctx context.Context, c *Control) (Outcome, error) {
 	return Outcome{}, c.store.RevokeJoinToken(ctx, ch.ID)
+}
+
+// ApproveDevice lets in a device that joined pending approval.
+type ApproveDevice struct {
+	Device string `json:"device"`
+}
+
+func (ApproveDevice) Op() string         { return "device.approve" }
+func (ch ApproveDevice) Subject() string { return ch.Device }
+func (ch ApproveDevice) check() error    { return need(ch.Op(), "a device", ch.Device) }
+func (ch ApproveDevice) apply(ctx context.Context, c *Control) (Outcome, error) {
+	if err := c.store.ApproveDevice(ctx, ch.Device); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{}, c.reload()
 }
 
 // JoinDevice enrols a device's own key under a join token (the hub's SSH join path).

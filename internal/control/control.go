@@ -34,7 +34,8 @@ type Store interface {
 	GroupInfo(ctx context.Context, group string) (registry.GroupInfo, error)
 	AddGroupInfo(ctx context.Context, kind, name, description string) (registry.GroupInfo, error)
 	RemoveGroupInfo(ctx context.Context, group string) error
-	AddJoinToken(ctx context.Context, hash, label, profile, pattern string, uses int, expires time.Time) (int64, error)
+	AddJoinToken(ctx context.Context, hash, label, profile, pattern string, uses int, expires time.Time, approve string) (int64, error)
+	ApproveDevice(ctx context.Context, name string) error
 	RevokeJoinToken(ctx context.Context, id int64) error
 	Join(ctx context.Context, hash, name string, key ssh.PublicKey, remote string) (*registry.Device, error)
 	AddGrant(ctx context.Context, g registry.Grant) error

@@ -32,6 +32,7 @@ func init() {
 		{AddJoinToken{}.Op(), decodeAs[AddJoinToken]},
 		{RevokeJoinToken{}.Op(), decodeAs[RevokeJoinToken]},
 		{JoinDevice{}.Op(), decodeAs[JoinDevice]},
+		{ApproveDevice{}.Op(), decodeAs[ApproveDevice]},
 		{RemoveGroupInfo{}.Op(), decodeAs[RemoveGroupInfo]},
 		{SetDeviceSecret{}.Op(), decodeAs[SetDeviceSecret]},
 		{SetDeviceCert{}.Op(), decodeAs[SetDeviceCert]},

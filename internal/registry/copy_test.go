@@ -38,7 +38,7 @@ func fill(t *testing.T, r *Registry) {
 	exp := time.Now().Add(time.Hour)
 	_, err = r.AddToken(ctx, "alice", "ci", "hash1", &exp)
 	must(err)
-	_, err = r.AddJoinToken(ctx, "join-hash", "batch", "cam", "cam-*", 10, exp)
+	_, err = r.AddJoinToken(ctx, "join-hash", "batch", "cam", "cam-*", 10, exp, ApproveManual)
 	must(err)
 	must(r.AddLoginSession(ctx, LoginSession{Hash: "s1", AccountID: acc.ID, ExpiresAt: exp}))
 	must(r.SetDeviceSecret(ctx, "cam01", "secrethash"))

@@ -181,7 +181,7 @@ func scanEvents(rows *sql.Rows) ([]Event, error) {
 
 // changeKinds are the events that change what a running hub must enforce: its sessions
 // (revocations, removals) or its access policy (grants, device groups, accounts).
-var changeKinds = []string{EventRevoked, EventReinstated, EventDeviceRemoved, EventKeyRevoked, "granted", "ungranted", "groups_set",
+var changeKinds = []string{EventRevoked, EventReinstated, EventApproved, EventDeviceRemoved, EventKeyRevoked, "granted", "ungranted", "groups_set",
 	EventProfileApplied,
 	// A new device is new addresses for the access policy of every hub (and new sockets
 	// for hubs that relay to their peers).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -24,7 +25,21 @@ const (
 	EventJoinTokenRevoked = "join_token_revoked"
 	EventJoined           = "joined" // a device enrolled its key with a token
 	EventJoinRefused      = "join_refused"
+	EventApproved         = "approved" // a device that joined pending approval, approved
 )
+
+// The approval modes of a join token.
+const (
+	ApproveAuto   = "auto"   // a device joins and connects at once
+	ApproveManual = "manual" // it joins pending: refused until 'iotsafe device approve'
+)
+
+// PendingReason starts the revocation reason of a device that joined pending approval:
+// until it is approved it is refused everywhere, as a revoked device is.
+const PendingReason = "pending approval"
+
+// IsPending reports whether a device's revocation reason is PendingReason's.
+func IsPending(why string) bool { return strings.HasPrefix(why, PendingReason) }
 
 // ErrJoinRefused is a join the token does not allow; the message says why, for the
 // device.
@@ -36,6 +51,7 @@ type JoinToken struct {
 	Label     string     `json:"label,omitempty"`
 	Profile   string     `json:"profile"`
 	Pattern   string     `json:"names"`
+	Approve   string     `json:"approve"`
 	UsesLeft  int        `json:"uses_left"`
 	Used      int        `json:"used"`
 	ExpiresAt time.Time  `json:"expires_at"`
@@ -56,9 +72,15 @@ func ValidNamePattern(p string) error {
 }
 
 // AddJoinToken stores a join token by its hash.
-func (r *Registry) AddJoinToken(ctx context.Context, hash, label, profileName, pattern string, uses int, expires time.Time) (int64, error) {
+func (r *Registry) AddJoinToken(ctx context.Context, hash, label, profileName, pattern string, uses int, expires time.Time, approve string) (int64, error) {
 	if err := ValidNamePattern(pattern); err != nil {
 		return 0, fmt.Errorf("registry: %w", err)
+	}
+	if approve == "" {
+		approve = ApproveAuto
+	}
+	if approve != ApproveAuto && approve != ApproveManual {
+		return 0, fmt.Errorf("registry: approve %q: want auto or manual", approve)
 	}
 	if uses < 1 {
 		return 0, errors.New("registry: a join token is for at least one use")
@@ -68,11 +90,11 @@ func (r *Registry) AddJoinToken(ctx context.Context, hash, label, profileName, p
 	}
 	var id int64
 	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
-		if err := tx.QueryRowContext(ctx, `INSERT INTO join_tokens(hash, label, profile, pattern, uses_left, expires_at, created_at)
-			VALUES(?,?,?,?,?,?,?) RETURNING id`, hash, label, profileName, pattern, uses, expires.UTC().Format(timeLayout), now()).Scan(&id); err != nil {
+		if err := tx.QueryRowContext(ctx, `INSERT INTO join_tokens(hash, label, profile, pattern, uses_left, approve, expires_at, created_at)
+			VALUES(?,?,?,?,?,?,?,?) RETURNING id`, hash, label, profileName, pattern, uses, approve, expires.UTC().Format(timeLayout), now()).Scan(&id); err != nil {
 			return fmt.Errorf("registry: add join token: %w", err)
 		}
-		return r.addEvent(ctx, tx, Event{Kind: EventJoinTokenAdded, Detail: fmt.Sprintf("token %d: profile %s, names %s, %d uses, until %s", id, profileName, pattern, uses, expires.UTC().Format(time.RFC3339))})
+		return r.addEvent(ctx, tx, Event{Kind: EventJoinTokenAdded, Detail: fmt.Sprintf("token %d: profile %s, names %s, %d uses, approve %s, until %s", id, profileName, pattern, uses, approve, expires.UTC().Format(time.RFC3339))})
 	})
 	return id, err
 }
@@ -93,7 +115,7 @@ func (r *Registry) RevokeJoinToken(ctx context.Context, id int64) error {
 
 // JoinTokens lists the join tokens, newest first.
 func (r *Registry) JoinTokens(ctx context.Context) ([]JoinToken, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT id, label, profile, pattern, uses_left, used, expires_at, created_at, revoked_at FROM join_tokens ORDER BY id DESC`)
+	rows, err := r.db.QueryContext(ctx, `SELECT id, label, profile, pattern, approve, uses_left, used, expires_at, created_at, revoked_at FROM join_tokens ORDER BY id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("registry: join tokens: %w", err)
 	}
@@ -103,7 +125,7 @@ func (r *Registry) JoinTokens(ctx context.Context) ([]JoinToken, error) {
 		var t JoinToken
 		var exp, created string
 		var revoked sql.NullString
-		if err := rows.Scan(&t.ID, &t.Label, &t.Profile, &t.Pattern, &t.UsesLeft, &t.Used, &exp, &created, &revoked); err != nil {
+		if err := rows.Scan(&t.ID, &t.Label, &t.Profile, &t.Pattern, &t.Approve, &t.UsesLeft, &t.Used, &exp, &created, &revoked); err != nil {
 			return nil, err
 		}
 		t.ExpiresAt, _ = time.Parse(timeLayout, exp)
@@ -116,19 +138,20 @@ func (r *Registry) JoinTokens(ctx context.Context) ([]JoinToken, error) {
 
 // Join enrols device name with key under the join token whose hash is hash, in one
 // transaction: the token must be live (not revoked, not expired, a use left), name must
-// match its pattern and be free, key must be nobody's. The refusals are ErrJoinRefused
-// (or ErrExists) with what the device should be told; nothing is enrolled then.
+// match its pattern and be free, key must be nobody's. A token of ApproveManual enrols
+// the device pending approval. The refusals are ErrJoinRefused (or ErrExists) with what
+// the device should be told; nothing is enrolled then.
 func (r *Registry) Join(ctx context.Context, hash, name string, key ssh.PublicKey, remote string) (*Device, error) {
 	if err := checkNewDevice(name, nil); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrJoinRefused, err)
 	}
 	var tokenID int64
 	err := r.withTx(ctx, func(tx *sqldb.Tx) error {
-		var profName, pattern, exp string
+		var profName, pattern, approve, exp string
 		var uses int
 		var revoked sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT id, profile, pattern, uses_left, expires_at, revoked_at FROM join_tokens WHERE hash=?`, hash).
-			Scan(&tokenID, &profName, &pattern, &uses, &exp, &revoked)
+		err := tx.QueryRowContext(ctx, `SELECT id, profile, pattern, approve, uses_left, expires_at, revoked_at FROM join_tokens WHERE hash=?`, hash).
+			Scan(&tokenID, &profName, &pattern, &approve, &uses, &exp, &revoked)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("%w: the token is not one of this hub's", ErrJoinRefused)
@@ -154,10 +177,40 @@ func (r *Registry) Join(ctx context.Context, hash, name string, key ssh.PublicKe
 		if _, err := tx.ExecContext(ctx, `UPDATE join_tokens SET uses_left=uses_left-1, used=used+1 WHERE id=?`, tokenID); err != nil {
 			return fmt.Errorf("registry: join: %w", err)
 		}
-		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventJoined, Detail: fmt.Sprintf("with join token %d, key %s", tokenID, ssh.FingerprintSHA256(key)), Remote: remote})
+		pending := ""
+		if approve == ApproveManual {
+			why := fmt.Sprintf("%s (join token %d)", PendingReason, tokenID)
+			if _, err := tx.ExecContext(ctx, `UPDATE devices SET revoked_at=?, revoke_why=? WHERE name=?`, now(), why, name); err != nil {
+				return fmt.Errorf("registry: join: %w", err)
+			}
+			pending = ", pending approval"
+		}
+		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventJoined, Detail: fmt.Sprintf("with join token %d, key %s%s", tokenID, ssh.FingerprintSHA256(key), pending), Remote: remote})
 	})
 	if err != nil {
 		return nil, err
 	}
 	return r.Device(ctx, name)
+}
+
+// ApproveDevice lets a device that joined pending approval in: it is no longer
+// refused. A device not pending is ErrNotRevoked-wrapped: nothing to approve.
+func (r *Registry) ApproveDevice(ctx context.Context, name string) error {
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
+		var why string
+		var revoked sql.NullString
+		err := tx.QueryRowContext(ctx, `SELECT revoked_at, revoke_why FROM devices WHERE name=?`, name).Scan(&revoked, &why)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("%w: device %q", ErrNotFound, name)
+		case err != nil:
+			return fmt.Errorf("registry: approve %s: %w", name, err)
+		case !revoked.Valid || !IsPending(why):
+			return fmt.Errorf("%w: device %q is not waiting for approval", ErrNotRevoked, name)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE devices SET revoked_at=NULL, revoke_why='' WHERE name=?`, name); err != nil {
+			return fmt.Errorf("registry: approve %s: %w", name, err)
+		}
+		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventApproved, Detail: why + " ended"})
+	})
 }

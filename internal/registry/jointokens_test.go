@@ -13,11 +13,11 @@ import (
 func TestJoinTokens(t *testing.T) {
 	ctx := context.Background()
 	r := open(t, t.TempDir())
-	id, err := r.AddJoinToken(ctx, "hash-1", "batch 7", "default", "sensor-*", 2, time.Now().Add(time.Hour))
+	id, err := r.AddJoinToken(ctx, "hash-1", "batch 7", "default", "sensor-*", 2, time.Now().Add(time.Hour), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.AddJoinToken(ctx, "hash-x", "", "nosuch", "a-*", 1, time.Now().Add(time.Hour)); !errors.Is(err, ErrNotFound) {
+	if _, err := r.AddJoinToken(ctx, "hash-x", "", "nosuch", "a-*", 1, time.Now().Add(time.Hour), ""); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a token for an unknown profile: %v", err)
 	}
 	k1 := newKey(t)
@@ -45,15 +45,33 @@ func TestJoinTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused("used up", "hash-1", "sensor-3", "used up")
-	r.AddJoinToken(ctx, "hash-2", "", "default", "*", 5, time.Now().Add(time.Hour))
-	r.AddJoinToken(ctx, "hash-3", "", "default", "*", 5, time.Now().Add(-time.Second))
+	r.AddJoinToken(ctx, "hash-2", "", "default", "*", 5, time.Now().Add(time.Hour), "")
+	r.AddJoinToken(ctx, "hash-3", "", "default", "*", 5, time.Now().Add(-time.Second), "")
 	toks, _ := r.JoinTokens(ctx)
 	if err := r.RevokeJoinToken(ctx, toks[1].ID); err != nil {
 		t.Fatal(err)
 	}
 	refused("revoked", "hash-2", "x-1", "revoked")
 	refused("expired", "hash-3", "x-2", "expired")
+	// A token of manual approval: the device joins, and is refused until approved.
+	r.AddJoinToken(ctx, "hash-4", "", "default", "door-*", 1, time.Now().Add(time.Hour), ApproveManual)
+	if _, err := r.Join(ctx, "hash-4", "door-1", newKey(t), ""); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := r.Device(ctx, "door-1"); d.RevokedAt == nil || !IsPending(d.RevokeWhy) {
+		t.Fatalf("a device joined pending approval: %+v", d)
+	}
+	if err := r.ApproveDevice(ctx, "door-1"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := r.Device(ctx, "door-1"); d.RevokedAt != nil {
+		t.Fatalf("an approved device: %+v", d)
+	}
+	if err := r.ApproveDevice(ctx, "door-1"); !errors.Is(err, ErrNotRevoked) {
+		t.Fatalf("approving twice: %v", err)
+	}
 	toks, _ = r.JoinTokens(ctx)
+	toks = toks[1:]
 	if len(toks) != 3 || toks[2].ID != id || toks[2].Used != 2 || toks[2].UsesLeft != 0 || toks[1].RevokedAt == nil {
 		t.Fatalf("tokens: %+v", toks)
 	}

@@ -224,7 +224,8 @@ CREATE TABLE IF NOT EXISTS group_info (
 
 // schemaV13 keeps join tokens: a device that holds one enrols its own key (made on the
 // device) under a name the token's pattern allows, with the token's profile, up to its
-// uses and until it expires or is revoked. Only the token's hash is kept.
+// uses and until it expires or is revoked, at once or pending the operator's approval.
+// Only the token's hash is kept.
 const schemaV13 = `
 CREATE TABLE IF NOT EXISTS join_tokens (
 	id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -234,6 +235,8 @@ CREATE TABLE IF NOT EXISTS join_tokens (
 	pattern    TEXT NOT NULL,
 	uses_left  INTEGER NOT NULL,
 	used       INTEGER NOT NULL DEFAULT 0,
+	approve    TEXT NOT NULL DEFAULT 'auto', -- auto | manual: devices wait for 'device approve'
+
 	expires_at TEXT NOT NULL,
 	created_at TEXT NOT NULL,
 	revoked_at TEXT

@@ -88,7 +88,7 @@ type Config struct {
 
 	// Join, if set, enrols a device's own key with a join token (sshext.JoinUser): the
 	// hub passes its change path. Nil: this hub takes no joins.
-	Join func(ctx context.Context, token, name string, key ssh.PublicKey, remote string) (profile string, err error) `yaml:"-"`
+	Join func(ctx context.Context, token, name string, key ssh.PublicKey, remote string) (profile string, pending bool, err error) `yaml:"-"`
 
 	// Revoker revokes a device whose violations reached its profile's on_violation
 	// limit: the hub passes its change path (internal/control), which writes the

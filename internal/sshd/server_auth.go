@@ -51,6 +51,10 @@ func (s *Server) checkKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permis
 		// Not naming the device: this runs before the client proved it holds the key.
 		return nil, refuse("this key is not enrolled for device %q: connect as NAME@hub with the name given to 'iotsafe device add'", meta.User())
 	}
+	if revoked && registry.IsPending(d.RevokeWhy) {
+		s.refusedEvent(registry.Event{Device: d.Name, Kind: registry.EventAuthRefused, Detail: d.RevokeWhy, Remote: meta.RemoteAddr().String()})
+		return nil, refuse("device %q waits for the operator's approval ('iotsafe device approve %s' on the hub)", d.Name, d.Name)
+	}
 	if revoked {
 		s.refusedEvent(registry.Event{Device: d.Name, Kind: registry.EventAuthRefused, Detail: "key revoked", Remote: meta.RemoteAddr().String()})
 		return nil, refuse("the key of device %q is revoked", d.Name)

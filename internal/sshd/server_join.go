@@ -99,7 +99,7 @@ func (s *Server) join(command, key, remote string) ([]byte, uint32) {
 	}
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.HandshakeTimeout)
 	defer cancel()
-	prof, err := s.cfg.Join(ctx, token, name, pub, remote)
+	prof, pending, err := s.cfg.Join(ctx, token, name, pub, remote)
 	if err != nil {
 		why := strings.TrimPrefix(err.Error(), "registry: ")
 		if !errors.Is(err, registry.ErrJoinRefused) && !errors.Is(err, registry.ErrExists) {
@@ -110,13 +110,13 @@ func (s *Server) join(command, key, remote string) ([]byte, uint32) {
 		s.refusedEvent(registry.Event{Device: name, Kind: registry.EventJoinRefused, Detail: why, Remote: remote})
 		return []byte("iotsafe: " + why + "\n"), 1
 	}
-	ans := sshext.JoinAnswer{Device: name, Profile: prof}
+	ans := sshext.JoinAnswer{Device: name, Profile: prof, Pending: pending}
 	if set := s.hostKeys.Load(); set != nil {
 		for _, k := range set.Announced() {
 			ans.HostKeys = append(ans.HostKeys, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))))
 		}
 	}
-	s.log.Info("device joined with a token", "device", name, "remote", remote, "key", ssh.FingerprintSHA256(pub))
+	s.log.Info("device joined with a token", "device", name, "remote", remote, "key", ssh.FingerprintSHA256(pub), "pending_approval", pending)
 	b, _ := json.Marshal(ans)
 	return append(b, '\n'), 0
 }

@@ -14,4 +14,7 @@ type JoinAnswer struct {
 	// keys it signs with now, and the next ones during a rotation.
 	HostKeys []string `json:"host_keys"`
 	Profile  string   `json:"profile"`
+	// Pending: the token asks for the operator's approval; the device is refused until
+	// 'iotsafe device approve'.
+	Pending bool `json:"pending,omitempty"`
 }

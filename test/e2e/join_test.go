@@ -93,4 +93,44 @@ func TestJoinTokens(t *testing.T) {
 	}
 }
 
+// A token of --approve manual: the device joins and waits; its agent is refused, saying
+// so, until the operator approves it, then its session comes up; a rejected one is
+// removed and its name free again.
+func TestJoinPendingApproval(t *testing.T) {
+	h := startHub(t, "", "")
+	var tok struct {
+		Token  string `json:"token"`
+		Hub    string `json:"hub"`
+		HubKey string `json:"hub_key"`
+	}
+	json.Unmarshal([]byte(h.mustCLIStdout("token", "create", "--names", "door-*", "--uses", "2", "--approve", "manual", "-o", "json")), &tok)
+	join := func(name string) string {
+		dir := t.TempDir()
+		out, err := exec.Command(iotsafeBin, "agent", "join", "--hub", tok.Hub, "--hub-key", tok.HubKey, "--token", tok.Token, "--name", name, "--dir", dir).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "iotsafe device approve "+name) {
+			t.Fatalf("join %s: %v\n%s", name, err, out)
+		}
+		return dir
+	}
+	dir := join("door-1")
+	if list := h.mustCLIStdout("device", "list"); !strings.Contains(list, "pending approval") {
+		t.Fatalf("device list:\n%s", list)
+	}
+	a := startProc(t, iotsafeBin, "agent", "--agent-config", filepath.Join(dir, "agent.yaml"), "--expose", "http=127.0.0.1:9", "--log-format", "json")
+	a.stderr.waitText(t, "waits for the operator's approval")
+	h.mustCLI("device", "approve", "door-1")
+	a.stderr.wait(t, "session up")
+	if out, err := h.cli("device", "approve", "door-1"); err == nil {
+		t.Fatalf("approving twice: %s", out)
+	}
+	join("door-2")
+	h.mustCLI("device", "reject", "door-2")
+	if out, err := h.cli("device", "show", "door-2"); err == nil {
+		t.Fatalf("a rejected device is still there: %s", out)
+	}
+	if out, err := h.cli("device", "reject", "door-1"); err == nil || !strings.Contains(out, "not waiting for approval") {
+		t.Fatalf("rejecting an approved device: %v %s", err, out)
+	}
+}
+
 func jsonNumber(n int64) string { b, _ := json.Marshal(n); return string(b) }

@@ -93,6 +93,9 @@ func join(cmd *cobra.Command, hub, hubKey, token, name, dir string) error {
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "joined as %s (profile %s), key %s made here (%s)\n", ans.Device, ans.Profile, keyPath, ssh.FingerprintSHA256(pub))
+	if ans.Pending {
+		fmt.Fprintf(w, "the hub's operator approves it ('iotsafe device approve %s'); until then the agent is refused and retries\n", ans.Device)
+	}
 	fmt.Fprintf(w, "start the agent:  iotsafe-agent --agent-config %s --expose ALIAS=HOST:PORT ...\n", cfgPath)
 	return nil
 }
