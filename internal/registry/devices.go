@@ -14,6 +14,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sqldb"
+	"github.com/iotsafe/iotsafe/internal/sshext"
 )
 
 // Device is one enrolled device with its keys and protected sockets.
@@ -90,6 +91,9 @@ func (r *Registry) AddDevice(ctx context.Context, name, profileName string, key 
 func checkNewDevice(name string, groups []string) error {
 	if !profile.ValidName(name) {
 		return fmt.Errorf("registry: device name %q: use lower-case letters, digits and '-' (max 63)", name)
+	}
+	if name == sshext.JoinUser {
+		return fmt.Errorf("registry: device name %q is the SSH user devices join as: choose another", name)
 	}
 	return checkGroups(groups)
 }
