@@ -128,7 +128,7 @@ func TestTelemetryREST(t *testing.T) {
 			{"no name", "POST", "/device/dev1/notification", access1, map[string]any{"parameters": 1}, 400, "notification"},
 			{"body over the limit", "POST", "/device/dev1/notification", access1, map[string]any{"notification": "x", "parameters": strings.Repeat("a", 5000)}, 413, "larger than"},
 			{"unknown device", "GET", "/device/nodev/notification", access1, nil, 404, "not found"},
-			{"unknown call", "GET", "/network", access1, nil, 404, "no such API call"},
+			{"unknown call", "GET", "/configuration/x", access1, nil, 404, "no such API call"},
 			{"bad timestamp", "GET", "/device/dev1/notification/poll?timestamp=yesterday", access1, nil, 400, "timestamp"},
 		} {
 			code, body, _ := restCall(t, c, tc.method, api+tc.path, tc.auth, tc.body)
