@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
 // CallJSON makes one JSON request to a hub's REST API (auth: an Authorization value,
@@ -47,4 +48,13 @@ func UUIDPayload() json.RawMessage {
 	var b [16]byte
 	rand.Read(b[:])
 	return json.RawMessage(fmt.Sprintf(`{"uuid":"%x-%x-%x-%x-%x"}`, b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]))
+}
+
+// Sleep waits d or until ctx ends: a measurement's pause (memory settling, a poll of a
+// hub's gauge), never a test's wait for readiness.
+func Sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
 }

@@ -119,7 +119,7 @@ func enrolWay(ctx context.Context, b *lab.Bench, o Options, way string, keys []e
 	}
 	defer srv.Proc.Stop()
 	adm := lab.Admin{Bin: b.Bin, Data: srv.DataDir()}
-	sleep(ctx, 2*time.Second)
+	lab.Sleep(ctx, 2*time.Second)
 	w.Base, _ = lab.TreeMemory(srv.Proc.PID())
 	w.RegBase = registrySize(srv.DataDir())
 	c0, err := lab.TreeCPU(srv.Proc.PID())
@@ -136,7 +136,7 @@ func enrolWay(ctx context.Context, b *lab.Bench, o Options, way string, keys []e
 	w.Elapsed = time.Since(start)
 	c1, _ := lab.TreeCPU(srv.Proc.PID())
 	w.HubCPU = c1 - c0
-	sleep(ctx, 2*time.Second)
+	lab.Sleep(ctx, 2*time.Second)
 	w.After, _ = lab.TreeMemory(srv.Proc.PID())
 	w.RegAfter = registrySize(srv.DataDir())
 	return w, err
@@ -260,11 +260,4 @@ func trimErr(err error) string {
 		s = s[:120]
 	}
 	return s
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-	}
 }

@@ -307,7 +307,7 @@ func request(conn *websocket.Conn, m map[string]any) error {
 // before and with them held, and lets them go.
 func hold(ctx context.Context, pid int, kind, base, wsURL, metrics string, toks map[string]string) (Holding, error) {
 	h := Holding{Kind: kind}
-	sleep(ctx, settle)
+	lab.Sleep(ctx, settle)
 	h.Base, _ = lab.TreeMemory(pid)
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -361,7 +361,7 @@ func hold(ctx context.Context, pid int, kind, base, wsURL, metrics string, toks 
 		err = waitHeld(ctx, metrics, len(toks))
 	}
 	h.Held = int(held.Load())
-	sleep(ctx, settle)
+	lab.Sleep(ctx, settle)
 	h.Now, _ = lab.TreeMemory(pid)
 	cancel()
 	polls.Wait()
@@ -383,7 +383,7 @@ func waitHeld(ctx context.Context, metrics string, n int) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the hub holds %d long polls of %d sent, a minute on", int(v), n)
 		}
-		sleep(ctx, 50*time.Millisecond) // a measurement's poll of the hub's gauge
+		lab.Sleep(ctx, 50*time.Millisecond) // a measurement's poll of the hub's gauge
 	}
 }
 
@@ -405,13 +405,6 @@ func gauge(ctx context.Context, url, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("hub metrics: no %s", name)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-	}
 }
 
 // login is a device's access token as an Authorization value, asked from source(i).
