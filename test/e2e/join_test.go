@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
 )
 
 // Join tokens (issue 51, item 1): a device makes its own key and enrols it with a
@@ -134,3 +136,31 @@ func TestJoinPendingApproval(t *testing.T) {
 }
 
 func jsonNumber(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// Join tokens on a PostgreSQL registry: the token made, a device joined and up, the
+// token used up; the same transaction on the other database.
+func TestJoinTokensOnPostgres(t *testing.T) {
+	dsn := pgscratch.Start(t).Database(t)
+	h := startHub(t, "", "registry: {dsn: \""+dsn+"\"}\n")
+	var tok struct {
+		Token  string `json:"token"`
+		Hub    string `json:"hub"`
+		HubKey string `json:"hub_key"`
+	}
+	if err := json.Unmarshal([]byte(h.mustCLIStdout("token", "create", "--names", "pg-*", "-o", "json")), &tok); err != nil {
+		t.Fatal(err)
+	}
+	join := func(name string) (string, string, error) {
+		dir := t.TempDir()
+		out, err := exec.Command(iotsafeBin, "agent", "join", "--hub", tok.Hub, "--hub-key", tok.HubKey, "--token", tok.Token, "--name", name, "--dir", dir).CombinedOutput()
+		return dir, string(out), err
+	}
+	dir, out, err := join("pg-1")
+	if err != nil {
+		t.Fatalf("join: %v\n%s", err, out)
+	}
+	startProc(t, iotsafeBin, "agent", "--agent-config", filepath.Join(dir, "agent.yaml"), "--expose", "http=127.0.0.1:9", "--log-format", "json").stderr.wait(t, "session up")
+	if _, out, err := join("pg-2"); err == nil || !strings.Contains(out, "used up") {
+		t.Fatalf("a second join with a one-use token: %v\n%s", err, out)
+	}
+}
