@@ -164,3 +164,25 @@ func TestJoinTokensOnPostgres(t *testing.T) {
 		t.Fatalf("a second join with a one-use token: %v\n%s", err, out)
 	}
 }
+
+// A device joining at a gateway hub with the gateway's token is the gateway's device,
+// announced to the centre as any other: the centre serves it through the gateway.
+func TestJoinAtAGateway(t *testing.T) {
+	p := startGatewayPair(t)
+	var tok struct {
+		Token  string `json:"token"`
+		Hub    string `json:"hub"`
+		HubKey string `json:"hub_key"`
+	}
+	if err := json.Unmarshal([]byte(p.gw.mustCLIStdout("token", "create", "--names", "cam-*", "-o", "json")), &tok); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command(iotsafeBin, "agent", "join", "--hub", tok.Hub, "--hub-key", tok.HubKey, "--token", tok.Token, "--name", "cam-1", "--dir", dir).CombinedOutput(); err != nil {
+		t.Fatalf("join at the gateway: %v\n%s", err, out)
+	}
+	app := deviceApp(t, "hello from cam-1, joined at gw1")
+	startProc(t, iotsafeBin, "agent", "--agent-config", filepath.Join(dir, "agent.yaml"), "--expose", "http="+hostPortOf(app), "--log-format", "json").stderr.wait(t, "session up")
+	p.centre.log.wait(t, "device behind gateway up", "device", "cam-1")
+	mustGet(t, p.centre.socket("cam-1", "http"), "hello from cam-1, joined at gw1")
+}
