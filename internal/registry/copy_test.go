@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/iotsafe/iotsafe/internal/pgscratch"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sockets"
@@ -46,6 +48,10 @@ func fill(t *testing.T, r *Registry) {
 	must(r.SetDeviceCert(ctx, "cam02", "0a1b", exp))
 	must(r.SetSOAPKey(ctx, SOAPKey{Device: "cam04", KeyID: "k1", Secret: []byte{0, 1, 2, 255}}))
 	must(r.NoteHostKeys(ctx, "cam04", HostKeyProven, []string{"SHA256:next"}))
+	ca := newKey(t)
+	_, err = r.TrustSSHCA(ctx, "factory", ca, "cam-*", "cam", ApproveManual)
+	must(err)
+	must(r.RecordSSHCert(ctx, ssh.FingerprintSHA256(ca), 7, "cam05", "cam05@factory", newKey(t), exp))
 }
 
 // dump is every row of every table, as text, sorted: two registries holding the same

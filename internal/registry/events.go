@@ -188,7 +188,9 @@ var changeKinds = []string{EventRevoked, EventReinstated, EventApproved, EventDe
 	EventDeviceAdded,
 	"account_removed", "account_password", "account_logout", "token_revoked",
 	// A new secret, client certificate or SOAP key retires the old one on every hub.
-	EventSecretSet, EventCertIssued, EventSOAPKeySet, EventSessionMoved}
+	EventSecretSet, EventCertIssued, EventSOAPKeySet, EventSessionMoved,
+	// A revoked SSH certificate closes its sessions; an untrusted CA, every session it vouched for.
+	EventSSHCertRevoked, EventSSHCAUntrusted}
 
 // lastChangeQuery finds the newest change event with one index lookup per kind (the
 // events_kind index), however many other events came after it.

@@ -21,6 +21,7 @@ var migrations = []migrate.Step{
 	{Version: 11, Name: "account token epochs", SQL: schemaV11},
 	{Version: 12, Name: "networks and device types", SQL: schemaV12},
 	{Version: 13, Name: "join tokens", SQL: schemaV13},
+	{Version: 14, Name: "SSH certificate authorities", SQL: schemaV14},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

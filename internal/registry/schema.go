@@ -242,3 +242,37 @@ CREATE TABLE IF NOT EXISTS join_tokens (
 	revoked_at TEXT
 );
 `
+
+// schemaV14 keeps the SSH certificate authorities the hub trusts for devices and the
+// certificates it signed or revoked. A CA without a profile vouches for devices already
+// enrolled (principal = device name); one with a profile is a manufacturer's: a device
+// it vouches for is enrolled on its first connection (zero-touch), its key bound to the
+// name from then on. ssh_certs holds the certificates the hub signed (by serial) and
+// the revocations of any CA's certificates: by serial, or by key (serial ”).
+const schemaV14 = `
+CREATE TABLE IF NOT EXISTS ssh_cas (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	name        TEXT NOT NULL UNIQUE,
+	public_key  TEXT NOT NULL,
+	fingerprint TEXT NOT NULL UNIQUE,
+	pattern     TEXT NOT NULL,
+	profile     TEXT NOT NULL DEFAULT '', -- '': enrolled devices only; else enrols on first connect
+	approve     TEXT NOT NULL DEFAULT 'auto',
+	created_at  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ssh_certs (
+	id              INTEGER PRIMARY KEY AUTOINCREMENT,
+	ca_fingerprint  TEXT NOT NULL,
+	serial          TEXT NOT NULL DEFAULT '', -- decimal uint64; '' is a revocation by key
+	key_fingerprint TEXT NOT NULL,
+	public_key      TEXT NOT NULL,
+	device          TEXT NOT NULL DEFAULT '',
+	key_id          TEXT NOT NULL DEFAULT '',
+	valid_before    TEXT,
+	signed_at       TEXT NOT NULL,
+	revoked_at      TEXT,
+	revoke_why      TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS ssh_certs_serial ON ssh_certs(ca_fingerprint, serial);
+CREATE INDEX IF NOT EXISTS ssh_certs_key ON ssh_certs(key_fingerprint);
+`
