@@ -38,6 +38,11 @@ type Store interface {
 	ApproveDevice(ctx context.Context, name string) error
 	RevokeJoinToken(ctx context.Context, id int64) error
 	Join(ctx context.Context, hash, name string, key ssh.PublicKey, remote string) (*registry.Device, error)
+	TrustSSHCA(ctx context.Context, name string, key ssh.PublicKey, pattern, profile, approve string) (registry.SSHCA, error)
+	UntrustSSHCA(ctx context.Context, name string) (registry.SSHCA, error)
+	RecordSSHCert(ctx context.Context, caFP string, serial uint64, device, keyID string, key ssh.PublicKey, validBefore time.Time) error
+	RevokeSSHCert(ctx context.Context, caFP string, serial uint64, key ssh.PublicKey, device, reason string) error
+	EnrolByCertificate(ctx context.Context, caFP, name string, key ssh.PublicKey, keyID string, serial uint64, remote string) (*registry.Device, error)
 	AddGrant(ctx context.Context, g registry.Grant) error
 	RemoveGrant(ctx context.Context, g registry.Grant) error
 
@@ -70,6 +75,9 @@ type Live interface {
 	// CloseProfile ends the SSH sessions on this hub that use the profile (they come
 	// back under its new version) and returns how many.
 	CloseProfile(profile, why string) int
+	// CloseCA ends the SSH sessions on this hub that logged in with a certificate of
+	// the CA of that fingerprint and returns how many.
+	CloseCA(fingerprint, why string) int
 }
 
 // Control applies changes: the registry first, then the live consequences.
@@ -112,6 +120,8 @@ type Outcome struct {
 	Group *registry.GroupInfo `json:"group,omitempty"`
 	// JoinTokenID is the new join token's id (AddJoinToken).
 	JoinTokenID int64 `json:"join_token_id,omitempty"`
+	// CA is the certificate authority trusted or no longer trusted (TrustSSHCA, UntrustSSHCA).
+	CA *registry.SSHCA `json:"ca,omitempty"`
 }
 
 // Apply writes the change to the registry and applies its consequences on this hub.

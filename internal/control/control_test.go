@@ -96,6 +96,10 @@ func (r *recorder) CloseProfile(name, why string) int {
 	r.calls <- "closeprofile " + name + " " + why
 	return 0
 }
+func (r *recorder) CloseCA(fp, why string) int {
+	r.calls <- "closeca " + fp + " " + why
+	return 0
+}
 
 // await reads calls until want arrives; what came before it is returned.
 func (r *recorder) await(t *testing.T, want string) []string {

@@ -78,6 +78,22 @@ func (c *Control) applyEvents(evs []registry.Event, failed int64, log *slog.Logg
 			why = WhyRemoved
 		case registry.EventKeyRevoked:
 			why, fp = WhyRevoked, strings.TrimPrefix(e.Detail, "key ")
+		case registry.EventSSHCertRevoked: // "key FP: ..."
+			why = WhyCertRevoked
+			if f := strings.Fields(e.Detail); len(f) > 1 {
+				fp = strings.TrimSuffix(f[1], ":")
+			}
+		case registry.EventSSHCAUntrusted: // "CA NAME FP"
+			if f := strings.Fields(e.Detail); len(f) == 3 {
+				c.mu.Lock()
+				n := c.live.CloseCA(f[2], WhyCAUntrusted)
+				c.mu.Unlock()
+				if n > 0 {
+					log.Info("closed sessions after a CA was no longer trusted elsewhere", "event", "change_applied", "ca", f[1], "closed", n)
+				}
+			}
+			reloadUpTo = max(reloadUpTo, e.ID)
+			continue
 		case registry.EventSessionMoved:
 			c.live.Moved(e.Device, e.Hub)
 			continue

@@ -1,6 +1,7 @@
 package hostkey
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -80,7 +81,13 @@ type Set struct {
 	// the hub announces its keys to devices that were not yet told, so their
 	// known_hosts drop the retired key.
 	Retired []ssh.PublicKey
+	// Certificates are OpenSSH host certificates of signing keys (KEYFILE-cert.pub
+	// beside the key, as sshd's HostCertificate), presented beside the plain keys.
+	Certificates []*ssh.Certificate
 }
+
+// CertSuffix names a host key's certificate beside it, as OpenSSH does.
+const CertSuffix = "-cert.pub"
 
 // Load reads the host keys of the types the policy's algorithms need, creating a
 // missing signing key (mode 0600), and the next and retired keys of those types.
@@ -95,6 +102,13 @@ func Load(dir string, algos []string) (*Set, error) {
 			return nil, err
 		}
 		set.Signing = append(set.Signing, s)
+		cert, err := loadCertificate(filepath.Join(dir, k.file+CertSuffix), s.PublicKey())
+		switch {
+		case err == nil:
+			set.Certificates = append(set.Certificates, cert)
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, err
+		}
 		next, err := loadPrivate(filepath.Join(dir, k.file+nextSuffix))
 		switch {
 		case err == nil:
@@ -114,6 +128,24 @@ func Load(dir string, algos []string) (*Set, error) {
 		return nil, errors.New("hub: ssh.host_key_algorithms names no key type this hub can create")
 	}
 	return set, nil
+}
+
+// loadCertificate reads a host certificate of key.
+func loadCertificate(path string, key ssh.PublicKey) (*ssh.Certificate, error) {
+	pub, err := loadPublic(path)
+	if err != nil {
+		return nil, err
+	}
+	cert, ok := pub.(*ssh.Certificate)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("hostkey: %s is a key, not a certificate", path)
+	case cert.CertType != ssh.HostCert:
+		return nil, fmt.Errorf("hostkey: %s is a user certificate, not a host certificate (ssh-keygen -h, or 'iotsafe ca sign-host')", path)
+	case !bytes.Equal(cert.Key.Marshal(), key.Marshal()):
+		return nil, fmt.Errorf("hostkey: %s certifies another key than %s: sign this hub's key again ('iotsafe ca sign-host')", path, strings.TrimSuffix(path, CertSuffix))
+	}
+	return cert, nil
 }
 
 // Announced are the keys the hub tells devices about: signing, then next.
@@ -276,6 +308,16 @@ func Promote(dir string) ([]Promotion, error) {
 		if err := os.Rename(nextPath, filepath.Join(dir, k.file)); err != nil {
 			return out, fmt.Errorf("hostkey: %w", err)
 		}
+		// The old key's certificate goes with it; the next key's, if it was signed
+		// ahead ('iotsafe ca sign-host' signs next keys too), takes its place.
+		certPath := filepath.Join(dir, k.file+CertSuffix)
+		if err := os.Rename(nextPath+CertSuffix, certPath); errors.Is(err, fs.ErrNotExist) {
+			if err := os.Remove(certPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return out, fmt.Errorf("hostkey: %w", err)
+			}
+		} else if err != nil {
+			return out, fmt.Errorf("hostkey: %w", err)
+		}
 		out = append(out, Promotion{Kind: k.name, Retired: cur.PublicKey(), Signing: next.PublicKey()})
 	}
 	if len(out) == 0 {
@@ -379,3 +421,6 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// LoadPrivateKey reads an OpenSSH private key that only its owner may read.
+func LoadPrivateKey(path string) (ssh.Signer, error) { return loadPrivate(path) }

@@ -34,6 +34,8 @@ func (l live) Forget(device string) {
 
 func (l live) CloseProfile(name, why string) int { return l.h.ssh.KickProfile(name, why) }
 
+func (l live) CloseCA(fingerprint, why string) int { return l.h.ssh.KickCA(fingerprint, why) }
+
 // Moved lets go of a session the device now has on another hub of the registry (it
 // reconnected elsewhere), unless the device is back here.
 func (l live) Moved(device, hub string) {

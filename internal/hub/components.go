@@ -168,8 +168,10 @@ func (h *Hub) startSSH(ctx context.Context) (err error) {
 	cfg := h.cfg
 	sc := cfg.SSH
 	sc.Logger = h.log.With("component", "sshd")
-	sc.Revoker = h.control // a profile's on_violation: revoke takes the one change path
-	sc.Join = h.join       // devices enrolling their own keys with join tokens
+	sc.Revoker = h.control         // a profile's on_violation: revoke takes the one change path
+	sc.Join = h.join               // devices enrolling their own keys with join tokens
+	sc.EnrolByCert = h.enrolByCert // devices with a certificate of a manufacturer's CA
+	sc.HostCertificates = h.hostKeySet.Load().Certificates
 	sc.Services = &h.services
 	sc.SocketAllocated = func() {
 		if err := h.reloadAccess(); err != nil {

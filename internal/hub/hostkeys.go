@@ -2,6 +2,7 @@ package hub
 
 import (
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -41,5 +42,19 @@ func (h *Hub) logRotation(set *hostkey.Set) {
 	}
 	if len(set.Retired) > 0 {
 		h.log.Info("host key rotation: devices not yet told are told the retired keys are gone", "event", "hostkey_retired", "retired", fps(set.Retired))
+	}
+	for _, c := range set.Certificates {
+		until := "forever"
+		if c.ValidBefore != ssh.CertTimeInfinity {
+			t := time.Unix(int64(min(c.ValidBefore, 1<<62)), 0).UTC()
+			until = t.Format(time.RFC3339)
+			if time.Now().After(t) {
+				h.log.Warn("the host certificate expired: devices that trust the hub by its CA refuse it; sign the host key again (iotsafe ca sign-host) and restart",
+					"event", "hostcert_expired", "key", ssh.FingerprintSHA256(c.Key), "expired", until)
+				continue
+			}
+		}
+		h.log.Info("host certificate presented beside the host key", "event", "hostcert", "key", ssh.FingerprintSHA256(c.Key),
+			"ca", ssh.FingerprintSHA256(c.SignatureKey), "principals", strings.Join(c.ValidPrincipals, ","), "until", until)
 	}
 }

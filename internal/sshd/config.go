@@ -90,6 +90,16 @@ type Config struct {
 	// hub passes its change path. Nil: this hub takes no joins.
 	Join func(ctx context.Context, token, name string, key ssh.PublicKey, remote string) (profile string, pending bool, err error) `yaml:"-"`
 
+	// EnrolByCert, if set, enrols a device on its first connection with a certificate of
+	// a manufacturer's CA (registry.SSHCA with a profile): the hub passes its change
+	// path. Nil: such a certificate is refused until the device is enrolled otherwise.
+	EnrolByCert func(ctx context.Context, caFP, name string, key ssh.PublicKey, keyID string, serial uint64, remote string) (pending bool, err error) `yaml:"-"`
+
+	// HostCertificates are OpenSSH host certificates of the host keys: the server
+	// presents each beside its key, so devices can trust the hub by its CA
+	// (@cert-authority) instead of its key.
+	HostCertificates []*ssh.Certificate `yaml:"-"`
+
 	// Revoker revokes a device whose violations reached its profile's on_violation
 	// limit: the hub passes its change path (internal/control), which writes the
 	// registry and ends what the device holds on every path. Nil: a change path of the

@@ -1,6 +1,7 @@
 package sshd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -53,6 +54,9 @@ func (sessionsOnly) Forget(string)        {}
 func (sessionsOnly) Moved(string, string) {}
 func (l sessionsOnly) CloseProfile(name, why string) int {
 	return l.s.KickProfile(name, why)
+}
+func (l sessionsOnly) CloseCA(fingerprint, why string) int {
+	return l.s.KickCA(fingerprint, why)
 }
 
 // ErrClosed is returned by Serve after Close.
@@ -150,8 +154,18 @@ func New(cfg Config, store Store, hostKeys []ssh.Signer) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		if signer != nil {
-			s.sshCfg.AddHostKey(signer)
+		if signer == nil {
+			continue
+		}
+		s.sshCfg.AddHostKey(signer)
+		for _, cert := range cfg.HostCertificates {
+			if bytes.Equal(cert.Key.Marshal(), k.PublicKey().Marshal()) {
+				cs, err := ssh.NewCertSigner(cert, signer)
+				if err != nil {
+					return nil, fmt.Errorf("sshd: host certificate: %w", err)
+				}
+				s.sshCfg.AddHostKey(cs)
+			}
 		}
 	}
 	return s, nil

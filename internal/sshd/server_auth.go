@@ -36,6 +36,9 @@ func (s *Server) checkKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permis
 	if meta.User() == sshext.JoinUser {
 		return s.checkJoin(key)
 	}
+	if cert, ok := key.(*ssh.Certificate); ok {
+		return s.checkCert(meta, cert)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	defer cancel()
 	d, revoked, err := s.store.DeviceByKey(ctx, key)
@@ -84,11 +87,22 @@ func (s *Server) admitSession(meta ssh.ConnMetadata, key ssh.PublicKey, perms *s
 	remote := meta.RemoteAddr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.HandshakeTimeout)
 	defer cancel()
-	// Re-read: a revoke may have landed between the key query and the signature.
-	d, revoked, err := s.store.DeviceByKey(ctx, key)
-	if err != nil || revoked || d.Name != name {
-		s.refusedEvent(registry.Event{Device: name, Kind: registry.EventAuthRefused, Detail: "key revoked", Remote: remote})
-		return nil, refuse("the key of device %q is revoked", name)
+	var d *registry.Device
+	var keyFP string
+	if cert, ok := key.(*ssh.Certificate); ok {
+		var err error
+		if d, err = s.admitCert(ctx, meta, cert, perms); err != nil {
+			return nil, err
+		}
+		keyFP = ssh.FingerprintSHA256(cert.Key)
+	} else {
+		// Re-read: a revoke may have landed between the key query and the signature.
+		got, revoked, err := s.store.DeviceByKey(ctx, key)
+		if err != nil || revoked || got.Name != name {
+			s.refusedEvent(registry.Event{Device: name, Kind: registry.EventAuthRefused, Detail: "key revoked", Remote: remote})
+			return nil, refuse("the key of device %q is revoked", name)
+		}
+		d, keyFP = got, ssh.FingerprintSHA256(key)
 	}
 	prof, err := s.store.Profile(ctx, d.Profile)
 	if err != nil {
@@ -96,7 +110,7 @@ func (s *Server) admitSession(meta ssh.ConnMetadata, key ssh.PublicKey, perms *s
 		return nil, refuse("device %q has no usable profile %q; ask the operator", name, d.Profile)
 	}
 	sess := newSession(s, d, prof, remote)
-	sess.keyFP = ssh.FingerprintSHA256(key)
+	sess.keyFP, sess.certCA = keyFP, perms.Extensions[extCertCA]
 	if err := s.reserve(sess, connKey(meta.RemoteAddr(), meta.LocalAddr())); err != nil {
 		s.violation(sess.device, prof, err.Error(), remote)
 		return nil, refuse("%v", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -114,6 +115,11 @@ func (s *Server) join(command, key, remote string) ([]byte, uint32) {
 	if set := s.hostKeys.Load(); set != nil {
 		for _, k := range set.Announced() {
 			ans.HostKeys = append(ans.HostKeys, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))))
+		}
+	}
+	for _, c := range s.cfg.HostCertificates {
+		if line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(c.SignatureKey))); !slices.Contains(ans.HostCAs, line) {
+			ans.HostCAs = append(ans.HostCAs, line)
 		}
 	}
 	s.log.Info("device joined with a token", "device", name, "remote", remote, "key", ssh.FingerprintSHA256(pub), "pending_approval", pending)

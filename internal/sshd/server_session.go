@@ -25,6 +25,7 @@ type session struct {
 	prof   *profile.Profile
 	remote string
 	keyFP  string // fingerprint of the key the device authenticated with
+	certCA string // fingerprint of the CA whose certificate it presented, if it did
 	log    *slog.Logger
 	// requestsServed, for a gateway, is closed once the goroutine serving its global
 	// requests is done; nil for other devices (their requests are served by run).
@@ -436,6 +437,22 @@ func (s *Server) KickKey(device, fingerprint, why string) int {
 	}
 	s.mu.Unlock()
 	// Revoked or removed here: the gateway closes the device and keeps it out.
+	return closeSessions(victims, why, (*session).tellGateway)
+}
+
+// KickCA closes the sessions that logged in with a certificate of the CA of that
+// fingerprint (it is no longer trusted).
+func (s *Server) KickCA(fingerprint, why string) int {
+	s.mu.Lock()
+	var victims []*session
+	for _, ds := range s.devices {
+		for _, ss := range ds.sessions {
+			if ss.certCA == fingerprint {
+				victims = append(victims, ss)
+			}
+		}
+	}
+	s.mu.Unlock()
 	return closeSessions(victims, why, (*session).tellGateway)
 }
 
