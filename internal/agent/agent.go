@@ -34,6 +34,12 @@ type Config struct {
 	// attempt when it changed (key rotation without restarting the agent).
 	KeyFile string
 	HostKey ssh.HostKeyCallback
+	// HostKeyAlgorithms, if set, are the only host key algorithms asked for
+	// (CertHostKeyAlgorithms with a HostCA).
+	HostKeyAlgorithms []string
+	// Certificate, if set, is an OpenSSH certificate FILE of the device key: the agent
+	// offers it first (read at each connection, so a renewed one is used), then the key.
+	Certificate string
 	// HostKeys, if set, learns what the hub announces of its host keys during a
 	// rotation (PinFingerprint and KnownHosts give both this and HostKey).
 	HostKeys HostKeyLearner
@@ -369,8 +375,9 @@ func (a *Agent) session(ctx context.Context) error {
 	}
 	revoked := false // the hub's banner said so (iotsafe hubs do)
 	cc := &ssh.ClientConfig{
-		User: a.cfg.Device,
-		Auth: []ssh.AuthMethod{ssh.PublicKeys(a.key.current())},
+		User:              a.cfg.Device,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(a.signers()...)},
+		HostKeyAlgorithms: a.cfg.HostKeyAlgorithms,
 		BannerCallback: func(msg string) error {
 			a.log.Warn("hub says", "message", msg)
 			if strings.Contains(msg, "is revoked") {

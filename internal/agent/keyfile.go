@@ -135,3 +135,35 @@ func GenerateKeyPair(path, comment string) (ssh.PublicKey, error) {
 	}
 	return pub, nil
 }
+
+// signers are what the agent offers the hub: its certificate, if it has one of its
+// current key, then the key.
+func (a *Agent) signers() []ssh.Signer {
+	key := a.key.current()
+	if a.cfg.Certificate == "" {
+		return []ssh.Signer{key}
+	}
+	cs, err := CertSigner(a.cfg.Certificate, key)
+	if err != nil {
+		a.log.Warn("cannot use the device certificate; offering the key alone", "file", a.cfg.Certificate, "err", err)
+		return []ssh.Signer{key}
+	}
+	return []ssh.Signer{cs, key}
+}
+
+// CertSigner reads an OpenSSH certificate file and pairs it with the key it certifies.
+func CertSigner(path string, key ssh.Signer) (ssh.Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pub, _, _, _, err := ssh.ParseAuthorizedKey(b)
+	if err != nil {
+		return nil, err
+	}
+	cert, ok := pub.(*ssh.Certificate)
+	if !ok {
+		return nil, fmt.Errorf("%s holds a key, not a certificate", path)
+	}
+	return ssh.NewCertSigner(cert, key)
+}

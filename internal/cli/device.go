@@ -133,13 +133,9 @@ func resolveProfile(ctx context.Context, reg *registry.Registry, arg string) (st
 }
 
 func readPublicKey(path string) (ssh.PublicKey, error) {
-	b, err := os.ReadFile(path)
+	k, err := readKeyFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--pubkey: %w", err)
-	}
-	k, _, _, _, err := ssh.ParseAuthorizedKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("--pubkey %s: not an OpenSSH public key: %w", path, err)
 	}
 	return k, nil
 }

@@ -90,7 +90,7 @@ ssh and dbclient work as agents too); the other commands administer the hub.`,
 	root.PersistentFlags().StringVar(&g.config, "config", "", "hub config file (default DATA/hub.yaml if present)")
 	root.AddCommand(hubCmd(g), scanCmd(g), deviceCmd(g), jwtCmd(g), profileCmd(g), eventsCmd(g), agentcmd.Command(), connectCmd(g), demoCmd(g),
 		grantCmd(g), ungrantCmd(g), grantsCmd(g), poolCmd(g), resolveCmd(g), accountCmd(g), frontdoorCmd(g), statusCmd(g), mqttCmd(g), soapCmd(g), registryCmd(g),
-		tokenCmd(g),
+		tokenCmd(g), caCmd(g),
 		groupKindCmd(g, registry.GroupNetwork, "Networks", "  iotsafe network add plant-a --description 'the first plant'\n  iotsafe device set-groups dev42 network:plant-a\n  iotsafe grant --account team-a @network:plant-a +telemetry"),
 		groupKindCmd(g, registry.GroupDeviceType, "Device types", "  iotsafe devicetype add thermostat\n  iotsafe device set-groups dev42 network:plant-a devicetype:thermostat"),
 		backupCmd(g), restoreCmd(g), hostkeyCmd(g), initCmd(g), doctorCmd(g), labcmd.Command(), dataHelp())
@@ -141,7 +141,7 @@ var commandGroups = []struct {
 	commands  []string
 }{
 	{"hub", "Run and look after the hub:", []string{"hub", "init", "status", "doctor", "events", "backup", "restore", "hostkey", "pool", "registry", "demo"}},
-	{"fleet", "Devices and what they may do:", []string{"device", "token", "network", "devicetype", "profile", "mqtt", "soap"}},
+	{"fleet", "Devices and what they may do:", []string{"device", "token", "ca", "network", "devicetype", "profile", "mqtt", "soap"}},
 	{"access", "Who may reach which device service:", []string{"grant", "ungrant", "grants", "account", "frontdoor", "jwt", "resolve", "connect"}},
 	{"device", "On a device:", []string{"agent"}},
 	{"measure", "Measure and check:", []string{"scan", "bench"}},

@@ -14,6 +14,9 @@ type JoinAnswer struct {
 	// keys it signs with now, and the next ones during a rotation.
 	HostKeys []string `json:"host_keys"`
 	Profile  string   `json:"profile"`
+	// HostCAs are the CAs of the hub's host certificates (authorized_keys form), if it
+	// presents any: a device that trusts them trusts every hub of the deployment.
+	HostCAs []string `json:"host_cas,omitempty"`
 	// Pending: the token asks for the operator's approval; the device is refused until
 	// 'iotsafe device approve'.
 	Pending bool `json:"pending,omitempty"`

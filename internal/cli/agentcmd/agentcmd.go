@@ -29,6 +29,8 @@ type agentFile struct {
 	Key               string         `yaml:"key"`
 	HubKey            string         `yaml:"hub_key"`
 	KnownHosts        string         `yaml:"known_hosts"`
+	HubCA             string         `yaml:"hub_ca"`
+	Certificate       string         `yaml:"certificate"`
 	TrustOnFirstUse   bool           `yaml:"trust_on_first_use"`
 	Expose            []string       `yaml:"expose"`
 	Forward           []string       `yaml:"forward"`
@@ -146,6 +148,8 @@ restarted.`,
 	fl.StringVar(&f.Key, "key", "", "device private key FILE (OpenSSH format); re-read before a reconnect when it changed (key rotation)")
 	fl.StringVar(&f.HubKey, "hub-key", "", "pin the hub's host key by fingerprint SHA256:... (several hubs: their fingerprints, comma-separated)")
 	fl.StringVar(&f.KnownHosts, "known-hosts", "", "trust hub keys listed in this known_hosts FILE")
+	fl.StringVar(&f.HubCA, "hub-ca", "", "trust any hub with a host certificate of this CA for the address dialled: the CA's public key, or a FILE of them (OpenSSH's @cert-authority; 'iotsafe ca init' on the hub)")
+	fl.StringVar(&f.Certificate, "certificate", "", "an OpenSSH certificate FILE of the device key ('iotsafe ca sign' on the hub, or a manufacturer's); default: KEY-cert.pub if it exists")
 	fl.BoolVar(&f.TrustOnFirstUse, "trust-on-first-use", false, "with --known-hosts: record the hub's key on first connect (a changed key is still refused)")
 	fl.StringArrayVar(&f.Expose, "expose", nil, "expose a device service: ALIAS=HOST:PORT (repeatable)")
 	fl.StringArrayVar(&f.Forward, "forward", nil, "reach a hub service: HOST:PORT=ALIAS (repeatable)")
@@ -166,6 +170,9 @@ func printAgentConfig(cmd *cobra.Command, f agentFile, cfg agent.Config) {
 	fmt.Fprintln(w, "agent configuration ok")
 	fmt.Fprintf(w, "  device   %s, key %s (%s %s)\n", cfg.Device, cfg.KeyFile, cfg.Signer.PublicKey().Type(), ssh.FingerprintSHA256(cfg.Signer.PublicKey()))
 	trust := "pinned " + f.HubKey
+	if f.HubCA != "" {
+		trust = "hubs certified by the CA " + f.HubCA
+	}
 	if f.KnownHosts != "" {
 		trust = "known_hosts " + f.KnownHosts
 		switch {
@@ -176,6 +183,9 @@ func printAgentConfig(cmd *cobra.Command, f agentFile, cfg agent.Config) {
 		}
 	}
 	fmt.Fprintf(w, "  hub      %s, host key %s\n", cfg.Hub, trust)
+	if cfg.Certificate != "" {
+		fmt.Fprintf(w, "  cert     %s (offered before the key)\n", cfg.Certificate)
+	}
 	for _, e := range cfg.Expose {
 		fmt.Fprintf(w, "  expose   %s=%s\n", e.Alias, e.Target)
 	}
@@ -263,6 +273,8 @@ func mergeAgentFile(path string, f *agentFile, cmd *cobra.Command) error {
 	set("key", &f.Key, fileCfg.Key)
 	set("hub-key", &f.HubKey, fileCfg.HubKey)
 	set("known-hosts", &f.KnownHosts, fileCfg.KnownHosts)
+	set("hub-ca", &f.HubCA, fileCfg.HubCA)
+	set("certificate", &f.Certificate, fileCfg.Certificate)
 	set("log-level", &f.Log.Level, fileCfg.Log.Level)
 	set("log-format", &f.Log.Format, fileCfg.Log.Format)
 	if !cmd.Flags().Changed("trust-on-first-use") {
@@ -317,9 +329,23 @@ func (f *agentFile) build(dryRun bool) (agent.Config, error) {
 		return cfg, fmt.Errorf("--key %s: %w", f.Key, err)
 	}
 	cfg.KeyFile = f.Key
+	cfg.Certificate = f.Certificate
+	if cfg.Certificate == "" && exists(f.Key+"-cert.pub") {
+		cfg.Certificate = f.Key + "-cert.pub" // where ssh-keygen -s and 'iotsafe ca sign' put it
+	}
+	if cfg.Certificate != "" {
+		if _, err := agent.CertSigner(cfg.Certificate, cfg.Signer); err != nil {
+			return cfg, fmt.Errorf("--certificate %s: %w", cfg.Certificate, err)
+		}
+	}
 	switch {
-	case f.HubKey != "" && f.KnownHosts != "":
-		return cfg, errors.New("give --hub-key or --known-hosts, not both")
+	case (f.HubKey != "") && (f.KnownHosts != "") || (f.HubCA != "") && (f.HubKey != "" || f.KnownHosts != ""):
+		return cfg, errors.New("give one of --hub-key, --known-hosts or --hub-ca")
+	case f.HubCA != "":
+		var ca *agent.HostCA
+		if ca, err = agent.TrustHostCA(f.HubCA); err == nil {
+			cfg.HostKey, cfg.HostKeys, cfg.HostKeyAlgorithms = ca.Check, ca, agent.CertHostKeyAlgorithms
+		}
 	case f.HubKey != "":
 		var p *agent.Pins
 		if p, err = agent.PinFingerprint(f.HubKey); err == nil {
@@ -335,7 +361,7 @@ func (f *agentFile) build(dryRun bool) (agent.Config, error) {
 			cfg.HostKey, cfg.HostKeys = k.Check, k
 		}
 	default:
-		return cfg, errors.New("the hub's host key must be pinned: --hub-key SHA256:... (printed by 'iotsafe hub') or --known-hosts FILE [--trust-on-first-use]")
+		return cfg, errors.New("the hub's host key must be pinned: --hub-key SHA256:... (printed by 'iotsafe hub'), --known-hosts FILE [--trust-on-first-use], or --hub-ca KEY (the hub's host certificate authority)")
 	}
 	if err != nil {
 		return cfg, err

@@ -87,7 +87,13 @@ func join(cmd *cobra.Command, hub, hubKey, token, name, dir string) error {
 		os.Remove(keyPath + ".pub")
 		return err
 	}
-	b, _ := yaml.Marshal(map[string]string{"hub": hub, "device": ans.Device, "key": keyPath, "hub_key": hubKey})
+	conf := map[string]string{"hub": hub, "device": ans.Device, "key": keyPath, "hub_key": hubKey}
+	if len(ans.HostCAs) > 0 {
+		// Learned over the pinned session: trust every hub of the deployment by its CA.
+		delete(conf, "hub_key")
+		conf["hub_ca"] = strings.Join(ans.HostCAs, "\n")
+	}
+	b, _ := yaml.Marshal(conf)
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		return err
 	}
