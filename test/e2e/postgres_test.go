@@ -140,6 +140,18 @@ func TestRegistryOnPostgres(t *testing.T) {
 	}
 }
 
+// startSharedHub starts hub name on the PostgreSQL registry dsn; the hubs of one
+// registry share one pool, cidr (each test its own range).
+func startSharedHub(t *testing.T, dsn, name, cidr, extra string) *hubProc {
+	t.Helper()
+	data := t.TempDir()
+	cfg := fmt.Sprintf("log: {level: debug, format: json}\naccess: {kernel: off}\npool: {cidr: %s}\nregistry: {dsn: %q, hub_name: %s}\nrest: {listen: '127.0.0.1:0'}\n%sssh:\n  listen: 127.0.0.1:0\n", cidr, dsn, name, extra)
+	if err := os.WriteFile(filepath.Join(data, "hub.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startHub(t, data, "")
+}
+
 // Two hubs share one PostgreSQL registry under their own names: a device with both
 // hubs in its agent's list is recorded at the hub that holds its session, moves to the
 // other when its hub is killed (same protected socket address, served again), and a
@@ -147,15 +159,7 @@ func TestRegistryOnPostgres(t *testing.T) {
 // the registry alone (LISTEN/NOTIFY).
 func TestHubsShareAPostgresRegistry(t *testing.T) {
 	dsn := pgscratch.Start(t).Database(t)
-	hubNamed := func(name, extra string) *hubProc {
-		data := t.TempDir()
-		// One registry, one pool: the same range for both hubs.
-		cfg := fmt.Sprintf("log: {level: debug, format: json}\naccess: {kernel: off}\npool: {cidr: 127.78.9.0/24}\nregistry: {dsn: %q, hub_name: %s}\nrest: {listen: '127.0.0.1:0'}\n%sssh:\n  listen: 127.0.0.1:0\n", dsn, name, extra)
-		if err := os.WriteFile(filepath.Join(data, "hub.yaml"), []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return startHub(t, data, "")
-	}
+	hubNamed := func(name, extra string) *hubProc { return startSharedHub(t, dsn, name, "127.78.9.0/24", extra) }
 	a, b := hubNamed("edge-a", ""), hubNamed("edge-b", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\nmqtt: {tls_listen: '127.0.0.1:0'}\n")
 	key := a.addDevice("dev1")
 
