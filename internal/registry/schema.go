@@ -248,7 +248,7 @@ CREATE TABLE IF NOT EXISTS join_tokens (
 // enrolled (principal = device name); one with a profile is a manufacturer's: a device
 // it vouches for is enrolled on its first connection (zero-touch), its key bound to the
 // name from then on. ssh_certs holds the certificates the hub signed (by serial) and
-// the revocations of any CA's certificates: by serial, or by key (serial ”).
+// the revocations of any CA's certificates: by serial, or by key (an empty serial).
 const schemaV14 = `
 CREATE TABLE IF NOT EXISTS ssh_cas (
 	id          INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -22,14 +22,15 @@ import (
 
 // Audit events of SSH certificates.
 const (
-	EventSSHCATrusted    = "ssh_ca_trusted"
-	EventSSHCAUntrusted  = "ssh_ca_untrusted"
-	EventSSHCertSigned   = "ssh_cert_signed"
-	EventSSHCertRevoked  = "ssh_cert_revoked"
-	EventSSHCertRefused  = "ssh_cert_refused"
-	EventEnrolledByCert  = "enrolled_by_certificate"
-	sshCANamePatternNote = "lower-case letters, digits and '-'"
+	EventSSHCATrusted   = "ssh_ca_trusted"
+	EventSSHCAUntrusted = "ssh_ca_untrusted"
+	EventSSHCertSigned  = "ssh_cert_signed"
+	EventSSHCertRevoked = "ssh_cert_revoked"
+	EventSSHCertRefused = "ssh_cert_refused"
+	EventEnrolledByCert = "enrolled_by_certificate"
 )
+
+const sshCANamePatternNote = "lower-case letters, digits and '-'"
 
 // SSHCA is a certificate authority the hub trusts for devices.
 type SSHCA struct {
