@@ -30,6 +30,7 @@ import (
 const (
 	WayJoin   = "join-token"    // each device, over SSH, with one token
 	WayImport = "device-import" // the operator, one 'iotsafe device import' of every key
+	WayCert   = "certificate"   // each device, on its first login, with a manufacturer's certificate (zero-touch)
 )
 
 // Options of a run.
@@ -81,13 +82,13 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Results, error) {
 	}
 	res.Options = o
 	lab.RaiseFileLimit(o.Progress)
-	o.Progress.Start(3)
+	o.Progress.Start(4)
 	o.Progress.Step(fmt.Sprintf("making %d device keys (on the devices' side; not timed)", o.Devices))
 	keys := make([]ed25519.PrivateKey, o.Devices)
 	for i := range keys {
 		_, keys[i], _ = ed25519.GenerateKey(rand.Reader)
 	}
-	for _, way := range []string{WayJoin, WayImport} {
+	for _, way := range []string{WayJoin, WayCert, WayImport} {
 		o.Progress.Step(fmt.Sprintf("%s: %d devices", way, o.Devices))
 		w, err := enrolWay(ctx, b, o, way, keys)
 		res.Ways = append(res.Ways, w)
@@ -132,6 +133,8 @@ func enrolWay(ctx context.Context, b *lab.Bench, o Options, way string, keys []e
 		err = joinAll(ctx, &w, adm, srv, keys, o.Concurrency)
 	case WayImport:
 		err = importAll(ctx, &w, adm, keys)
+	case WayCert:
+		err = certAll(ctx, &w, adm, srv, keys, o.Concurrency)
 	}
 	w.Elapsed = time.Since(start)
 	c1, _ := lab.TreeCPU(srv.Proc.PID())
@@ -157,14 +160,20 @@ func joinAll(ctx context.Context, w *Way, adm lab.Admin, srv *lab.SSHServer, key
 	if err := json.Unmarshal(out, &tok); err != nil {
 		return fmt.Errorf("token create: %w", err)
 	}
+	return everyDevice(w, len(keys), concurrency, func(i int) error {
+		return joinOne(ctx, srv.Addr, tok.HubKey, tok.Token, name(i), keys[i], i/8)
+	})
+}
+
+// everyDevice runs enrol for devices 0..n-1, concurrency at once, and counts.
+func everyDevice(w *Way, n, concurrency int, enrol func(i int) error) error {
 	var g errgroup.Group
 	g.SetLimit(concurrency)
 	var mu sync.Mutex
 	var ok, failed atomic.Int64
-	for i := range keys {
+	for i := range n {
 		g.Go(func() error {
-			err := joinOne(ctx, srv.Addr, tok.HubKey, tok.Token, name(i), keys[i], i/8)
-			if err != nil {
+			if err := enrol(i); err != nil {
 				failed.Add(1)
 				mu.Lock()
 				w.Errors[trimErr(err)]++
@@ -178,9 +187,58 @@ func joinAll(ctx context.Context, w *Way, adm lab.Admin, srv *lab.SSHServer, key
 	g.Wait()
 	w.Devices, w.Failures = int(ok.Load()), int(failed.Load())
 	if w.Failures > 0 {
-		return fmt.Errorf("%d of %d joins failed: %v", w.Failures, len(keys), w.Errors)
+		return fmt.Errorf("%d of %d enrolments failed: %v", w.Failures, n, w.Errors)
 	}
 	return nil
+}
+
+// certAll has every device log in once with a certificate of a manufacturer's CA the
+// hub trusts for dev-*: each is enrolled on that login (zero-touch). The certificates
+// are signed before the clock starts, as at the factory.
+func certAll(ctx context.Context, w *Way, adm lab.Admin, srv *lab.SSHServer, keys []ed25519.PrivateKey, concurrency int) error {
+	_, caKey, _ := ed25519.GenerateKey(rand.Reader)
+	ca, err := ssh.NewSignerFromKey(caKey)
+	if err != nil {
+		return err
+	}
+	caFile := filepath.Join(adm.Data, "factory-ca.pub")
+	if err := os.WriteFile(caFile, ssh.MarshalAuthorizedKey(ca.PublicKey()), 0o644); err != nil {
+		return err
+	}
+	if _, err := adm.Run(ctx, nil, "ca", "trust", caFile, "--name", "factory", "--names", "dev-*", "--profile", "default"); err != nil {
+		return err
+	}
+	hubKey, err := adm.Run(ctx, nil, "hostkey", "list", "-o", "json")
+	if err != nil {
+		return err
+	}
+	var entries []struct{ State, Fingerprint string }
+	if err := json.Unmarshal(hubKey, &entries); err != nil || len(entries) == 0 {
+		return fmt.Errorf("hostkey list: %v", err)
+	}
+	signers := make([]ssh.Signer, len(keys))
+	now := time.Now()
+	for i, k := range keys {
+		s, err := ssh.NewSignerFromKey(k)
+		if err != nil {
+			return err
+		}
+		cert := &ssh.Certificate{Key: s.PublicKey(), Serial: uint64(i + 1), CertType: ssh.UserCert, KeyId: name(i),
+			ValidPrincipals: []string{name(i)}, ValidAfter: uint64(now.Add(-time.Hour).Unix()), ValidBefore: uint64(now.Add(24 * time.Hour).Unix())}
+		if err := cert.SignCert(rand.Reader, ca); err != nil {
+			return err
+		}
+		if signers[i], err = ssh.NewCertSigner(cert, s); err != nil {
+			return err
+		}
+	}
+	return everyDevice(w, len(keys), concurrency, func(i int) error {
+		c, err := dialAs(ctx, srv.Addr, entries[0].Fingerprint, name(i), signers[i], i/8)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
 }
 
 // joinOne is one device's join: as sshext.JoinUser with its key, "join NAME TOKEN".
@@ -189,24 +247,10 @@ func joinOne(ctx context.Context, addr, hubKey, token, dev string, key ed25519.P
 	if err != nil {
 		return err
 	}
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 4, byte(src/250), byte(src%250+1))}, Timeout: 30 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	client, err := dialAs(ctx, addr, hubKey, sshext.JoinUser, signer, src)
 	if err != nil {
 		return err
 	}
-	cfg := &ssh.ClientConfig{User: sshext.JoinUser, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Timeout: 30 * time.Second,
-		HostKeyCallback: func(_ string, _ net.Addr, k ssh.PublicKey) error {
-			if ssh.FingerprintSHA256(k) != hubKey {
-				return errors.New("not the hub's host key")
-			}
-			return nil
-		}}
-	c, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
-	if err != nil {
-		conn.Close()
-		return err
-	}
-	client := ssh.NewClient(c, chans, reqs)
 	defer client.Close()
 	sess, err := client.NewSession()
 	if err != nil {
@@ -223,6 +267,29 @@ func joinOne(ctx context.Context, addr, hubKey, token, dev string, key ed25519.P
 		return fmt.Errorf("not a join's answer: %q", out.String())
 	}
 	return nil
+}
+
+// dialAs logs in to the hub as user with signer, from loopback address number src
+// (the hub caps handshakes and joins per source address).
+func dialAs(ctx context.Context, addr, hubKey, user string, signer ssh.Signer, src int) (*ssh.Client, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 4, byte(src/250), byte(src%250+1))}, Timeout: 30 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &ssh.ClientConfig{User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Timeout: 30 * time.Second,
+		HostKeyCallback: func(_ string, _ net.Addr, k ssh.PublicKey) error {
+			if ssh.FingerprintSHA256(k) != hubKey {
+				return errors.New("not the hub's host key")
+			}
+			return nil
+		}}
+	c, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return ssh.NewClient(c, chans, reqs), nil
 }
 
 // importAll enrols every key with one 'iotsafe device import' through the running hub.
