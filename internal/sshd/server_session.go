@@ -63,6 +63,9 @@ type session struct {
 	announced  string
 	// proofs are the host key proofs asked; proofsAllowed grows with each announcement.
 	proofs, proofsAllowed atomic.Int32
+	// keepaliveTimer is the pending keepalive; close stops it, so a closed session (its
+	// connection and buffers, some 20 KiB) is not held until the timer would have fired.
+	keepaliveTimer atomic.Pointer[time.Timer]
 }
 
 func newSession(s *Server, d *registry.Device, p *profile.Profile, remote string) *session {
@@ -196,6 +199,9 @@ func (ss *session) alive(timeout time.Duration) bool {
 func (ss *session) close(why string) {
 	ss.closeOnce.Do(func() {
 		close(ss.done)
+		if t := ss.keepaliveTimer.Load(); t != nil {
+			t.Stop()
+		}
 		s := ss.srv
 		s.mu.Lock()
 		if ds := s.devices[ss.device.Name]; ds != nil {
@@ -395,7 +401,7 @@ func (ss *session) keepalive() {
 	ss.srv.mu.Lock()
 	interval := ss.srv.cfg.KeepaliveInterval
 	ss.srv.mu.Unlock()
-	time.AfterFunc(interval, func() {
+	t := time.AfterFunc(interval, func() {
 		select {
 		case <-ss.done:
 			return
@@ -414,6 +420,12 @@ func (ss *session) keepalive() {
 		}
 		ss.keepalive()
 	})
+	ss.keepaliveTimer.Store(t)
+	select {
+	case <-ss.done: // closed meanwhile: close may have stopped the timer before
+		t.Stop()
+	default:
+	}
 }
 
 // Kick closes every live session of a device (after a revoke or removal). It reports

@@ -336,3 +336,27 @@ func TestKickProfileAppliesTheNewVersion(t *testing.T) {
 		t.Fatalf("the same version applied again closed %d sessions", n)
 	}
 }
+
+// A closed session's keepalive timer is stopped: the session, its connection and
+// buffers are not held until the timer would have fired (an interval later).
+func TestClosedSessionStopsItsKeepaliveTimer(t *testing.T) {
+	f := newFixture(t, testProfile("name: p\nreverse: {http: 0}\n"), func(c *Config) { c.KeepaliveInterval = time.Hour })
+	conn, _, reqs := f.dial(t)
+	go ssh.DiscardRequests(reqs)
+	// Answered once the session serves its requests, after its keepalive is armed.
+	if _, _, err := conn.SendRequest("nosuch@iotsafe.dev", true, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.mu.Lock()
+	ss := f.srv.devices["dev1"].sessions[0]
+	f.srv.mu.Unlock()
+	if ss.keepaliveTimer.Load() == nil {
+		t.Fatal("no keepalive armed")
+	}
+	if n := f.srv.Kick("dev1", "test"); n != 1 {
+		t.Fatalf("kicked %d", n)
+	}
+	if ss.keepaliveTimer.Load().Stop() {
+		t.Fatal("the closed session's keepalive timer was still pending")
+	}
+}
