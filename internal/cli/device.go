@@ -34,18 +34,26 @@ func deviceCmd(g *globals) *cobra.Command {
 
 func deviceAddCmd(g *globals) *cobra.Command {
 	var prof, pubkey, keygen string
+	var noKey bool
 	var groups []string
 	var outFmt *output
 	c := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Enroll a device with its public key and allocate its protected sockets",
 		Example: `  iotsafe device add dev1 --keygen ./keys          # creates ./keys/dev1 and ./keys/dev1.pub
-  iotsafe device add cam7 --pubkey cam7.pub --profile camera.yaml`,
+  iotsafe device add cam7 --pubkey cam7.pub --profile camera.yaml
+  iotsafe device add dev9 --no-key                 # it logs in with a certificate ('iotsafe ca sign')`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if (pubkey == "") == (keygen == "") {
-				return errors.New("give exactly one of --pubkey FILE or --keygen DIR")
+			given := 0
+			for _, set := range []bool{pubkey != "", keygen != "", noKey} {
+				if set {
+					given++
+				}
+			}
+			if given != 1 {
+				return errors.New("give exactly one of --pubkey FILE, --keygen DIR or --no-key")
 			}
 			// Before anything is written: the name becomes a file name under --keygen.
 			if err := checkDeviceName(name); err != nil {
@@ -65,17 +73,21 @@ func deviceAddCmd(g *globals) *cobra.Command {
 				return err
 			}
 			var key ssh.PublicKey
-			var keyFile string
-			if pubkey != "" {
+			var keyFile, keyLine string
+			switch {
+			case pubkey != "":
 				if key, err = readPublicKey(pubkey); err != nil {
 					return err
 				}
-			} else {
+			case keygen != "":
 				if key, keyFile, err = generateDeviceKey(filepath.Join(keygen, name), name); err != nil {
 					return err
 				}
 			}
-			a, err := g.change(cmd, control.AddDevice{Name: name, Profile: profName, Key: string(ssh.MarshalAuthorizedKey(key)), Groups: groups})
+			if key != nil {
+				keyLine = string(ssh.MarshalAuthorizedKey(key))
+			}
+			a, err := g.change(cmd, control.AddDevice{Name: name, Profile: profName, Key: keyLine, Groups: groups})
 			if err != nil {
 				if keyFile != "" {
 					removeKeyPair(keyFile)
@@ -87,7 +99,11 @@ func deviceAddCmd(g *globals) *cobra.Command {
 				return outFmt.print(cmd.OutOrStdout(), d)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "enrolled %s (profile %s, address %s, key %s)\n", d.Name, d.Profile, d.Address, d.Keys[0].Fingerprint)
+			keyNote := "no SSH key: it logs in with a certificate ('iotsafe ca sign " + d.Name + "'), or 'iotsafe device key add' gives it one"
+			if len(d.Keys) > 0 {
+				keyNote = "key " + d.Keys[0].Fingerprint
+			}
+			fmt.Fprintf(w, "enrolled %s (profile %s, address %s, %s)\n", d.Name, d.Profile, d.Address, keyNote)
 			for _, s := range d.Sockets {
 				fmt.Fprintf(w, "  protected socket %-10s %s\n", s.Alias, s.Addr)
 			}
@@ -100,6 +116,7 @@ func deviceAddCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&prof, "profile", profile.DefaultName, "profile NAME from the registry, or a profile FILE (YAML) to store and use")
 	c.Flags().StringVar(&pubkey, "pubkey", "", "the device's OpenSSH public key FILE")
 	c.Flags().StringVar(&keygen, "keygen", "", "create an ed25519 key pair in DIR (DIR/NAME, DIR/NAME.pub)")
+	c.Flags().BoolVar(&noKey, "no-key", false, "enrol without an SSH key: the device logs in with a certificate of a CA the hub trusts ('iotsafe ca sign')")
 	c.Flags().StringArrayVar(&groups, "group", nil, "device group (repeatable): 'iotsafe grant ... @GROUP' covers all its devices")
 	outFmt = addOutput(c)
 	return c

@@ -246,6 +246,15 @@ NAME must be enrolled ('iotsafe device add NAME' — the key need not be).`,
 			if err != nil {
 				return err
 			}
+			if err := g.withRegistry(cmd, func(reg *registry.Registry) error {
+				_, err := reg.Device(cmd.Context(), name)
+				if errors.Is(err, registry.ErrNotFound) {
+					return fmt.Errorf("no device %q: enrol it first ('iotsafe device add %s --no-key', or with its key)", name, name)
+				}
+				return err
+			}); err != nil {
+				return err
+			}
 			serial, err := sshca.NewSerial()
 			if err != nil {
 				return err
