@@ -193,9 +193,11 @@ func printTryNext(o Options, h *hub.Hub) {
   %[7]s   # a copy of the data folder, the hub running
   %[8]s && %[9]s   # the devices learn the hub's next host key
   %[10]s   # agent.yaml for a real device ('make agents' builds its agent)
+  %[12]s   # a join token: devices enrol keys they make (it prints the command for them)
 `, o.cli("connect dev2 http"), o.cli("status"), o.cli("device list"), o.cli("device show dev1"), o.cli("events"), o.cli("scan --hub"),
 		o.cli("backup iotsafe-backup-$(date +%s)"), o.cli("hostkey add"), o.cli("hostkey list"),
-		o.cli(fmt.Sprintf("device agent-config dev2 --hub %s --expose http=127.0.0.1:80", h.SSHAddr())), o.cli("doctor"))
+		o.cli(fmt.Sprintf("device agent-config dev2 --hub %s --expose http=127.0.0.1:80", h.SSHAddr())), o.cli("doctor"),
+		o.cli("token create --names 'sensor-*' --uses 10"))
 }
 
 // cli is an iotsafe command line as the hints print it: --data only where the commands

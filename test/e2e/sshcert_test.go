@@ -233,4 +233,29 @@ func TestHostCertificateTrustsEveryHub(t *testing.T) {
 		"-o", "ExitOnForwardFailure=yes", "-i", dk, "-p", h2.port, "-R", "http:80:"+hostPortOf(app), "dev-s@127.0.0.1")
 	h2.log.wait(t, "reverse forward open", "device", "dev-s")
 	mustGet(t, h2.socket("dev-s", "http"), "hello via hub 2")
+
+	// Zero-touch on PostgreSQL: trusted through hub 1, enrolled at hub 2.
+	acme := keygen(t, t.TempDir(), "acme-ca")
+	h1.mustCLI("ca", "trust", acme+".pub", "--name", "acme", "--names", "pg-*", "--profile", "default")
+	pk := keygen(t, t.TempDir(), "pg-1")
+	stockSign(t, acme, pk, "pg-1", 1, "-n", "pg-1")
+	startProc(t, iotsafeBin, "agent", "--hub", h2.addr, "--hub-ca", caPub, "--key", pk, "--expose", "http="+hostPortOf(app), "--log-format", "json").stderr.wait(t, "session up")
+	if ev := h1.events("pg-1", "enrolled_by_certificate"); len(ev) != 1 {
+		t.Fatalf("the enrolment at hub 2, seen from hub 1: %+v", ev)
+	}
+}
+
+// Zero-touch at a gateway: the gateway trusts the manufacturer's CA; a device with its
+// certificate is enrolled at the gateway on its first connection and announced to the
+// centre, which serves it through the gateway.
+func TestZeroTouchAtAGateway(t *testing.T) {
+	p := startGatewayPair(t)
+	acme := keygen(t, t.TempDir(), "acme-ca")
+	p.gw.mustCLI("ca", "trust", acme+".pub", "--name", "acme", "--names", "cam-*", "--profile", "default")
+	key := keygen(t, t.TempDir(), "cam-9")
+	stockSign(t, acme, key, "cam-9", 9, "-n", "cam-9")
+	app := deviceApp(t, "hello from cam-9, enrolled at gw1 by its certificate")
+	startProc(t, iotsafeBin, "agent", "--hub", p.gw.addr, "--hub-key", p.gw.hostFP, "--key", key, "--expose", "http="+hostPortOf(app), "--log-format", "json").stderr.wait(t, "session up")
+	p.centre.log.wait(t, "device behind gateway up", "device", "cam-9")
+	mustGet(t, p.centre.socket("cam-9", "http"), "hello from cam-9, enrolled at gw1 by its certificate")
 }
