@@ -62,11 +62,7 @@ func TestJoinTokens(t *testing.T) {
 
 	// The stock OpenSSH client: the key made with ssh-keygen, one ssh call, then a
 	// session as the device.
-	kdir := t.TempDir()
-	key := filepath.Join(kdir, "sensor-2")
-	if out, err := exec.Command(needTool(t, "ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v %s", err, out)
-	}
+	key := keygen(t, t.TempDir(), "sensor-2")
 	stock := append(sshArgs(h, key)[1:], "-T", "iotsafe-join@127.0.0.1", "join", "sensor-2", tok.Token)
 	if out, err := exec.Command(needTool(t, "ssh"), stock...).CombinedOutput(); err != nil || !strings.Contains(string(out), `"device":"sensor-2"`) {
 		t.Fatalf("stock ssh join: %v\n%s", err, out)
