@@ -33,6 +33,9 @@ func (s *Server) checkJoin(key ssh.PublicKey) (*ssh.Permissions, error) {
 	if s.cfg.Join == nil {
 		return nil, refuse("this hub takes no join tokens: ask its operator to enrol the device")
 	}
+	if _, isCert := key.(*ssh.Certificate); isCert {
+		return nil, refuse("join with the device's plain key, not a certificate (a certificate logs in as the device itself)")
+	}
 	return &ssh.Permissions{Extensions: map[string]string{extJoin: "1", extKeyType: key.Type(),
 		extJoinKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))}}, nil
 }

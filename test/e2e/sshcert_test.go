@@ -233,6 +233,9 @@ func TestHostCertificateTrustsEveryHub(t *testing.T) {
 		"-o", "ExitOnForwardFailure=yes", "-i", dk, "-p", h2.port, "-R", "http:80:"+hostPortOf(app), "dev-s@127.0.0.1")
 	h2.log.wait(t, "reverse forward open", "device", "dev-s")
 	mustGet(t, h2.socket("dev-s", "http"), "hello via hub 2")
+	// Revoked through hub 1: hub 2, which holds the session, closes it.
+	h1.mustCLI("ca", "revoke", "--cert", dk+"-cert.pub", "--reason", "test")
+	h2.log.wait(t, "session closed", "device", "dev-s", "why", "certificate revoked")
 
 	// Zero-touch on PostgreSQL: trusted through hub 1, enrolled at hub 2.
 	acme := keygen(t, t.TempDir(), "acme-ca")
