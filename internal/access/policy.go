@@ -136,10 +136,16 @@ func covers(granted, want string) bool {
 		return true
 	case granted == "*":
 		return !registry.IsRight(want)
-	case granted == registry.RightManage:
-		return want == registry.RightTelemetry || want == registry.RightCommand
 	}
-	return false
+	return slices.Contains(implied[granted], want)
+}
+
+// implied are the rights a right includes.
+var implied = map[string][]string{
+	registry.RightManage:  {registry.RightTelemetry, registry.RightCommand},
+	registry.RightView:    {registry.RightTelemetry},
+	registry.RightOperate: {registry.RightView, registry.RightTelemetry, registry.RightCommand},
+	registry.RightAdmin:   {registry.RightOperate, registry.RightView, registry.RightTelemetry, registry.RightCommand, registry.RightManage},
 }
 
 // DevicesWithRight lists the devices among all on which account id holds right.

@@ -90,6 +90,9 @@ func TestAccountRights(t *testing.T) {
 		{Kind: registry.PrincipalAccount, XID: 2, Target: "@sensors", Alias: registry.RightTelemetry},
 		{Kind: registry.PrincipalAccount, XID: 3, Target: "dev1", Alias: registry.RightManage},
 		{Kind: registry.PrincipalAccount, XID: 4, Target: "dev1", Alias: registry.RightCommand},
+		{Kind: registry.PrincipalAccount, XID: 5, Target: "@sensors", Alias: registry.RightView},
+		{Kind: registry.PrincipalAccount, XID: 6, Target: "dev1", Alias: registry.RightOperate},
+		{Kind: registry.PrincipalAccount, XID: 7, Target: registry.AllDevices, Alias: registry.RightAdmin},
 	}, map[string][]string{"dev1": {"sensors"}, "dev2": {"sensors"}}, -1)
 	for _, tc := range []struct {
 		id            int64
@@ -109,6 +112,19 @@ func TestAccountRights(t *testing.T) {
 		{4, "dev1", registry.RightCommand, true},
 		{4, "dev1", registry.RightTelemetry, false}, // nor the other way round
 		{4, "dev1", registry.RightManage, false},
+		// The console's roles: view < operate < admin.
+		{5, "dev2", registry.RightView, true},
+		{5, "dev2", registry.RightTelemetry, true},
+		{5, "dev2", registry.RightOperate, false},
+		{5, "dev2", registry.RightCommand, false},
+		{6, "dev1", registry.RightView, true},
+		{6, "dev1", registry.RightCommand, true},
+		{6, "dev1", registry.RightManage, false},
+		{6, "dev1", registry.RightAdmin, false},
+		{6, "dev2", registry.RightView, false},
+		{7, "dev9", registry.RightOperate, true},
+		{7, "dev9", registry.RightManage, true},
+		{7, "dev9", "http", false}, // a role is not a service
 	} {
 		if got := p.AllowedAccount(tc.id, tc.device, tc.right); got != tc.want {
 			t.Errorf("account %d %s %s: %v, want %v", tc.id, tc.device, tc.right, got, tc.want)

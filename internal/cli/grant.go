@@ -76,12 +76,12 @@ func (p *principalFlags) grant(args []string) (registry.Grant, error) {
 func grantCmd(g *globals) *cobra.Command {
 	var allowUnknown bool
 	c := grantChangeCmd(g, "permit", &cobra.Command{
-		Use:   "grant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP | @all) (ALIAS | '*' | +telemetry | +command | +manage)",
+		Use:   "grant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP | @all) (ALIAS | '*' | +telemetry | +command | +manage | +view | +operate | +admin)",
 		Short: "Let a local user or group, or a front-door account, reach a device service",
 		Long: `Let a local user or group, or a front-door account, reach a device service.
 
-'*' is every service of the device. Three rights exist for front-door accounts
-(platform apps) besides services, and '*' includes none of them:
+'*' is every service of the device. Rights exist for front-door accounts (platform
+apps, people in the operator console) besides services, and '*' includes none of them:
   +telemetry  read the device's notifications and the commands it was sent (REST
               /api/rest: list, poll, stream; MQTT subscriptions)
   +command    send the device commands and read their answers (REST), publish to its
@@ -89,6 +89,12 @@ func grantCmd(g *globals) *cobra.Command {
   +manage     +telemetry and +command, and issue tokens for the device, change its
               data, remove it; on a name not enrolled (@all, or --allow-unknown),
               register it over the REST API (PUT /api/rest/device/NAME)
+The operator console's roles (https://DOMAIN/console/, docs/console.md):
+  +view       see the device in the console (state, sessions, crypto, grants, audit,
+              notifications); includes +telemetry
+  +operate    +view and +command: revoke, reinstate, send commands
+  +admin      +operate and +manage: remove, rotate its secret; on @all also the
+              console's accounts and policy pages
 
 @all is every device, those enrolled later too.`,
 		Example: `  iotsafe grant --user platform dev42 http       # strict: one service of one device
@@ -97,7 +103,8 @@ func grantCmd(g *globals) *cobra.Command {
   iotsafe grant --account dashboard @sensors +telemetry   # a platform app reads their data
   iotsafe grant --account control @valves +command        # a platform app commands them
   iotsafe grant --user platform dev99 http --allow-unknown   # before dev99 is enrolled
-  iotsafe grant --account provisioner @all +manage   # registers and manages the whole fleet over REST`,
+  iotsafe grant --account provisioner @all +manage   # registers and manages the whole fleet over REST
+  iotsafe grant --account oncall @network:plant-a +operate   # the console: revoke and reinstate plant A's devices`,
 	}, "granted", func(gr registry.Grant) control.Change { return control.AddGrant{Grant: gr, AllowUnknown: allowUnknown} })
 	c.Long += `
 
@@ -110,7 +117,7 @@ to a device or group not enrolled yet, or a service its profile will gain.`
 
 func ungrantCmd(g *globals) *cobra.Command {
 	return grantChangeCmd(g, "no longer permit", &cobra.Command{
-		Use:   "ungrant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP | @all) (ALIAS | '*' | +telemetry | +command | +manage)",
+		Use:   "ungrant (--user NAME | --group NAME | --account NAME) (DEVICE | @DEVICEGROUP | @all) (ALIAS | '*' | +telemetry | +command | +manage | +view | +operate | +admin)",
 		Short: "Remove a permission; new connections are refused at once",
 	}, "removed", func(gr registry.Grant) control.Change { return control.RemoveGrant{Grant: gr} })
 }

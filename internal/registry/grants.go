@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/iotsafe/iotsafe/internal/profile"
@@ -45,12 +46,23 @@ const (
 	// RightManage includes RightTelemetry and RightCommand, and issues tokens for the
 	// device, changes its data and removes it through the REST API.
 	RightManage = "+manage"
+
+	// The operator console's roles, as rights on the devices they cover (a grant to @all
+	// covers the fleet). RightView sees the device in the console: its state, sessions,
+	// crypto, grants, audit events and notifications (RightTelemetry included).
+	RightView = "+view"
+	// RightOperate includes RightView and RightCommand: revoke, reinstate, send commands.
+	RightOperate = "+operate"
+	// RightAdmin includes RightOperate and RightManage: remove devices and rotate their
+	// secrets; on @all, also the console's accounts and policy pages.
+	RightAdmin = "+admin"
 )
 
+// Rights are the rights, for help and errors.
+var Rights = []string{RightTelemetry, RightCommand, RightManage, RightView, RightOperate, RightAdmin}
+
 // IsRight reports whether alias names a right rather than a service.
-func IsRight(alias string) bool {
-	return alias == RightTelemetry || alias == RightCommand || alias == RightManage
-}
+func IsRight(alias string) bool { return slices.Contains(Rights, alias) }
 
 // AllDevices is the grant target that covers every device, those enrolled later too.
 const AllDevices = "@all"
@@ -112,7 +124,7 @@ func (r *Registry) AddGrant(ctx context.Context, g Grant) error {
 			return fmt.Errorf("registry: %s is a right of front-door accounts (--account), not of local users or groups", g.Alias)
 		}
 	case g.Alias != "*" && !profile.ValidName(g.Alias):
-		return fmt.Errorf("registry: grant alias %q: want an alias, '*', %s, %s or %s", g.Alias, RightTelemetry, RightCommand, RightManage)
+		return fmt.Errorf("registry: grant alias %q: want an alias, '*' or a right (%s)", g.Alias, strings.Join(Rights, ", "))
 	}
 	return r.withTx(ctx, func(tx *sqldb.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO grants(kind, name, xid, target, alias, created_at) VALUES(?,?,?,?,?,?)
