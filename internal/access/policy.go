@@ -116,6 +116,36 @@ func (p *Policy) HoldsAnywhere(id int64, right string) bool {
 	return false
 }
 
+// ScopeOf is what account id holds right on: every device (a grant to @all), or the
+// devices and device groups its grants name.
+func (p *Policy) ScopeOf(id int64, right string) (all bool, names, groups []string) {
+	for _, g := range p.grants {
+		if g.Kind != registry.PrincipalAccount || int64(g.XID) != id || !covers(g.Alias, right) {
+			continue
+		}
+		switch grp, isGroup := strings.CutPrefix(g.Target, "@"); {
+		case g.Target == registry.AllDevices:
+			return true, nil, nil
+		case isGroup:
+			groups = append(groups, grp)
+		default:
+			names = append(names, g.Target)
+		}
+	}
+	return false, names, groups
+}
+
+// GrantsOn are the grants that cover device (to it, a group of it, or @all).
+func (p *Policy) GrantsOn(device string) []registry.Grant {
+	var out []registry.Grant
+	for _, g := range p.grants {
+		if p.targets(g.Target, device) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // NamesGroup reports whether account id holds a grant naming @group or @all: a network
 // or device type it is told about even with no device in it yet.
 func (p *Policy) NamesGroup(id int64, group string) bool {

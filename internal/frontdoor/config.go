@@ -46,6 +46,9 @@ type Config struct {
 	// MaxConnsPerAddress bounds the connections one client address holds at once, so
 	// one address (a slowloris) cannot take them all; 0 means 64.
 	MaxConnsPerAddress int `yaml:"max_conns_per_address"`
+	// Console serves the operator console at https://DOMAIN/console/ (internal/console);
+	// nil means on. Accounts reach it once granted +view, +operate or +admin.
+	Console *bool `yaml:"console"`
 	// SessionTTL is how long a login-page session lasts; 0 means 12h.
 	SessionTTL time.Duration `yaml:"session_ttl"`
 	// MaxFailedLogins per client address and per account within LoginWindow before
@@ -81,6 +84,9 @@ const hstsValue = "max-age=31536000; includeSubDomains"
 
 // Enabled reports whether a front door is configured.
 func (c Config) Enabled() bool { return c.Listen != "" }
+
+// ConsoleOn reports whether the front door serves the operator console.
+func (c Config) ConsoleOn() bool { return c.Enabled() && (c.Console == nil || *c.Console) }
 
 // ApplyDefaults fills zero values.
 func (c *Config) ApplyDefaults() {

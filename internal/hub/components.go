@@ -69,6 +69,9 @@ func (h *Hub) components() []component {
 			}
 		}},
 		{name: "front door", start: h.startFrontdoor, reload: h.reloadFrontdoor, close: func() {
+			if h.console != nil {
+				h.console.Close()
+			}
 			if h.front != nil {
 				h.front.Close()
 			}
@@ -260,6 +263,9 @@ func (h *Hub) startFrontdoor(ctx context.Context) (err error) {
 		return err
 	}
 	h.mountREST() // it serves from startServing on, once every path is mounted
+	if err := h.mountConsole(); err != nil {
+		return err
+	}
 	h.log.Info("front door", "listen", h.frontAt.String(), "domain", cfg.Domain)
 	return nil
 }

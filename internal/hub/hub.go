@@ -20,6 +20,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/authn"
+	"github.com/iotsafe/iotsafe/internal/console"
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/deviceconn"
 	"github.com/iotsafe/iotsafe/internal/devicedir"
@@ -62,6 +63,7 @@ type Hub struct {
 	sshAddr    net.Addr
 	resolver   *resolver.Server
 	front      *frontdoor.Server
+	console    *console.Console // the operator console on the front door; nil when off
 	frontAt    net.Addr
 	// accounts are the front door's people and platform apps (REST, MQTT); nil without
 	// the front door.

@@ -44,6 +44,9 @@ type session struct {
 	// by openMux for run's loop, which refuses them; only run's goroutine touches it.
 	muxRequests <-chan *ssh.Request
 	algos       registry.Algorithms // as recorded; touched only by run's goroutine
+	// shown and opened are what Sessions reports of the session; guarded by srv.mu.
+	shown  registry.Algorithms
+	opened time.Time
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -298,6 +301,9 @@ func (ss *session) serve(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) 
 		KeyType: keyType(ss.conn.Permissions), Key: ss.keyFP, Client: string(ss.conn.ClientVersion()),
 	}
 	ss.algos = algos
+	s.mu.Lock()
+	ss.shown, ss.opened = algos, time.Now()
+	s.mu.Unlock()
 	ss.open()
 	ss.log.Info("session open", "client", algos.Client, "kex", algos.KeyExchange, "cipher", algos.Cipher, "key", algos.Key)
 	s.metrics.SessionOpened(ss.device.Name)
@@ -528,6 +534,36 @@ func (s *Server) Online(device string) bool {
 	defer s.mu.Unlock()
 	ds := s.devices[device]
 	return ds != nil && len(ds.sessions) > 0
+}
+
+// SessionInfo is a live session of a device, as the operator console shows it.
+type SessionInfo struct {
+	Remote     string              `json:"remote"`
+	Opened     time.Time           `json:"opened"`
+	Algorithms registry.Algorithms `json:"algorithms"`
+	CertCA     string              `json:"cert_ca,omitempty"` // the CA of the certificate it logged in with
+	Forwards   []string            `json:"forwards"`          // the aliases it serves
+	Gateway    string              `json:"gateway,omitempty"` // the gateway that carries it
+}
+
+// Sessions are the device's live sessions on this hub.
+func (s *Server) Sessions(device string) []SessionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ds := s.devices[device]
+	if ds == nil {
+		return nil
+	}
+	out := make([]SessionInfo, 0, len(ds.sessions))
+	for _, ss := range ds.sessions {
+		info := SessionInfo{Remote: ss.remote, Opened: ss.opened, Algorithms: ss.shown, CertCA: ss.certCA, Forwards: []string{}}
+		ss.forwards.each(func(f *forward) { info.Forwards = append(info.Forwards, f.alias) })
+		if ss.gw != nil {
+			info.Gateway = ss.gw.device.Name
+		}
+		out = append(out, info)
+	}
+	return out
 }
 
 // OnlineDevices lists the devices with a live session (from memory: reading the
