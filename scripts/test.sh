@@ -61,7 +61,9 @@ for target in $targets; do
 done
 
 echo "== go test -race"
-go test -race -count=1 -timeout 15m ./...
+# Tests' artifacts (the console's screenshots) go to test-output/.
+mkdir -p test-output
+go test -race -count=1 -timeout 15m -artifacts -outputdir "$PWD/test-output" ./...
 
 # Tests built only without the race detector (//go:build !race) because it makes them
 # minutes long; what they check is behaviour, not timing.

@@ -66,6 +66,11 @@ func frontdoorDemo(ctx context.Context, h *hub.Hub, o Options, addr string, mqtt
   curl --cacert iotsafe-ca.crt --resolve dev2.%[3]s:%[4]s:127.0.0.1 -H 'Authorization: Bearer %[6]s' https://dev2.%[3]s:%[4]s/
   %[2]s && %[7]s && %[8]s   # an account for an app: its token reaches dev1's http
 `, o.cli("frontdoor ca"), o.cli("account add alice --no-password"), domain, port, DemoAccount, tok, o.cli("grant --account alice dev1 http"), o.cli("account token alice"))
+	if o.Config.Frontdoor.ConsoleOn() {
+		if err := consoleDemo(ctx, h, o, addr, caPEM); err != nil {
+			return err
+		}
+	}
 	if h.Store() == nil {
 		return nil
 	}

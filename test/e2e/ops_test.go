@@ -43,6 +43,8 @@ func TestDemo(t *testing.T) {
 	s := text.String()
 	for _, want := range []string{"device dev3", `through dev1's SSH session -> {"device":"dev1"`, "connect dev2 http",
 		`through the front door (HTTPS, account demo) -> {"device":"dev1"`,
+		// The operator console: logged in with the login it prints.
+		"/console/ as account operator -> the fleet page, 3 device(s) online", "account operator, password demo-",
 		`/device/dev1/notification as account demo (+telemetry) -> [{"id":`,
 		// The same notification pushed to the account's WebSocket subscription.
 		`/api/websocket as account demo, subscribed to dev1 -> {"action":"notification/insert","subscriptionId":1,"notification":{"id":`,
