@@ -8,7 +8,8 @@ import (
 )
 
 // 'iotsafe bench enrol --quick' checks the enrolment lab's harness: devices join a real
-// hub with one token over SSH, the same keys are imported on a fresh hub, every device
+// hub with one token over SSH, log in with a manufacturer's certificate on a fresh hub
+// (zero-touch), the same keys are imported on a third, every device
 // enrolled each way, every output file written, and no process left. Rates, memory and
 // sizes are not checked.
 func TestBenchEnrolQuick(t *testing.T) {
@@ -22,7 +23,7 @@ func TestBenchEnrolQuick(t *testing.T) {
 		} `json:"ways"`
 	}
 	b := run.summary(t, &s)
-	if s.Devices != 20 || len(s.Ways) != 2 {
+	if s.Devices != 20 || len(s.Ways) != 3 {
 		t.Fatalf("summary: %s", b)
 	}
 	for _, w := range s.Ways {
@@ -30,8 +31,8 @@ func TestBenchEnrolQuick(t *testing.T) {
 			t.Errorf("%s: %d enrolled, %d failed", w.Way, w.Devices, w.Failures)
 		}
 	}
-	if csv, _ := os.ReadFile(filepath.Join(run.out, "ways.csv")); strings.Count(string(csv), "\n") != 3 {
-		t.Errorf("ways.csv: want a header and two ways:\n%s", csv)
+	if csv, _ := os.ReadFile(filepath.Join(run.out, "ways.csv")); strings.Count(string(csv), "\n") != 4 {
+		t.Errorf("ways.csv: want a header and three ways:\n%s", csv)
 	}
 	run.nothingLeft(t)
 }
