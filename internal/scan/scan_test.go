@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/binary"
 	"encoding/pem"
 	"encoding/xml"
 	"fmt"
@@ -497,30 +496,4 @@ func TestScanSSHHostKeySize(t *testing.T) {
 	if !strings.Contains(string(out), "(key) rsa-sha2-512 (1024-bit)") || !strings.Contains(string(out), "[fail] using small 1024-bit modulus") {
 		t.Fatalf("ssh-audit on the same server:\n%s", out)
 	}
-}
-
-// FuzzKexInit: whatever an SSH server sends first, the parser returns a KEXINIT or an
-// error.
-func FuzzKexInit(f *testing.F) {
-	payload := []byte{20}
-	payload = append(payload, make([]byte, 16)...)
-	for _, l := range []string{"curve25519-sha256,kex-strict-s-v00@openssh.com", "ssh-ed25519", "aes128-ctr", "aes128-ctr", "hmac-sha2-256", "hmac-sha2-256", "none", "none", "", ""} {
-		payload = binary.BigEndian.AppendUint32(payload, uint32(len(l)))
-		payload = append(payload, l...)
-	}
-	payload = append(payload, 0, 0, 0, 0, 0)
-	pad := 8 - (len(payload)+5)%8 + 4
-	pkt := binary.BigEndian.AppendUint32(nil, uint32(len(payload)+pad+1))
-	pkt = append(pkt, byte(pad))
-	pkt = append(pkt, payload...)
-	pkt = append(pkt, make([]byte, pad)...)
-	f.Add(pkt)
-	f.Add([]byte{0, 0, 0, 12, 4, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		k, err := parseKexInit(bytes.NewReader(b))
-		if err == nil && k == nil {
-			t.Fatal("no KEXINIT and no error")
-		}
-	})
 }

@@ -3,21 +3,15 @@ package scan
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"time"
-)
 
-// sshKexInit is what an SSH server offers in its first key-exchange message.
-type sshKexInit struct {
-	kex, hostKeys, ciphers, macs []string
-	compression                  []string
-	ciphersServer, macsServer    []string // server to client, if they differ
-}
+	"github.com/iotsafe/iotsafe/internal/kexinit"
+)
 
 // readSSHBanner reads the server's identification line (lines before it are allowed,
 // RFC 4253, 4.2), at most 32 lines of 255 bytes.
@@ -38,48 +32,12 @@ func readSSHBanner(r *bufio.Reader) (string, error) {
 	return "", errors.New("no SSH identification in 32 lines")
 }
 
-// parseKexInit reads an unencrypted binary packet holding SSH_MSG_KEXINIT.
-func parseKexInit(r io.Reader) (*sshKexInit, error) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
+// differing is the server-to-client list when it differs from the client-to-server one.
+func differing(s2c, c2s []string) []string {
+	if slices.Equal(s2c, c2s) {
+		return nil
 	}
-	n := binary.BigEndian.Uint32(hdr[:4])
-	pad := int(hdr[4])
-	if n < 1+16+4 || n > 35000 || pad >= int(n) {
-		return nil, fmt.Errorf("not an SSH packet (length %d)", n)
-	}
-	body := make([]byte, n-1)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, err
-	}
-	payload := body[:len(body)-pad]
-	if len(payload) < 17 || payload[0] != 20 {
-		return nil, errors.New("the first packet is not KEXINIT")
-	}
-	p := payload[17:]
-	var lists [10][]string
-	for i := range lists {
-		if len(p) < 4 {
-			return nil, errors.New("truncated KEXINIT")
-		}
-		l := binary.BigEndian.Uint32(p)
-		if uint64(l) > uint64(len(p)-4) {
-			return nil, errors.New("truncated KEXINIT")
-		}
-		if l > 0 {
-			lists[i] = strings.Split(string(p[4:4+l]), ",")
-		}
-		p = p[4+l:]
-	}
-	k := &sshKexInit{kex: lists[0], hostKeys: lists[1], ciphers: lists[2], macs: lists[4], compression: lists[6]}
-	if !slices.Equal(lists[2], lists[3]) {
-		k.ciphersServer = lists[3]
-	}
-	if !slices.Equal(lists[4], lists[5]) {
-		k.macsServer = lists[5]
-	}
-	return k, nil
+	return s2c
 }
 
 // rateSSH rates one SSH algorithm of a kind (kex, hostkey, cipher, mac).
@@ -152,7 +110,7 @@ func ScanSSH(ctx context.Context, addr string, o Options) *Report {
 		r.Error = err.Error()
 		return r
 	}
-	k, err := parseKexInit(br)
+	k, err := kexinit.Parse(br)
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -161,14 +119,15 @@ func ScanSSH(ctx context.Context, addr string, o Options) *Report {
 	for _, kind := range []struct {
 		name string
 		list []string
-	}{{"kex", k.kex}, {"hostkey", k.hostKeys}, {"cipher", k.ciphers}, {"cipher", k.ciphersServer}, {"mac", k.macs}, {"mac", k.macsServer}} {
+	}{{"kex", k.Kex}, {"hostkey", k.HostKeys}, {"cipher", k.CiphersC2S}, {"cipher", differing(k.CiphersS2C, k.CiphersC2S)},
+		{"mac", k.MACsC2S}, {"mac", differing(k.MACsS2C, k.MACsC2S)}} {
 		var offered []string
 		for _, a := range kind.list {
 			if a == "kex-strict-s-v00@openssh.com" {
 				strict = true
 				continue
 			}
-			if kind.name == "kex" && (strings.HasPrefix(a, "ext-info-") || strings.HasPrefix(a, "kex-strict-")) {
+			if kind.name == "kex" && kexinit.IsSignal(a) {
 				continue
 			}
 			offered = append(offered, a)
@@ -183,9 +142,9 @@ func ScanSSH(ctx context.Context, addr string, o Options) *Report {
 	// Key exchanges without post-quantum protection, where the server has a hybrid: a
 	// client that lacks the hybrid falls back to one, and what it carries can be recorded
 	// now and decrypted later.
-	if slices.ContainsFunc(k.kex, postQuantum) {
+	if slices.ContainsFunc(k.Kex, postQuantum) {
 		var classical []string
-		for _, a := range k.kex {
+		for _, a := range k.Kex {
 			if !postQuantum(a) && !strings.HasPrefix(a, "ext-info-") && !strings.HasPrefix(a, "kex-strict-") {
 				classical = append(classical, a)
 			}
@@ -201,12 +160,12 @@ func ScanSSH(ctx context.Context, addr string, o Options) *Report {
 	} else {
 		r.add("kex", Weak, "no strict key exchange: open to Terrapin (CVE-2023-48795) with chacha20-poly1305 or -etm MACs")
 	}
-	if slices.Contains(k.compression, "zlib") {
+	if slices.Contains(k.Compression, "zlib") {
 		r.add("compression", Info, "zlib before authentication offered")
 	}
 	// The keys themselves: their type and size (a 1024-bit RSA key hides behind a good
 	// algorithm name).
-	scanHostKeys(ctx, r, addr, k.hostKeys, &o)
+	scanHostKeys(ctx, r, addr, k.HostKeys, &o)
 	if o.KexRate {
 		scanKexRate(ctx, r, addr, &o)
 	}
