@@ -70,7 +70,7 @@ func TestRestoreLeavesTheReplacedRegistryAsItWas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{`DROP TABLE ssh_certs`, `DROP TABLE ssh_cas`, `DELETE FROM schema_migrations WHERE version = 14`} {
+	for _, stmt := range []string{`DROP TABLE ssh_offers`, `DELETE FROM schema_migrations WHERE version = 15`} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestRestoreLeavesTheReplacedRegistryAsItWas(t *testing.T) {
 	}
 	defer db.Close()
 	var v int
-	if err := db.QueryRowContext(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&v); err != nil || v != 13 {
-		t.Fatalf("the replaced registry is at version %d (%v), want 13: the restore migrated it", v, err)
+	if err := db.QueryRowContext(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&v); err != nil || v != 14 {
+		t.Fatalf("the replaced registry is at version %d (%v), want 14: the restore migrated it", v, err)
 	}
 }

@@ -46,6 +46,9 @@ type Registry interface {
 	Profile(ctx context.Context, name string) (*profile.Profile, error)
 	Events(ctx context.Context, f registry.EventFilter) ([]registry.Event, error)
 	AddEvent(ctx context.Context, e registry.Event) error
+	OnlineAlgorithms(ctx context.Context, scope registry.Scope) ([]registry.AlgoGroup, error)
+	OnlineWithAlgorithms(ctx context.Context, scope registry.Scope, algos []string, limit int) ([]string, error)
+	Offers(ctx context.Context, hashes []string) (map[string]string, error)
 }
 
 // Health is the hub's own state, for the fleet page.
@@ -68,7 +71,9 @@ type Deps struct {
 	// Sessions are a device's live sessions on this hub.
 	Sessions func(device string) []sshd.SessionInfo
 	Health   func() Health
-	Log      *slog.Logger
+	// Crypto is the hub's SSH algorithm policy (what it offers devices now).
+	Crypto func() profile.CryptoPolicy
+	Log    *slog.Logger
 }
 
 // Limits of the console's live streams.
@@ -119,6 +124,7 @@ func New(d Deps) (*Console, error) {
 	c.mux.HandleFunc("GET /console/devices/{name}/{action}", c.authed(c.confirmPage))
 	c.mux.HandleFunc("POST /console/devices/{name}/{action}", c.authed(c.act))
 	c.mux.HandleFunc("GET /console/audit", c.authed(c.audit))
+	c.mux.HandleFunc("GET /console/crypto", c.authed(c.crypto))
 	c.mux.HandleFunc("GET /console/live", c.authed(c.stream))
 	return c, nil
 }

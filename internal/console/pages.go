@@ -33,6 +33,7 @@ type page struct {
 	Dev       *deviceView
 	Confirm   *confirmView
 	Audit     *auditView
+	Posture   *postureView
 	CanAdmin  bool
 	Generated time.Time
 }

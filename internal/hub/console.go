@@ -5,6 +5,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/console"
 	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 )
 
@@ -22,6 +23,7 @@ func (h *Hub) mountConsole() error {
 		},
 		Sessions: func(device string) []sshd.SessionInfo { return h.ssh.Sessions(device) },
 		Health:   h.consoleHealth,
+		Crypto:   func() profile.CryptoPolicy { return h.cfg.SSH.Crypto },
 		Log:      h.log.With("component", "console"),
 	})
 	if err != nil {

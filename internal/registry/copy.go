@@ -16,7 +16,7 @@ var tables = []struct{ name, identity string }{
 	{"events", "id"}, {"device_groups", ""}, {"grants", "id"}, {"accounts", "id"},
 	{"tokens", "id"}, {"login_sessions", ""}, {"device_secrets", ""}, {"device_data", ""},
 	{"device_certs", ""}, {"soap_keys", ""}, {"hostkey_notes", ""}, {"group_info", ""},
-	{"join_tokens", "id"}, {"ssh_cas", "id"}, {"ssh_certs", "id"},
+	{"join_tokens", "id"}, {"ssh_cas", "id"}, {"ssh_certs", "id"}, {"ssh_offers", ""},
 }
 
 // notCopied are tables a copy leaves behind: a lease belongs to the hub (or command)

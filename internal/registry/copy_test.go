@@ -52,6 +52,7 @@ func fill(t *testing.T, r *Registry) {
 	_, err = r.TrustSSHCA(ctx, "factory", ca, "cam-*", "cam", ApproveManual)
 	must(err)
 	must(r.RecordSSHCert(ctx, ssh.FingerprintSHA256(ca), 7, "cam05", "cam05@factory", newKey(t), exp))
+	must(r.RecordOffer(ctx, "0123456789abcdef", `{"kex":["curve25519-sha256"]}`))
 }
 
 // dump is every row of every table, as text, sorted: two registries holding the same

@@ -67,6 +67,9 @@ type Algorithms struct {
 	// Multiplexed is the mode of the session's multiplexed channel ("none": uncompressed,
 	// "deflate"); empty if the device opened one SSH channel per connection.
 	Multiplexed string `json:"multiplexed,omitempty"`
+	// Offer names what the client offered in its KEXINIT (RecordOffer's hash); "" when
+	// it was not recorded.
+	Offer string `json:"offer,omitempty"`
 }
 
 // AddDevice enrolls a device with one key (nil: none yet, for a device registered over

@@ -97,3 +97,44 @@ func names(ds []*Device) []string {
 	}
 	return out
 }
+
+// Online devices grouped by what they negotiated and offered, and named by group; the
+// offers kept once per hash.
+func TestOnlineAlgorithmsAndOffers(t *testing.T) {
+	ctx := context.Background()
+	r := open(t, t.TempDir())
+	r.SetHub("hub-a")
+	for i := range 5 {
+		name := fmt.Sprintf("dev%d", i)
+		if _, err := r.AddDevice(ctx, name, "default", newKey(t)); err != nil {
+			t.Fatal(err)
+		}
+		offer := "aaaa"
+		if i == 4 {
+			offer = "bbbb"
+		}
+		if err := r.OpenSession(ctx, name, "127.0.0.1:1", Algorithms{KeyExchange: "curve25519-sha256", Offer: offer}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range []string{"aaaa", "aaaa", "bbbb"} {
+		if err := r.RecordOffer(ctx, h, `{"kex":["`+h+`"]}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	groups, err := r.OnlineAlgorithms(ctx, Scope{All: true})
+	if err != nil || len(groups) != 2 || groups[0].Devices != 4 || groups[1].Devices != 1 {
+		t.Fatalf("groups: %+v %v", groups, err)
+	}
+	names, err := r.OnlineWithAlgorithms(ctx, Scope{All: true}, []string{groups[1].Algos}, 10)
+	if err != nil || len(names) != 1 || names[0] != "dev4" {
+		t.Fatalf("the second group's devices: %v %v", names, err)
+	}
+	if names, _ := r.OnlineWithAlgorithms(ctx, Scope{Names: []string{"dev0"}}, []string{groups[0].Algos}, 10); len(names) != 1 {
+		t.Fatalf("scoped: %v", names)
+	}
+	offers, err := r.Offers(ctx, []string{"aaaa", "bbbb", "cccc"})
+	if err != nil || len(offers) != 2 || offers["bbbb"] != `{"kex":["bbbb"]}` {
+		t.Fatalf("offers: %v %v", offers, err)
+	}
+}

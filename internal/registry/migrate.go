@@ -22,6 +22,7 @@ var migrations = []migrate.Step{
 	{Version: 12, Name: "networks and device types", SQL: schemaV12},
 	{Version: 13, Name: "join tokens", SQL: schemaV13},
 	{Version: 14, Name: "SSH certificate authorities", SQL: schemaV14},
+	{Version: 15, Name: "client algorithm offers", SQL: schemaV15},
 }
 
 // SchemaVersion is the newest registry schema this build knows.

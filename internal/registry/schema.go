@@ -276,3 +276,15 @@ CREATE TABLE IF NOT EXISTS ssh_certs (
 CREATE INDEX IF NOT EXISTS ssh_certs_serial ON ssh_certs(ca_fingerprint, serial);
 CREATE INDEX IF NOT EXISTS ssh_certs_key ON ssh_certs(key_fingerprint);
 `
+
+// schemaV15 keeps what device clients offer in their first key-exchange message
+// (kexinit.Offer, as JSON), once per distinct offer: a fleet has few client
+// configurations. A device's last_algos names its session's offer by hash, so the
+// console can say which devices a change of the hub's crypto policy would lock out.
+const schemaV15 = `
+CREATE TABLE IF NOT EXISTS ssh_offers (
+	hash       TEXT PRIMARY KEY,
+	offer      TEXT NOT NULL,
+	first_seen TEXT NOT NULL
+);
+`

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/iotsafe/iotsafe/internal/kexinit"
+
 	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/acceptor"
@@ -82,6 +84,7 @@ type Server struct {
 	mu      sync.Mutex
 	devices map[string]*deviceState // live state per device name
 	pending map[string]*session     // reserved at auth (by connKey), attached after the handshake
+	offers  offersSeen              // client offers recorded in the store
 	ln      net.Listener
 	closed  bool
 	peers   map[*ssh.ServerConn]bool // peer hubs' connections (servePeer); guarded by mu
@@ -379,7 +382,8 @@ func (s *Server) handleConn(c net.Conn) {
 		return
 	}
 	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	conn, chans, reqs, err := ssh.NewServerConn(c, s.sshCfg)
+	rec := kexinit.Record(c) // what the client offers, for the console's policy dry run
+	conn, chans, reqs, err := ssh.NewServerConn(rec, s.sshCfg)
 	<-s.handshakes
 	ticket.Done(err == nil)
 	if err != nil {
@@ -405,5 +409,6 @@ func (s *Server) handleConn(c net.Conn) {
 		return
 	}
 	sess.tcp = c
+	sess.offer = s.recordOffer(rec.Offer())
 	sess.run(chans, reqs)
 }

@@ -26,6 +26,7 @@ type session struct {
 	remote string
 	keyFP  string // fingerprint of the key the device authenticated with
 	certCA string // fingerprint of the CA whose certificate it presented, if it did
+	offer  string // the hash of what its client offered (recordOffer), "" if unknown
 	log    *slog.Logger
 	// requestsServed, for a gateway, is closed once the goroutine serving its global
 	// requests is done; nil for other devices (their requests are served by run).
@@ -298,7 +299,7 @@ func (ss *session) serve(chans <-chan ssh.NewChannel, reqs <-chan *ssh.Request) 
 	a := ss.conn.Conn.(ssh.AlgorithmsConnMetadata).Algorithms()
 	algos := registry.Algorithms{
 		KeyExchange: a.KeyExchange, HostKey: a.HostKey, Cipher: a.Read.Cipher, MAC: a.Read.MAC,
-		KeyType: keyType(ss.conn.Permissions), Key: ss.keyFP, Client: string(ss.conn.ClientVersion()),
+		KeyType: keyType(ss.conn.Permissions), Key: ss.keyFP, Client: string(ss.conn.ClientVersion()), Offer: ss.offer,
 	}
 	ss.algos = algos
 	s.mu.Lock()

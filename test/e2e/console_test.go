@@ -232,13 +232,40 @@ func TestConsoleInChromium(t *testing.T) {
 	b.do("dev3 back, live", chromedp.WaitVisible(chromedp.CSS(`#device-state .state-online`)))
 	b.shot("09-device-reinstated")
 
+	// The crypto posture: a stock OpenSSH client offering one key exchange only; the
+	// dry run of dropping it from the hub lists that device, and only it.
+	stockKey := h.addDevice("dev5")
+	startProc(t, needTool(t, "ssh"), append(sshArgs(h, stockKey), "-o", "KexAlgorithms=curve25519-sha256", "-o", "Ciphers=aes256-gcm@openssh.com",
+		"-R", "http:80:"+hostPortOf(app), "dev5@127.0.0.1")...)
+	h.log.wait(t, "reverse forward open", "device", "dev5")
+	b.do("the crypto page", chromedp.Navigate(b.base+"/console/crypto"), chromedp.WaitVisible(chromedp.ID("dry-run")))
+	if tables := b.text(`main .grid`); !strings.Contains(tables, "curve25519-sha256") || !strings.Contains(tables, "mlkem768x25519-sha256") || !strings.Contains(tables, "OpenSSH") {
+		t.Fatalf("the fleet's negotiated algorithms:\n%s", tables)
+	}
+	b.shot("10-crypto")
+	b.do("a dry run",
+		chromedp.SendKeys(chromedp.ID("algorithm"), "curve25519-sha256"),
+		chromedp.Click(chromedp.ID("dry-run")),
+		chromedp.WaitVisible(chromedp.ID("dry-run-result")),
+	)
+	if lose, total := b.text(`#lose`), b.text(`#lose-total`); lose != "dev5" || total != "1" {
+		t.Fatalf("dropping curve25519-sha256 locks out %s: %q", total, lose)
+	}
+	b.shot("11-crypto-dry-run")
+	b.do("a dry run of a cipher the agents do not use",
+		chromedp.Navigate(b.base+"/console/crypto?category=cipher&algorithm=aes256-gcm@openssh.com"),
+		chromedp.WaitVisible(chromedp.ID("dry-run-result")))
+	if lose := b.text(`#lose-total`); lose != "1" {
+		t.Fatalf("dropping aes256-gcm: %s lose their session, want dev5 alone", lose)
+	}
+
 	b.do("the audit log", chromedp.Navigate(b.base+"/console/audit?kind=console_action"), chromedp.WaitVisible(chromedp.ID("audit")))
 	if a := b.text(`#audit`); !strings.Contains(a, "account olivia: reinstate") || !strings.Contains(a, "account olivia: revoke") {
 		t.Fatalf("console actions in the audit log page:\n%s", a)
 	}
-	b.shot("10-audit")
+	b.shot("12-audit")
 	b.do("a phone-width screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(b.base+"/console/devices"), chromedp.WaitVisible(chromedp.ID("devices")))
-	b.shot("11-devices-phone")
+	b.shot("13-devices-phone")
 
 	// A forged POST (no CSRF token), from the admin's own browser: refused.
 	status := eval[int](b, `fetch("/console/devices/dev1/revoke", {method: "POST", body: new URLSearchParams({password: "olivia-password-1"})}).then(r => r.status)`)
@@ -277,7 +304,7 @@ func TestConsoleInChromium(t *testing.T) {
 	if buttons := eval[int](v, `document.querySelectorAll("#revoke, #remove, #reinstate").length`); buttons != 0 {
 		t.Fatalf("a viewer sees %d action button(s)", buttons)
 	}
-	v.shot("12-device-viewer")
+	v.shot("14-device-viewer")
 	status = eval[int](v, `fetch("/console/devices/dev1/revoke", {method: "POST", body: new URLSearchParams({csrf: document.querySelector("input[name=csrf]").value, password: "victor-password-1"})}).then(r => r.status)`)
 	if status != http.StatusForbidden || h.device("dev1").Revoked != nil {
 		t.Fatalf("a viewer's revoke: %d", status)
