@@ -51,7 +51,7 @@ func Command() *cobra.Command {
 	_ = c.PersistentFlags().MarkHidden("cpuprofile")
 	c.PersistentFlags().StringVar(&logs, "logs", "", "keep the whole log of every process the lab starts in DIR (NAME.log; hubs log at debug level) to find why a run failed")
 	c.AddCommand(benchHubCmd(), benchDeviceCmd(), benchLinkCmd(), benchServeAppCmd(), benchServeHTTPSCmd(), benchFleetCmd(), benchWSSecCmd(),
-		benchServeFilesCmd(), benchDeviceClientCmd(), benchJWTCmd(), benchJWTSimCmd(), benchOutageCmd(), benchChurnCmd(), benchMQTTCmd(), benchTLSCmd(), benchScaleCmd(), benchHubsCmd(), benchRelayCmd(), benchWebSocketCmd(), benchEnrolCmd())
+		benchServeFilesCmd(), benchDeviceClientCmd(), benchJWTCmd(), benchJWTSimCmd(), benchOutageCmd(), benchChurnCmd(), benchMQTTCmd(), benchTLSCmd(), benchScaleCmd(), benchHubsCmd(), benchRelayCmd(), benchWebSocketCmd(), benchEnrolCmd(), benchConsoleCmd())
 	return c
 }
 

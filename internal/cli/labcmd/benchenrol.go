@@ -14,11 +14,13 @@ func benchEnrolCmd() *cobra.Command {
 	var out string
 	c := &cobra.Command{
 		Use:   "enrol",
-		Short: "Enrolling a fleet: devices joining with one token over SSH at once, beside the operator's bulk import",
+		Short: "Enrolling a fleet: devices joining with one token, or by a manufacturer's certificate, at once, beside the operator's bulk import",
 		Long: `--devices devices (10,000), each with a key made on its side, enrol it with one join
-token over SSH ('iotsafe agent join' does the same), --concurrency at once (200); then,
-on a fresh hub, the same number of keys are enrolled by one 'iotsafe device import'
-through the running hub. For each: enrolments per second, the hub's CPU per enrolment,
+token over SSH ('iotsafe agent join' does the same), --concurrency at once (200); on a
+fresh hub that trusts a manufacturer's CA, the same number log in once each with a
+certificate of that CA and are enrolled on that login (zero-touch); then, on a fresh
+hub, the same number of keys are enrolled by one 'iotsafe device import' through the
+running hub. For each: enrolments per second, the hub's CPU per enrolment,
 and its memory (PSS) and registry size on disk per enrolled device. Everything runs on
 loopback; the devices come from loopback addresses of their own, eight per address.
 
