@@ -71,6 +71,8 @@ type Deps struct {
 	// Sessions are a device's live sessions on this hub.
 	Sessions func(device string) []sshd.SessionInfo
 	Health   func() Health
+	// Telemetry is the hub's telemetry store: a device's notifications and commands.
+	Telemetry Telemetry
 	// Crypto is the hub's SSH algorithm policy (what it offers devices now).
 	Crypto func() profile.CryptoPolicy
 	Log    *slog.Logger
@@ -123,6 +125,7 @@ func New(d Deps) (*Console, error) {
 	c.mux.HandleFunc("GET /console/devices/{name}", c.authed(c.device))
 	c.mux.HandleFunc("GET /console/devices/{name}/{action}", c.authed(c.confirmPage))
 	c.mux.HandleFunc("POST /console/devices/{name}/{action}", c.authed(c.act))
+	c.mux.HandleFunc("POST /console/devices/{name}/command", c.authed(c.command))
 	c.mux.HandleFunc("GET /console/audit", c.authed(c.audit))
 	c.mux.HandleFunc("GET /console/crypto", c.authed(c.crypto))
 	c.mux.HandleFunc("GET /console/live", c.authed(c.stream))

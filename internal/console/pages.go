@@ -64,6 +64,7 @@ var funcs = template.FuncMap{
 	"state": deviceState,
 	"query": withQuery,
 	"add":   func(a, b int) int { return a + b },
+	"json":  jsonText,
 }
 
 // withQuery is base's query string with key set to value ("" removes it).
@@ -207,6 +208,7 @@ type deviceView struct {
 	Events     []registry.Event
 	CanOperate bool
 	CanAdmin   bool
+	Telemetry  *telemetryView
 }
 
 // visibleDevice is the device if the caller may see it; a device it may not see is
@@ -242,6 +244,7 @@ func (c *Console) device(w http.ResponseWriter, r *http.Request, cl caller) {
 	if dv.Events, err = c.d.Registry.Events(ctx, registry.EventFilter{Device: name, Limit: 20}); err == nil {
 		slices.Reverse(dv.Events)
 	}
+	dv.Telemetry = c.deviceTelemetry(ctx, name)
 	p := c.base(cl, d.Name, "devices")
 	p.Dev, p.Live = dv, "/console/live?device="+url.QueryEscape(name)
 	p.Notice = r.URL.Query().Get("done")

@@ -21,10 +21,11 @@ func (h *Hub) mountConsole() error {
 		Apply: func(ctx context.Context, ch control.Change) (control.Outcome, error) {
 			return h.control.Apply(ctx, ch)
 		},
-		Sessions: func(device string) []sshd.SessionInfo { return h.ssh.Sessions(device) },
-		Health:   h.consoleHealth,
-		Crypto:   func() profile.CryptoPolicy { return h.cfg.SSH.Crypto },
-		Log:      h.log.With("component", "console"),
+		Sessions:  func(device string) []sshd.SessionInfo { return h.ssh.Sessions(device) },
+		Health:    h.consoleHealth,
+		Telemetry: consoleTelemetry(h),
+		Crypto:    func() profile.CryptoPolicy { return h.cfg.SSH.Crypto },
+		Log:       h.log.With("component", "console"),
 	})
 	if err != nil {
 		return err
@@ -41,4 +42,13 @@ func (h *Hub) consoleHealth() console.Health {
 	_, degraded := h.RegistryState()
 	return console.Health{Hub: h.cfg.HubName(), Listeners: info.Listeners, DataFreeMiB: info.DataFreeMiB,
 		MinFreeMiB: int64(info.MinFreeMiB), Registry: degraded}
+}
+
+// consoleTelemetry is the telemetry store for the console, nil when the hub has none (an
+// interface holding a nil *telemetry.Store is not nil).
+func consoleTelemetry(h *Hub) console.Telemetry {
+	if h.store == nil {
+		return nil
+	}
+	return h.store
 }

@@ -180,12 +180,52 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	b.shot("04-device-escaped")
 
+	// dev1's telemetry: its notifications charted (one carries HTML: shown as text), and
+	// a command sent from the browser reaching the device's own REST view.
+	ca, _ := os.ReadFile(filepath.Join(h.data, "frontdoor", "ca.crt"))
+	rc := fdClient(t, h, string(ca), nil)
+	api := "https://" + fdDomain + ":" + portOf(h.front) + "/api/rest"
+	secret := strings.TrimSpace(h.mustCLIStdout("device", "secret", "rotate", "dev1"))
+	_, toks, _ := restCall(t, rc, "POST", api+"/token", "", map[string]string{"login": "dev1", "password": secret})
+	access, _ := toks["accessToken"].(string)
+	for i, c := range []float64{19.5, 20.25, 21, 20.5} {
+		if code, _, _ := restCall(t, rc, "POST", api+"/device/dev1/notification", "Bearer "+access,
+			map[string]any{"notification": "temperature", "parameters": map[string]any{"celsius": c, "seq": i}}); code != 201 {
+			t.Fatalf("notification %d: %d", i, code)
+		}
+	}
+	restCall(t, rc, "POST", api+"/device/dev1/notification", "Bearer "+access,
+		map[string]any{"notification": "<b>bold</b>", "parameters": map[string]any{"note": "<script>alert(3)</script>"}})
+	b.do("dev1's telemetry", chromedp.Navigate(b.base+"/console/devices/dev1"), chromedp.WaitVisible(chromedp.CSS(".chart polyline")))
+	if caption := b.text(`.chart figcaption`); !strings.Contains(caption, "temperature · celsius: last 20.5") {
+		t.Fatalf("the chart: %q", caption)
+	}
+	if notes := b.text(`#notifications`); !strings.Contains(notes, "<b>bold</b>") || !strings.Contains(notes, "alert(3)") {
+		t.Fatalf("dev1's notifications as shown:\n%s", notes)
+	}
+	if n := eval[int](b, `document.querySelectorAll("#notifications b, #notifications script").length`); n != 0 {
+		t.Fatalf("a notification's HTML became %d element(s)", n)
+	}
+	b.do("send dev1 a command",
+		chromedp.SendKeys(chromedp.ID("command"), "blink"),
+		chromedp.SendKeys(chromedp.ID("parameters"), `{"times": 3}`),
+		chromedp.Click(chromedp.ID("send-command")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")),
+	)
+	if cmds := b.text(`#commands`); !strings.Contains(cmds, "blink") || !strings.Contains(cmds, `{"times":3}`) {
+		t.Fatalf("dev1's commands after sending one:\n%s", cmds)
+	}
+	if _, _, list := restCall(t, rc, "GET", api+"/device/dev1/command", "Bearer "+access, nil); len(list) != 1 || list[0].(map[string]any)["command"] != "blink" {
+		t.Fatalf("the command, as the device lists it: %v", list)
+	}
+	b.shot("05-device-telemetry")
+
 	// Revoke dev3 in the browser: confirmed with the password; its session closes.
 	b.do("dev3's page", chromedp.Navigate(b.base+"/console/devices/dev3"), chromedp.WaitVisible(chromedp.ID("sessions")))
 	if kex := b.text(`#sessions tbody tr td:nth-child(3)`); kex == "" {
 		t.Fatal("dev3's session shows no key exchange")
 	}
-	b.shot("05-device")
+	b.shot("06-device")
 	b.do("revoke dev3",
 		chromedp.Click(chromedp.ID("revoke")),
 		chromedp.WaitVisible(chromedp.ID("confirm")),
@@ -200,7 +240,7 @@ func TestConsoleInChromium(t *testing.T) {
 	if h.device("dev3").Revoked != nil {
 		t.Fatal("dev3 was revoked with a wrong password")
 	}
-	b.shot("06-confirm-wrong-password")
+	b.shot("07-confirm-wrong-password")
 	b.do("revoke dev3 with the password",
 		chromedp.SendKeys(chromedp.ID("password"), "olivia-password-1"),
 		chromedp.Click(chromedp.ID("confirm")),
@@ -213,13 +253,13 @@ func TestConsoleInChromium(t *testing.T) {
 	if ev := h.events("dev3", "console_action"); len(ev) != 1 || !strings.Contains(ev[0].Detail, "account olivia: revoke: lost in the field") {
 		t.Fatalf("the revoke in the audit log: %+v", ev)
 	}
-	b.shot("07-device-revoked")
+	b.shot("08-device-revoked")
 
 	// Live: dev2's page, revoked from the command line, says so without a reload.
 	b.do("dev2's page", chromedp.Navigate(b.base+"/console/devices/dev2"), chromedp.WaitVisible(chromedp.CSS(`#device-state .state-online`)))
 	h.mustCLI("device", "revoke", "dev2")
 	b.do("dev2's page, updated live", chromedp.WaitVisible(chromedp.CSS(`#device-state .state-revoked`)))
-	b.shot("08-device-revoked-live")
+	b.shot("09-device-revoked-live")
 
 	// Reinstate dev3: it is let in again, and its next session shows live.
 	b.do("reinstate dev3",
@@ -230,7 +270,7 @@ func TestConsoleInChromium(t *testing.T) {
 	agents["dev3"].cmd.Process.Kill() // it would wait an hour; a restarted agent tries now
 	agents["dev3"] = startAgent(t, h, keys["dev3"], "--expose", "http="+hostPortOf(app))
 	b.do("dev3 back, live", chromedp.WaitVisible(chromedp.CSS(`#device-state .state-online`)))
-	b.shot("09-device-reinstated")
+	b.shot("10-device-reinstated")
 
 	// The crypto posture: a stock OpenSSH client offering one key exchange only; the
 	// dry run of dropping it from the hub lists that device, and only it.
@@ -242,7 +282,7 @@ func TestConsoleInChromium(t *testing.T) {
 	if tables := b.text(`main .grid`); !strings.Contains(tables, "curve25519-sha256") || !strings.Contains(tables, "mlkem768x25519-sha256") || !strings.Contains(tables, "OpenSSH") {
 		t.Fatalf("the fleet's negotiated algorithms:\n%s", tables)
 	}
-	b.shot("10-crypto")
+	b.shot("11-crypto")
 	b.do("a dry run",
 		chromedp.SendKeys(chromedp.ID("algorithm"), "curve25519-sha256"),
 		chromedp.Click(chromedp.ID("dry-run")),
@@ -251,7 +291,7 @@ func TestConsoleInChromium(t *testing.T) {
 	if lose, total := b.text(`#lose`), b.text(`#lose-total`); lose != "dev5" || total != "1" {
 		t.Fatalf("dropping curve25519-sha256 locks out %s: %q", total, lose)
 	}
-	b.shot("11-crypto-dry-run")
+	b.shot("12-crypto-dry-run")
 	b.do("a dry run of a cipher the agents do not use",
 		chromedp.Navigate(b.base+"/console/crypto?category=cipher&algorithm=aes256-gcm@openssh.com"),
 		chromedp.WaitVisible(chromedp.ID("dry-run-result")))
@@ -263,9 +303,9 @@ func TestConsoleInChromium(t *testing.T) {
 	if a := b.text(`#audit`); !strings.Contains(a, "account olivia: reinstate") || !strings.Contains(a, "account olivia: revoke") {
 		t.Fatalf("console actions in the audit log page:\n%s", a)
 	}
-	b.shot("12-audit")
+	b.shot("13-audit")
 	b.do("a phone-width screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(b.base+"/console/devices"), chromedp.WaitVisible(chromedp.ID("devices")))
-	b.shot("13-devices-phone")
+	b.shot("14-devices-phone")
 
 	// A forged POST (no CSRF token), from the admin's own browser: refused.
 	status := eval[int](b, `fetch("/console/devices/dev1/revoke", {method: "POST", body: new URLSearchParams({password: "olivia-password-1"})}).then(r => r.status)`)
@@ -292,8 +332,7 @@ func TestConsoleInChromium(t *testing.T) {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", "https://evil.example")
 	req.AddCookie(&http.Cookie{Name: "__Host-iotsafe-console", Value: sid})
-	ca, _ := os.ReadFile(filepath.Join(h.data, "frontdoor", "ca.crt"))
-	if resp := do(t, fdClient(t, h, string(ca), nil), req); resp.StatusCode != http.StatusForbidden || h.device("dev1").Revoked != nil {
+	if resp := do(t, rc, req); resp.StatusCode != http.StatusForbidden || h.device("dev1").Revoked != nil {
 		t.Fatalf("a cross-site POST: %d", resp.StatusCode)
 	}
 
@@ -304,7 +343,7 @@ func TestConsoleInChromium(t *testing.T) {
 	if buttons := eval[int](v, `document.querySelectorAll("#revoke, #remove, #reinstate").length`); buttons != 0 {
 		t.Fatalf("a viewer sees %d action button(s)", buttons)
 	}
-	v.shot("14-device-viewer")
+	v.shot("15-device-viewer")
 	status = eval[int](v, `fetch("/console/devices/dev1/revoke", {method: "POST", body: new URLSearchParams({csrf: document.querySelector("input[name=csrf]").value, password: "victor-password-1"})}).then(r => r.status)`)
 	if status != http.StatusForbidden || h.device("dev1").Revoked != nil {
 		t.Fatalf("a viewer's revoke: %d", status)
