@@ -49,6 +49,7 @@ type Registry interface {
 	OnlineAlgorithms(ctx context.Context, scope registry.Scope) ([]registry.AlgoGroup, error)
 	OnlineWithAlgorithms(ctx context.Context, scope registry.Scope, algos []string, limit int) ([]string, error)
 	Offers(ctx context.Context, hashes []string) (map[string]string, error)
+	Accounts(ctx context.Context) ([]*registry.Account, error)
 }
 
 // Health is the hub's own state, for the fleet page.
@@ -128,6 +129,8 @@ func New(d Deps) (*Console, error) {
 	c.mux.HandleFunc("POST /console/devices/{name}/command", c.authed(c.command))
 	c.mux.HandleFunc("GET /console/audit", c.authed(c.audit))
 	c.mux.HandleFunc("GET /console/crypto", c.authed(c.crypto))
+	c.mux.HandleFunc("GET /console/accounts", c.authed(c.accounts))
+	c.mux.HandleFunc("POST /console/grants/{op}", c.authed(c.grant))
 	c.mux.HandleFunc("GET /console/live", c.authed(c.stream))
 	return c, nil
 }

@@ -142,6 +142,9 @@ func TestConsoleRolesCSRFAndPasswords(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(list, `data-device="dev1"`) || strings.Contains(list, `data-device="dev2"`) {
 		t.Fatalf("alice's device list: %d\n%s", code, list)
 	}
+	if code, _ := f.get(alice, "/console/accounts"); code != http.StatusForbidden {
+		t.Fatalf("the accounts page without +admin on @all: %d", code)
+	}
 	if code, _ := f.get(alice, "/console/devices/dev2"); code != http.StatusNotFound {
 		t.Fatalf("a device outside alice's grants: %d, want 404", code)
 	}

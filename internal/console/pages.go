@@ -34,12 +34,13 @@ type page struct {
 	Confirm   *confirmView
 	Audit     *auditView
 	Posture   *postureView
+	Accounts  *accountsView
 	CanAdmin  bool
 	Generated time.Time
 }
 
 func (c *Console) base(cl caller, title, nav string) page {
-	return page{Title: title, Who: cl.Name, CSRF: cl.csrf, Nav: nav, Generated: time.Now().UTC()}
+	return page{Title: title, Who: cl.Name, CSRF: cl.csrf, Nav: nav, Generated: time.Now().UTC(), CanAdmin: c.fleetAdmin(cl)}
 }
 
 // scope is what the caller holds right on, as the registry's fleet queries take it.

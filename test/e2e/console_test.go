@@ -307,6 +307,27 @@ func TestConsoleInChromium(t *testing.T) {
 	b.do("a phone-width screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(b.base+"/console/devices"), chromedp.WaitVisible(chromedp.ID("devices")))
 	b.shot("14-devices-phone")
 
+	// Accounts and grants: the admin grants victor +operate on dev1 in the browser, and
+	// victor's next page of dev1 offers the revoke.
+	b.do("the accounts page", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(b.base+"/console/accounts"), chromedp.WaitVisible(chromedp.ID("accounts")))
+	if a := b.text(`#accounts`); !strings.Contains(a, "@all: +admin") || !strings.Contains(a, "@all: +view") {
+		t.Fatalf("the accounts page:\n%s", a)
+	}
+	b.do("grant victor +operate on dev1",
+		chromedp.SetValue(chromedp.ID("account"), "victor"),
+		chromedp.SendKeys(chromedp.ID("target"), "dev1"),
+		chromedp.SendKeys(chromedp.ID("what"), "+operate"),
+		chromedp.Click(chromedp.ID("grant")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")),
+	)
+	if n := b.text(`.notice`); n != "granted victor dev1 +operate" {
+		t.Fatalf("after the grant: %q", n)
+	}
+	if g := h.mustCLI("grants"); !strings.Contains(g, "victor") || !strings.Contains(g, "+operate") {
+		t.Fatalf("the grant, as the CLI lists it:\n%s", g)
+	}
+	b.shot("14a-accounts")
+
 	// A forged POST (no CSRF token), from the admin's own browser: refused.
 	status := eval[int](b, `fetch("/console/devices/dev1/revoke", {method: "POST", body: new URLSearchParams({password: "olivia-password-1"})}).then(r => r.status)`)
 	if status != http.StatusForbidden || h.device("dev1").Revoked != nil {
@@ -336,16 +357,28 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("a cross-site POST: %d", resp.StatusCode)
 	}
 
-	// A viewer: no revoke button, and the action refused even with its own token.
+	// victor views the fleet and operates dev1 (the grant above): the revoke on dev1 only,
+	// no admin action, and a revoke of dev4 refused even with his own token.
 	v := newBrowser(t, h)
 	v.login("victor", "victor-password-1")
-	v.do("dev1's page as a viewer", chromedp.Navigate(v.base+"/console/devices/dev1"), chromedp.WaitVisible(chromedp.ID("sessions")))
-	if buttons := eval[int](v, `document.querySelectorAll("#revoke, #remove, #reinstate").length`); buttons != 0 {
-		t.Fatalf("a viewer sees %d action button(s)", buttons)
+	v.do("dev1's page as its operator", chromedp.Navigate(v.base+"/console/devices/dev1"), chromedp.WaitVisible(chromedp.ID("sessions")))
+	if buttons := eval[int](v, `document.querySelectorAll("#remove, #reinstate").length`); buttons != 0 {
+		t.Fatalf("victor, operator of dev1 only, sees %d admin button(s)", buttons)
+	}
+	if revoke := eval[int](v, `document.querySelectorAll("#revoke").length`); revoke != 1 {
+		t.Fatal("victor, granted +operate on dev1 in the console, has no revoke button")
+	}
+	// On dev4, where victor only views: no action at all.
+	v.do("dev4's page as a viewer", chromedp.Navigate(v.base+"/console/devices/dev4"), chromedp.WaitVisible(chromedp.ID("sessions")))
+	if buttons := eval[int](v, `document.querySelectorAll("#revoke, #remove, #reinstate, #send-command").length`); buttons != 0 {
+		t.Fatalf("a viewer sees %d action(s)", buttons)
+	}
+	if eval[int](v, `document.querySelectorAll("nav a[href='/console/accounts']").length`) != 0 {
+		t.Fatal("a viewer is offered the accounts page")
 	}
 	v.shot("15-device-viewer")
-	status = eval[int](v, `fetch("/console/devices/dev1/revoke", {method: "POST", body: new URLSearchParams({csrf: document.querySelector("input[name=csrf]").value, password: "victor-password-1"})}).then(r => r.status)`)
-	if status != http.StatusForbidden || h.device("dev1").Revoked != nil {
+	status = eval[int](v, `fetch("/console/devices/dev4/revoke", {method: "POST", body: new URLSearchParams({csrf: document.querySelector("input[name=csrf]").value, password: "victor-password-1"})}).then(r => r.status)`)
+	if status != http.StatusForbidden || h.device("dev4").Revoked != nil {
 		t.Fatalf("a viewer's revoke: %d", status)
 	}
 	// An account without a console role is told so at the login.
