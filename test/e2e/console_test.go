@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"io"
+	"net/http/cookiejar"
+	"regexp"
+
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -13,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/pgscratch"
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
@@ -418,4 +424,45 @@ func dialAsDevice(t *testing.T, h *hubProc, device, keyFile, version string) *ss
 	}
 	h.log.wait(t, "session open", "device", device)
 	return c
+}
+
+// The console on one hub of a shared PostgreSQL registry: it shows a device whose
+// session another hub holds, and a revoke made there closes that session on the other
+// hub (the registry's change feed).
+func TestConsoleAcrossHubs(t *testing.T) {
+	dsn := pgscratch.Start(t).Database(t)
+	a := startSharedHub(t, dsn, "hub-a", "127.78.13.0/24", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n")
+	b := startSharedHub(t, dsn, "hub-b", "127.78.13.0/24", "")
+	key := a.addDevice("dev-x")
+	app := deviceApp(t, "hello")
+	agent := startProc(t, iotsafeBin, "agent", "--hub", b.addr, "--hub-key", b.hostFP, "--key", key, "--expose", "http="+hostPortOf(app), "--log-format", "json")
+	agent.stderr.wait(t, "session up")
+	a.addAccount("olivia", "olivia-password-1")
+	a.mustCLI("grant", "--account", "olivia", "@all", "+admin")
+
+	ca, _ := os.ReadFile(filepath.Join(a.data, "frontdoor", "ca.crt"))
+	jar, _ := cookiejar.New(nil)
+	c := fdClient(t, a, string(ca), jar)
+	base := "https://" + fdDomain + ":" + portOf(a.front) + "/console"
+	form := url.Values{"user": {"olivia"}, "password": {"olivia-password-1"}}
+	if resp, err := c.PostForm(base+"/login", form); err != nil || resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %v %v", resp, err)
+	}
+	resp, err := c.Get(base + "/devices/dev-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `class="state-online">online</b> at hub <b>hub-b</b>`) || !strings.Contains(string(page), "Its session is held by hub hub-b") {
+		t.Fatalf("dev-x's page on hub-a:\n%s", page)
+	}
+	token := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(string(page))[1]
+	req, _ := http.NewRequest(http.MethodPost, base+"/devices/dev-x/revoke", strings.NewReader(url.Values{"csrf": {token}, "password": {"olivia-password-1"}, "reason": {"across hubs"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://"+fdDomain+":"+portOf(a.front))
+	if resp := do(t, c, req); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the revoke on hub-a: %d", resp.StatusCode)
+	}
+	b.log.wait(t, "session closed", "device", "dev-x", "why", "key revoked")
 }
