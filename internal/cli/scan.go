@@ -14,6 +14,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/admin"
 	"github.com/iotsafe/iotsafe/internal/pki"
+	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/scan"
 )
 
@@ -87,6 +88,9 @@ over TLS) against its local CA; a hub in its default configuration has no weak f
 					scan.CheckProfile(r, *prof)
 				}
 				reports = append(reports, r)
+			}
+			if ofHub {
+				g.recordHubScan(cmd, reports)
 			}
 			return printScans(cmd, reports, outFmt, threshold)
 		},
@@ -230,4 +234,26 @@ func reachable(addr string) string {
 		host = "::1"
 	}
 	return net.JoinHostPort(host, strings.Trim(port, "[]"))
+}
+
+// recordHubScan writes the hub's scan to the audit log under the hub's name; a failure
+// to record is a warning (the scan itself is printed either way).
+func (g *globals) recordHubScan(cmd *cobra.Command, reports []*scan.Report) {
+	worst, counts := scan.Info, map[scan.Severity]int{}
+	for _, r := range reports {
+		worst = max(worst, r.Worst())
+		for _, f := range r.Findings {
+			counts[f.Severity]++
+		}
+	}
+	detail := fmt.Sprintf("%d endpoint(s), worst finding %s (%d insecure, %d weak)", len(reports), worst, counts[scan.Insecure], counts[scan.Weak])
+	err := g.withRegistry(cmd, func(reg *registry.Registry) error {
+		if cfg, err := g.loadConfig(); err == nil {
+			reg.SetHub(cfg.HubName())
+		}
+		return reg.AddEvent(cmd.Context(), registry.Event{Kind: registry.EventHubScanned, Detail: detail})
+	})
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the scan could not be recorded in the audit log: %v\n", err)
+	}
 }

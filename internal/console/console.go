@@ -59,7 +59,22 @@ type Health struct {
 	DataFreeMiB int64 // -1: unknown
 	MinFreeMiB  int64
 	Registry    string // "" when it writes; else why it cannot
+	// Certs are the certificates the hub presents and when each expires.
+	Certs []CertExpiry
 }
+
+// CertExpiry is one certificate the hub presents.
+type CertExpiry struct {
+	What     string
+	NotAfter time.Time
+}
+
+// Expired reports whether the certificate has expired; Soon whether it expires within
+// 30 days.
+func (c CertExpiry) Expired() bool { return time.Now().After(c.NotAfter) }
+
+// Soon reports whether the certificate expires within 30 days.
+func (c CertExpiry) Soon() bool { return time.Now().Add(30 * 24 * time.Hour).After(c.NotAfter) }
 
 // Deps are the hub's parts the console works through.
 type Deps struct {

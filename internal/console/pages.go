@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/control"
+	"github.com/iotsafe/iotsafe/internal/credential"
 	"github.com/iotsafe/iotsafe/internal/profile"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sshd"
@@ -35,6 +36,7 @@ type page struct {
 	Audit     *auditView
 	Posture   *postureView
 	Accounts  *accountsView
+	Secret    *secretView
 	CanAdmin  bool
 	Generated time.Time
 }
@@ -102,6 +104,8 @@ type fleetView struct {
 	Gates   []kv
 	Refused []kv // refusals and violations in the last hour, by kind
 	Health  Health
+	// LastScan is the newest 'iotsafe scan --hub' of this hub, nil if none.
+	LastScan *registry.Event
 }
 
 type kv struct {
@@ -147,6 +151,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, cl caller) {
 	}
 	if c.d.Health != nil {
 		fv.Health = c.d.Health()
+		if evs, err := c.d.Registry.Events(ctx, registry.EventFilter{Kind: registry.EventHubScanned, Hub: fv.Health.Hub, Limit: 1}); err == nil && len(evs) > 0 {
+			fv.LastScan = &evs[0]
+		}
 	}
 	p := c.base(cl, "Fleet", "fleet")
 	p.Fleet, p.Live = fv, "/console/live"
@@ -267,7 +274,12 @@ var actions = map[string]struct {
 		func(d, _, _ string) control.Change { return control.ReinstateDevice{Device: d} }},
 	"remove": {registry.RightAdmin, "Remove", "Its keys, sockets, grants and notifications are deleted; it cannot connect until enrolled again.", true,
 		func(d, _, _ string) control.Change { return control.RemoveDevice{Device: d} }},
+	// The change is made in act: the new secret is shown once, on the page that answers.
+	"rotate-secret": {registry.RightAdmin, "Rotate the telemetry secret of", "A new secret replaces the old one at once, on every hub: whatever logs in with the old one (REST, MQTT) is locked out. The new one is shown once.", true, nil},
 }
+
+// secretView shows a new secret once.
+type secretView struct{ Device, Secret string }
 
 // confirmView is the page that confirms an action.
 type confirmView struct {
@@ -325,7 +337,20 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, cl caller) {
 			return
 		}
 	}
-	out, err := c.d.Apply(r.Context(), a.change(name, reason, cl.Name))
+	var ch control.Change
+	var secret string
+	if action == "rotate-secret" {
+		var hash string
+		var err error
+		if secret, hash, err = credential.NewToken(); err != nil {
+			c.fail(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		ch = control.SetDeviceSecret{Device: name, Hash: hash}
+	} else {
+		ch = a.change(name, reason, cl.Name)
+	}
+	out, err := c.d.Apply(r.Context(), ch)
 	if err != nil {
 		c.fail(w, http.StatusConflict, fmt.Sprintf("%s %s: %v", action, name, err))
 		return
@@ -335,6 +360,12 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, cl caller) {
 		what += ": " + reason
 	}
 	c.audit1(r.Context(), cl, name, what)
+	if secret != "" {
+		p := c.base(cl, "New telemetry secret of "+name, "devices")
+		p.Secret = &secretView{Device: name, Secret: secret}
+		c.render(w, http.StatusOK, "secret.html", p)
+		return
+	}
 	done := fmt.Sprintf("%s: done", a.verb)
 	if out.Closed > 0 {
 		done += fmt.Sprintf(", %d live session(s) closed here", out.Closed)

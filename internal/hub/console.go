@@ -1,7 +1,13 @@
 package hub
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"time"
+
 	"context"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/iotsafe/iotsafe/internal/console"
 	"github.com/iotsafe/iotsafe/internal/control"
@@ -40,8 +46,23 @@ func (h *Hub) mountConsole() error {
 func (h *Hub) consoleHealth() console.Health {
 	info := h.Info()
 	_, degraded := h.RegistryState()
-	return console.Health{Hub: h.cfg.HubName(), Listeners: info.Listeners, DataFreeMiB: info.DataFreeMiB,
+	hl := console.Health{Hub: h.cfg.HubName(), Listeners: info.Listeners, DataFreeMiB: info.DataFreeMiB,
 		MinFreeMiB: int64(info.MinFreeMiB), Registry: degraded}
+	if h.front != nil {
+		if c, err := h.front.GetCertificate(&tls.ClientHelloInfo{ServerName: h.cfg.Frontdoor.Domain}); err == nil && c != nil && len(c.Certificate) > 0 {
+			if leaf, err := x509.ParseCertificate(c.Certificate[0]); err == nil {
+				hl.Certs = append(hl.Certs, console.CertExpiry{What: "Front door certificate (" + h.cfg.Frontdoor.Domain + ")", NotAfter: leaf.NotAfter})
+			}
+		}
+	}
+	if set := h.hostKeySet.Load(); set != nil {
+		for _, c := range set.Certificates {
+			if c.ValidBefore != ssh.CertTimeInfinity {
+				hl.Certs = append(hl.Certs, console.CertExpiry{What: "SSH host certificate (" + c.Key.Type() + ")", NotAfter: time.Unix(int64(min(c.ValidBefore, 1<<62)), 0)})
+			}
+		}
+	}
+	return hl
 }
 
 // consoleTelemetry is the telemetry store for the console, nil when the hub has none (an

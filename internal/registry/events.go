@@ -36,6 +36,9 @@ const (
 	// EventHostKey: iotsafe hostkey added, dropped or promoted a host key (detail:
 	// what, and the fingerprints).
 	EventHostKey = "hostkey_rotation"
+	// EventHubScanned: 'iotsafe scan --hub' rated the hub's endpoints (detail: the worst
+	// finding and how many of each kind); the console's fleet page shows the newest.
+	EventHubScanned = "hub_scanned"
 	// EventProfileStored: a profile was stored or replaced for new sessions;
 	// EventProfileApplied: also applied to live ones (each hub closes the sessions that
 	// use it, so they come back under it). Detail is the profile's name.

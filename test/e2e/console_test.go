@@ -168,6 +168,15 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("devices online on the fleet page: %q, want 4", got)
 	}
 	b.shot("02-fleet")
+	// The hub's own scan, recorded: the fleet page shows its result.
+	h.cli("scan", "--hub") // its exit status rates the hub; the record is what is checked
+	b.do("the fleet page after a scan", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("last-scan")))
+	if s := b.text(`#last-scan`); !strings.Contains(s, "endpoint(s), worst finding") {
+		t.Fatalf("the last scan on the fleet page: %q", s)
+	}
+	if c := b.text(`main`); !strings.Contains(c, "Front door certificate (devices.test)") {
+		t.Fatalf("the fleet page names no certificate expiry:\n%s", c)
+	}
 	b.do("the device list", chromedp.Navigate(b.base+"/console/devices?state=online"), chromedp.WaitVisible(chromedp.ID("devices")))
 	for i := 1; i <= 3; i++ {
 		if s := b.text(fmt.Sprintf(`tr[data-device="dev%d"] .state-online`, i)); s != "online" {
@@ -225,6 +234,21 @@ func TestConsoleInChromium(t *testing.T) {
 		t.Fatalf("the command, as the device lists it: %v", list)
 	}
 	b.shot("05-device-telemetry")
+	// Rotate dev1's secret in the browser: shown once; the old one no longer logs in.
+	b.do("rotate dev1's secret",
+		chromedp.Click(chromedp.ID("rotate-secret")),
+		chromedp.WaitVisible(chromedp.ID("confirm")),
+		chromedp.SendKeys(chromedp.ID("password"), "olivia-password-1"),
+		chromedp.Click(chromedp.ID("confirm")),
+		chromedp.WaitVisible(chromedp.ID("secret")),
+	)
+	newSecret := b.text(`#secret`)
+	if code, _, _ := restCall(t, rc, "POST", api+"/token", "", map[string]string{"login": "dev1", "password": secret}); code != http.StatusUnauthorized {
+		t.Fatalf("the old secret after the rotation: %d", code)
+	}
+	if code, _, _ := restCall(t, rc, "POST", api+"/token", "", map[string]string{"login": "dev1", "password": newSecret}); code/100 != 2 {
+		t.Fatalf("the new secret: %d", code)
+	}
 
 	// Revoke dev3 in the browser: confirmed with the password; its session closes.
 	b.do("dev3's page", chromedp.Navigate(b.base+"/console/devices/dev3"), chromedp.WaitVisible(chromedp.ID("sessions")))
