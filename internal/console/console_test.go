@@ -70,10 +70,9 @@ func newFixture(t *testing.T) *fixture {
 // client is a browser of its own: cookies, and no redirects followed.
 func (f *fixture) client() *http.Client {
 	jar, _ := cookiejar.New(nil)
-	c := f.srv.Client()
-	c.Jar = jar
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return c
+	// A client of its own (srv.Client() is one shared client): its own cookies.
+	return &http.Client{Transport: f.srv.Client().Transport, Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 func (f *fixture) post(c *http.Client, path string, form url.Values, origin string) (int, string) {
@@ -200,6 +199,27 @@ func TestConsoleRolesCSRFAndPasswords(t *testing.T) {
 	if code, _ := f.post(carol, "/console/devices/dev1/reinstate", url.Values{"csrf": {ct}}, ""); code != http.StatusForbidden || !revoked() {
 		t.Fatalf("a viewer's reinstate: %d", code)
 	}
+	// A device waiting for approval: approved by an operator; rejecting needs +admin.
+	if err := f.reg.ReinstateDevice(context.Background(), "dev1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reg.RevokeDevice(context.Background(), "dev1", registry.PendingReason+" (join token 1)"); err != nil {
+		t.Fatal(err)
+	}
+	_, page = f.get(alice, "/console/devices/dev1")
+	if !strings.Contains(page, `id="approve"`) || strings.Contains(page, `id="reject"`) || strings.Contains(page, `id="reinstate"`) {
+		t.Fatalf("a pending device's actions for an operator:\n%s", page)
+	}
+	if code, _ := f.post(alice, "/console/devices/dev1/reject", url.Values{"csrf": {token}, "password": {"alice-password-1"}}, ""); code != http.StatusForbidden {
+		t.Fatalf("a reject without +admin: %d", code)
+	}
+	if code, _ := f.post(alice, "/console/devices/dev1/approve", url.Values{"csrf": {token}}, ""); code != http.StatusSeeOther || revoked() {
+		t.Fatalf("the approval: %d, still refused %v", code, revoked())
+	}
+	if code, _ := f.post(alice, "/console/devices/dev1/approve", url.Values{"csrf": {token}}, ""); code != http.StatusConflict {
+		t.Fatalf("approving a device not waiting: %d", code)
+	}
+
 	// Exports: JSON lines and CSV, a formula-looking field quoted.
 	if code, body := f.get(alice, "/console/audit?format=csv&device=dev1"); code != http.StatusOK || !strings.HasPrefix(body, "id,time,device,kind,detail") {
 		t.Fatalf("CSV export: %d\n%s", code, body)

@@ -274,6 +274,10 @@ var actions = map[string]struct {
 		func(d, _, _ string) control.Change { return control.ReinstateDevice{Device: d} }},
 	"remove": {registry.RightAdmin, "Remove", "Its keys, sockets, grants and notifications are deleted; it cannot connect until enrolled again.", true,
 		func(d, _, _ string) control.Change { return control.RemoveDevice{Device: d} }},
+	"approve": {registry.RightOperate, "Approve", "It joined, or was enrolled by its certificate, pending approval: from now on it connects like any device.", false,
+		func(d, _, _ string) control.Change { return control.ApproveDevice{Device: d} }},
+	"reject": {registry.RightAdmin, "Reject", "It is removed; its name is free again for another enrolment.", true,
+		func(d, _, _ string) control.Change { return control.RemoveDevice{Device: d} }},
 	// The change is made in act: the new secret is shown once, on the page that answers.
 	"rotate-secret": {registry.RightAdmin, "Rotate the telemetry secret of", "A new secret replaces the old one at once, on every hub: whatever logs in with the old one (REST, MQTT) is locked out. The new one is shown once.", true, nil},
 }
@@ -324,6 +328,13 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, cl caller) {
 		c.fail(w, http.StatusForbidden, fmt.Sprintf("%s needs %s on %s", action, a.right, name))
 		return
 	}
+	if action == "reject" {
+		// Only a device waiting for approval is rejected; others are revoked or removed.
+		if d, err := c.d.Registry.Device(r.Context(), name); err != nil || !d.Revoked() || !registry.IsPending(d.RevokeWhy) {
+			c.fail(w, http.StatusConflict, name+" is not waiting for approval: revoke or remove it instead")
+			return
+		}
+	}
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	if len(reason) > 200 {
 		reason = reason[:200]
@@ -371,7 +382,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, cl caller) {
 		done += fmt.Sprintf(", %d live session(s) closed here", out.Closed)
 	}
 	next := "/console/devices/" + url.PathEscape(name) + "?done=" + url.QueryEscape(done)
-	if action == "remove" {
+	if action == "remove" || action == "reject" {
 		next = "/console/devices?done=" + url.QueryEscape(name+" removed")
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
