@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/lab"
+	"github.com/iotsafe/iotsafe/internal/sockets"
 )
 
 // Options of a run.
@@ -68,7 +69,8 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Results, error) {
 	res.Options = o
 	o.Progress.Start(3)
 	o.Progress.Step(fmt.Sprintf("enrolling %d devices (keys made here, one import)", o.Devices))
-	opts := lab.IoTsafeOpts{Sessions: o.Devices, Prefix: "dev-", Frontdoor: true, Enroll: func(ctx context.Context, adm lab.Admin) error {
+	// A pool of a million addresses (a lab hub's /16 holds 65,534 devices).
+	opts := lab.IoTsafeOpts{Sessions: o.Devices, Prefix: "dev-", Frontdoor: true, Pool: sockets.Config{CIDR: "127.112.0.0/12"}, Enroll: func(ctx context.Context, adm lab.Admin) error {
 		if _, err := adm.Run(ctx, strings.NewReader(password+"\n"), "account", "add", account, "--password-stdin"); err != nil {
 			return err
 		}
