@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -87,7 +88,7 @@ func (s *Server) checkCert(meta ssh.ConnMetadata, cert *ssh.Certificate) (*ssh.P
 		Clock:           func() time.Time { return now },
 	}
 	if _, err := checker.Authenticate(meta, cert); err != nil {
-		return nil, s.certRefused(meta, cert, "the certificate does not check: %v", errors.Unwrap(err))
+		return nil, s.certRefused(meta, cert, "the certificate does not check: %v", strings.TrimPrefix(err.Error(), "ssh: "))
 	}
 	keyFP := ssh.FingerprintSHA256(cert.Key)
 	revoked, err := cas.SSHCertRevoked(ctx, caFP, cert.Serial, keyFP)
