@@ -170,3 +170,41 @@ func TestAccountLimitsDefaults(t *testing.T) {
 		t.Fatalf("defaults %+v", l)
 	}
 }
+
+// Two hubs over one registry: a session one starts is good at the other at once (it
+// asks the registry for a cookie it does not hold), and a logout at one is a change
+// event that makes the other forget it at its next reload.
+func TestSessionsAcrossHubsOfOneRegistry(t *testing.T) {
+	ctx := context.Background()
+	hubA, reg, _ := accountsOn(t, AccountLimits{})
+	hubB, err := NewAccounts(ctx, reg, AccountLimits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := hubA.Password(ctx, "127.0.0.1", "alice", "correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookie, err := hubA.NewSession(ctx, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if who, ok := hubB.Session(cookie); !ok || who.Name != "alice" {
+		t.Fatalf("hub B does not know hub A's session: %+v %v", who, ok)
+	}
+	if _, ok := hubB.Session(cookie + "x"); ok {
+		t.Fatal("an unknown cookie was taken")
+	}
+	if err := hubA.EndSession(ctx, cookie); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := reg.Events(ctx, registry.EventFilter{Kind: registry.EventLoginSessionEnded}); len(evs) != 1 || !strings.Contains(evs[0].Detail, "alice") {
+		t.Fatalf("the logout's change event: %+v", evs)
+	}
+	if err := hubB.Reload(ctx); err != nil { // what the change feed makes hub B do
+		t.Fatal(err)
+	}
+	if _, ok := hubB.Session(cookie); ok {
+		t.Fatal("hub B still takes a session that ended at hub A")
+	}
+}

@@ -81,15 +81,46 @@ func (st *sessionStore) create(ctx context.Context, accountID int64) (string, er
 }
 
 func (st *sessionStore) get(id string) (session, bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
 	k := sha256.Sum256([]byte(id))
+	st.mu.Lock()
 	s, ok := st.m[k]
 	if ok && time.Now().After(s.expires) {
 		delete(st.m, k)
+		st.mu.Unlock()
 		return session{}, false
 	}
-	return s, ok
+	st.mu.Unlock()
+	if ok {
+		return s, true
+	}
+	return st.lookup(k)
+}
+
+// SessionLookup is a store that answers for one session: another hub of a shared
+// registry may have started it after this one loaded its sessions.
+type SessionLookup interface {
+	LoginSession(ctx context.Context, hash string, at time.Time) (registry.LoginSession, error)
+}
+
+// lookup asks the store for a session memory does not hold, and keeps it.
+func (st *sessionStore) lookup(k [32]byte) (session, bool) {
+	sl, ok := st.store.(SessionLookup)
+	if !ok {
+		return session{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r, err := sl.LoginSession(ctx, hex.EncodeToString(k[:]), time.Now())
+	if err != nil {
+		return session{}, false
+	}
+	s := session{accountID: r.AccountID, expires: r.ExpiresAt}
+	st.mu.Lock()
+	if len(st.m) < maxSessions {
+		st.m[k] = s
+	}
+	st.mu.Unlock()
+	return s, true
 }
 
 func (st *sessionStore) delete(ctx context.Context, id string) error {

@@ -89,6 +89,9 @@ type Deps struct {
 	Health   func() Health
 	// Telemetry is the hub's telemetry store: a device's notifications and commands.
 	Telemetry Telemetry
+	// CSRFKey signs the forms' CSRF tokens (32 bytes or more); the hubs of a registry
+	// share it. Empty: a key of this process's own.
+	CSRFKey []byte
 	// Crypto is the hub's SSH algorithm policy (what it offers devices now).
 	Crypto func() profile.CryptoPolicy
 	Log    *slog.Logger
@@ -121,9 +124,12 @@ func New(d Deps) (*Console, error) {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
+	key := d.CSRFKey
+	if len(key) < 32 {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
 	}
 	t, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {

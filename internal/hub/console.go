@@ -1,8 +1,12 @@
 package hub
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"io/fs"
 	"time"
 
 	"context"
@@ -12,6 +16,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/console"
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/profile"
+	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sshd"
 )
 
@@ -20,7 +25,12 @@ func (h *Hub) mountConsole() error {
 	if !h.cfg.Frontdoor.ConsoleOn() {
 		return nil
 	}
+	key, err := consoleCSRFKey(h.reg)
+	if err != nil {
+		return err
+	}
 	c, err := console.New(console.Deps{
+		CSRFKey:  key,
 		Registry: h.guard,
 		Accounts: h.accounts,
 		Policy:   h.Policy,
@@ -72,4 +82,34 @@ func consoleTelemetry(h *Hub) console.Telemetry {
 		return nil
 	}
 	return h.store
+}
+
+// consoleCSRFKey is the console's CSRF key, kept in the registry (made by the first hub
+// that needs it) so every hub of the registry takes the forms of the others.
+func consoleCSRFKey(reg *registry.Registry) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	secret := reg.SharedSecret(registry.KeyConsoleCSRF)
+	for range 2 {
+		b, err := secret.Read(ctx)
+		if err == nil {
+			return hex.DecodeString(string(b))
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		err = secret.Create(ctx, []byte(hex.EncodeToString(key)))
+		if err == nil {
+			return key, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		// Another hub made it first: read theirs.
+	}
+	return nil, errors.New("hub: the console's CSRF key could not be read or made")
 }

@@ -189,7 +189,7 @@ var changeKinds = []string{EventRevoked, EventReinstated, EventApproved, EventDe
 	// A new device is new addresses for the access policy of every hub (and new sockets
 	// for hubs that relay to their peers).
 	EventDeviceAdded,
-	"account_removed", "account_password", "account_logout", "token_revoked",
+	"account_removed", "account_password", "account_logout", "token_revoked", EventLoginSessionEnded,
 	// A new secret, client certificate or SOAP key retires the old one on every hub.
 	EventSecretSet, EventCertIssued, EventSOAPKeySet, EventSessionMoved,
 	// A revoked SSH certificate closes its sessions; an untrusted CA, every session it vouched for.

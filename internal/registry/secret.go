@@ -14,6 +14,11 @@ import (
 // registry is in PostgreSQL (package authn's key set, as JSON).
 const KeyJWT = "jwt_keys"
 
+// KeyConsoleCSRF is the setting that holds the operator console's CSRF key: every hub
+// of a registry signs and checks the console's form tokens with it, so a form loaded
+// from one hub may be posted to another (hubs behind one load balancer).
+const KeyConsoleCSRF = "console_csrf_key"
+
 // SharedSecret is a secret every hub of a PostgreSQL registry must hold alike, kept as a
 // setting: today the token signing keys, so a token one hub issued verifies at every
 // hub. On SQLite the keys stay in their own file in the data folder. Its methods are

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,11 +38,47 @@ func (r *Registry) AddLoginSession(ctx context.Context, s LoginSession) error {
 }
 
 // RemoveLoginSession deletes a session (logout); an unknown hash is not an error.
+// On a shared registry the other hubs drop it from memory too: the change feed's
+// EventLoginSessionEnded makes them reload their accounts and sessions.
 func (r *Registry) RemoveLoginSession(ctx context.Context, hash string) error {
-	if _, err := r.db.ExecContext(ctx, `DELETE FROM login_sessions WHERE hash=?`, hash); err != nil {
-		return fmt.Errorf("registry: remove login session: %w", err)
+	return r.withTx(ctx, func(tx *sqldb.Tx) error {
+		var account string
+		err := tx.QueryRowContext(ctx, `SELECT a.name FROM login_sessions s JOIN accounts a ON a.id=s.account WHERE s.hash=?`, hash).Scan(&account)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // gone already: nothing to tell
+		}
+		if err != nil {
+			return fmt.Errorf("registry: remove login session: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE hash=?`, hash); err != nil {
+			return fmt.Errorf("registry: remove login session: %w", err)
+		}
+		return r.addEvent(ctx, tx, Event{Kind: EventLoginSessionEnded, Detail: "a login session of account " + account + " ended (logout)"})
+	})
+}
+
+// EventLoginSessionEnded: one login session ended (a logout); every hub forgets it.
+const EventLoginSessionEnded = "login_session_ended"
+
+// LoginSession is the session of that hash if it is still valid at the given time
+// (ErrNotFound otherwise): a hub asks when a browser brings a session another hub of
+// the registry started after this one loaded its sessions.
+func (r *Registry) LoginSession(ctx context.Context, hash string, at time.Time) (LoginSession, error) {
+	s := LoginSession{Hash: hash}
+	var exp string
+	err := r.db.QueryRowContext(ctx, `SELECT account, expires_at FROM login_sessions WHERE hash=? AND expires_at>?`, hash, at.UTC().Format(timeLayout)).Scan(&s.AccountID, &exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, fmt.Errorf("%w: login session", ErrNotFound)
 	}
-	return nil
+	if err != nil {
+		return s, fmt.Errorf("registry: login session: %w", err)
+	}
+	t := parseTime(sql.NullString{String: exp, Valid: true})
+	if t == nil {
+		return s, fmt.Errorf("%w: login session", ErrNotFound)
+	}
+	s.ExpiresAt = *t
+	return s, nil
 }
 
 // LoginSessions lists the sessions still valid at the given time.

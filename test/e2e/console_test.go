@@ -452,11 +452,11 @@ func dialAsDevice(t *testing.T, h *hubProc, device, keyFile, version string) *ss
 
 // The console on one hub of a shared PostgreSQL registry: it shows a device whose
 // session another hub holds, and a revoke made there closes that session on the other
-// hub (the registry's change feed).
+// hub (the registry's change feed); a form loaded from one hub posts to the other.
 func TestConsoleAcrossHubs(t *testing.T) {
 	dsn := pgscratch.Start(t).Database(t)
 	a := startSharedHub(t, dsn, "hub-a", "127.78.13.0/24", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n")
-	b := startSharedHub(t, dsn, "hub-b", "127.78.13.0/24", "")
+	b := startSharedHub(t, dsn, "hub-b", "127.78.13.0/24", "frontdoor: {listen: '127.0.0.1:0', domain: "+fdDomain+"}\n")
 	key := a.addDevice("dev-x")
 	app := deviceApp(t, "hello")
 	agent := startProc(t, iotsafeBin, "agent", "--hub", b.addr, "--hub-key", b.hostFP, "--key", key, "--expose", "http="+hostPortOf(app), "--log-format", "json")
@@ -489,4 +489,14 @@ func TestConsoleAcrossHubs(t *testing.T) {
 		t.Fatalf("the revoke on hub-a: %d", resp.StatusCode)
 	}
 	b.log.wait(t, "session closed", "device", "dev-x", "why", "key revoked")
+
+	// The form's token of hub-a's page is good at hub-b too (one key in the registry),
+	// as is the login session: a reinstate posted there works.
+	caB, _ := os.ReadFile(filepath.Join(b.data, "frontdoor", "ca.crt"))
+	cb := fdClient(t, b, string(caB), jar)
+	req, _ = http.NewRequest(http.MethodPost, "https://"+fdDomain+":"+portOf(b.front)+"/console/devices/dev-x/reinstate", strings.NewReader(url.Values{"csrf": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if resp := do(t, cb, req); resp.StatusCode != http.StatusSeeOther || a.device("dev-x").Revoked != nil {
+		t.Fatalf("a reinstate posted to hub-b with hub-a's form: %d", resp.StatusCode)
+	}
 }
