@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iotsafe/iotsafe/internal/access"
 	"github.com/iotsafe/iotsafe/internal/authn"
@@ -25,6 +26,7 @@ type fixture struct {
 	t   *testing.T
 	reg *registry.Registry
 	srv *httptest.Server
+	c   *Console
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -64,7 +66,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(c.Close)
 	srv := httptest.NewTLSServer(c)
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, reg: reg, srv: srv}
+	return &fixture{t: t, reg: reg, srv: srv, c: c}
 }
 
 // client is a browser of its own: cookies, and no redirects followed.
@@ -240,5 +242,47 @@ func TestSafeNextAndCSV(t *testing.T) {
 	}
 	if csvSafe("=cmd|' /C calc'!A0") != "'=cmd|' /C calc'!A0" || csvSafe("dev1") != "dev1" {
 		t.Error("csvSafe")
+	}
+}
+
+// The live feed tells a page of the events it cares about, and only those; it holds at
+// most 8 streams per account.
+func TestLiveFeed(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	dev1, err := f.c.live.subscribe(1, func(e registry.Event) bool { return e.Device == "dev1" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.c.live.unsubscribe(dev1)
+	dev2, _ := f.c.live.subscribe(1, func(e registry.Event) bool { return e.Device == "dev2" })
+	defer f.c.live.unsubscribe(dev2)
+	<-f.c.live.positioned // the feed starts from where the log ends: news come after
+	if err := f.reg.AddEvent(ctx, registry.Event{Device: "dev1", Kind: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-dev1.wake:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the page of dev1 was not told")
+	}
+	select {
+	case <-dev2.wake:
+		t.Fatal("the page of dev2 was told of dev1's event")
+	default:
+	}
+	var subs []*liveSub
+	for range maxStreamsPerAccount - 2 {
+		s, err := f.c.live.subscribe(1, func(registry.Event) bool { return false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	if _, err := f.c.live.subscribe(1, func(registry.Event) bool { return false }); err == nil {
+		t.Fatal("a ninth stream of one account was taken")
+	}
+	for _, s := range subs {
+		f.c.live.unsubscribe(s)
 	}
 }

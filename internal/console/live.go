@@ -28,6 +28,10 @@ type liveFeed struct {
 	running   bool
 	stop      chan struct{}
 	closeOnce sync.Once
+	// positioned is closed once the feed first knew where the log ended (tests wait on
+	// it: an event before that is not news).
+	positioned     chan struct{}
+	positionedOnce sync.Once
 }
 
 type liveSub struct {
@@ -37,7 +41,7 @@ type liveSub struct {
 }
 
 func newLiveFeed(reg Registry, log *slog.Logger) *liveFeed {
-	return &liveFeed{reg: reg, log: log, subs: map[*liveSub]struct{}{}, perAcct: map[int64]int{}, stop: make(chan struct{})}
+	return &liveFeed{reg: reg, log: log, subs: map[*liveSub]struct{}{}, perAcct: map[int64]int{}, stop: make(chan struct{}), positioned: make(chan struct{})}
 }
 
 var errTooManyStreams = fmt.Errorf("too many live pages open: close some (at most %d per account, %d in all)", maxStreamsPerAccount, maxStreams)
@@ -78,15 +82,15 @@ func (f *liveFeed) run() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		var evs []registry.Event
 		var err error
-		if last < 0 {
+		if last <= 0 {
+			// Where the log ends now: what comes after it is news. (An empty log is asked
+			// again: Events reads no "after 0".)
 			evs, err = f.reg.Events(ctx, registry.EventFilter{Limit: 1})
-			if err == nil {
-				last = 0
-				if len(evs) > 0 {
-					last = evs[len(evs)-1].ID
-				}
-				evs = nil
+			if err == nil && len(evs) > 0 {
+				last = evs[len(evs)-1].ID
+				f.positionedOnce.Do(func() { close(f.positioned) })
 			}
+			evs = nil
 		} else {
 			evs, err = f.reg.Events(ctx, registry.EventFilter{After: last, Limit: 1000})
 		}
