@@ -428,6 +428,15 @@ func (r *Registry) RemoveDeviceAndGrants(ctx context.Context, name string) (gran
 		if grants, _ = res.RowsAffected(); grants > 0 {
 			detail = fmt.Sprintf("%d grant(s) of the device removed with it", grants)
 		}
+		// The SSH certificates the hub signed for it vouch for this enrolment, not the
+		// name: a device enrolled later under it must not log in with them.
+		res, err = tx.ExecContext(ctx, `UPDATE ssh_certs SET revoked_at=?, revoke_why='device removed' WHERE device=? AND revoked_at IS NULL`, now(), name)
+		if err != nil {
+			return fmt.Errorf("registry: remove %s's certificates: %w", name, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			detail = strings.TrimPrefix(detail+fmt.Sprintf("; %d SSH certificate(s) the hub signed for it revoked", n), "; ")
+		}
 		return r.addEvent(ctx, tx, Event{Device: name, Kind: EventDeviceRemoved, Detail: detail})
 	})
 }

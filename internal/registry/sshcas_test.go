@@ -103,6 +103,18 @@ func TestSSHCertificateAuthorities(t *testing.T) {
 	if err != nil || len(rev.Serials[fleet.PublicKey]) != 1 || rev.Serials[fleet.PublicKey][0] != 42 || len(rev.Keys) < 2 {
 		t.Fatalf("revocations: %+v %v", rev, err)
 	}
+	// Removed and enrolled again under the same name: the certificates signed for the
+	// old enrolment do not log in the new one.
+	k3 := newKey(t)
+	if err := r.RecordSSHCert(ctx, fleet.Fingerprint, 77, "sensor-1", "", k3, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RemoveDevice(ctx, "sensor-1"); err != nil {
+		t.Fatal(err)
+	}
+	if !revoked(fleet.Fingerprint, 77, k3) {
+		t.Error("a certificate signed for a removed device still logs in under its name")
+	}
 	if _, err := r.UntrustSSHCA(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
