@@ -16,6 +16,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/control"
 	"github.com/iotsafe/iotsafe/internal/frontdoor"
 	"github.com/iotsafe/iotsafe/internal/hostkey"
+	"github.com/iotsafe/iotsafe/internal/memrelease"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/regguard"
 	"github.com/iotsafe/iotsafe/internal/registry"
@@ -47,7 +48,8 @@ func (h *Hub) components() []component {
 				h.access.Close()
 			}
 		}},
-		{name: "metrics", start: h.startMetrics}, // its server stops with the hub's context
+		{name: "metrics", start: h.startMetrics},              // its server stops with the hub's context
+		{name: "memory release", start: h.startMemoryRelease}, // stops with the hub's context
 		{name: "telemetry store", start: h.openStore, close: func() {
 			if h.store != nil {
 				h.store.Close()
@@ -129,6 +131,15 @@ func (h *Hub) closeRegistry() {
 		h.lease.Release()
 	}
 	h.reg.Close()
+}
+
+// startMemoryRelease gives a burst's memory back once the hub is quiet (memory.
+// release_when_quiet, on by default; package memrelease).
+func (h *Hub) startMemoryRelease(ctx context.Context) error {
+	if h.cfg.Memory.On() {
+		go memrelease.New(nil).Run(ctx, h.log.With("component", "memory"))
+	}
+	return nil
 }
 
 func (h *Hub) startMetrics(ctx context.Context) error {

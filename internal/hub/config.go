@@ -16,6 +16,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/hostport"
 	"github.com/iotsafe/iotsafe/internal/hubfind"
 	"github.com/iotsafe/iotsafe/internal/logging"
+	"github.com/iotsafe/iotsafe/internal/memrelease"
 	"github.com/iotsafe/iotsafe/internal/metrics"
 	"github.com/iotsafe/iotsafe/internal/mqttbroker"
 	"github.com/iotsafe/iotsafe/internal/restapi"
@@ -67,6 +68,8 @@ type Config struct {
 	// Registry says where the registry is kept: SQLite in the data folder unless a
 	// PostgreSQL DSN is given.
 	Registry RegistryConfig `yaml:"registry"`
+	// Memory: the hub gives a burst's memory back to the system once it is quiet.
+	Memory memrelease.Config `yaml:"memory"`
 	// Source says where the configuration came from, for the start-up log; set by
 	// LoadConfig.
 	Source string `yaml:"-"`

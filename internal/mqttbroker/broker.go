@@ -128,6 +128,9 @@ type identity struct {
 // FileName is the broker's session store in the data folder.
 const FileName = "mqtt.db"
 
+// readBuffer is the size of each client's read buffer.
+const readBuffer = 512
+
 // New builds the broker; Start binds and serves. dataDir holds its session store.
 func New(cfg Config, dataDir string, dir *devicedir.Directory, store Store, audit Auditor, log *slog.Logger) *Broker {
 	cfg.ApplyDefaults()
@@ -147,7 +150,11 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 	// hook already reported): only its errors reach the hub's log.
 	// The inline client publishes what comes in from the centre (the bridge) and the
 	// notifications that arrive other ways (publishNotifications).
-	b.srv = mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(errorsOnly{b.log.Handler()}), InlineClient: true})
+	// A client's read buffer is kept for as long as it is connected: 512 bytes, not
+	// mochi's 2 KiB, holds a typical packet, and a larger one is read past the buffer
+	// straight into the packet (bufio reads large reads directly).
+	b.srv = mqtt.New(&mqtt.Options{Capabilities: caps, Logger: slog.New(errorsOnly{b.log.Handler()}), InlineClient: true,
+		ClientNetReadBufferSize: readBuffer})
 	if err := b.srv.AddHook(&hook{b: b}, nil); err != nil {
 		return err
 	}

@@ -82,19 +82,22 @@ type Fleet struct {
 	Failures int            `json:"failures"`
 	Errors   map[string]int `json:"errors,omitempty"`
 	// Memory of the broker's process in KiB: started and idle (Base), with every device
-	// connected and idle (Idle), at the end of publishing (Busy); per connection is the
-	// growth over Base divided by the devices connected.
-	Base           lab.Memory `json:"base"`
-	Idle           lab.Memory `json:"idle"`
-	Busy           lab.Memory `json:"busy"`
-	PerConnIdleKiB float64    `json:"per_conn_idle_kib"` // PSS
-	PerConnBusyKiB float64    `json:"per_conn_busy_kib"`
-	MsgTimeP       [5]float64 `json:"msg_time_percentiles_ms"`
-	MsgTimeMean    float64    `json:"msg_time_mean_ms"`
-	MessagesPerS   float64    `json:"messages_per_s"`
-	TLSVersion     string     `json:"tls_version"`
-	TLSSuite       string     `json:"tls_suite"`
-	NoLoss         bool       `json:"no_loss"` // every reading of every device acknowledged
+	// connected and idle (Idle), the most while publishing (Busy), and with every device
+	// still connected once publishing ended (Quiet: an active connection gone idle); per
+	// connection is the growth over Base divided by the devices connected.
+	Base            lab.Memory `json:"base"`
+	Idle            lab.Memory `json:"idle"`
+	Busy            lab.Memory `json:"busy"`
+	Quiet           lab.Memory `json:"quiet"`
+	PerConnIdleKiB  float64    `json:"per_conn_idle_kib"` // PSS
+	PerConnBusyKiB  float64    `json:"per_conn_busy_kib"`
+	PerConnQuietKiB float64    `json:"per_conn_quiet_kib"`
+	MsgTimeP        [5]float64 `json:"msg_time_percentiles_ms"`
+	MsgTimeMean     float64    `json:"msg_time_mean_ms"`
+	MessagesPerS    float64    `json:"messages_per_s"`
+	TLSVersion      string     `json:"tls_version"`
+	TLSSuite        string     `json:"tls_suite"`
+	NoLoss          bool       `json:"no_loss"` // every reading of every device acknowledged
 }
 
 // Result is the whole experiment.
@@ -173,9 +176,15 @@ func Measure(ctx context.Context, b *lab.Bench, o Options) (Result, error) {
 	return res, nil
 }
 
-// settle lets a broker's memory settle (Go's collector, Mosquitto's allocator) before
-// it is read: the lab's readings are of a steady state, not of a burst.
-const settle = 2 * time.Second
+// settle lets a broker's memory settle (Go's collector and the hub's release once it is
+// quiet, Mosquitto's allocator) before it is read: the lab's readings are of a steady
+// state, not of a burst. The same wait for every broker. --quick checks the harness only.
+func settle(o Options) time.Duration {
+	if o.Quick {
+		return time.Second
+	}
+	return 10 * time.Second
+}
 
 func runFleet(ctx context.Context, o Options, broker, addr string, pid int, trust *tls.Config, secrets map[string]string, p *lab.Progress) (Fleet, error) {
 	f := Fleet{Broker: broker, Clients: o.Clients}
@@ -185,7 +194,7 @@ func runFleet(ctx context.Context, o Options, broker, addr string, pid int, trus
 		case <-ctx.Done():
 		}
 	}
-	sleep(settle)
+	sleep(settle(o))
 	f.Base, _ = lab.TreeMemory(pid)
 	p.Step(fmt.Sprintf("%s: connecting %d devices over TLS", broker, o.Clients))
 	start := time.Now()
@@ -199,7 +208,7 @@ func runFleet(ctx context.Context, o Options, broker, addr string, pid int, trus
 		Connected: func(n int) {
 			f.Connected, f.ConnectS = n, time.Since(start).Seconds()
 			defer func() { publishing = time.Now() }()
-			sleep(settle)
+			sleep(settle(o))
 			f.Idle, _ = lab.TreeMemory(pid)
 			p.Step(fmt.Sprintf("%s: %d connected in %.1f s; each publishes a QoS 1 reading every %v for %v", broker, n, f.ConnectS, o.Interval, o.Duration))
 		}}
@@ -236,12 +245,20 @@ func runFleet(ctx context.Context, o Options, broker, addr string, pid int, trus
 			}
 		}
 	}()
+	lo.Published = func() {
+		if !publishing.IsZero() {
+			f.PublishS = time.Since(publishing).Seconds()
+		}
+		close(done)
+		f.Busy = <-sampled
+		p.Note(fmt.Sprintf("%s: publishing ended; every device stays connected, idle, for %v", broker, settle(o)))
+		sleep(settle(o))
+		f.Quiet, _ = lab.TreeMemory(pid)
+	}
 	r, err := mqttload.Run(ctx, lo)
-	if !publishing.IsZero() {
+	if f.PublishS == 0 && !publishing.IsZero() {
 		f.PublishS = time.Since(publishing).Seconds()
 	}
-	close(done)
-	f.Busy = <-sampled
 	if err != nil {
 		return f, err
 	}
@@ -254,6 +271,7 @@ func runFleet(ctx context.Context, o Options, broker, addr string, pid int, trus
 	if f.Connected > 0 {
 		f.PerConnIdleKiB = float64(f.Idle.PSS-f.Base.PSS) / float64(f.Connected)
 		f.PerConnBusyKiB = float64(f.Busy.PSS-f.Base.PSS) / float64(f.Connected)
+		f.PerConnQuietKiB = float64(f.Quiet.PSS-f.Base.PSS) / float64(f.Connected)
 	}
 	f.NoLoss = f.Connected == o.Clients && f.Failures == 0 && f.Acked == o.Clients*lo.Messages
 	return f, nil
@@ -267,9 +285,11 @@ type Summary struct {
 	DurationS float64 `json:"duration_s"`
 	IntervalS float64 `json:"interval_s"`
 	Fleets    []Fleet `json:"fleets"`
-	// HubOverMosquittoIdle and Busy: the hub's memory per connection over Mosquitto's.
-	HubOverMosquittoIdle float64 `json:"hub_over_mosquitto_idle,omitempty"`
-	HubOverMosquittoBusy float64 `json:"hub_over_mosquitto_busy,omitempty"`
+	// HubOverMosquittoIdle, Busy and Quiet: the hub's memory per connection over
+	// Mosquitto's.
+	HubOverMosquittoIdle  float64 `json:"hub_over_mosquitto_idle,omitempty"`
+	HubOverMosquittoBusy  float64 `json:"hub_over_mosquitto_busy,omitempty"`
+	HubOverMosquittoQuiet float64 `json:"hub_over_mosquitto_quiet,omitempty"`
 	// TargetMet: every device of the hub's fleet connected and every reading
 	// acknowledged (issue 14: 10,000 connections, no loss).
 	TargetMet bool `json:"target_met"`
@@ -288,6 +308,9 @@ func Summarize(r Result) Summary {
 	if okH && okM && m.PerConnIdleKiB > 0 && m.PerConnBusyKiB > 0 {
 		s.HubOverMosquittoIdle = h.PerConnIdleKiB / m.PerConnIdleKiB
 		s.HubOverMosquittoBusy = h.PerConnBusyKiB / m.PerConnBusyKiB
+	}
+	if okH && okM && m.PerConnQuietKiB > 0 {
+		s.HubOverMosquittoQuiet = h.PerConnQuietKiB / m.PerConnQuietKiB
 	}
 	s.TargetMet = okH && h.NoLoss && h.Clients >= 10_000
 	return s

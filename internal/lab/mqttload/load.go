@@ -51,6 +51,10 @@ type Options struct {
 	// Connected, if set, is called once every client has connected or failed to, before
 	// the first message: what a fleet of idle connections costs is measured there.
 	Connected func(connected int)
+	// Published, if set, is called once every client has sent its last message, before
+	// any disconnects: what connections that were busy and went idle cost is measured
+	// there.
+	Published func()
 }
 
 func (o *Options) defaults() {
@@ -145,11 +149,19 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	results := make([]ClientResult, o.Clients)
 	samples := make([][]float64, o.Clients)
 	start := time.Now()
-	f := &fleet{begin: make(chan struct{})}
+	f := &fleet{begin: make(chan struct{}), end: make(chan struct{})}
 	if o.ConnectConcurrency > 0 {
 		f.slots = make(chan struct{}, o.ConnectConcurrency)
 	}
 	f.setup.Add(o.Clients)
+	f.published.Add(o.Clients)
+	go func() {
+		f.published.Wait()
+		if o.Published != nil {
+			o.Published()
+		}
+		close(f.end)
+	}()
 	go func() {
 		f.setup.Wait()
 		if o.Connected != nil {
@@ -162,6 +174,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		wg.Go(func() { results[i], samples[i] = runClient(ctx, o, i, payload, f) })
 	}
 	wg.Wait()
+	<-f.end // Published has returned: nothing of the run goes on after Run
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -187,6 +200,8 @@ type fleet struct {
 	setup     sync.WaitGroup
 	connected atomic.Int64
 	begin     chan struct{}
+	published sync.WaitGroup
+	end       chan struct{} // closed once Published returned
 }
 
 func runClient(ctx context.Context, o Options, i int, payload []byte, f *fleet) (ClientResult, []float64) {
@@ -207,6 +222,7 @@ func runClient(ctx context.Context, o Options, i int, payload []byte, f *fleet) 
 	}
 	f.setup.Done()
 	if err != nil {
+		f.published.Done()
 		r.Failures, r.Err = o.Messages, err.Error()
 		r.RunTime = time.Since(started).Seconds()
 		return r, nil
@@ -254,6 +270,13 @@ func runClient(ctx context.Context, o Options, i int, payload []byte, f *fleet) 
 		}
 		r.Successes++
 		times = append(times, ms(time.Since(sent)))
+	}
+	f.published.Done()
+	if o.Published != nil {
+		select {
+		case <-f.end:
+		case <-ctx.Done():
+		}
 	}
 	// A normal DISCONNECT ends the run (at QoS 0 the broker reads everything sent
 	// before it).
