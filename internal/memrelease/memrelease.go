@@ -21,12 +21,14 @@ func (c Config) On() bool { return c.ReleaseWhenQuiet == nil || *c.ReleaseWhenQu
 // Thresholds: quiet is under QuietRate bytes allocated a second, for QuietFor; a burst
 // is at least Burst bytes allocated in the busy seconds since the last release (a slow
 // trickle, such as a fleet's keepalives, is the collector's own business); releases are
-// at least Spacing apart.
+// at least Spacing apart. A release costs two collections of the live heap; a burst of
+// Burst bytes costs the collector at least as much on its own, so the bursts bound the
+// releases' share.
 const (
 	Burst     = 32 << 20
 	QuietRate = 1 << 20
 	QuietFor  = 3 * time.Second
-	Spacing   = 30 * time.Second
+	Spacing   = 10 * time.Second
 	tick      = time.Second
 )
 

@@ -30,6 +30,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
+	"github.com/iotsafe/iotsafe/internal/tls13conn"
 	"github.com/iotsafe/iotsafe/internal/transport"
 )
 
@@ -193,7 +194,11 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 			return fmt.Errorf("mqtt: %s listener %s: %w", l.id, l.addr, err)
 		}
 		b.addrs[l.id] = ln.Addr()
-		if err := b.srv.AddListener(&guardedListener{id: l.id, ln: ln, tls: l.tls, guard: b.guard, log: b.log}); err != nil {
+		gl := &guardedListener{id: l.id, ln: ln, guard: b.guard, log: b.log}
+		if l.tls != nil {
+			gl.tls = tls13conn.NewServer(l.tls)
+		}
+		if err := b.srv.AddListener(gl); err != nil {
 			ln.Close()
 			return err
 		}
@@ -521,10 +526,13 @@ func provenDevice(snap *devicedir.Snapshot, cl *mqtt.Client) (registry.DeviceSta
 	return st, ""
 }
 
+// tlsState is a TLS connection: a *tls.Conn (TLS 1.2) or a *tls13conn.Conn.
+type tlsState interface{ ConnectionState() tls.ConnectionState }
+
 // certIdentity reads the device of a verified client certificate, if the client gave
 // one, and the certificate's serial number (decimal).
 func certIdentity(cl *mqtt.Client) (name string, gen int64, serial string, ok bool) {
-	tc, isTLS := rawConn(cl.Net.Conn).(*tls.Conn)
+	tc, isTLS := rawConn(cl.Net.Conn).(tlsState)
 	if !isTLS {
 		return "", 0, "", false
 	}

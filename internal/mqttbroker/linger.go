@@ -1,7 +1,6 @@
 package mqttbroker
 
 import (
-	"crypto/tls"
 	"io"
 	"net"
 	"sync"
@@ -27,7 +26,8 @@ type lingeringConn struct {
 	once sync.Once
 }
 
-// Unwrap is the connection underneath (a *tls.Conn, or the listener's own).
+// Unwrap is the connection underneath (a *tls13conn.Conn, a *tls.Conn, or the
+// listener's own).
 func (c *lingeringConn) Unwrap() net.Conn { return c.Conn }
 
 func (c *lingeringConn) Close() error {
@@ -49,7 +49,12 @@ func (c *lingeringConn) Close() error {
 // then the TCP FIN beneath it.
 func halfClose(c net.Conn) {
 	type closeWriter interface{ CloseWrite() error }
-	if tc, ok := c.(*tls.Conn); ok {
+	type tlsConn interface { // a *tls.Conn or a *tls13conn.Conn
+		net.Conn
+		closeWriter
+		NetConn() net.Conn
+	}
+	if tc, ok := c.(tlsConn); ok {
 		tc.SetWriteDeadline(time.Now().Add(lingerFor))
 		tc.CloseWrite() // close_notify; an error (no handshake yet) is no reason to stop
 		c = tc.NetConn()

@@ -1,7 +1,6 @@
 package mqttbroker
 
 import (
-	"crypto/tls"
 	"log/slog"
 	"net"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/iotsafe/iotsafe/internal/acceptor"
 	"github.com/iotsafe/iotsafe/internal/throttle"
+	"github.com/iotsafe/iotsafe/internal/tls13conn"
 )
 
 // guardedListener is a broker listener that survives what mochi's own does not: accept
@@ -21,7 +21,7 @@ import (
 type guardedListener struct {
 	id    string
 	ln    net.Listener
-	tls   *tls.Config // nil: plain
+	tls   *tls13conn.Server // nil: plain
 	guard *loginGuard
 	log   *slog.Logger
 	once  sync.Once
@@ -41,15 +41,11 @@ func (l *guardedListener) Close(close listeners.CloseFn) {
 // Serve accepts until Close; each connection's goroutine runs establish (the client's
 // whole life) with a panic in it contained.
 func (l *guardedListener) Serve(establish listeners.EstablishFn) {
-	acceptor.Serve(l.ln, acceptor.Config{Name: "mqtt " + l.id, Logger: l.log}, func(c net.Conn) {
-		peer := acceptor.PeerHost(c)
-		var tc *tls.Conn
-		if l.tls != nil {
-			tc = tls.Server(c, l.tls)
-			c = tc // what mochi sees as the client's connection
-		}
-		raw := c
-		c = &lingeringConn{Conn: c}
+	acceptor.Serve(l.ln, acceptor.Config{Name: "mqtt " + l.id, Logger: l.log}, func(raw net.Conn) {
+		peer := acceptor.PeerHost(raw)
+		// What mochi sees as the client's connection; over TLS, the handshake's result
+		// goes in it.
+		c := &lingeringConn{Conn: raw}
 		if !l.guard.take(c, peer) {
 			// Nothing was said on it: closed at once, so a flood of refused connections
 			// holds no descriptor for the lingering second.
@@ -59,10 +55,14 @@ func (l *guardedListener) Serve(establish listeners.EstablishFn) {
 		defer l.guard.settled(c)
 		// Bounds the TLS handshake and the wait for CONNECT; mochi sets the keepalive
 		// deadline in its place once CONNECT is read.
-		c.SetDeadline(time.Now().Add(l.guard.timeout))
-		if tc != nil && handshakeApart(tc) != nil {
-			c.Close()
-			return
+		raw.SetDeadline(time.Now().Add(l.guard.timeout))
+		if l.tls != nil {
+			tc, err := handshakeApart(l.tls, raw)
+			if err != nil {
+				raw.Close()
+				return
+			}
+			c.Conn = tc
 		}
 		establish(l.id, c) // its error is the client's end, which the hook already reported
 	})
@@ -130,9 +130,18 @@ func (g *loginGuard) settled(c net.Conn) {
 // tens of KiB, and a stack keeps its size while the goroutine lives: run in the
 // connection's goroutine, every idle client would hold that much for as long as it is
 // connected (issue 54's memory per connection). The deadline set on the connection
-// bounds it.
-func handshakeApart(tc *tls.Conn) error {
-	done := make(chan error, 1)
-	go func() { done <- tc.Handshake() }()
-	return <-done
+// bounds it. A TLS 1.3 connection comes back as a *tls13conn.Conn, which holds no
+// buffer while idle; TLS 1.2 as a *tls.Conn.
+func handshakeApart(srv *tls13conn.Server, raw net.Conn) (net.Conn, error) {
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := srv.Handshake(raw)
+		done <- result{c, err}
+	}()
+	r := <-done
+	return r.c, r.err
 }

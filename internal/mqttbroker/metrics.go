@@ -97,7 +97,7 @@ func (b *Broker) Clients(device string) []admin.MQTTClient {
 		c := admin.MQTTClient{ClientID: cl.ID, Device: id.device, Account: id.account, Listener: cl.Net.Listener, Remote: cl.Net.Remote,
 			MQTT: protocolName(cl.Properties.ProtocolVersion), Since: id.since, Persistent: !sessionEndsWithConnection(cl),
 			Subscriptions: cl.State.Subscriptions.Len(), Inflight: cl.State.Inflight.Len()}
-		if tc, ok := rawConn(cl.Net.Conn).(*tls.Conn); ok {
+		if tc, ok := rawConn(cl.Net.Conn).(tlsState); ok {
 			st := tc.ConnectionState()
 			c.TLS = tls.VersionName(st.Version) + " " + tls.CipherSuiteName(st.CipherSuite)
 			if len(st.PeerCertificates) > 0 {

@@ -1,0 +1,405 @@
+package tls13conn
+
+import (
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Record layer limits (RFC 8446 section 5).
+const (
+	headerLen     = 5
+	maxPlaintext  = 1 << 14
+	maxCiphertext = maxPlaintext + 256
+	// maxUseless records in a row carry no data (empty records, key updates, warnings):
+	// past it a peer is only making the server work.
+	maxUseless = 16
+	// rekeyAfter records under one key, this side updates its key: far below the
+	// AES-GCM limit of RFC 8446 section 5.5 (2^24.5 full-size records).
+	rekeyAfter = 1 << 24
+)
+
+// Record content types and the alerts and handshake messages this layer handles.
+const (
+	typeAlert       = 21
+	typeHandshake   = 22
+	typeApplication = 23
+
+	alertCloseNotify       = 0
+	alertUnexpectedMessage = 10
+	alertBadRecordMAC      = 20
+	alertRecordOverflow    = 22
+	alertDecodeError       = 50
+	alertUserCanceled      = 90
+
+	msgKeyUpdate = 24
+)
+
+// ErrRecord is wrapped by every error that ends a connection because of what the peer
+// sent.
+var ErrRecord = errors.New("tls: bad record")
+
+// Conn is a TLS 1.3 connection after its handshake. Read and Write may be called from
+// different goroutines at once, as on a *tls.Conn.
+type Conn struct {
+	raw   net.Conn
+	state tls.ConnectionState
+
+	rmu     sync.Mutex
+	in      *direction
+	hdr     [headerLen]byte
+	hdrN    int     // header bytes read of the record being read
+	body    *[]byte // the record being read, or the data not yet returned; nil between records
+	bodyN   int
+	plain   []byte // data of the last record not yet returned
+	hs      []byte // a handshake message split over records (at most a KeyUpdate's 5 bytes)
+	useless int
+	rerr    error
+
+	wmu  sync.Mutex
+	out  *direction
+	werr error
+}
+
+// newConn takes over raw at a record boundary with the traffic secrets of each side
+// and the number of records already sent under the server's.
+func newConn(raw net.Conn, state tls.ConnectionState, clientSecret, serverSecret []byte, sent uint64) (*Conn, error) {
+	s, ok := suites[state.CipherSuite]
+	if !ok {
+		return nil, fmt.Errorf("tls13conn: cipher suite %s", tls.CipherSuiteName(state.CipherSuite))
+	}
+	in, err := newDirection(s, clientSecret)
+	if err != nil {
+		return nil, err
+	}
+	out, err := newDirection(s, serverSecret)
+	if err != nil {
+		return nil, err
+	}
+	out.seq = sent
+	return &Conn{raw: raw, state: state, in: in, out: out}, nil
+}
+
+// ConnectionState is the handshake's (crypto/tls's) state.
+func (c *Conn) ConnectionState() tls.ConnectionState { return c.state }
+
+// NetConn is the connection underneath.
+func (c *Conn) NetConn() net.Conn { return c.raw }
+
+func (c *Conn) LocalAddr() net.Addr                { return c.raw.LocalAddr() }
+func (c *Conn) RemoteAddr() net.Addr               { return c.raw.RemoteAddr() }
+func (c *Conn) SetDeadline(t time.Time) error      { return c.raw.SetDeadline(t) }
+func (c *Conn) SetReadDeadline(t time.Time) error  { return c.raw.SetReadDeadline(t) }
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.raw.SetWriteDeadline(t) }
+
+// Read returns application data, as a *tls.Conn's Read does; io.EOF after the peer's
+// close_notify.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	for len(c.plain) == 0 {
+		if c.rerr != nil {
+			return 0, c.rerr
+		}
+		if err := c.readRecord(); err != nil {
+			if !isTimeout(err) {
+				c.rerr = err
+			}
+			return 0, err
+		}
+	}
+	n := copy(p, c.plain)
+	c.plain = c.plain[n:]
+	if len(c.plain) == 0 {
+		c.releaseBody()
+	}
+	return n, nil
+}
+
+// isTimeout: a deadline passed. The record being read is kept where it stopped, so a
+// later Read goes on with it (as crypto/tls does).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func (c *Conn) releaseBody() {
+	if c.body != nil {
+		putBuffer(c.body)
+		c.body, c.plain = nil, nil
+	}
+}
+
+// readRecord reads one record and handles what it carries: data is left in c.plain.
+func (c *Conn) readRecord() error {
+	for c.hdrN < headerLen {
+		n, err := c.raw.Read(c.hdr[c.hdrN:])
+		c.hdrN += n
+		if err != nil && c.hdrN < headerLen {
+			if err == io.EOF && c.hdrN == 0 {
+				// No close_notify: the stream was cut, which a reader must be able to tell
+				// from an orderly end (a truncation attack).
+				return io.ErrUnexpectedEOF
+			}
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	length := int(binary.BigEndian.Uint16(c.hdr[3:]))
+	if c.body == nil {
+		switch {
+		case c.hdr[0] != typeApplication:
+			return c.fail(alertUnexpectedMessage, fmt.Errorf("%w: an unprotected record of type %d", ErrRecord, c.hdr[0]))
+		case c.hdr[1] != 3 || c.hdr[2] != 3:
+			return c.fail(alertDecodeError, fmt.Errorf("%w: record version %x%x", ErrRecord, c.hdr[1], c.hdr[2]))
+		case length > maxCiphertext:
+			return c.fail(alertRecordOverflow, fmt.Errorf("%w: a record of %d bytes", ErrRecord, length))
+		case length < c.in.aead.Overhead()+1:
+			return c.fail(alertDecodeError, fmt.Errorf("%w: a record of %d bytes", ErrRecord, length))
+		}
+		c.body, c.bodyN = getBuffer(length), 0
+	}
+	buf := (*c.body)[:length]
+	for c.bodyN < length {
+		n, err := c.raw.Read(buf[c.bodyN:])
+		c.bodyN += n
+		if err != nil && c.bodyN < length {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	c.hdrN = 0
+	nonce := c.in.nonce()
+	plain, err := c.in.aead.Open(buf[:0], nonce[:], buf, c.hdr[:])
+	if err != nil {
+		c.releaseBody()
+		return c.fail(alertBadRecordMAC, fmt.Errorf("%w: it does not decrypt", ErrRecord))
+	}
+	c.in.seq++
+	// The inner plaintext ends with its content type, then zero padding.
+	i := len(plain) - 1
+	for i >= 0 && plain[i] == 0 {
+		i--
+	}
+	if i < 0 {
+		c.releaseBody()
+		return c.fail(alertUnexpectedMessage, fmt.Errorf("%w: a record with no content type", ErrRecord))
+	}
+	typ, data := plain[i], plain[:i]
+	if len(data) > maxPlaintext {
+		c.releaseBody()
+		return c.fail(alertRecordOverflow, fmt.Errorf("%w: %d bytes of data in a record", ErrRecord, len(data)))
+	}
+	if typ == typeApplication && len(data) > 0 {
+		c.plain, c.useless = data, 0
+		return nil
+	}
+	defer c.releaseBody()
+	if c.useless++; c.useless > maxUseless {
+		return c.fail(alertUnexpectedMessage, fmt.Errorf("%w: %d records in a row without data", ErrRecord, c.useless))
+	}
+	switch typ {
+	case typeApplication:
+		return nil // empty: allowed (traffic analysis padding), nothing to return
+	case typeAlert:
+		return c.alert(data)
+	case typeHandshake:
+		return c.handshake(data)
+	}
+	return c.fail(alertUnexpectedMessage, fmt.Errorf("%w: a protected record of type %d", ErrRecord, typ))
+}
+
+// alert handles the peer's alert: close_notify ends the input, user_canceled is a
+// warning, anything else ends the connection.
+func (c *Conn) alert(data []byte) error {
+	if len(data) != 2 {
+		return c.fail(alertDecodeError, fmt.Errorf("%w: an alert of %d bytes", ErrRecord, len(data)))
+	}
+	switch data[1] {
+	case alertCloseNotify:
+		return io.EOF
+	case alertUserCanceled:
+		return nil
+	}
+	return fmt.Errorf("%w: the peer sent alert %d", ErrRecord, data[1])
+}
+
+// handshake handles post-handshake messages: a KeyUpdate is the only one a client may
+// send to a server that asked for nothing after the handshake.
+func (c *Conn) handshake(data []byte) error {
+	msg := append(c.hs, data...)
+	c.hs = nil
+	for len(msg) > 0 {
+		if len(msg) < 4 || len(msg) < 4+msgLen(msg) {
+			if len(msg) > 5 || (len(msg) >= 1 && msg[0] != msgKeyUpdate) {
+				return c.fail(alertUnexpectedMessage, fmt.Errorf("%w: a handshake message of type %d after the handshake", ErrRecord, msg[0]))
+			}
+			c.hs = append([]byte(nil), msg...) // split over records; the rest comes next
+			return nil
+		}
+		typ, n := msg[0], 4+msgLen(msg)
+		if typ != msgKeyUpdate {
+			return c.fail(alertUnexpectedMessage, fmt.Errorf("%w: a handshake message of type %d after the handshake", ErrRecord, typ))
+		}
+		if n != 5 || msg[4] > 1 {
+			return c.fail(alertDecodeError, fmt.Errorf("%w: a malformed KeyUpdate", ErrRecord))
+		}
+		if len(msg) > n {
+			// The next record is under the new key: nothing may follow in this one.
+			return c.fail(alertUnexpectedMessage, fmt.Errorf("%w: data after a KeyUpdate in its record", ErrRecord))
+		}
+		if err := c.in.update(); err != nil {
+			return err
+		}
+		if msg[4] == 1 { // update_requested: answer with our own, then use our new key
+			c.wmu.Lock()
+			err := c.updateOwnKey()
+			c.wmu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+		msg = msg[n:]
+	}
+	return nil
+}
+
+// msgLen is a handshake message's length from its 4-byte header.
+func msgLen(h []byte) int { return int(h[1])<<16 | int(h[2])<<8 | int(h[3]) }
+
+// fail sends the alert (best effort) and returns err.
+func (c *Conn) fail(alert byte, err error) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr == nil {
+		c.writeRecord(typeAlert, []byte{2, alert})
+		c.werr = err
+	}
+	return err
+}
+
+// Write sends p as application data in records of at most 16 KiB.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	n := 0
+	for len(p) > 0 {
+		if c.werr != nil {
+			return n, c.werr
+		}
+		chunk := min(len(p), maxPlaintext)
+		if err := c.writeRecord(typeApplication, p[:chunk]); err != nil {
+			return n, err
+		}
+		n += chunk
+		p = p[chunk:]
+	}
+	return n, c.werr
+}
+
+// writeRecord seals and sends one record; an error ends the writing side (what was
+// sent of a record cannot be taken back). c.wmu is held.
+func (c *Conn) writeRecord(typ byte, data []byte) error {
+	if c.werr != nil {
+		return c.werr
+	}
+	if c.out.seq >= rekeyAfter && typ != typeHandshake {
+		if err := c.updateOwnKey(); err != nil {
+			return err
+		}
+	}
+	overhead := c.out.aead.Overhead()
+	length := len(data) + 1 + overhead
+	buf := getBuffer(headerLen + length)
+	defer putBuffer(buf)
+	rec := (*buf)[:headerLen+len(data)+1]
+	rec[0], rec[1], rec[2] = typeApplication, 3, 3
+	binary.BigEndian.PutUint16(rec[3:], uint16(length))
+	copy(rec[headerLen:], data)
+	rec[len(rec)-1] = typ
+	nonce := c.out.nonce()
+	rec = c.out.aead.Seal(rec[:headerLen], nonce[:], rec[headerLen:], rec[:headerLen])
+	c.out.seq++
+	if _, err := c.raw.Write(rec); err != nil {
+		c.werr = err
+		return err
+	}
+	return nil
+}
+
+// updateOwnKey tells the peer this side's key changes, then changes it. c.wmu is held.
+func (c *Conn) updateOwnKey() error {
+	if err := c.writeRecord(typeHandshake, []byte{msgKeyUpdate, 0, 0, 1, 0}); err != nil {
+		return err
+	}
+	return c.out.update()
+}
+
+// CloseWrite sends close_notify: the peer reads the end of the data. The connection
+// underneath stays open.
+func (c *Conn) CloseWrite() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return c.werr
+	}
+	err := c.writeRecord(typeAlert, []byte{1, alertCloseNotify})
+	if err == nil {
+		c.werr = net.ErrClosed
+	}
+	return err
+}
+
+// Close sends close_notify (waiting at most 5 s, as crypto/tls does) and closes the
+// connection underneath.
+func (c *Conn) Close() error {
+	c.raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	c.CloseWrite()
+	err := c.raw.Close()
+	c.rmu.Lock() // a Read in progress returns (the socket is closed) before the buffer goes
+	c.releaseBody()
+	c.rmu.Unlock()
+	return err
+}
+
+// Buffers: a record takes one only while it is read or written.
+var bufferPools = [...]struct {
+	size int
+	pool sync.Pool
+}{{size: 512}, {size: 2048}, {size: headerLen + maxCiphertext}}
+
+func getBuffer(n int) *[]byte {
+	for i := range bufferPools {
+		p := &bufferPools[i]
+		if n <= p.size {
+			if b, ok := p.pool.Get().(*[]byte); ok {
+				return b
+			}
+			b := make([]byte, p.size)
+			return &b
+		}
+	}
+	panic("tls13conn: a buffer larger than a record")
+}
+
+func putBuffer(b *[]byte) {
+	for i := range bufferPools {
+		if p := &bufferPools[i]; cap(*b) == p.size {
+			*b = (*b)[:p.size]
+			p.pool.Put(b)
+			return
+		}
+	}
+}
