@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -376,4 +377,37 @@ func TestDeadlineKeepsThePlace(t *testing.T) {
 	if err != nil || string(b[:n]) != "hello" {
 		t.Fatalf("after the timeout: %q, %v", b[:n], err)
 	}
+}
+
+// Two handshakes under way with one ClientHello random (a client replaying another's):
+// neither gets keys from the log, and the entry goes with the last of them.
+func TestReplayedRandomStaysWithCryptoTLS(t *testing.T) {
+	srv := NewServer(serverConfig(newPKI(t)))
+	var random [32]byte
+	random[0] = 7
+	a := &handshakeConn{s: srv, random: random, registered: true}
+	b := &handshakeConn{s: srv, random: random, registered: true}
+	srv.register(random)
+	srv.register(random)
+	line := []byte("CLIENT_TRAFFIC_SECRET_0 07" + strings.Repeat("00", 31) + " " + strings.Repeat("ab", 32) + "\n")
+	keyLog{srv}.Write(line)
+	keyLog{srv}.Write(bytes.Replace(line, []byte("CLIENT"), []byte("SERVER"), 1))
+	if a.secrets() != nil || b.secrets() != nil {
+		t.Fatal("a handshake sharing its random got keys")
+	}
+	a.forget()
+	if len(srv.secrets) != 1 {
+		t.Fatal("the entry went with the first handshake")
+	}
+	b.forget()
+	if len(srv.secrets) != 0 {
+		t.Fatal("the entry outlived both handshakes")
+	}
+	srv.register(random)
+	keyLog{srv}.Write(line)
+	keyLog{srv}.Write(bytes.Replace(line, []byte("CLIENT"), []byte("SERVER"), 1))
+	if sec := a.secrets(); sec == nil || sec.client == nil || sec.server == nil {
+		t.Fatal("a lone handshake did not get its keys")
+	}
+	a.forget()
 }

@@ -19,8 +19,15 @@ type Server struct {
 	prior   interface{ Write([]byte) (int, error) } // the configuration's own key log, if any
 }
 
-// secrets are one handshake's application traffic secrets.
-type secrets struct{ client, server []byte }
+// secrets are one handshake's application traffic secrets. Two handshakes under way
+// with the same ClientHello random (a client replaying another's, seen on the wire)
+// share an entry, poisoned: each would take the other's keys, and records sealed under
+// one key by two connections would reuse nonces. Both stay with crypto/tls.
+type secrets struct {
+	client, server []byte
+	users          int
+	poisoned       bool
+}
 
 // NewServer returns a Server for cfg (not modified; a copy is kept with the key log
 // installed).
@@ -113,13 +120,14 @@ type handshakeConn struct {
 
 	// reading: the current record's header, how much of it was returned, and how much
 	// of its body is left
-	hdr      [headerLen]byte
-	hdrN     int // header bytes read from the socket
-	hdrOut   int // header bytes returned to crypto/tls
-	left     int // body bytes not yet read
-	first    []byte
-	random   [32]byte
-	haveRand bool
+	hdr        [headerLen]byte
+	hdrN       int // header bytes read from the socket
+	hdrOut     int // header bytes returned to crypto/tls
+	left       int // body bytes not yet read
+	first      []byte
+	random     [32]byte
+	haveRand   bool // the first record was looked at
+	registered bool // ... and it was a ClientHello, registered under random
 
 	// writing: the protected records sent, and an outgoing record not yet whole
 	sent, out []byte
@@ -184,26 +192,56 @@ func (h *handshakeConn) noteClientHello(b []byte) {
 	if len(h.first) == want && h.hdr[0] == typeHandshake && h.first[0] == 1 {
 		copy(h.random[:], h.first[6:])
 		h.haveRand = true
-		h.s.mu.Lock()
-		h.s.secrets[h.random] = &secrets{}
-		h.s.mu.Unlock()
+		h.s.register(h.random)
+		h.registered = true
 	}
 	h.first = nil
 	h.haveRand = true // registered, or not a ClientHello we can follow: stay with crypto/tls
 }
 
-// secrets are the handshake's traffic secrets, nil if none were logged.
-func (h *handshakeConn) secrets() *secrets {
-	h.s.mu.Lock()
-	defer h.s.mu.Unlock()
-	return h.s.secrets[h.random]
+// register opens the entry of a handshake under way.
+func (s *Server) register(random [32]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sec, ok := s.secrets[random]; ok {
+		sec.users++
+		sec.poisoned = true
+		return
+	}
+	s.secrets[random] = &secrets{users: 1}
 }
 
-// forget drops the handshake's secrets from the Server.
-func (h *handshakeConn) forget() {
+// release closes a handshake's entry; the last user removes it.
+func (s *Server) release(random [32]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sec, ok := s.secrets[random]; ok {
+		if sec.users--; sec.users <= 0 {
+			delete(s.secrets, random)
+		}
+	}
+}
+
+// secrets are the handshake's traffic secrets, nil if it registered none or shares its
+// random with another.
+func (h *handshakeConn) secrets() *secrets {
+	if !h.registered {
+		return nil
+	}
 	h.s.mu.Lock()
-	delete(h.s.secrets, h.random)
-	h.s.mu.Unlock()
+	defer h.s.mu.Unlock()
+	sec := h.s.secrets[h.random]
+	if sec == nil || sec.poisoned {
+		return nil
+	}
+	return &secrets{client: sec.client, server: sec.server}
+}
+
+// forget drops the handshake's entry from the Server.
+func (h *handshakeConn) forget() {
+	if h.registered {
+		h.s.release(h.random)
+	}
 }
 
 func (h *handshakeConn) Write(p []byte) (int, error) {
