@@ -18,10 +18,12 @@ type Config struct {
 // On reports whether the watcher runs.
 func (c Config) On() bool { return c.ReleaseWhenQuiet == nil || *c.ReleaseWhenQuiet }
 
-// Thresholds: quiet is under QuietRate bytes allocated a second, for QuietFor; a burst
-// is at least Burst bytes allocated in the busy seconds since the last release (a slow
-// trickle, such as a fleet's keepalives, is the collector's own business); releases are
-// at least Spacing apart. A release costs two collections of the live heap; a burst of
+// Thresholds: quiet is a second allocating under QuietRate bytes, or under a
+// sixteenth of the busiest second since the last release (a large hub's background
+// work, its broker's housekeeping over every client, allocates more than QuietRate
+// while idle), for QuietFor; a burst is at least Burst bytes allocated in the busy
+// seconds since the last release (a slow trickle, such as a fleet's keepalives, is the
+// collector's own business); releases are at least Spacing apart. A release costs two collections of the live heap; a burst of
 // Burst bytes costs the collector at least as much on its own, so the bursts bound the
 // releases' share.
 const (
@@ -37,6 +39,7 @@ type Watcher struct {
 	release   func()
 	lastAlloc uint64
 	sinceLast uint64 // allocated in busy seconds since the last release
+	peak      uint64 // the busiest second since the last release
 	quiet     time.Duration
 	lastAt    time.Time
 	started   bool
@@ -59,7 +62,8 @@ func (w *Watcher) Step(now time.Time, allocated uint64) bool {
 	}
 	delta := allocated - w.lastAlloc
 	w.lastAlloc = allocated
-	if delta < QuietRate*uint64(tick/time.Second) {
+	w.peak = max(w.peak, delta)
+	if delta < max(QuietRate*uint64(tick/time.Second), w.peak/16) {
 		w.quiet += tick
 	} else {
 		w.quiet = 0
@@ -69,7 +73,7 @@ func (w *Watcher) Step(now time.Time, allocated uint64) bool {
 		return false
 	}
 	w.release()
-	w.sinceLast, w.lastAt = 0, now
+	w.sinceLast, w.peak, w.lastAt = 0, 0, now
 	return true
 }
 

@@ -30,6 +30,18 @@ func TestReleasesOnceQuietAfterABurst(t *testing.T) {
 	}
 }
 
+// A large idle hub allocates more than QuietRate on its own (its broker walks every
+// client each second): quiet is judged against the burst.
+func TestQuietRelativeToTheBurst(t *testing.T) {
+	n := 0
+	w := New(func() { n++ })
+	bg := uint64(3 << 20)
+	got := steps(w, time.Unix(0, 0), bg, bg, 100<<20, 100<<20, bg, bg, bg, bg)
+	if len(got) != 1 || got[0] != 7 {
+		t.Fatalf("released at %v, want once at second 7", got)
+	}
+}
+
 func TestNeverWhileBusy(t *testing.T) {
 	w := New(func() { t.Fatal("released while busy") })
 	var busy []uint64
