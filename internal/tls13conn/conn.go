@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,6 +65,32 @@ type Conn struct {
 	wmu  sync.Mutex
 	out  *direction
 	werr error
+
+	// The last record's time either way, and whether the idle check is set (keys.go,
+	// idleGap).
+	lastUse atomic.Int64
+	armed   atomic.Bool
+}
+
+// used notes a record now and sets the idle check if it is not set.
+func (c *Conn) used() {
+	c.lastUse.Store(time.Now().UnixNano())
+	if c.armed.CompareAndSwap(false, true) {
+		time.AfterFunc(idleGap, c.idleCheck)
+	}
+}
+
+// idleCheck drops both AEADs once no record went either way for idleGap, else looks
+// again when that would be.
+func (c *Conn) idleCheck() {
+	since := time.Duration(time.Now().UnixNano() - c.lastUse.Load())
+	if since < idleGap {
+		time.AfterFunc(idleGap-since, c.idleCheck)
+		return
+	}
+	c.in.aead.Store(nil)
+	c.out.aead.Store(nil)
+	c.armed.Store(false)
 }
 
 // newConn takes over raw at a record boundary with the traffic secrets of each side
@@ -164,7 +191,7 @@ func (c *Conn) readRecord() error {
 			return c.fail(alertDecodeError, fmt.Errorf("%w: record version %x%x", ErrRecord, c.hdr[1], c.hdr[2]))
 		case length > maxCiphertext:
 			return c.fail(alertRecordOverflow, fmt.Errorf("%w: a record of %d bytes", ErrRecord, length))
-		case length < c.in.aead.Overhead()+1:
+		case length < tagLen+1:
 			return c.fail(alertDecodeError, fmt.Errorf("%w: a record of %d bytes", ErrRecord, length))
 		}
 		c.body, c.bodyN = getBuffer(length), 0
@@ -181,8 +208,14 @@ func (c *Conn) readRecord() error {
 		}
 	}
 	c.hdrN = 0
+	aead, err := c.in.cipher()
+	if err != nil {
+		c.releaseBody()
+		return err
+	}
 	nonce := c.in.nonce()
-	plain, err := c.in.aead.Open(buf[:0], nonce[:], buf, c.hdr[:])
+	plain, err := aead.Open(buf[:0], nonce[:], buf, c.hdr[:])
+	c.used()
 	if err != nil {
 		c.releaseBody()
 		return c.fail(alertBadRecordMAC, fmt.Errorf("%w: it does not decrypt", ErrRecord))
@@ -320,8 +353,12 @@ func (c *Conn) writeRecord(typ byte, data []byte) error {
 			return err
 		}
 	}
-	overhead := c.out.aead.Overhead()
-	length := len(data) + 1 + overhead
+	aead, err := c.out.cipher()
+	if err != nil {
+		c.werr = err
+		return err
+	}
+	length := len(data) + 1 + tagLen
 	buf := getBuffer(headerLen + length)
 	defer putBuffer(buf)
 	rec := (*buf)[:headerLen+len(data)+1]
@@ -330,8 +367,9 @@ func (c *Conn) writeRecord(typ byte, data []byte) error {
 	copy(rec[headerLen:], data)
 	rec[len(rec)-1] = typ
 	nonce := c.out.nonce()
-	rec = c.out.aead.Seal(rec[:headerLen], nonce[:], rec[headerLen:], rec[:headerLen])
+	rec = aead.Seal(rec[:headerLen], nonce[:], rec[headerLen:], rec[:headerLen])
 	c.out.seq++
+	c.used()
 	if _, err := c.raw.Write(rec); err != nil {
 		c.werr = err
 		return err

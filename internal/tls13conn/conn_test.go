@@ -273,13 +273,7 @@ func TestTamperedRecordIsRefused(t *testing.T) {
 	s, c := connPair(t, tls.TLS_AES_128_GCM_SHA256)
 	exchange(t, s, c, 10)
 	// Seal a record as the client would, flip a bit, send it raw.
-	c.wmu.Lock()
-	raw := c.raw
-	c.raw = &capture{}
-	c.writeRecord(typeApplication, []byte("hello"))
-	rec := c.raw.(*capture).b
-	c.raw = raw
-	c.wmu.Unlock()
+	rec, raw := sealed(c, "hello")
 	rec[len(rec)-1] ^= 1
 	raw.Write(rec)
 	_, err := s.Read(make([]byte, 10))
@@ -292,6 +286,18 @@ func TestTamperedRecordIsRefused(t *testing.T) {
 	if _, err := s.Read(make([]byte, 10)); !errors.Is(err, ErrRecord) {
 		t.Fatal("the connection went on after a tampered record")
 	}
+}
+
+// sealed is the record c would send for data, not sent, and c's socket to send it on.
+func sealed(c *Conn, data string) (rec []byte, raw net.Conn) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	raw = c.raw
+	c.raw = &capture{}
+	c.writeRecord(typeApplication, []byte(data))
+	rec = c.raw.(*capture).b
+	c.raw = raw
+	return rec, raw
 }
 
 // capture is a net.Conn that keeps what is written.
@@ -358,13 +364,7 @@ func TestTooManyRecordsWithoutData(t *testing.T) {
 // A deadline in the middle of a record does not lose it: the next Read goes on.
 func TestDeadlineKeepsThePlace(t *testing.T) {
 	s, c := connPair(t, tls.TLS_AES_128_GCM_SHA256)
-	c.wmu.Lock()
-	raw := c.raw
-	c.raw = &capture{}
-	c.writeRecord(typeApplication, []byte("hello"))
-	rec := c.raw.(*capture).b
-	c.raw = raw
-	c.wmu.Unlock()
+	rec, raw := sealed(c, "hello")
 	raw.Write(rec[:3])
 	s.SetReadDeadline(time.Now())
 	if _, err := s.Read(make([]byte, 10)); !isTimeout(err) {
@@ -410,4 +410,24 @@ func TestReplayedRandomStaysWithCryptoTLS(t *testing.T) {
 		t.Fatal("a lone handshake did not get its keys")
 	}
 	a.forget()
+}
+
+// An idle connection drops its AEADs' state and builds it again for the next record;
+// one in use keeps it.
+func TestIdleDropsTheCipherState(t *testing.T) {
+	s, c := connPair(t, tls.TLS_AES_128_GCM_SHA256)
+	exchange(t, s, c, 10)
+	s.idleCheck() // records went just now: kept
+	if s.in.aead.Load() == nil || s.out.aead.Load() == nil {
+		t.Fatal("a connection in use dropped its cipher state")
+	}
+	s.lastUse.Store(time.Now().Add(-idleGap).UnixNano())
+	s.idleCheck()
+	if s.in.aead.Load() != nil || s.out.aead.Load() != nil || s.armed.Load() {
+		t.Fatal("an idle connection kept its cipher state")
+	}
+	exchange(t, s, c, 10_000)
+	if s.in.aead.Load() == nil || !s.armed.Load() {
+		t.Fatal("the next records did not build the state again and set the check")
+	}
 }

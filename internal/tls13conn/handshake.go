@@ -298,7 +298,8 @@ func (h *handshakeConn) sentUnderServerKey(st suite, serverSecret []byte) (n uin
 		end := headerLen + int(binary.BigEndian.Uint16(rest[3:]))
 		rec := rest[:end]
 		nonce := key.nonce()
-		if _, err := key.aead.Open(nil, nonce[:], rec[headerLen:], rec[:headerLen]); err == nil {
+		aead, _ := key.cipher()
+		if _, err := aead.Open(nil, nonce[:], rec[headerLen:], rec[:headerLen]); err == nil {
 			key.seq++
 		} else if key.seq > 0 {
 			return 0, false // after the first under the key, all are under it

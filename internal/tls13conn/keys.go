@@ -10,6 +10,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/crypto/chacha20poly1305"
 )
@@ -51,14 +53,40 @@ func expandLabel(h func() hash.Hash, secret []byte, label string, length int) []
 	return out
 }
 
+// tagLen is the authentication tag of every TLS 1.3 AEAD.
+const tagLen = 16
+
+// idleGap: a connection with no record either way for this long drops its AEADs'
+// state (a KiB each for AES-GCM: key schedule and tables); the next record builds it
+// again from the key, a microsecond. A device that sends a keepalive a minute holds
+// none between them; one that sends often keeps them.
+const idleGap = 5 * time.Second
+
 // direction is one way's record protection: its key and nonce, the next record's
 // sequence number, and the traffic secret the next key update derives from.
 type direction struct {
 	s      suite
-	aead   cipher.AEAD
+	key    []byte
+	aead   atomic.Pointer[sealer] // nil while idle; cipher builds it
 	iv     [12]byte
 	seq    uint64
 	secret []byte
+}
+
+// sealer holds an AEAD (atomic.Pointer wants a pointer).
+type sealer struct{ cipher.AEAD }
+
+// cipher is the direction's AEAD, built from the key if it was dropped.
+func (d *direction) cipher() (cipher.AEAD, error) {
+	if a := d.aead.Load(); a != nil {
+		return a.AEAD, nil
+	}
+	a, err := d.s.aead(d.key)
+	if err != nil {
+		return nil, err
+	}
+	d.aead.Store(&sealer{a})
+	return a, nil
 }
 
 // newDirection derives a direction's key and IV from a traffic secret (RFC 8446
@@ -72,14 +100,16 @@ func newDirection(s suite, secret []byte) (*direction, error) {
 }
 
 func (d *direction) setSecret(secret []byte) error {
-	aead, err := d.s.aead(expandLabel(d.s.hash, secret, "key", d.s.keyLen))
+	key := expandLabel(d.s.hash, secret, "key", d.s.keyLen)
+	aead, err := d.s.aead(key)
 	if err != nil {
 		return err
 	}
-	if aead.NonceSize() != len(d.iv) {
-		return fmt.Errorf("tls13conn: a %d-byte nonce", aead.NonceSize())
+	if aead.NonceSize() != len(d.iv) || aead.Overhead() != tagLen {
+		return fmt.Errorf("tls13conn: a %d-byte nonce and a %d-byte tag", aead.NonceSize(), aead.Overhead())
 	}
-	d.aead, d.secret, d.seq = aead, secret, 0
+	d.aead.Store(&sealer{aead})
+	d.key, d.secret, d.seq = key, secret, 0
 	copy(d.iv[:], expandLabel(d.s.hash, secret, "iv", len(d.iv)))
 	return nil
 }
