@@ -51,16 +51,19 @@ type Conn struct {
 	raw   net.Conn
 	state tls.ConnectionState
 
-	rmu     sync.Mutex
-	in      *direction
-	hdr     [headerLen]byte
-	hdrN    int     // header bytes read of the record being read
-	body    *[]byte // the record being read, or the data not yet returned; nil between records
-	bodyN   int
-	plain   []byte // data of the last record not yet returned
-	hs      []byte // a handshake message split over records (at most a KeyUpdate's 5 bytes)
-	useless int
-	rerr    error
+	rmu  sync.Mutex
+	in   *direction
+	hdr  [headerLen]byte
+	hdrN int // header bytes read of the record being read
+	// rbuf holds what was read beyond a header: the record being read and any that came
+	// with it ((*rbuf)[roff:rend], not yet used), and the data not yet returned. It is
+	// nil while nothing is held: an idle connection waits for a header in hdr.
+	rbuf       *[]byte
+	roff, rend int
+	plain      []byte // data of the last record not yet returned
+	hs         []byte // a handshake message split over records (at most a KeyUpdate's 5 bytes)
+	useless    int
+	rerr       error
 
 	wmu  sync.Mutex
 	out  *direction
@@ -145,9 +148,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	n := copy(p, c.plain)
 	c.plain = c.plain[n:]
-	if len(c.plain) == 0 {
-		c.releaseBody()
-	}
+	c.releaseIfDone()
 	return n, nil
 }
 
@@ -158,15 +159,66 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func (c *Conn) releaseBody() {
-	if c.body != nil {
-		putBuffer(c.body)
-		c.body, c.plain = nil, nil
+// releaseIfDone returns the input buffer once it holds nothing: no data to return, no
+// bytes read ahead.
+func (c *Conn) releaseIfDone() {
+	if c.rbuf != nil && len(c.plain) == 0 && c.roff == c.rend {
+		putBuffer(c.rbuf)
+		c.rbuf, c.plain, c.roff, c.rend = nil, nil, 0, 0
 	}
 }
 
+// releaseInput returns the input buffer whatever it holds (the connection is over).
+func (c *Conn) releaseInput() {
+	if c.rbuf != nil {
+		putBuffer(c.rbuf)
+		c.rbuf, c.plain, c.roff, c.rend = nil, nil, 0, 0
+	}
+}
+
+// readAhead is how much a read of a small record may take of the records behind it:
+// a burst of small records costs one read, not two per record.
+const readAhead = 2048
+
+// body returns the next n bytes of input: what was read ahead first, then the socket,
+// reading as much more as the buffer holds. The bytes are kept (a timeout resumes).
+func (c *Conn) body(n int) ([]byte, error) {
+	if c.rbuf == nil || cap(*c.rbuf)-c.roff < n {
+		// A buffer that holds the record from its start: what was read ahead moves in.
+		nb := getBuffer(max(n, readAhead))
+		if c.rbuf != nil {
+			c.rend = copy(*nb, (*c.rbuf)[c.roff:c.rend])
+			putBuffer(c.rbuf)
+		} else {
+			c.rend = 0
+		}
+		c.rbuf, c.roff = nb, 0
+	}
+	buf := (*c.rbuf)[:cap(*c.rbuf)]
+	for c.rend-c.roff < n {
+		m, err := c.raw.Read(buf[c.rend:])
+		c.rend += m
+		if err != nil && c.rend-c.roff < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	b := buf[c.roff : c.roff+n]
+	c.roff += n
+	return b, nil
+}
+
 // readRecord reads one record and handles what it carries: data is left in c.plain.
+// Called with no data left to return.
 func (c *Conn) readRecord() error {
+	if c.rbuf != nil && c.hdrN < headerLen { // the header from what was read ahead
+		m := copy(c.hdr[c.hdrN:], (*c.rbuf)[c.roff:c.rend])
+		c.hdrN += m
+		c.roff += m
+		c.releaseIfDone()
+	}
 	for c.hdrN < headerLen {
 		n, err := c.raw.Read(c.hdr[c.hdrN:])
 		c.hdrN += n
@@ -183,41 +235,31 @@ func (c *Conn) readRecord() error {
 		}
 	}
 	length := int(binary.BigEndian.Uint16(c.hdr[3:]))
-	if c.body == nil {
-		switch {
-		case c.hdr[0] != typeApplication:
-			return c.fail(alertUnexpectedMessage, fmt.Errorf("%w: an unprotected record of type %d", ErrRecord, c.hdr[0]))
-		case c.hdr[1] != 3 || c.hdr[2] != 3:
-			return c.fail(alertDecodeError, fmt.Errorf("%w: record version %x%x", ErrRecord, c.hdr[1], c.hdr[2]))
-		case length > maxCiphertext:
-			return c.fail(alertRecordOverflow, fmt.Errorf("%w: a record of %d bytes", ErrRecord, length))
-		case length < tagLen+1:
-			return c.fail(alertDecodeError, fmt.Errorf("%w: a record of %d bytes", ErrRecord, length))
-		}
-		c.body, c.bodyN = getBuffer(length), 0
+	switch {
+	case c.hdr[0] != typeApplication:
+		return c.fail(alertUnexpectedMessage, fmt.Errorf("%w: an unprotected record of type %d", ErrRecord, c.hdr[0]))
+	case c.hdr[1] != 3 || c.hdr[2] != 3:
+		return c.fail(alertDecodeError, fmt.Errorf("%w: record version %x%x", ErrRecord, c.hdr[1], c.hdr[2]))
+	case length > maxCiphertext:
+		return c.fail(alertRecordOverflow, fmt.Errorf("%w: a record of %d bytes", ErrRecord, length))
+	case length < tagLen+1:
+		return c.fail(alertDecodeError, fmt.Errorf("%w: a record of %d bytes", ErrRecord, length))
 	}
-	buf := (*c.body)[:length]
-	for c.bodyN < length {
-		n, err := c.raw.Read(buf[c.bodyN:])
-		c.bodyN += n
-		if err != nil && c.bodyN < length {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
-		}
+	buf, err := c.body(length)
+	if err != nil {
+		return err
 	}
 	c.hdrN = 0
 	aead, err := c.in.cipher()
 	if err != nil {
-		c.releaseBody()
+		c.releaseInput()
 		return err
 	}
 	nonce := c.in.nonce()
 	plain, err := aead.Open(buf[:0], nonce[:], buf, c.hdr[:])
 	c.used()
 	if err != nil {
-		c.releaseBody()
+		c.releaseInput()
 		return c.fail(alertBadRecordMAC, fmt.Errorf("%w: it does not decrypt", ErrRecord))
 	}
 	c.in.seq++
@@ -227,19 +269,19 @@ func (c *Conn) readRecord() error {
 		i--
 	}
 	if i < 0 {
-		c.releaseBody()
+		c.releaseInput()
 		return c.fail(alertUnexpectedMessage, fmt.Errorf("%w: a record with no content type", ErrRecord))
 	}
 	typ, data := plain[i], plain[:i]
 	if len(data) > maxPlaintext {
-		c.releaseBody()
+		c.releaseInput()
 		return c.fail(alertRecordOverflow, fmt.Errorf("%w: %d bytes of data in a record", ErrRecord, len(data)))
 	}
 	if typ == typeApplication && len(data) > 0 {
 		c.plain, c.useless = data, 0
 		return nil
 	}
-	defer c.releaseBody()
+	defer c.releaseIfDone()
 	if c.useless++; c.useless > maxUseless {
 		return c.fail(alertUnexpectedMessage, fmt.Errorf("%w: %d records in a row without data", ErrRecord, c.useless))
 	}
@@ -407,7 +449,7 @@ func (c *Conn) Close() error {
 	c.CloseWrite()
 	err := c.raw.Close()
 	c.rmu.Lock() // a Read in progress returns (the socket is closed) before the buffer goes
-	c.releaseBody()
+	c.releaseInput()
 	c.rmu.Unlock()
 	return err
 }

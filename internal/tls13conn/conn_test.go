@@ -137,7 +137,7 @@ func TestTLS13IsCarriedHere(t *testing.T) {
 	}
 	exchange(t, s, c, 10)
 	exchange(t, s, c, 100_000) // several records each way
-	if sc.body != nil {
+	if sc.rbuf != nil {
 		t.Fatal("an idle connection holds a record buffer")
 	}
 	if st := sc.ConnectionState(); st.Version != tls.VersionTLS13 || st.CipherSuite != c.ConnectionState().CipherSuite {
@@ -429,5 +429,32 @@ func TestIdleDropsTheCipherState(t *testing.T) {
 	exchange(t, s, c, 10_000)
 	if s.in.aead.Load() == nil || !s.armed.Load() {
 		t.Fatal("the next records did not build the state again and set the check")
+	}
+}
+
+// A burst of small records is read ahead, several a read, and the buffer goes once
+// the last is returned.
+func TestBurstOfSmallRecords(t *testing.T) {
+	s, c := connPair(t, tls.TLS_CHACHA20_POLY1305_SHA256)
+	var want bytes.Buffer
+	var recs []byte
+	for i := range 500 {
+		msg := []byte(strings.Repeat(string(rune('a'+i%26)), 1+i%90))
+		want.Write(msg)
+		rec, _ := sealed(c, string(msg))
+		recs = append(recs, rec...)
+	}
+	go c.raw.Write(recs) // one write: the records arrive back to back
+	got := make([]byte, want.Len())
+	if _, err := io.ReadFull(s, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatal("the records' data arrived changed")
+	}
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if s.rbuf != nil {
+		t.Fatal("the input buffer is held after the burst was read")
 	}
 }
