@@ -27,12 +27,12 @@ func FuzzRecords(f *testing.F) {
 				n := min(int(in[0]), len(in)-1)
 				inner := in[1 : 1+n]
 				in = in[1+n:]
-				// writeRecord appends a content type; the fuzzer's bytes are the whole
-				// inner plaintext, so seal them directly.
+				// The fuzzer's bytes are the whole inner plaintext: their last byte is
+				// the content type writeRecord puts after the data.
 				if len(inner) == 0 {
 					continue
 				}
-				if c.sealRaw(inner[:len(inner)-1], inner[len(inner)-1]) != nil {
+				if c.writeRecord(inner[len(inner)-1], inner[:len(inner)-1]) != nil {
 					return
 				}
 			}
@@ -47,9 +47,6 @@ func FuzzRecords(f *testing.F) {
 		t.Fatal("reading never ended")
 	})
 }
-
-// sealRaw is writeRecord for the fuzzer: data and the content type byte as given.
-func (c *Conn) sealRaw(data []byte, typ byte) error { return c.writeRecord(typ, data) }
 
 // FuzzHandshakeInput gives the handshake's record-aligned reader anything a client
 // could send first: crypto/tls refuses it, nothing panics, no secret is kept. Seeds in

@@ -126,7 +126,7 @@ type handshakeConn struct {
 	left       int // body bytes not yet read
 	first      []byte
 	random     [32]byte
-	haveRand   bool // the first record was looked at
+	looked     bool // the first record was looked at
 	registered bool // ... and it was a ClientHello, registered under random
 
 	// writing: the protected records sent, and an outgoing record not yet whole
@@ -182,7 +182,7 @@ func (h *handshakeConn) Read(p []byte) (int, error) {
 // header, legacy version, random) and registers the handshake under its random.
 func (h *handshakeConn) noteClientHello(b []byte) {
 	const want = 4 + 2 + 32
-	if h.haveRand || h.first == nil && len(b) == 0 {
+	if h.looked || h.first == nil && len(b) == 0 {
 		return
 	}
 	h.first = append(h.first, b[:min(len(b), want-len(h.first))]...)
@@ -191,12 +191,11 @@ func (h *handshakeConn) noteClientHello(b []byte) {
 	}
 	if len(h.first) == want && h.hdr[0] == typeHandshake && h.first[0] == 1 {
 		copy(h.random[:], h.first[6:])
-		h.haveRand = true
 		h.s.register(h.random)
 		h.registered = true
 	}
 	h.first = nil
-	h.haveRand = true // registered, or not a ClientHello we can follow: stay with crypto/tls
+	h.looked = true // registered, or not a ClientHello we can follow: stay with crypto/tls
 }
 
 // register opens the entry of a handshake under way.
