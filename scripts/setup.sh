@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 # agent built for device architectures (32-bit ARM, big-endian MIPS) against a real hub,
 # called by name (no binfmt handler is registered); busybox's ash, OpenWrt's shell, reads
 # the OpenWrt init script (dist/openwrt).
-PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables openssh-server caddy python3 python3-venv openssl mosquitto-clients mosquitto sslscan testssl.sh ssh-audit gcc libc6-dev libssl-dev libwolfssl-dev xmlsec1 postgresql systemd qemu-user busybox chromium fonts-dejavu-core)
+PKGS=(openssh-client dropbear-bin curl sqlite3 ca-certificates iproute2 util-linux mount nftables openssh-server caddy python3 python3-venv openssl mosquitto-clients mosquitto sslscan testssl.sh ssh-audit gcc libc6-dev libssl-dev libwolfssl-dev xmlsec1 postgresql systemd qemu-user busybox chromium fonts-dejavu-core patch diffutils)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

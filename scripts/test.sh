@@ -27,6 +27,8 @@ echo "== iotsafe-lint (deferrednil, nilness)"
 # result returned as nil and then called by a deferred closure (issue 56's crash), and
 # x/tools' nilness (nil dereferences and nil func calls on the SSA form).
 go run ./cmd/iotsafe-lint ./...
+echo "== third_party (mochi-mqtt/server with the hub's patch; its own tests)"
+scripts/check-third-party.sh
 
 echo "== fuzz (short pass per target; seeds in testdata/ also run as unit tests)"
 # Every Fuzz function in the tree runs (the list is derived, so a new one cannot be
@@ -45,7 +47,7 @@ fuzz_count() {
     *) echo 50000 ;;
   esac
 }
-targets=$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+\(' . | sort | while read -r f; do
+targets=$(grep -rlE --include='*_test.go' --exclude-dir=third_party '^func Fuzz[A-Za-z0-9_]+\(' . | sort | while read -r f; do
   grep -oE '^func Fuzz[A-Za-z0-9_]+' "$f" | sed "s|^func |./$(dirname "${f#./}"):|"
 done)
 [ -n "$targets" ] || { echo "no fuzz targets found"; exit 1; }

@@ -5,8 +5,8 @@
 // collection, by half each time. After a burst (a fleet reconnecting: a TLS handshake
 // per device; a storm of messages: every client goroutine's stack grown deep), a hub
 // would keep the burst's memory for minutes. This package watches the allocation rate;
-// when it stays low for a few seconds after a burst, it collects twice (stacks halve
-// twice) and returns the free pages at once, so an idle hub holds about what its
+// when it stays low for a few seconds after a burst, it collects four times (stacks
+// halve each time) and returns the free pages at once, so an idle hub holds about what its
 // connections need (issue 54: "an active connection returns to the idle figure once it
 // goes idle"). It never runs while the hub is busy.
 package memrelease

@@ -212,7 +212,20 @@ func (c *Conn) body(n int) ([]byte, error) {
 
 // readRecord reads one record and handles what it carries: data is left in c.plain.
 // Called with no data left to return.
+//
+// An idle connection's goroutine waits in here, so this frame and readHeader's stay
+// small (no error formatting, no nonce): the runtime shrinks a parked goroutine's stack
+// only while it uses under a quarter of it, and an idle MQTT client's whole stack is
+// meant to fit in 4 KiB. The rest of the work is openRecord's.
 func (c *Conn) readRecord() error {
+	if err := c.readHeader(); err != nil {
+		return err
+	}
+	return c.openRecord()
+}
+
+// readHeader reads the record header into c.hdr, from what was read ahead first.
+func (c *Conn) readHeader() error {
 	if c.rbuf != nil && c.hdrN < headerLen { // the header from what was read ahead
 		m := copy(c.hdr[c.hdrN:], (*c.rbuf)[c.roff:c.rend])
 		c.hdrN += m
@@ -234,6 +247,14 @@ func (c *Conn) readRecord() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// openRecord checks the header read, reads the record's body and decrypts it. Never
+// inlined: its frame must not join readRecord's (see there).
+//
+//go:noinline
+func (c *Conn) openRecord() error {
 	length := int(binary.BigEndian.Uint16(c.hdr[3:]))
 	switch {
 	case c.hdr[0] != typeApplication:
