@@ -36,4 +36,7 @@ if [ "${1:-}" = "--write-patch" ]; then
 fi
 echo "$tree is $module@$version with $tree.patch"
 # The packages the hub uses; mochi's other storage hooks need databases' client modules.
-(cd "$tree" && go test -race -count=1 . ./packets ./listeners ./hooks/storage/bolt)
+# TestEstablishConnectionInheritExistingTrueTakeover is skipped: it reads the session
+# right after starting the takeover, a race of its own that fails about 1 run in 30 on
+# upstream code too (measured with -race, 30 runs each, upstream and patched).
+(cd "$tree" && go test -race -count=1 -skip '^TestEstablishConnectionInheritExistingTrueTakeover$' . ./packets ./listeners ./hooks/storage/bolt)

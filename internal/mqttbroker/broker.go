@@ -27,6 +27,7 @@ import (
 	"github.com/iotsafe/iotsafe/internal/devicedir"
 	"github.com/iotsafe/iotsafe/internal/mqttbridge"
 	"github.com/iotsafe/iotsafe/internal/mqtttopic"
+	"github.com/iotsafe/iotsafe/internal/netready"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/telemetry"
 	"github.com/iotsafe/iotsafe/internal/throttle"
@@ -186,6 +187,11 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 		want = append(want, lc{TLSListener, b.cfg.TLSListen, tlsConfig})
 	}
 	b.guard = newLoginGuard(b.cfg, b.log)
+	ready, err := netready.Default()
+	if err != nil {
+		b.log.Warn("mqtt: every client keeps a goroutine while connected", "err", err)
+		ready = nil
+	}
 	for _, l := range want {
 		// Bind here so a taken port fails the hub's start with its name, and port 0
 		// yields the address the hub prints.
@@ -194,7 +200,7 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 			return fmt.Errorf("mqtt: %s listener %s: %w", l.id, l.addr, err)
 		}
 		b.addrs[l.id] = ln.Addr()
-		gl := &guardedListener{id: l.id, ln: ln, guard: b.guard, log: b.log}
+		gl := &guardedListener{id: l.id, ln: ln, guard: b.guard, log: b.log, srv: b.srv, ready: ready}
 		if l.tls != nil {
 			gl.tls = tls13conn.NewServer(l.tls)
 		}
@@ -204,7 +210,7 @@ func (b *Broker) Start(tlsConfig *tls.Config) error {
 		}
 		if l.id == PlainListener {
 			b.session = deviceconn.NewListener(ln.Addr())
-			if err := b.srv.AddListener(&guardedListener{id: SessionListener, ln: b.session, guard: b.guard, log: b.log}); err != nil {
+			if err := b.srv.AddListener(&guardedListener{id: SessionListener, ln: b.session, guard: b.guard, log: b.log, srv: b.srv}); err != nil {
 				return err
 			}
 		}

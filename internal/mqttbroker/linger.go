@@ -4,7 +4,10 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/iotsafe/iotsafe/internal/netready"
 )
 
 // Bounds of a lingering close: how long, and how much, a closed connection's unread
@@ -21,9 +24,41 @@ const (
 // reset" instead of the DISCONNECT with its reason (issue 54.3). So Close ends the
 // writing side (TLS close_notify, then FIN), reads and drops what is still coming for at
 // most lingerFor or lingerBytes, then closes.
+//
+// It also keeps what a client waiting in the poller needs (listener.go): its Wait, which
+// Close wakes, and the read deadline mochi last set.
 type lingeringConn struct {
 	net.Conn
-	once sync.Once
+	once     sync.Once
+	closed   atomic.Bool
+	waitp    atomic.Pointer[netready.Wait]
+	deadline atomic.Int64 // the read deadline, Unix nanoseconds; 0: none
+}
+
+func (c *lingeringConn) SetDeadline(t time.Time) error {
+	c.noteDeadline(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *lingeringConn) SetReadDeadline(t time.Time) error {
+	c.noteDeadline(t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *lingeringConn) noteDeadline(t time.Time) {
+	var ns int64
+	if !t.IsZero() {
+		ns = t.UnixNano()
+	}
+	c.deadline.Store(ns)
+}
+
+// readDeadline is the read deadline last set; the zero time: none.
+func (c *lingeringConn) readDeadline() time.Time {
+	if ns := c.deadline.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // Unwrap is the connection underneath (a *tls13conn.Conn, a *tls.Conn, or the
@@ -32,6 +67,7 @@ func (c *lingeringConn) Unwrap() net.Conn { return c.Conn }
 
 func (c *lingeringConn) Close() error {
 	c.once.Do(func() {
+		c.closed.Store(true)
 		halfClose(c.Conn)
 		c.Conn.SetReadDeadline(time.Now().Add(lingerFor))
 		// mochi's reader may be in Read too: whichever reads, the input is consumed, and
@@ -41,6 +77,9 @@ func (c *lingeringConn) Close() error {
 			io.Copy(io.Discard, io.LimitReader(c.Conn, lingerBytes))
 			c.Conn.Close()
 		}()
+		if w := c.waitp.Load(); w != nil {
+			w.Wake() // a client waiting in the poller: its session ends now, not at its deadline
+		}
 	})
 	return nil
 }

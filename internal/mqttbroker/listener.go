@@ -1,14 +1,19 @@
 package mqttbroker
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
+	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 
 	"github.com/iotsafe/iotsafe/internal/acceptor"
+	"github.com/iotsafe/iotsafe/internal/contain"
+	"github.com/iotsafe/iotsafe/internal/netready"
 	"github.com/iotsafe/iotsafe/internal/throttle"
 	"github.com/iotsafe/iotsafe/internal/tls13conn"
 )
@@ -18,6 +23,8 @@ import (
 // connection must finish its TLS handshake and send CONNECT within the connect timeout,
 // and the connections not yet logged in are capped per source address and in all, so a
 // burst of idle connections can neither exhaust descriptors nor keep a listener dead.
+// It also runs its clients (serveClient): an idle client waits in the poller, with no
+// goroutine.
 type guardedListener struct {
 	id    string
 	ln    net.Listener
@@ -25,6 +32,8 @@ type guardedListener struct {
 	guard *loginGuard
 	log   *slog.Logger
 	once  sync.Once
+	srv   *mqtt.Server
+	ready *netready.Poller // nil: every client keeps a goroutine for as long as it is connected
 }
 
 func (l *guardedListener) ID() string              { return l.id }
@@ -38,9 +47,11 @@ func (l *guardedListener) Close(close listeners.CloseFn) {
 	})
 }
 
-// Serve accepts until Close; each connection's goroutine runs establish (the client's
-// whole life) with a panic in it contained.
-func (l *guardedListener) Serve(establish listeners.EstablishFn) {
+// Serve accepts until Close. Each connection's goroutine runs the handshake and the
+// connect phase, then hands the client to serveClient, with a panic in it contained.
+// (mochi's establish function is the same steps with a goroutine for the client's
+// whole life.)
+func (l *guardedListener) Serve(listeners.EstablishFn) {
 	acceptor.Serve(l.ln, acceptor.Config{Name: "mqtt " + l.id, Logger: l.log}, func(raw net.Conn) {
 		peer := acceptor.PeerHost(raw)
 		// What mochi sees as the client's connection; over TLS, the handshake's result
@@ -64,9 +75,79 @@ func (l *guardedListener) Serve(establish listeners.EstablishFn) {
 			}
 			c.Conn = tc
 		}
-		establish(l.id, c) // its error is the client's end, which the hook already reported
+		// An error is the client's end, which the hook already reported.
+		cl, err := l.srv.OpenClient(l.id, c)
+		if err != nil {
+			return
+		}
+		l.guard.settled(c)
+		l.serveClient(c, cl)
 	})
 }
+
+// serveClient serves a connected client. Where the connection can be watched, the
+// client waits for input in the poller with no goroutine, and a goroutine runs only
+// while it has input (issue 54: a goroutine parked in Read keeps a stack of 8 KiB or
+// more, the largest part of an idle client's memory). Otherwise this goroutine serves
+// it to its end.
+func (l *guardedListener) serveClient(c *lingeringConn, cl *mqtt.Client) {
+	if sc, pending, ok := watchable(c.Conn); ok && l.ready != nil {
+		w, err := l.ready.Watch(sc, func() { go l.resume(c, cl, pending) })
+		if err == nil {
+			c.waitp.Store(w)
+			l.idle(c, cl, pending)
+			return
+		}
+	}
+	l.srv.ServeClient(cl, nil)
+}
+
+// resume serves a woken client while it has input, then lets it wait again.
+func (l *guardedListener) resume(c *lingeringConn, cl *mqtt.Client, pending func() bool) {
+	ended := true
+	defer func() {
+		if ended {
+			c.waitp.Load().Stop()
+		}
+	}()
+	defer contain.Recover(l.log, "mqtt "+l.id, c)
+	if ended, _ = l.srv.ServeClient(cl, pending); !ended {
+		l.idle(c, cl, pending)
+	}
+}
+
+// idle arms the client's wait until its read deadline (the keepalive's, which mochi
+// sets before ServeClient returns): the wake comes with input, a hang-up, the deadline
+// (the read then fails as a parked Read would), or a Close. Where the wait cannot be
+// armed (the connection was closed under it), this goroutine serves the rest.
+func (l *guardedListener) idle(c *lingeringConn, cl *mqtt.Client, pending func() bool) {
+	w := c.waitp.Load()
+	if err := w.Arm(c.readDeadline()); err != nil {
+		w.Stop()
+		l.srv.ServeClient(cl, nil)
+		return
+	}
+	if c.closed.Load() {
+		w.Wake() // a Close that came before the wait was armed
+	}
+}
+
+// watchable is the socket to watch under c and how to ask c whether it holds input of
+// its own; false where the client must keep a goroutine.
+func watchable(c net.Conn) (syscall.Conn, func() bool, bool) {
+	switch t := c.(type) {
+	case *tls13conn.Conn:
+		sc, ok := t.NetConn().(syscall.Conn)
+		return sc, t.Pending, ok
+	case *tls.Conn:
+		return nil, nil, false // TLS 1.2: crypto/tls may hold input the socket no longer has, and cannot say
+	case syscall.Conn:
+		return t, noInput, true
+	}
+	return nil, nil, false // a device's SSH session (deviceconn)
+}
+
+func noInput() bool { return false }
 
 // loginGuard counts the connections that have not logged in yet: per source address
 // and in all, for every listener of the broker.

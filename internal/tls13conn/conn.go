@@ -152,6 +152,15 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// Pending reports whether the connection holds input that its socket no longer has:
+// data not yet returned, bytes read ahead, or part of a record. A server that waits for
+// the socket to become readable (package netready) reads on while it does.
+func (c *Conn) Pending() bool {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	return len(c.plain) > 0 || c.rbuf != nil || c.hdrN > 0
+}
+
 // isTimeout: a deadline passed. The record being read is kept where it stopped, so a
 // later Read goes on with it (as crypto/tls does).
 func isTimeout(err error) bool {

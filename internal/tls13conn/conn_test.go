@@ -458,3 +458,32 @@ func TestBurstOfSmallRecords(t *testing.T) {
 		t.Fatal("the input buffer is held after the burst was read")
 	}
 }
+
+// Pending tells a server that waits for its socket (package netready) to read on: data
+// of a record not yet returned, and records read ahead with an earlier one, are input
+// the socket no longer has.
+func TestPendingInputTheSocketNoLongerHas(t *testing.T) {
+	s, c := connPair(t, tls.TLS_AES_128_GCM_SHA256)
+	if s.Pending() {
+		t.Fatal("a new connection holds input")
+	}
+	first, _ := sealed(c, "hello")
+	second, _ := sealed(c, "world")
+	if _, err := c.raw.Write(append(first, second...)); err != nil { // one write: the second is read ahead
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(s, buf); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Pending() {
+		t.Fatal("three bytes of the first record and the second record are held, but Pending says none")
+	}
+	rest := make([]byte, 8)
+	if _, err := io.ReadFull(s, rest); err != nil || string(buf)+string(rest) != "helloworld" {
+		t.Fatalf("read %q %q, %v", buf, rest, err)
+	}
+	if s.Pending() {
+		t.Fatal("everything was returned, but Pending says input is held")
+	}
+}

@@ -83,31 +83,16 @@ func TestMQTTReceiveMaximumOverflowIsToldNotReset(t *testing.T) {
 func overflowReceiveMaximum(t *testing.T, c net.Conn, device, user, password string) {
 	t.Helper()
 	defer c.Close()
-	str := func(s string) []byte { return append([]byte{byte(len(s) >> 8), byte(len(s))}, s...) }
-	packet := func(header byte, body []byte) []byte {
-		out := []byte{header}
-		for n := len(body); ; {
-			b := byte(n % 128)
-			if n /= 128; n > 0 {
-				b |= 0x80
-			}
-			out = append(out, b)
-			if n == 0 {
-				break
-			}
-		}
-		return append(out, body...)
-	}
 	flags, creds := byte(0x02), []byte{} // clean start; the SSH path needs no credentials
 	if user != "" {
-		flags, creds = 0xC2, append(str(user), str(password)...)
+		flags, creds = 0xC2, append(mqttString(user), mqttString(password)...)
 	}
-	connect := append(append(append(str("MQTT"), 5, flags, 0, 60, 0), str(device)...), creds...)
-	out := packet(0x10, connect)
+	connect := append(append(append(mqttString("MQTT"), 5, flags, 0, 60, 0), mqttString(device)...), creds...)
+	out := mqttPacket(0x10, connect)
 	// 1024 is the receive maximum (mochi's default, the hub's); 300 more stay unread.
 	for id := 1; id <= 1024+300; id++ {
-		body := append(str("devices/"+device+"/notifications/t"), byte(id>>8), byte(id), 0)
-		out = append(out, packet(0x34, append(body, "{}"...))...)
+		body := append(mqttString("devices/"+device+"/notifications/t"), byte(id>>8), byte(id), 0)
+		out = append(out, mqttPacket(0x34, append(body, "{}"...))...)
 	}
 	if _, err := c.Write(out); err != nil {
 		t.Fatalf("writing the publishes: %v", err)
@@ -115,24 +100,9 @@ func overflowReceiveMaximum(t *testing.T, c net.Conn, device, user, password str
 	c.SetReadDeadline(time.Now().Add(30 * time.Second)) // a failure guard, not a timing
 	r := bufio.NewReader(c)
 	for {
-		typ, err := r.ReadByte()
+		typ, body, err := readMQTTPacket(r)
 		if err != nil {
 			t.Fatalf("the connection ended without a DISCONNECT: %v", err)
-		}
-		n, shift := 0, 0
-		for {
-			b, err := r.ReadByte()
-			if err != nil {
-				t.Fatalf("reading a packet: %v", err)
-			}
-			n |= int(b&0x7f) << shift
-			if shift += 7; b&0x80 == 0 {
-				break
-			}
-		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r, body); err != nil {
-			t.Fatalf("reading a packet of %d bytes: %v", n, err)
 		}
 		if typ>>4 == 14 { // DISCONNECT
 			if len(body) == 0 || body[0] != 0x93 {

@@ -426,22 +426,15 @@ func (cl *Client) Read(packetHandler ReadFn) error {
 	}
 }
 
-// waitPacket waits until the client's next packet has begun to arrive, as Client.Read
-// does before each packet: more is false once the client is stopped. It and its
+// waitPacket waits until the client's next packet has begun to arrive. It and its
 // callers keep no Packet in their frames, so a client waiting here uses little of its
 // goroutine's stack (iotsafe patch).
-func (cl *Client) waitPacket() (more bool, err error) {
-	if cl.Closed() {
-		return false, nil
-	}
-	cl.refreshDeadline(cl.State.Keepalive)
+func (cl *Client) waitPacket() error {
 	if cl.Net.bconn == nil {
-		return false, ErrConnectionClosed
+		return ErrConnectionClosed
 	}
-	if _, err := cl.Net.bconn.Peek(1); err != nil {
-		return false, err
-	}
-	return true, nil
+	_, err := cl.Net.bconn.Peek(1)
+	return err
 }
 
 // Stop instructs the client to shut down all processing goroutines and disconnect.

@@ -409,24 +409,83 @@ func (s *Server) EstablishConnection(listener string, c net.Conn) error {
 // shallow frame (serveClient), so a parked client's goroutine uses little of its stack
 // and the runtime can shrink it back after the deep work of a packet. The pending
 // writes have no goroutine of their own while the queue is empty (startWriter).
+// OpenClient and ServeClient are the same steps for a caller that waits for input
+// itself, so that an idle client needs no goroutine at all.
 func (s *Server) attachClient(cl *Client, listener string) error {
-	defer s.Listeners.ClientsWg.Done()
 	s.Listeners.ClientsWg.Add(1)
-
-	defer cl.Stop(nil)
+	connected := false
+	defer func() { s.endClient(cl, connected) }()
 
 	connected, err := s.openClient(cl, listener)
-	if connected {
-		defer atomic.AddInt64(&s.Info.ClientsConnected, -1)
-	}
 	if err != nil {
 		return err
 	}
 
-	err = s.serveClient(cl)
+	err = s.serveClient(cl, nil)
 	s.closeClient(cl, listener, err)
 	return err
 }
+
+// endClient is what attachClient defers, in its order: the client leaves the count of
+// connected clients (if it was counted), is stopped, and is done.
+func (s *Server) endClient(cl *Client, connected bool) {
+	if connected {
+		atomic.AddInt64(&s.Info.ClientsConnected, -1)
+	}
+	cl.Stop(nil)
+	s.Listeners.ClientsWg.Done()
+}
+
+// OpenClient (iotsafe patch) runs a new connection's connect phase, as
+// EstablishConnection does before it reads packets: on success the client is connected
+// and ServeClient serves it; on an error the client has ended.
+func (s *Server) OpenClient(listener string, c net.Conn) (*Client, error) {
+	cl := s.NewClient(c, listener, "", false)
+	s.Listeners.ClientsWg.Add(1)
+	connected, opened := false, false
+	defer func() {
+		if !opened {
+			s.endClient(cl, connected)
+		}
+	}()
+
+	connected, err := s.openClient(cl, listener)
+	if err != nil {
+		return nil, err
+	}
+	cl.refreshDeadline(cl.State.Keepalive) // as serveClient does before each packet
+	opened = true
+	return cl, nil
+}
+
+// ServeClient (iotsafe patch) reads and handles the packets of a client that
+// OpenClient opened. With pending nil it serves until the client ends, as
+// EstablishConnection does. Otherwise it returns ended false as soon as, after a
+// packet, no input is at hand: nothing in the client's read buffer, and pending (the
+// connection's own buffer) reports none; the caller calls it again once the connection
+// has input or its deadline has passed (the keepalive deadline is set on the
+// connection before ServeClient returns). Once the client has ended, with its session,
+// ended is true and err is why.
+func (s *Server) ServeClient(cl *Client, pending func() bool) (ended bool, err error) {
+	ended = true
+	defer func() {
+		if ended {
+			s.endClient(cl, true)
+		}
+	}()
+
+	if pending == nil {
+		err = s.serveClient(cl, nil)
+	} else if err = s.serveClient(cl, pending); err == errClientIdle {
+		ended = false
+		return false, nil
+	}
+	s.closeClient(cl, cl.Net.Listener, err)
+	return true, err
+}
+
+// errClientIdle is serveClient's return when no input is at hand (iotsafe patch).
+var errClientIdle = errors.New("no input at hand")
 
 // openClient is attachClient's connect phase: it reads and answers CONNECT. connected
 // says whether the client was counted in ClientsConnected (the caller takes it off).
@@ -496,17 +555,27 @@ func (s *Server) openClient(cl *Client, listener string) (connected bool, err er
 }
 
 // serveClient reads and handles the client's packets until it ends, as Client.Read
-// does; nil is a client that was stopped. Its own frame stays small: the wait for a
-// packet is in waitPacket, the packet's work in servePacket, and neither keeps a
-// Packet in this frame.
-func (s *Server) serveClient(cl *Client) error {
+// does; nil is a client that was stopped. With pending set, it returns errClientIdle
+// once no input is at hand after a packet (see ServeClient). Its own frame stays
+// small: the wait for a packet is in waitPacket, the packet's work in servePacket, and
+// neither keeps a Packet in this frame.
+func (s *Server) serveClient(cl *Client, pending func() bool) error {
 	for {
-		more, err := cl.waitPacket()
-		if !more || err != nil {
+		if cl.Closed() {
+			return nil
+		}
+		if err := cl.waitPacket(); err != nil {
 			return err
 		}
 		if err := s.servePacket(cl); err != nil {
 			return err
+		}
+		if cl.Closed() {
+			return nil
+		}
+		cl.refreshDeadline(cl.State.Keepalive)
+		if pending != nil && cl.Net.bconn.Buffered() == 0 && !pending() {
+			return errClientIdle
 		}
 	}
 }
