@@ -65,6 +65,16 @@ func (cl *Clients) GetAll() map[string]*Client {
 	return m
 }
 
+// appendAll appends every client to dst (iotsafe patch: GetAll without a new map).
+func (cl *Clients) appendAll(dst []*Client) []*Client {
+	cl.RLock()
+	defer cl.RUnlock()
+	for _, v := range cl.internal {
+		dst = append(dst, v)
+	}
+	return dst
+}
+
 // Get returns the value of a client if it exists.
 func (cl *Clients) Get(id string) (*Client, bool) {
 	cl.RLock()
@@ -378,6 +388,9 @@ func (cl *Client) ClearInflights() {
 // ClearExpiredInflights deletes any inflight messages which have expired.
 func (cl *Client) ClearExpiredInflights(now, maximumExpiry int64) []uint16 {
 	deleted := []uint16{}
+	if cl.State.Inflight.Len() == 0 {
+		return deleted // iotsafe patch: no sorted copy of an empty table each second
+	}
 	for _, tk := range cl.State.Inflight.GetAll(false) {
 		expired := tk.ProtocolVersion == 5 && tk.Expiry > 0 && tk.Expiry < now // [MQTT-3.3.2-5]
 

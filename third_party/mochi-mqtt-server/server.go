@@ -154,6 +154,7 @@ type loop struct {
 	retainedExpiry *time.Ticker     // interval ticker for cleaning retained messages
 	willDelaySend  *time.Ticker     // interval ticker for sending Will Messages with a delay
 	willDelayed    *packets.Packets // activate LWT packets which will be sent after a delay
+	clients        []*Client        // iotsafe patch: the clients the loop walks, reused each tick
 }
 
 // ops contains server values which can be propagated to other structs.
@@ -1817,22 +1818,42 @@ func (s *Server) loadRetained(v []storage.Message) {
 
 // clearExpiredClients deletes all clients which have been disconnected for longer
 // than their given expiry intervals.
+//
+// iotsafe patch: this and clearExpiredInflights walk a list of the clients reused from
+// tick to tick (walkClients), not a new copy of the clients' map each second: an idle
+// broker with thousands of clients allocated megabytes a minute here, and the garbage
+// held memory until the next collection.
 func (s *Server) clearExpiredClients(dt int64) {
-	for id, client := range s.Clients.GetAll() {
-		disconnected := client.StopTime()
-		if disconnected == 0 {
-			continue
-		}
+	s.walkClients(func(client *Client) {
+		s.clearExpiredClient(client, dt)
+	})
+}
 
-		expire := s.Options.Capabilities.MaximumSessionExpiryInterval
-		if client.Properties.ProtocolVersion == 5 && client.Properties.Props.SessionExpiryIntervalFlag {
-			expire = client.Properties.Props.SessionExpiryInterval
-		}
+// walkClients calls f for each client, from a snapshot of the list (f may add and
+// remove clients), with no allocation once the list has grown (iotsafe patch).
+func (s *Server) walkClients(f func(*Client)) {
+	s.loop.clients = s.Clients.appendAll(s.loop.clients[:0])
+	for _, client := range s.loop.clients {
+		f(client)
+	}
+	clear(s.loop.clients) // keep no client alive until the next tick
+}
 
-		if disconnected+int64(expire) < dt {
-			s.hooks.OnClientExpired(client)
-			s.Clients.Delete(id) // [MQTT-4.1.0-2]
-		}
+// clearExpiredClient is clearExpiredClients' work for one client.
+func (s *Server) clearExpiredClient(client *Client, dt int64) {
+	disconnected := client.StopTime()
+	if disconnected == 0 {
+		return
+	}
+
+	expire := s.Options.Capabilities.MaximumSessionExpiryInterval
+	if client.Properties.ProtocolVersion == 5 && client.Properties.Props.SessionExpiryIntervalFlag {
+		expire = client.Properties.Props.SessionExpiryInterval
+	}
+
+	if disconnected+int64(expire) < dt {
+		s.hooks.OnClientExpired(client)
+		s.Clients.Delete(client.ID) // [MQTT-4.1.0-2]
 	}
 }
 
@@ -1855,13 +1876,13 @@ func (s *Server) clearExpiredRetainedMessages(now int64) {
 
 // clearExpiredInflights deletes any inflight messages which have expired.
 func (s *Server) clearExpiredInflights(now int64) {
-	for _, client := range s.Clients.GetAll() {
+	s.walkClients(func(client *Client) {
 		if deleted := client.ClearExpiredInflights(now, s.Options.Capabilities.MaximumMessageExpiryInterval); len(deleted) > 0 {
 			for _, id := range deleted {
 				s.hooks.OnQosDropped(client, packets.Packet{PacketID: id})
 			}
 		}
-	}
+	})
 }
 
 // sendDelayedLWT sends any LWT messages which have reached their issue time.
