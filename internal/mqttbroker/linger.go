@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/iotsafe/iotsafe/internal/netready"
@@ -30,6 +31,7 @@ const (
 type lingeringConn struct {
 	net.Conn
 	once     sync.Once
+	dmu      sync.Mutex // orders inputWithin's restored deadline before Close's
 	closed   atomic.Bool
 	waitp    atomic.Pointer[netready.Wait]
 	deadline atomic.Int64 // the read deadline, Unix nanoseconds; 0: none
@@ -67,7 +69,9 @@ func (c *lingeringConn) Unwrap() net.Conn { return c.Conn }
 
 func (c *lingeringConn) Close() error {
 	c.once.Do(func() {
+		c.dmu.Lock()
 		c.closed.Store(true)
+		c.dmu.Unlock()
 		halfClose(c.Conn)
 		c.Conn.SetReadDeadline(time.Now().Add(lingerFor))
 		// mochi's reader may be in Read too: whichever reads, the input is consumed, and
@@ -82,6 +86,30 @@ func (c *lingeringConn) Close() error {
 		}
 	})
 	return nil
+}
+
+// inputWithin reports whether the socket under c (rc, raw) has input within d, or
+// before the read deadline mochi set if that comes first, without reading it. The read
+// deadline is put back after; a Close meanwhile keeps its own.
+func (c *lingeringConn) inputWithin(rc syscall.RawConn, raw net.Conn, d time.Duration) bool {
+	keep := c.readDeadline()
+	limit := time.Now().Add(d)
+	if !keep.IsZero() && keep.Before(limit) {
+		limit = keep
+	}
+	raw.SetReadDeadline(limit)
+	err := rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		// Input, the end of the stream or an error: the read that follows will tell.
+		return err != syscall.EAGAIN && err != syscall.EINTR
+	})
+	c.dmu.Lock()
+	if !c.closed.Load() {
+		raw.SetReadDeadline(keep)
+	}
+	c.dmu.Unlock()
+	return err == nil
 }
 
 // halfClose ends c's writing side where it can; on a TLS connection, close_notify and
