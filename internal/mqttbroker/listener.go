@@ -91,13 +91,12 @@ func (l *guardedListener) Serve(listeners.EstablishFn) {
 // more, the largest part of an idle client's memory). Otherwise this goroutine serves
 // it to its end.
 func (l *guardedListener) serveClient(c *lingeringConn, cl *mqtt.Client) {
-	if sc, held, ok := watchable(c.Conn); ok && l.ready != nil {
+	if raw, sc, held := watchable(c.Conn); sc != nil && l.ready != nil {
 		rc, err := sc.SyscallConn()
 		if err != nil {
 			l.srv.ServeClient(cl, nil)
 			return
 		}
-		raw := sc.(net.Conn)
 		// Input at hand: what the connection holds, or what the socket has within
 		// activeWait.
 		pending := func() bool { return held() || c.inputWithin(rc, raw, activeWait) }
@@ -149,21 +148,20 @@ func (l *guardedListener) idle(c *lingeringConn, cl *mqtt.Client, pending func()
 	}
 }
 
-// watchable is the socket to watch under c (a net.Conn) and how to ask c whether it
-// holds input of its own; false where the client must keep a goroutine.
-func watchable(c net.Conn) (syscall.Conn, func() bool, bool) {
+// watchable is the socket under c, as a net.Conn and as the syscall.Conn to watch, and
+// how to ask c whether it holds input of its own; sc is nil where the client must keep a
+// goroutine.
+func watchable(c net.Conn) (raw net.Conn, sc syscall.Conn, held func() bool) {
 	switch t := c.(type) {
 	case *tls13conn.Conn:
-		sc, ok := t.NetConn().(syscall.Conn)
-		return sc, t.Pending, ok
+		raw, held = t.NetConn(), t.Pending
 	case *tls.Conn:
-		return nil, nil, false // TLS 1.2: crypto/tls may hold input the socket no longer has, and cannot say
-	case syscall.Conn:
-		if _, ok := t.(net.Conn); ok {
-			return t, noInput, true
-		}
+		return nil, nil, nil // TLS 1.2: crypto/tls may hold input the socket no longer has, and cannot say
+	default:
+		raw, held = c, noInput
 	}
-	return nil, nil, false // a device's SSH session (deviceconn)
+	sc, _ = raw.(syscall.Conn) // not one: a device's SSH session (deviceconn)
+	return raw, sc, held
 }
 
 func noInput() bool { return false }

@@ -1,0 +1,77 @@
+package mqttbroker
+
+import (
+	"crypto/tls"
+	"net"
+	"testing"
+	"time"
+)
+
+// tcpPair is a real loopback TCP connection: the hub's end and the client's.
+func tcpPair(t *testing.T) (hub *net.TCPConn, client net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); client.Close() })
+	return c.(*net.TCPConn), client
+}
+
+// Which clients can wait in the poller: a plain socket can; TLS 1.2 (crypto/tls cannot
+// say what input it holds) and a connection with no socket beneath keep a goroutine.
+func TestWatchable(t *testing.T) {
+	hub, _ := tcpPair(t)
+	if raw, sc, held := watchable(hub); sc == nil || raw != hub || held() {
+		t.Fatal("a plain socket is not watchable")
+	}
+	if _, sc, _ := watchable(tls.Server(hub, &tls.Config{})); sc != nil {
+		t.Fatal("a *tls.Conn was watchable")
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if _, sc, _ := watchable(a); sc != nil {
+		t.Fatal("a connection with no socket beneath was watchable")
+	}
+}
+
+// inputWithin waits for input without taking it, and puts back the read deadline mochi
+// set.
+func TestInputWithin(t *testing.T) {
+	hub, client := tcpPair(t)
+	c := &lingeringConn{Conn: hub}
+	keepalive := time.Now().Add(time.Hour)
+	c.SetDeadline(keepalive)
+	rc, err := hub.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.inputWithin(rc, hub, time.Millisecond) {
+		t.Fatal("input reported on a silent connection")
+	}
+	client.Write([]byte("x"))
+	if !c.inputWithin(rc, hub, time.Minute) {
+		t.Fatal("input not reported")
+	}
+	if !c.inputWithin(rc, hub, time.Minute) {
+		t.Fatal("the input was taken by the look")
+	}
+	// The deadline is mochi's again: a read waits for it, not for inputWithin's limit.
+	buf := make([]byte, 1)
+	if _, err := c.Read(buf); err != nil || buf[0] != 'x' {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	if got := c.readDeadline(); !got.Equal(keepalive) {
+		t.Fatalf("read deadline %v, want mochi's %v", got, keepalive)
+	}
+}
