@@ -43,8 +43,9 @@ type Config struct {
 	MaxRefusals int `yaml:"max_refusals"`
 	// MaxPending bounds the packets waiting to be written to one client (messages to a
 	// slow subscriber past it are dropped and counted); 0 means 256. The queue is
-	// allocated whole per connection, 8 bytes a slot: mochi's default of 8,192 was 64 KiB
-	// of each device's memory, 1,024 still 8 KiB (bench mqtt connections). A device
+	// allocated whole, 8 bytes a slot, when a client is first sent something (the
+	// patched mochi; a device that only publishes holds none): mochi's default of 8,192
+	// was 64 KiB of each device's memory, 1,024 still 8 KiB (bench mqtt connections). A device
 	// needs few; a platform app subscribed to a large fleet may need more (a burst to it
 	// waits here while its socket is slow): raise it then.
 	MaxPending int `yaml:"max_pending"`

@@ -153,21 +153,21 @@ type Will struct {
 
 // ClientState tracks the state of the client.
 type ClientState struct {
-	TopicAliases    TopicAliases         // a map of topic aliases
-	stopCause       atomic.Value         // reason for stopping
-	Inflight        *Inflight            // a map of in-flight qos messages
-	Subscriptions   *Subscriptions       // a map of the subscription filters a client maintains
-	disconnected    int64                // the time the client disconnected in unix time, for calculating expiry
-	outbound        chan *packets.Packet // queue for pending outbound packets
-	endOnce         sync.Once            // only end once
-	isTakenOver     atomic.Bool          // used to identify orphaned clients
-	packetID        uint32               // the current highest packetID
-	open            context.Context      // indicate that the client is open for packet exchange
-	cancelOpen      context.CancelFunc   // cancel function for open context
-	outboundQty     int32                // number of messages currently in the outbound queue
-	writing         atomic.Bool          // iotsafe patch: a goroutine is writing the outbound queue
-	Keepalive       uint16               // the number of seconds the connection can wait
-	ServerKeepalive bool                 // keepalive was set by the server
+	TopicAliases    TopicAliases                         // a map of topic aliases
+	stopCause       atomic.Value                         // reason for stopping
+	Inflight        *Inflight                            // a map of in-flight qos messages
+	Subscriptions   *Subscriptions                       // a map of the subscription filters a client maintains
+	disconnected    int64                                // the time the client disconnected in unix time, for calculating expiry
+	outbound        atomic.Pointer[chan *packets.Packet] // queue for pending outbound packets; iotsafe patch: made on first use (Client.queue)
+	endOnce         sync.Once                            // only end once
+	isTakenOver     atomic.Bool                          // used to identify orphaned clients
+	packetID        uint32                               // the current highest packetID
+	open            context.Context                      // indicate that the client is open for packet exchange
+	cancelOpen      context.CancelFunc                   // cancel function for open context
+	outboundQty     int32                                // number of messages currently in the outbound queue
+	writing         atomic.Bool                          // iotsafe patch: a goroutine is writing the outbound queue
+	Keepalive       uint16                               // the number of seconds the connection can wait
+	ServerKeepalive bool                                 // keepalive was set by the server
 }
 
 // newClient returns a new instance of Client. This is almost exclusively used by Server
@@ -182,7 +182,6 @@ func newClient(c net.Conn, o *ops) *Client {
 			open:          ctx,
 			cancelOpen:    cancel,
 			Keepalive:     defaultKeepalive,
-			outbound:      make(chan *packets.Packet, o.options.Capabilities.MaximumClientWritesPending),
 		},
 		Properties: ClientProperties{
 			ProtocolVersion: defaultClientProtocolVersion, // default protocol version
@@ -209,7 +208,7 @@ func (cl *Client) WriteLoop() {
 	cl.State.writing.Store(true)
 	for {
 		select {
-		case pk := <-cl.State.outbound:
+		case pk := <-cl.queue():
 			cl.writeQueued(pk)
 		case <-cl.State.open.Done():
 			return
@@ -232,16 +231,38 @@ func (cl *Client) startWriter() {
 func (cl *Client) drainOutbound() {
 	for {
 		select {
-		case pk := <-cl.State.outbound:
+		case pk := <-cl.queue():
 			cl.writeQueued(pk)
 			continue
 		default:
 		}
 		cl.State.writing.Store(false)
-		if len(cl.State.outbound) == 0 || !cl.State.writing.CompareAndSwap(false, true) {
+		if cl.queued() == 0 || !cl.State.writing.CompareAndSwap(false, true) {
 			return
 		}
 	}
+}
+
+// queue is the outbound queue, made on first use: a client that is never sent
+// anything (most devices) holds none, where each would hold MaximumClientWritesPending
+// slots (iotsafe patch).
+func (cl *Client) queue() chan *packets.Packet {
+	if q := cl.State.outbound.Load(); q != nil {
+		return *q
+	}
+	q := make(chan *packets.Packet, cl.ops.options.Capabilities.MaximumClientWritesPending)
+	if cl.State.outbound.CompareAndSwap(nil, &q) {
+		return q
+	}
+	return *cl.State.outbound.Load()
+}
+
+// queued is how many packets wait in the outbound queue (iotsafe patch).
+func (cl *Client) queued() int {
+	if q := cl.State.outbound.Load(); q != nil {
+		return len(*q)
+	}
+	return 0
 }
 
 // writeQueued writes one packet taken from the outbound queue.
@@ -663,7 +684,7 @@ func (cl *Client) WritePacket(pk packets.Packet) error {
 	n, err := func() (int64, error) {
 		cl.Lock()
 		defer cl.Unlock()
-		if len(cl.State.outbound) == 0 {
+		if cl.queued() == 0 {
 			if cl.Net.outbuf == nil {
 				return buf.WriteTo(cl.Net.Conn)
 			}

@@ -1221,7 +1221,7 @@ func (s *Server) publishToClient(cl *Client, sub packets.Subscription, pk packet
 	}
 
 	select {
-	case cl.State.outbound <- &out:
+	case cl.queue() <- &out:
 		atomic.AddInt32(&cl.State.outboundQty, 1)
 		cl.startWriter() // iotsafe patch: the writer runs only while there is something to write
 	default:

@@ -2103,7 +2103,7 @@ func TestPublishToClientExceedClientWritesPending(t *testing.T) {
 	s.Clients.Add(cl)
 
 	for i := int32(0); i < cl.ops.options.Capabilities.MaximumClientWritesPending; i++ {
-		cl.State.outbound <- new(packets.Packet)
+		cl.queue() <- new(packets.Packet)
 		atomic.AddInt32(&cl.State.outboundQty, 1)
 	}
 
