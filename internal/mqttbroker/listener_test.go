@@ -5,32 +5,14 @@ import (
 	"net"
 	"testing"
 	"time"
-)
 
-// tcpPair is a real loopback TCP connection: the hub's end and the client's.
-func tcpPair(t *testing.T) (hub *net.TCPConn, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); client.Close() })
-	return c.(*net.TCPConn), client
-}
+	"github.com/iotsafe/iotsafe/internal/nettest"
+)
 
 // Which clients can wait in the poller: a plain socket can; TLS 1.2 (crypto/tls cannot
 // say what input it holds) and a connection with no socket beneath keep a goroutine.
 func TestWatchable(t *testing.T) {
-	hub, _ := tcpPair(t)
+	hub, _ := nettest.TCPPair(t)
 	if raw, sc, held := watchable(hub); sc == nil || raw != hub || held() {
 		t.Fatal("a plain socket is not watchable")
 	}
@@ -48,7 +30,7 @@ func TestWatchable(t *testing.T) {
 // inputWithin waits for input without taking it, and puts back the read deadline mochi
 // set.
 func TestInputWithin(t *testing.T) {
-	hub, client := tcpPair(t)
+	hub, client := nettest.TCPPair(t)
 	c := &lingeringConn{Conn: hub}
 	keepalive := time.Now().Add(time.Hour)
 	c.SetDeadline(keepalive)

@@ -7,27 +7,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// pair is a real loopback TCP connection: the server's end (watched) and the peer's.
-func pair(t *testing.T) (server *net.TCPConn, peer net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); peer.Close() })
-	return c.(*net.TCPConn), peer
-}
+	"github.com/iotsafe/iotsafe/internal/nettest"
+)
 
 func poller(t *testing.T) *Poller {
 	t.Helper()
@@ -51,7 +33,7 @@ func watch(t *testing.T, c syscall.Conn) (*Wait, chan struct{}) {
 }
 
 func TestInputWakesAnArmedWait(t *testing.T) {
-	c, peer := pair(t)
+	c, peer := nettest.TCPPair(t)
 	w, woke := watch(t, c)
 	if err := w.Arm(time.Time{}); err != nil {
 		t.Fatal(err)
@@ -72,7 +54,7 @@ func TestInputWakesAnArmedWait(t *testing.T) {
 }
 
 func TestInputAlreadyThereWakesAtOnce(t *testing.T) {
-	c, peer := pair(t)
+	c, peer := nettest.TCPPair(t)
 	// On loopback the bytes are in c's socket once Write returns.
 	peer.Write([]byte("early"))
 	w, woke := watch(t, c)
@@ -87,7 +69,7 @@ func TestInputAlreadyThereWakesAtOnce(t *testing.T) {
 }
 
 func TestPeerHangUpWakes(t *testing.T) {
-	c, peer := pair(t)
+	c, peer := nettest.TCPPair(t)
 	w, woke := watch(t, c)
 	if err := w.Arm(time.Time{}); err != nil {
 		t.Fatal(err)
@@ -100,7 +82,7 @@ func TestPeerHangUpWakes(t *testing.T) {
 }
 
 func TestDeadlineWakes(t *testing.T) {
-	c, _ := pair(t)
+	c, _ := nettest.TCPPair(t)
 	w, woke := watch(t, c)
 	deadline := time.Now().Add(20 * time.Millisecond)
 	c.SetReadDeadline(deadline)
@@ -116,7 +98,7 @@ func TestDeadlineWakes(t *testing.T) {
 }
 
 func TestAMovedDeadlineDoesNotWakeEarly(t *testing.T) {
-	c, peer := pair(t)
+	c, peer := nettest.TCPPair(t)
 	w, woke := watch(t, c)
 	if err := w.Arm(time.Now().Add(time.Millisecond)); err != nil {
 		t.Fatal(err)
@@ -135,7 +117,7 @@ func TestAMovedDeadlineDoesNotWakeEarly(t *testing.T) {
 }
 
 func TestWakeWakesOnlyAnArmedWait(t *testing.T) {
-	c, peer := pair(t)
+	c, peer := nettest.TCPPair(t)
 	w, woke := watch(t, c)
 	w.Wake() // not armed: nothing
 	if err := w.Arm(time.Time{}); err != nil {
@@ -156,13 +138,13 @@ func TestWakeWakesOnlyAnArmedWait(t *testing.T) {
 }
 
 func TestArmFailsOnAClosedConnectionAndAfterStop(t *testing.T) {
-	c, _ := pair(t)
+	c, _ := nettest.TCPPair(t)
 	w, _ := watch(t, c)
 	c.Close()
 	if err := w.Arm(time.Time{}); err == nil {
 		t.Fatal("armed a closed connection")
 	}
-	c2, _ := pair(t)
+	c2, _ := nettest.TCPPair(t)
 	w2, _ := watch(t, c2)
 	w2.Stop()
 	if err := w2.Arm(time.Time{}); !errors.Is(err, ErrStopped) {
@@ -173,13 +155,13 @@ func TestArmFailsOnAClosedConnectionAndAfterStop(t *testing.T) {
 // A descriptor number that a closed connection gave back and a new one took: the old
 // Wait must not touch the new connection's registration.
 func TestAClosedConnectionsWaitLeavesItsSuccessorAlone(t *testing.T) {
-	c, _ := pair(t)
+	c, _ := nettest.TCPPair(t)
 	old, _ := watch(t, c)
 	if err := old.Arm(time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
-	c2, peer2 := pair(t)
+	c2, peer2 := nettest.TCPPair(t)
 	w2, woke2 := watch(t, c2)
 	if err := w2.Arm(time.Time{}); err != nil {
 		t.Fatal(err)
@@ -198,7 +180,7 @@ func TestManyConnectionsEachWokenOnce(t *testing.T) {
 	all := make(chan int, n)
 	peers := make([]net.Conn, n)
 	for i := range n {
-		c, peer := pair(t)
+		c, peer := nettest.TCPPair(t)
 		peers[i] = peer
 		w, err := poller(t).Watch(c, func() { wakes[i].Add(1); all <- i })
 		if err != nil {
