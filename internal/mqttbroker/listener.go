@@ -80,8 +80,7 @@ func (l *guardedListener) Serve(listeners.EstablishFn) {
 		if err != nil {
 			return
 		}
-		l.guard.settled(c)
-		l.serveClient(c, cl)
+		l.serveClient(c, cl) // the hook settled c at login
 	})
 }
 
