@@ -2,10 +2,10 @@ package access
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 
+	"github.com/iotsafe/iotsafe/internal/nettest"
 	"github.com/iotsafe/iotsafe/internal/registry"
 	"github.com/iotsafe/iotsafe/internal/sockets"
 )
@@ -86,21 +86,7 @@ func TestEnforcerConnectionCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	srv, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv, _ := nettest.TCPPair(t)
 	if err := on.ConnectionCheck()(srv, "dev42", "http"); err != nil {
 		t.Fatalf("own uid refused: %v", err)
 	}

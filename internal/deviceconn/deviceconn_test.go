@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+
+	"github.com/iotsafe/iotsafe/internal/nettest"
 )
 
 // A connection handed over in process carries its device's identity to the server,
@@ -100,21 +102,7 @@ func TestServicesLookup(t *testing.T) {
 // FromHub is true for a TCP connection this process (the hub's uid) opened, false for
 // what is not TCP. (Another uid's connection is refused in test/e2e, which runs one.)
 func TestFromHub(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := nettest.TCPPair(t)
 	if !FromHub(s) {
 		t.Fatal("the hub's own connection is not recognised")
 	}
